@@ -1,0 +1,204 @@
+//! The one clock of a klab cluster: object timestamps and component timers both come from here.
+//!
+//! `now = epoch + speed × (tokio::time::Instant::now() − start)`. Under a paused tokio runtime (sim)
+//! `Instant::now()` is virtual, so timestamps written into objects are virtual too; `sleep(d)`
+//! sleeps `d / speed` of runtime time so that `--speed 20` makes every timer 20× faster while the
+//! objects' timeline (creationTimestamp, Lease renewTime, conditions) advances at 20× as well.
+#![allow(clippy::disallowed_methods)] // this module is the one place allowed to read the OS clock
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+
+/// How the clock relates to the machine's clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ClockMode {
+    /// Deterministic virtual time on a paused tokio runtime; the epoch is fixed by the caller.
+    Virtual,
+    /// Wall-clock epoch, runtime time scaled by `speed` (1.0 = real time).
+    Scaled,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mode: ClockMode,
+    epoch: Timestamp,
+    start: tokio::time::Instant,
+    speed: f64,
+}
+
+/// Shared, cheap to clone. Build it inside the runtime whose timers it drives.
+#[derive(Clone, Debug)]
+pub struct Clock {
+    inner: Arc<Inner>,
+}
+
+/// The default epoch of virtual runs: a fixed instant so that sim traces are reproducible.
+pub const DEFAULT_VIRTUAL_EPOCH: &str = "2026-01-01T00:00:00Z";
+
+impl Clock {
+    /// A virtual clock starting at `epoch`. Use on a paused runtime (`start_paused(true)`).
+    pub fn virtual_at(epoch: Timestamp) -> Self {
+        Self::build(ClockMode::Virtual, epoch, 1.0)
+    }
+
+    /// A virtual clock at [`DEFAULT_VIRTUAL_EPOCH`].
+    pub fn virtual_default() -> Self {
+        Self::virtual_at(DEFAULT_VIRTUAL_EPOCH.parse().expect("valid epoch"))
+    }
+
+    /// Real time (`speed == 1.0`) or sped-up time, starting from the machine's current time.
+    pub fn scaled(speed: f64) -> Self {
+        assert!(speed > 0.0 && speed.is_finite(), "speed must be positive");
+        Self::build(ClockMode::Scaled, Timestamp::now(), speed)
+    }
+
+    /// Sped-up time starting at a given epoch (a restarted `klab up` continues its timeline).
+    pub fn scaled_from(epoch: Timestamp, speed: f64) -> Self {
+        assert!(speed > 0.0 && speed.is_finite(), "speed must be positive");
+        Self::build(ClockMode::Scaled, epoch, speed)
+    }
+
+    fn build(mode: ClockMode, epoch: Timestamp, speed: f64) -> Self {
+        Clock {
+            inner: Arc::new(Inner { mode, epoch, start: tokio::time::Instant::now(), speed }),
+        }
+    }
+
+    pub fn mode(&self) -> ClockMode {
+        self.inner.mode
+    }
+
+    pub fn speed(&self) -> f64 {
+        self.inner.speed
+    }
+
+    /// The instant the clock started, in the objects' timeline.
+    pub fn epoch(&self) -> Timestamp {
+        self.inner.epoch
+    }
+
+    /// Time elapsed since the clock started, in the objects' timeline.
+    pub fn elapsed(&self) -> StdDuration {
+        let runtime = tokio::time::Instant::now().saturating_duration_since(self.inner.start);
+        if self.inner.speed == 1.0 {
+            runtime
+        } else {
+            runtime.mul_f64(self.inner.speed)
+        }
+    }
+
+    /// Now, in the objects' timeline.
+    pub fn now(&self) -> Timestamp {
+        let d = SignedDuration::try_from(self.elapsed()).expect("elapsed fits");
+        self.inner.epoch.checked_add(d).expect("timestamp in range")
+    }
+
+    /// Now as a `metav1.Time` (serialized to the second).
+    pub fn now_time(&self) -> Time {
+        Time(truncate_to_second(self.now()))
+    }
+
+    /// Now as a `metav1.MicroTime` (serialized with 6 fractional digits).
+    pub fn now_micro(&self) -> MicroTime {
+        MicroTime(truncate_to_micro(self.now()))
+    }
+
+    /// Converts a span of the objects' timeline into runtime time.
+    pub fn to_runtime(&self, d: StdDuration) -> StdDuration {
+        if self.inner.speed == 1.0 { d } else { d.div_f64(self.inner.speed) }
+    }
+
+    /// Sleeps `d` of the objects' timeline.
+    pub async fn sleep(&self, d: StdDuration) {
+        tokio::time::sleep(self.to_runtime(d)).await
+    }
+
+    /// Sleeps until the objects' timeline reaches `t` (returns at once if it already has).
+    pub async fn sleep_until(&self, t: Timestamp) {
+        let now = self.now();
+        if t > now {
+            let d = StdDuration::try_from(t.duration_since(now)).unwrap_or_default();
+            self.sleep(d).await
+        }
+    }
+
+    /// The runtime instant at which the objects' timeline reaches `t` (for `tokio::time::sleep_until`).
+    pub fn runtime_instant_at(&self, t: Timestamp) -> tokio::time::Instant {
+        let since = t.duration_since(self.inner.epoch);
+        let since = StdDuration::try_from(since).unwrap_or_default();
+        self.inner.start + self.to_runtime(since)
+    }
+
+    /// Seconds since the epoch with millisecond precision, as printed in sim traces.
+    pub fn elapsed_label(&self) -> String {
+        format_elapsed(self.elapsed())
+    }
+}
+
+/// `12.345s` style label of a span since the start of a run.
+pub fn format_elapsed(d: StdDuration) -> String {
+    format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
+}
+
+/// Drops sub-second precision (what a `metav1.Time` round trip keeps).
+pub fn truncate_to_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).expect("in range")
+}
+
+/// Drops sub-microsecond precision (what a `metav1.MicroTime` round trip keeps).
+pub fn truncate_to_micro(t: Timestamp) -> Timestamp {
+    Timestamp::from_microsecond(t.as_microsecond()).expect("in range")
+}
+
+/// Formats a `metav1.Time` string: RFC 3339, UTC, seconds.
+pub fn format_time(t: Timestamp) -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).expect("formattable")
+}
+
+/// Formats a `metav1.MicroTime` string: RFC 3339, UTC, exactly 6 fractional digits.
+pub fn format_micro_time(t: Timestamp) -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%S%.6fZ", t).expect("formattable")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn virtual_clock_follows_paused_time() {
+        let c = Clock::virtual_default();
+        assert_eq!(format_time(c.now()), "2026-01-01T00:00:00Z");
+        c.sleep(StdDuration::from_millis(55_250)).await;
+        assert_eq!(format_time(c.now()), "2026-01-01T00:00:55Z");
+        assert_eq!(format_micro_time(c.now()), "2026-01-01T00:00:55.250000Z");
+        assert_eq!(c.elapsed_label(), "55.250s");
+        assert_eq!(serde_json::to_string(&c.now_time()).unwrap(), "\"2026-01-01T00:00:55Z\"");
+        assert_eq!(
+            serde_json::to_string(&c.now_micro()).unwrap(),
+            "\"2026-01-01T00:00:55.250000Z\""
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scaled_clock_runs_faster_than_runtime_time() {
+        let c = Clock::scaled_from("2026-01-01T00:00:00Z".parse().unwrap(), 20.0);
+        let before = tokio::time::Instant::now();
+        c.sleep(StdDuration::from_secs(300)).await;
+        assert_eq!(tokio::time::Instant::now() - before, StdDuration::from_secs(15));
+        assert_eq!(format_time(c.now()), "2026-01-01T00:05:00Z");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sleep_until_and_runtime_instant_agree() {
+        let c = Clock::scaled_from("2026-01-01T00:00:00Z".parse().unwrap(), 2.0);
+        let t: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        assert_eq!(c.runtime_instant_at(t) - tokio::time::Instant::now(), StdDuration::from_secs(30));
+        c.sleep_until(t).await;
+        assert_eq!(c.now(), t);
+        c.sleep_until("2025-01-01T00:00:00Z".parse().unwrap()).await; // past: returns at once
+        assert_eq!(c.now(), t);
+    }
+}

@@ -1,0 +1,16 @@
+//! klab-api: the vocabulary every klab component shares — well-known Kubernetes strings, the one
+//! `Clock`, the seeded `DetRng`, typed durations, and pure helpers over k8s-openapi types.
+//!
+//! Nothing here performs I/O, and this is the only crate allowed to read the operating system's
+//! clock (inside `clock`), so that virtual time in `klab sim` stays a pure function of the seed.
+
+pub mod clock;
+pub mod duration;
+pub mod names;
+pub mod rng;
+pub mod selector;
+pub mod taints;
+
+pub use clock::{Clock, ClockMode};
+pub use duration::{Duration, parse_duration};
+pub use rng::DetRng;

@@ -1,0 +1,89 @@
+//! Well-known strings copied verbatim from upstream Kubernetes: taint keys, labels, condition types,
+//! reasons, messages, component names. They are identifiers: never reword them.
+//!
+//! Components add the strings they need here (append at the end of the relevant section).
+
+// ---- taint keys (k8s.io/api core/v1 well_known_taints.go) ----
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub const TAINT_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+pub const TAINT_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+pub const TAINT_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+pub const TAINT_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+pub const TAINT_CLOUD_SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+// ---- taint effects / toleration operators ----
+pub const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
+pub const EFFECT_PREFER_NO_SCHEDULE: &str = "PreferNoSchedule";
+pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
+pub const OP_EXISTS: &str = "Exists";
+pub const OP_EQUAL: &str = "Equal";
+
+// ---- labels ----
+pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub const LABEL_OS: &str = "kubernetes.io/os";
+pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
+pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
+pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+pub const LABEL_EXCLUDE_DISRUPTION: &str = "node.kubernetes.io/exclude-disruption";
+pub const LABEL_NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
+pub const LABEL_ROLE_CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+
+// ---- namespaces ----
+pub const NS_DEFAULT: &str = "default";
+pub const NS_KUBE_SYSTEM: &str = "kube-system";
+pub const NS_KUBE_PUBLIC: &str = "kube-public";
+pub const NS_NODE_LEASE: &str = "kube-node-lease";
+
+// ---- node condition types ----
+pub const COND_READY: &str = "Ready";
+pub const COND_MEMORY_PRESSURE: &str = "MemoryPressure";
+pub const COND_DISK_PRESSURE: &str = "DiskPressure";
+pub const COND_PID_PRESSURE: &str = "PIDPressure";
+pub const COND_NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+
+// ---- pod condition types ----
+pub const POD_COND_SCHEDULED: &str = "PodScheduled";
+pub const POD_COND_READY_TO_START: &str = "PodReadyToStartContainers";
+pub const POD_COND_INITIALIZED: &str = "Initialized";
+pub const POD_COND_CONTAINERS_READY: &str = "ContainersReady";
+pub const POD_COND_READY: &str = "Ready";
+pub const POD_COND_DISRUPTION_TARGET: &str = "DisruptionTarget";
+
+// ---- node lifecycle controller ----
+pub const REASON_NODE_STATUS_UNKNOWN: &str = "NodeStatusUnknown";
+pub const REASON_NODE_STATUS_NEVER_UPDATED: &str = "NodeStatusNeverUpdated";
+pub const MSG_KUBELET_STOPPED_POSTING: &str = "Kubelet stopped posting node status.";
+pub const MSG_KUBELET_NEVER_POSTED: &str = "Kubelet never posted node status.";
+
+// ---- taint eviction / pod GC / eviction API (DisruptionTarget reasons and messages) ----
+pub const REASON_DELETION_BY_TAINT_MANAGER: &str = "DeletionByTaintManager";
+pub const MSG_DELETION_BY_TAINT_MANAGER: &str = "Taint manager: deleting due to NoExecute taint";
+pub const REASON_DELETION_BY_POD_GC: &str = "DeletionByPodGC";
+pub const MSG_DELETION_BY_POD_GC: &str = "PodGC: node no longer exists";
+pub const REASON_EVICTION_BY_EVICTION_API: &str = "EvictionByEvictionAPI";
+pub const MSG_EVICTION_BY_EVICTION_API: &str = "Eviction API: evicting";
+pub const EVENT_TAINT_MANAGER_EVICTION: &str = "TaintManagerEviction";
+
+// ---- component names (event sources, field managers, controller IDs) ----
+pub const COMPONENT_KUBELET: &str = "kubelet";
+pub const COMPONENT_SCHEDULER: &str = "default-scheduler";
+pub const CONTROLLER_NODE_LIFECYCLE: &str = "node-lifecycle-controller";
+pub const CONTROLLER_TAINT_EVICTION: &str = "taint-eviction-controller";
+pub const CONTROLLER_POD_GC: &str = "pod-garbage-collector";
+
+// ---- event types ----
+pub const EVENT_NORMAL: &str = "Normal";
+pub const EVENT_WARNING: &str = "Warning";
+
+// ---- defaults ----
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+pub const KUBELET_PORT: i32 = 10250;

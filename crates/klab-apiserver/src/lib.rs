@@ -1,0 +1,17 @@
+//! klab-apiserver: the Kubernetes API as an `axum::Router`.
+//!
+//! Objects are stored as JSON in a [`klab_store::Storage`] backend and handled as
+//! `serde_json::Value` so that fields klab does not model still round-trip; k8s-openapi types are
+//! used where a kind's rules need them (validation, defaulting, admission).
+//!
+//! The same Router is served in-process (each component gets a `kube::Client` over it, with its
+//! identity attached as a request extension) and over TCP/TLS by `klab-server`.
+
+pub mod registry;
+pub mod selector_field;
+pub mod patch;
+pub mod validation;
+pub mod defaults;
+pub mod table;
+pub mod discovery;
+pub mod openapi;

@@ -1,0 +1,1 @@
+//! The daemonset controller (shell); decisions live in decide.rs.

@@ -1,0 +1,1 @@
+//! The deployment controller (shell); decisions live in decide.rs.

@@ -1,0 +1,1 @@
+//! The garbage_collector controller (shell); decisions live in decide.rs.

@@ -1,0 +1,1 @@
+//! The job controller (shell); decisions live in decide.rs.

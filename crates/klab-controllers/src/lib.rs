@@ -1,0 +1,17 @@
+//! klab-controllers: the controller manager — node lifecycle, taint eviction, pod GC and the
+//! workload controllers — as ordinary kube-rs API clients.
+//!
+//! Each controller is a directory: `decide.rs` (pure decisions with table tests), `mod.rs` (the thin
+//! async shell: watch, cache, call the decision with `now`, apply with PATCHes), `config.rs` (knobs
+//! with upstream flag names and defaults). `manager` starts them all from one entry point.
+
+pub mod events;
+pub mod node_lifecycle;
+pub mod taint_eviction;
+pub mod pod_gc;
+pub mod replicaset;
+pub mod deployment;
+pub mod statefulset;
+pub mod daemonset;
+pub mod job;
+pub mod garbage_collector;

@@ -1,0 +1,1 @@
+//! The node_lifecycle controller (shell); decisions live in decide.rs.

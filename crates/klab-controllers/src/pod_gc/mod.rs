@@ -1,0 +1,1 @@
+//! The pod_gc controller (shell); decisions live in decide.rs.

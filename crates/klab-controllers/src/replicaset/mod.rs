@@ -1,0 +1,1 @@
+//! The replicaset controller (shell); decisions live in decide.rs.

@@ -1,0 +1,1 @@
+//! The statefulset controller (shell); decisions live in decide.rs.

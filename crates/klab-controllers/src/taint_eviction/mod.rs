@@ -1,0 +1,1 @@
+//! The taint_eviction controller (shell); decisions live in decide.rs.

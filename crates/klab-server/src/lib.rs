@@ -1,0 +1,1 @@
+//! Serving the API over TCP/TLS: PKI, kubeconfig, admin endpoints.

@@ -1,0 +1,1 @@
+//! klab sim: scenario files, the virtual-time runner, traces and expectations.

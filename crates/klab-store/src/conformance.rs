@@ -1,0 +1,1 @@
+//! The conformance suite every backend must pass.

@@ -1,0 +1,151 @@
+//! klab-store: an etcd-shaped, content-blind, revisioned key→bytes store.
+//!
+//! Keys look like `/registry/<group>/<resource>/<ns>/<name>`; values are opaque bytes (the API
+//! server stores JSON). One global revision counts every write; it becomes `resourceVersion`.
+//! Every backend offers the same contract, checked by one conformance suite (`conformance`):
+//!
+//! * writes are linearizable and acknowledged only once durable (for durable backends);
+//! * `create` is create-if-absent, `update`/`delete` are compare-and-swap on the key's mod revision;
+//! * `list` reads a consistent snapshot, at the current revision or at a retained past one;
+//! * `watch(prefix, after)` yields every change with revision > `after` exactly once, in revision
+//!   order, with no gap between the history it replays and the live changes that follow;
+//! * `compact(rev)` drops history at or below `rev`; reads and watches that need it answer
+//!   [`StoreError::Compacted`] (the API server turns that into 410 Gone).
+//!
+//! Backends are chosen only by the composition root: [`memory::MemoryStore`] for sim and tests,
+//! [`redb_store::RedbStore`] for the durable default of `klab up`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+
+pub mod memory;
+pub mod redb_store;
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+
+/// The global revision. 0 means "nothing written yet"; the first write gets revision 1.
+pub type Revision = u64;
+
+/// One stored key at one revision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Bytes,
+    /// Revision of the write that created this key (etcd `create_revision`).
+    pub create_revision: Revision,
+    /// Revision of the last write to this key (etcd `mod_revision`); the object's resourceVersion.
+    pub mod_revision: Revision,
+}
+
+/// What a change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// The key did not exist before this revision.
+    Create,
+    /// The key existed and got a new value.
+    Update,
+    /// The key was removed.
+    Delete,
+}
+
+/// One committed change, as replayed from history or delivered live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub revision: Revision,
+    pub kind: EventKind,
+    pub key: String,
+    /// The new value (`None` for `Delete`).
+    pub value: Option<Bytes>,
+    /// The value before this change (`None` for `Create`).
+    pub prev_value: Option<Bytes>,
+}
+
+/// A consistent read of a key range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListResult {
+    /// Keys in byte order.
+    pub kvs: Vec<KeyValue>,
+    /// The revision this snapshot was read at.
+    pub revision: Revision,
+    /// Number of matching keys after the last one returned (0 when the range is complete).
+    pub remaining: u64,
+}
+
+/// How to read a range.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    /// Start at this key (inclusive); used for pagination.
+    pub start_key: Option<String>,
+    /// At most this many keys (None = all).
+    pub limit: Option<usize>,
+    /// Read at this past revision (None = current). Older than the compacted revision → Compacted.
+    pub revision: Option<Revision>,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("key {0} already exists")]
+    AlreadyExists(String),
+    #[error("key {0} not found")]
+    NotFound(String),
+    /// The key's mod revision was not the expected one; `current` is what is stored now.
+    #[error("key {key} was modified: expected revision {expected}")]
+    Conflict { key: String, expected: Revision, current: Option<Box<KeyValue>> },
+    /// The requested revision has been compacted away.
+    #[error("required revision {requested} has been compacted (compacted revision {compacted})")]
+    Compacted { requested: Revision, compacted: Revision },
+    /// A read at a revision the store has not reached yet.
+    #[error("revision {requested} is in the future (current revision {current})")]
+    FutureRevision { requested: Revision, current: Revision },
+    /// A watcher fell too far behind the live stream and must start again from a list.
+    #[error("watch fell behind at revision {0}")]
+    Lagged(Revision),
+    #[error("store closed")]
+    Closed,
+    #[error("storage I/O error: {0}")]
+    Io(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A live stream of changes; ends with an error if the watcher lags or the store closes.
+pub type WatchStream = BoxStream<'static, Result<Event>>;
+
+/// The storage contract every backend implements. See the crate docs for the guarantees.
+#[async_trait::async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// The revision of the last acknowledged write.
+    fn current_revision(&self) -> Revision;
+
+    /// The highest revision compacted so far (0 if never).
+    fn compacted_revision(&self) -> Revision;
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>>;
+
+    /// Keys starting with `prefix`, in byte order.
+    async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult>;
+
+    /// Creates `key` if absent; returns the new revision.
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision>;
+
+    /// Replaces `key` if its mod revision is `expected`; returns the new revision.
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision>;
+
+    /// Removes `key` (if `expected` is given, only at that mod revision); returns the new revision
+    /// and the removed entry.
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)>;
+
+    /// Every change to keys under `prefix` with revision > `after`: first the retained history,
+    /// then live changes, with no gap and no duplicate. `after` below the compacted revision →
+    /// `Compacted`.
+    fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream>;
+
+    /// Drops history at or below `rev` (clamped to the current revision).
+    async fn compact(&self, rev: Revision) -> Result<()>;
+}
+
+/// Backends are shared behind this handle.
+pub type DynStorage = Arc<dyn Storage>;

@@ -1,0 +1,1 @@
+//! In-memory backend (sim and tests).

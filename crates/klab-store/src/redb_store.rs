@@ -1,0 +1,1 @@
+//! redb backend: the durable default.
