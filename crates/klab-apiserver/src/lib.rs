@@ -15,3 +15,14 @@ pub mod defaults;
 pub mod table;
 pub mod discovery;
 pub mod openapi;
+pub mod admission;
+pub mod deletion;
+pub mod error;
+pub mod identity;
+pub mod object;
+pub mod schema;
+
+pub use error::{ApiError, ApiResult};
+pub use identity::Identity;
+// The request path (crud, server, subresources, watch, testing) is enabled once the Table,
+// validation and defaulting modules it calls are in place.

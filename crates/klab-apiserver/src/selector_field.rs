@@ -1,1 +1,571 @@
 //! Field selectors: parsing `a=b,c!=d` and the fields each kind supports (api-surface §b.8).
+//!
+//! Follows upstream `k8s.io/apimachinery/pkg/fields` (term splitting, `\` escapes, `!=`/`==`/`=`
+//! operators, no whitespace trimming) and, per kind, the field-label conversion functions
+//! (`pkg/apis/core/v1/conversion.go`, `pkg/apis/batch/v1/conversion.go`, the default
+//! `metadata.name`/`metadata.namespace` one) for which labels are accepted and with which 400
+//! message, plus each registry's `ToSelectableFields` for the value a field has in an object
+//! (missing = `""`, booleans `"true"`/`"false"`, Job `status.successful` = `status.succeeded`).
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::registry::ResourceInfo;
+
+/// `=`/`==` (match) or `!=` (does not match).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldOp {
+    Equals,
+    NotEquals,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldTerm {
+    pub field: String,
+    pub op: FieldOp,
+    /// Unescaped value.
+    pub value: String,
+}
+
+/// An AND of field terms, sorted as upstream sorts the raw terms before parsing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FieldSelector {
+    terms: Vec<FieldTerm>,
+}
+
+/// How a kind's field labels are checked: the accepted labels and the error text upstream's
+/// conversion function gives for any other.
+struct KindFields {
+    labels: &'static [&'static str],
+    error: fn(&str) -> String,
+}
+
+fn err_not_supported(f: &str) -> String {
+    format!("field label not supported: {f}")
+}
+fn err_job(f: &str) -> String {
+    format!("field label {f:?} not supported for Job")
+}
+fn err_default(f: &str) -> String {
+    format!("{f:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"")
+}
+
+const POD_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+    "spec.host",
+];
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    "metadata.namespace",
+    "metadata.name",
+];
+
+fn kind_fields(ri: &ResourceInfo) -> KindFields {
+    let (labels, error): (&'static [&'static str], fn(&str) -> String) = match (ri.group, ri.kind) {
+        ("", "Pod") => (POD_FIELDS, err_not_supported),
+        ("", "Node") => (&["metadata.name", "spec.unschedulable"], err_not_supported),
+        ("", "Event") => (EVENT_FIELDS, err_not_supported),
+        ("", "Namespace") => (&["status.phase", "metadata.name"], err_not_supported),
+        ("", "Secret") => (
+            &["type", "metadata.namespace", "metadata.name"],
+            err_not_supported,
+        ),
+        ("", "Service") => (
+            &[
+                "metadata.namespace",
+                "metadata.name",
+                "spec.clusterIP",
+                "spec.type",
+            ],
+            err_not_supported,
+        ),
+        ("", "ReplicationController") => (
+            &["metadata.name", "metadata.namespace", "status.replicas"],
+            err_not_supported,
+        ),
+        ("batch", "Job") => (
+            &["metadata.name", "metadata.namespace", "status.successful"],
+            err_job,
+        ),
+        _ => (&["metadata.name", "metadata.namespace"], err_default),
+    };
+    KindFields { labels, error }
+}
+
+/// The string at a JSON path; numbers and booleans rendered as Go's `strconv` would.
+fn str_at(obj: &Value, path: &[&str]) -> String {
+    let mut cur = obj;
+    for p in path {
+        match cur.get(p) {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn bool_at(obj: &Value, path: &[&str]) -> String {
+    let mut cur = obj;
+    for p in path {
+        match cur.get(p) {
+            Some(v) => cur = v,
+            None => return "false".into(),
+        }
+    }
+    cur.as_bool().unwrap_or(false).to_string()
+}
+
+/// The value of a (supported, alias-resolved) field in an object, as upstream's
+/// `ToSelectableFields` would compute it.
+fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
+    match field {
+        "metadata.name" => return str_at(obj, &["metadata", "name"]),
+        // Cluster-scoped kinds have no namespace field in their set: always "".
+        "metadata.namespace" if !ri.namespaced => return String::new(),
+        "metadata.namespace" => return str_at(obj, &["metadata", "namespace"]),
+        _ => {}
+    }
+    match (ri.group, ri.kind, field) {
+        ("", "Pod", "spec.hostNetwork") => bool_at(obj, &["spec", "hostNetwork"]),
+        ("", "Pod", "status.podIP") => {
+            // Upstream uses podIPs[0]; fall back to the singular field older writers set.
+            let first = obj.pointer("/status/podIPs/0/ip").and_then(Value::as_str);
+            first
+                .map(str::to_string)
+                .unwrap_or_else(|| str_at(obj, &["status", "podIP"]))
+        }
+        // Accepted by the conversion function but absent from the selectable set upstream.
+        ("", "Pod", "status.podIPs") => String::new(),
+        ("", "Node", "spec.unschedulable") => bool_at(obj, &["spec", "unschedulable"]),
+        ("", "Event", "source") => {
+            let c = str_at(obj, &["source", "component"]);
+            if c.is_empty() {
+                str_at(obj, &["reportingComponent"])
+            } else {
+                c
+            }
+        }
+        ("batch", "Job", "status.successful") => obj
+            .pointer("/status/succeeded")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            .to_string(),
+        _ => {
+            let path: Vec<&str> = field.split('.').collect();
+            str_at(obj, &path)
+        }
+    }
+}
+
+/// Splits on commas not preceded by a backslash escape (upstream `splitTerms`).
+fn split_terms(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_slash = false;
+    for c in s.chars() {
+        if in_slash {
+            cur.push(c);
+            in_slash = false;
+        } else if c == '\\' {
+            cur.push(c);
+            in_slash = true;
+        } else if c == ',' {
+            out.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(c);
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// Finds the first operator (`!=`, `==`, `=`, checked in that order at each position) not inside
+/// an escape (upstream `splitTerm`).
+fn split_term(term: &str) -> Option<(String, FieldOp, String)> {
+    let bytes = term.as_bytes();
+    let mut in_slash = false;
+    for i in 0..bytes.len() {
+        if in_slash {
+            in_slash = false;
+            continue;
+        }
+        if bytes[i] == b'\\' {
+            in_slash = true;
+            continue;
+        }
+        let rest = &term[i..];
+        for (op, fo) in [
+            ("!=", FieldOp::NotEquals),
+            ("==", FieldOp::Equals),
+            ("=", FieldOp::Equals),
+        ] {
+            if rest.starts_with(op) {
+                return Some((term[..i].to_string(), fo, rest[op.len()..].to_string()));
+            }
+        }
+    }
+    None
+}
+
+fn unescape_value(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut in_slash = false;
+    for c in s.chars() {
+        if in_slash {
+            match c {
+                '\\' | ',' | '=' => out.push(c),
+                other => {
+                    return Err(format!(
+                        "invalid field selector: invalid escape sequence: \\{other}"
+                    ));
+                }
+            }
+            in_slash = false;
+            continue;
+        }
+        match c {
+            '\\' => in_slash = true,
+            // Go prints the rune with %v, i.e. as its code point number.
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                ));
+            }
+            _ => out.push(c),
+        }
+    }
+    if in_slash {
+        return Err("invalid field selector: invalid escape sequence: \\".to_string());
+    }
+    Ok(out)
+}
+
+fn escape_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl FieldSelector {
+    pub fn everything() -> Self {
+        FieldSelector::default()
+    }
+
+    /// Parses the query-string form (upstream `fields.ParseSelector`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = split_terms(s);
+        parts.sort();
+        let mut terms = Vec::new();
+        for part in parts {
+            if part.is_empty() {
+                continue;
+            }
+            let Some((field, op, rhs)) = split_term(&part) else {
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                ));
+            };
+            terms.push(FieldTerm {
+                field,
+                op,
+                value: unescape_value(&rhs)?,
+            });
+        }
+        Ok(FieldSelector { terms })
+    }
+
+    pub fn terms(&self) -> &[FieldTerm] {
+        &self.terms
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// 400 BadRequest text when a term names a field the kind does not support.
+    pub fn check_supported(&self, ri: &ResourceInfo) -> Result<(), String> {
+        let kf = kind_fields(ri);
+        for t in &self.terms {
+            if !kf.labels.contains(&t.field.as_str()) {
+                return Err((kf.error)(&t.field));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `obj` (a stored object of kind `ri`) satisfies every term. Fields the kind does
+    /// not support compare as `""` (callers reject them first with `check_supported`).
+    pub fn matches(&self, ri: &ResourceInfo, obj: &Value) -> bool {
+        self.terms.iter().all(|t| {
+            // Legacy alias kept for old v1 clients.
+            let field = if ri.group.is_empty() && ri.kind == "Pod" && t.field == "spec.host" {
+                "spec.nodeName"
+            } else {
+                t.field.as_str()
+            };
+            let have = field_value(ri, obj, field);
+            match t.op {
+                FieldOp::Equals => have == t.value,
+                FieldOp::NotEquals => have != t.value,
+            }
+        })
+    }
+
+    /// `Some(name)` when the selector pins `metadata.name` to one value (upstream
+    /// `RequiresExactMatch("metadata.name")`), e.g. the watch kubectl opens for one object.
+    pub fn single_name(&self) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|t| t.field == "metadata.name" && t.op == FieldOp::Equals)
+            .map(|t| t.value.as_str())
+    }
+}
+
+impl fmt::Display for FieldSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.terms.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let op = if t.op == FieldOp::Equals { "=" } else { "!=" };
+            write!(f, "{}{op}{}", t.field, escape_value(&t.value))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{lookup, lookup_kind};
+    use serde_json::json;
+
+    fn ri(api_version: &str, kind: &str) -> &'static ResourceInfo {
+        lookup_kind(api_version, kind).unwrap()
+    }
+
+    #[test]
+    fn parse_table() {
+        // (input, Display after parse) — terms are sorted, `==` prints as `=`.
+        let cases = [
+            ("", ""),
+            ("metadata.name=web", "metadata.name=web"),
+            ("spec.nodeName==n1", "spec.nodeName=n1"),
+            (
+                "status.phase!=Running,spec.nodeName=n1",
+                "spec.nodeName=n1,status.phase!=Running",
+            ),
+            ("metadata.name=a\\,b", "metadata.name=a\\,b"),
+            ("spec.nodeName=", "spec.nodeName="),
+            (",metadata.name=x,", "metadata.name=x"),
+        ];
+        for (input, want) in cases {
+            let s = FieldSelector::parse(input).unwrap_or_else(|e| panic!("{input:?}: {e}"));
+            assert_eq!(s.to_string(), want, "{input:?}");
+        }
+        let s = FieldSelector::parse("metadata.name=a\\,b").unwrap();
+        assert_eq!(s.terms()[0].value, "a,b");
+        // No trimming: the space belongs to the field name, as upstream.
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName =x").unwrap().terms()[0].field,
+            "spec.nodeName "
+        );
+        assert!(FieldSelector::parse("").unwrap().is_everything());
+    }
+
+    #[test]
+    fn parse_errors() {
+        let cases = [
+            ("foo", "invalid selector: 'foo'; can't understand 'foo'"),
+            ("a=b,c", "invalid selector: 'a=b,c'; can't understand 'c'"),
+            (
+                "a=b\\x",
+                "invalid field selector: invalid escape sequence: \\x",
+            ),
+            (
+                "a=b=c",
+                "invalid field selector: unescaped character in value: 61",
+            ),
+            (
+                "a=b\\",
+                "invalid field selector: invalid escape sequence: \\",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(FieldSelector::parse(input).unwrap_err(), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn supported_fields_and_messages() {
+        let pods = ri("v1", "Pod");
+        let deploy = ri("apps/v1", "Deployment");
+        let job = ri("batch/v1", "Job");
+        let cases: Vec<(&ResourceInfo, &str, Result<(), String>)> = vec![
+            (pods, "spec.nodeName=n1,status.phase=Running", Ok(())),
+            (pods, "spec.host=n1", Ok(())),
+            (pods, "spec.foo=bar", Err("field label not supported: spec.foo".into())),
+            (ri("v1", "Node"), "spec.unschedulable=true", Ok(())),
+            (ri("v1", "Node"), "metadata.namespace=x", Err("field label not supported: metadata.namespace".into())),
+            (ri("v1", "Event"), "involvedObject.name=n1,involvedObject.kind=Node,source=kubelet", Ok(())),
+            (ri("v1", "Event"), "message=x", Err("field label not supported: message".into())),
+            (ri("v1", "Namespace"), "status.phase=Active", Ok(())),
+            (ri("v1", "Namespace"), "metadata.namespace=x", Err("field label not supported: metadata.namespace".into())),
+            (job, "status.successful=1", Ok(())),
+            (job, "spec.x=1", Err("field label \"spec.x\" not supported for Job".into())),
+            (deploy, "metadata.name=a,metadata.namespace=b", Ok(())),
+            (
+                deploy,
+                "spec.replicas=1",
+                Err("\"spec.replicas\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"".into()),
+            ),
+            (ri("v1", "Secret"), "type=Opaque", Ok(())),
+            (ri("v1", "Service"), "spec.type=ClusterIP", Ok(())),
+            (ri("v1", "ConfigMap"), "data.x=1", Err(err_default("data.x"))),
+        ];
+        for (ri, sel, want) in cases {
+            let s = FieldSelector::parse(sel).unwrap();
+            assert_eq!(s.check_supported(ri), want, "{} {sel}", ri.kind);
+        }
+    }
+
+    #[test]
+    fn matching_table() {
+        let pods = ri("v1", "Pod");
+        let pod = json!({
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"nodeName": "n1", "restartPolicy": "Always"},
+            "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.5"}], "podIP": "10.0.0.5"}
+        });
+        let pending = json!({"metadata": {"name": "p", "namespace": "default"}, "spec": {}});
+        // (selector, matches pod, matches pending)
+        let cases = [
+            ("", true, true),
+            ("spec.nodeName=n1", true, false),
+            ("spec.host=n1", true, false),
+            ("spec.nodeName=", false, true),
+            ("spec.nodeName!=", true, false),
+            ("status.phase!=Succeeded,status.phase!=Failed", true, true),
+            ("status.podIP=10.0.0.5", true, false),
+            ("spec.hostNetwork=false", true, true),
+            ("spec.hostNetwork=true", false, false),
+            (
+                "metadata.namespace=default,metadata.name=web-1",
+                true,
+                false,
+            ),
+            ("status.nominatedNodeName=", true, true),
+        ];
+        for (sel, want_pod, want_pending) in cases {
+            let s = FieldSelector::parse(sel).unwrap();
+            assert_eq!(s.matches(pods, &pod), want_pod, "{sel} on pod");
+            assert_eq!(s.matches(pods, &pending), want_pending, "{sel} on pending");
+        }
+
+        let nodes = lookup("", "v1", "nodes").unwrap();
+        let cordoned = json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}});
+        let plain = json!({"metadata": {"name": "n2"}});
+        let s = FieldSelector::parse("spec.unschedulable=true").unwrap();
+        assert!(s.matches(nodes, &cordoned) && !s.matches(nodes, &plain));
+        let s = FieldSelector::parse("spec.unschedulable=false").unwrap();
+        assert!(!s.matches(nodes, &cordoned) && s.matches(nodes, &plain));
+
+        // `kubectl describe node` event query; `source` falls back to reportingComponent.
+        let events = ri("v1", "Event");
+        let ev = json!({
+            "metadata": {"name": "n1.1", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": "n1", "uid": "n1"},
+            "source": {"component": "kubelet"}, "type": "Normal", "reason": "Starting"
+        });
+        let ev2 = json!({"metadata": {"name": "e2", "namespace": "default"}, "reportingComponent": "node-controller"});
+        let s = FieldSelector::parse("involvedObject.kind=Node,involvedObject.uid=n1,involvedObject.name=n1,involvedObject.namespace=")
+            .unwrap();
+        assert!(s.matches(events, &ev) && !s.matches(events, &ev2));
+        assert!(
+            FieldSelector::parse("source=kubelet")
+                .unwrap()
+                .matches(events, &ev)
+        );
+        assert!(
+            FieldSelector::parse("source=node-controller")
+                .unwrap()
+                .matches(events, &ev2)
+        );
+
+        let job = ri("batch/v1", "Job");
+        let s = FieldSelector::parse("status.successful=0").unwrap();
+        assert!(s.matches(job, &json!({"metadata": {"name": "j"}})));
+        assert!(!s.matches(
+            job,
+            &json!({"metadata": {"name": "j"}, "status": {"succeeded": 2}})
+        ));
+        assert!(
+            FieldSelector::parse("status.successful=2")
+                .unwrap()
+                .matches(job, &json!({"status": {"succeeded": 2}}))
+        );
+
+        // Cluster-scoped: metadata.namespace is always "".
+        let ns = ri("v1", "Namespace");
+        assert!(
+            FieldSelector::parse("status.phase=Active")
+                .unwrap()
+                .matches(ns, &json!({"status": {"phase": "Active"}}))
+        );
+    }
+
+    #[test]
+    fn single_name() {
+        assert_eq!(
+            FieldSelector::parse("metadata.name=web")
+                .unwrap()
+                .single_name(),
+            Some("web")
+        );
+        assert_eq!(
+            FieldSelector::parse("metadata.name==web,spec.nodeName=n1")
+                .unwrap()
+                .single_name(),
+            Some("web")
+        );
+        assert_eq!(
+            FieldSelector::parse("metadata.name!=web")
+                .unwrap()
+                .single_name(),
+            None
+        );
+        assert_eq!(FieldSelector::parse("").unwrap().single_name(), None);
+    }
+}

@@ -22,6 +22,11 @@ use futures::stream::BoxStream;
 
 pub mod memory;
 pub mod redb_store;
+mod watch;
+
+pub use memory::{MemoryConfig, MemoryStore};
+pub use redb_store::{RedbConfig, RedbStore};
+pub use watch::DEFAULT_WATCH_BUFFER;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

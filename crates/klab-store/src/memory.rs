@@ -1,1 +1,423 @@
-//! In-memory backend (sim and tests).
+//! In-memory backend (sim and tests): an MVCC key history, an event log and the watch hub, all
+//! under one mutex.
+//!
+//! Made for `klab sim` on a paused current-thread runtime: no threads, no I/O, no
+//! `spawn_blocking`, nothing that awaits. Every operation completes synchronously under the lock,
+//! so results depend only on call order, and a write's event is queued to every watcher before the
+//! write returns.
+//!
+//! Data model (the same as the redb backend, etcd's MVCC in miniature):
+//! * `keys`: every retained version of every key, newest last; a deletion leaves a tombstone so
+//!   that reads at a past revision see the key as absent from then on.
+//! * `log`: one event per revision, dense from `compacted + 1` to `rev`, for watch replay.
+//! * `compact(c)` drops log entries ≤ c and, per key, every version ≤ c except the newest one
+//!   (which a read at revision c still needs) unless that one is a tombstone. History therefore
+//!   stays bounded under constant Lease renewals as long as the API server compacts periodically.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+
+use crate::watch::{self, Hub};
+use crate::{
+    Event, EventKind, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StoreError,
+    WatchStream,
+};
+
+/// Tuning of the memory store.
+#[derive(Clone, Debug)]
+pub struct MemoryConfig {
+    /// Live-queue capacity per watcher, in events; a watcher further behind gets `Lagged`.
+    pub watch_buffer: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self { watch_buffer: watch::DEFAULT_WATCH_BUFFER }
+    }
+}
+
+/// One retained version of a key.
+#[derive(Clone, Debug)]
+struct Version {
+    /// The revision that wrote this version.
+    rev: Revision,
+    /// The key's create revision as of this version (unused for tombstones).
+    create_rev: Revision,
+    /// `None` marks a deletion.
+    value: Option<Bytes>,
+}
+
+#[derive(Default)]
+struct Inner {
+    rev: Revision,
+    compacted: Revision,
+    keys: BTreeMap<String, Vec<Version>>,
+    log: VecDeque<Arc<Event>>,
+    hub: Hub,
+}
+
+/// The in-memory [`Storage`] backend. Create it with [`MemoryStore::new`], which returns an
+/// `Arc<MemoryStore>` (coerces to [`crate::DynStorage`]).
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    config: MemoryConfig,
+}
+
+impl MemoryStore {
+    /// An empty store with the default configuration.
+    pub fn new() -> Arc<Self> {
+        Self::with_config(MemoryConfig::default())
+    }
+
+    pub fn with_config(config: MemoryConfig) -> Arc<Self> {
+        Arc::new(Self { inner: Mutex::new(Inner::default()), config })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock can only come from a bug in this module; the data is
+        // still structurally valid, so keep serving rather than poisoning every later caller.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Number of retained key versions (tombstones included): shows that compaction bounds
+    /// history. Diagnostics and tests.
+    pub fn retained_versions(&self) -> usize {
+        self.lock().keys.values().map(Vec::len).sum()
+    }
+
+    /// Number of retained events in the watch log. Diagnostics and tests.
+    pub fn retained_events(&self) -> usize {
+        self.lock().log.len()
+    }
+
+    /// Number of registered live watchers. Diagnostics and tests.
+    pub fn watcher_count(&self) -> usize {
+        self.lock().hub.len()
+    }
+}
+
+impl Inner {
+    fn current(&self, key: &str) -> Option<KeyValue> {
+        let v = self.keys.get(key)?.last()?;
+        kv_of(key, v)
+    }
+
+    /// Appends a version and its event, publishes the event; returns the new revision.
+    fn commit(&mut self, key: &str, value: Option<Bytes>, prev: Option<&KeyValue>) -> Revision {
+        let rev = self.rev + 1;
+        self.rev = rev;
+        let create_rev = match (&value, prev) {
+            (Some(_), Some(p)) => p.create_revision,
+            _ => rev,
+        };
+        let kind = match (&value, prev) {
+            (None, _) => EventKind::Delete,
+            (Some(_), Some(_)) => EventKind::Update,
+            (Some(_), None) => EventKind::Create,
+        };
+        let event = Arc::new(Event {
+            revision: rev,
+            kind,
+            key: key.to_owned(),
+            value: value.clone(),
+            prev_value: prev.map(|p| p.value.clone()),
+        });
+        self.keys.entry(key.to_owned()).or_default().push(Version { rev, create_rev, value });
+        self.log.push_back(event.clone());
+        self.hub.publish(&event);
+        rev
+    }
+
+    fn conflict(&self, key: &str, expected: Revision) -> StoreError {
+        StoreError::Conflict {
+            key: key.to_owned(),
+            expected,
+            current: self.current(key).map(Box::new),
+        }
+    }
+
+    fn compact(&mut self, rev: Revision) {
+        let target = rev.min(self.rev);
+        if target <= self.compacted {
+            return;
+        }
+        // Only keys written in (compacted, target] can have versions that become droppable.
+        let mut touched = BTreeSet::new();
+        while self.log.front().is_some_and(|e| e.revision <= target) {
+            if let Some(e) = self.log.pop_front() {
+                touched.insert(e.key.clone());
+            }
+        }
+        for key in touched {
+            let Some(versions) = self.keys.get_mut(&key) else { continue };
+            // Versions ≤ target: keep only the newest, and only if it is not a tombstone.
+            let at_or_below = versions.partition_point(|v| v.rev <= target);
+            let keep_newest = at_or_below > 0 && versions[at_or_below - 1].value.is_some();
+            let drop_n = if keep_newest { at_or_below - 1 } else { at_or_below };
+            versions.drain(..drop_n);
+            if versions.is_empty() {
+                self.keys.remove(&key);
+            }
+        }
+        self.compacted = target;
+    }
+}
+
+fn kv_of(key: &str, v: &Version) -> Option<KeyValue> {
+    v.value.as_ref().map(|value| KeyValue {
+        key: key.to_owned(),
+        value: value.clone(),
+        create_revision: v.create_rev,
+        mod_revision: v.rev,
+    })
+}
+
+/// Resolves `ListOptions::revision` against the store's current and compacted revisions: `None`
+/// and `Some(0)` mean "current" (etcd's convention).
+pub(crate) fn read_revision(
+    requested: Option<Revision>,
+    current: Revision,
+    compacted: Revision,
+) -> Result<Revision> {
+    match requested {
+        None | Some(0) => Ok(current),
+        Some(r) if r > current => Err(StoreError::FutureRevision { requested: r, current }),
+        Some(r) if r < compacted => Err(StoreError::Compacted { requested: r, compacted }),
+        Some(r) => Ok(r),
+    }
+}
+
+/// The first key to read for `prefix` and `start_key` (a start key below the prefix is ignored).
+pub(crate) fn range_start<'a>(prefix: &'a str, start_key: Option<&'a str>) -> &'a str {
+    match start_key {
+        Some(s) if s > prefix => s,
+        _ => prefix,
+    }
+}
+
+/// `ListOptions::limit`, with `Some(0)` meaning "no limit" as in etcd.
+pub(crate) fn effective_limit(limit: Option<usize>) -> usize {
+    match limit {
+        None | Some(0) => usize::MAX,
+        Some(n) => n,
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for MemoryStore {
+    fn current_revision(&self) -> Revision {
+        self.lock().rev
+    }
+
+    fn compacted_revision(&self) -> Revision {
+        self.lock().compacted
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        Ok(self.lock().current(key))
+    }
+
+    async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
+        let inner = self.lock();
+        let at = read_revision(opts.revision, inner.rev, inner.compacted)?;
+        let limit = effective_limit(opts.limit);
+        let start = range_start(prefix, opts.start_key.as_deref());
+        let mut out = ListResult { kvs: Vec::new(), revision: at, remaining: 0 };
+        let range = inner
+            .keys
+            .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix));
+        for (key, versions) in range {
+            let idx = versions.partition_point(|v| v.rev <= at);
+            let Some(kv) = idx.checked_sub(1).and_then(|i| kv_of(key, &versions[i])) else {
+                continue;
+            };
+            if out.kvs.len() < limit {
+                out.kvs.push(kv);
+            } else {
+                out.remaining += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        let mut inner = self.lock();
+        if inner.current(key).is_some() {
+            return Err(StoreError::AlreadyExists(key.to_owned()));
+        }
+        Ok(inner.commit(key, Some(value), None))
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        let mut inner = self.lock();
+        let Some(prev) = inner.current(key) else {
+            return Err(StoreError::NotFound(key.to_owned()));
+        };
+        if prev.mod_revision != expected {
+            return Err(inner.conflict(key, expected));
+        }
+        Ok(inner.commit(key, Some(value), Some(&prev)))
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
+        let mut inner = self.lock();
+        let Some(prev) = inner.current(key) else {
+            return Err(StoreError::NotFound(key.to_owned()));
+        };
+        if let Some(expected) = expected
+            && prev.mod_revision != expected
+        {
+            return Err(inner.conflict(key, expected));
+        }
+        let rev = inner.commit(key, None, Some(&prev));
+        Ok((rev, prev))
+    }
+
+    fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
+        let mut inner = self.lock();
+        if after < inner.compacted {
+            return Err(StoreError::Compacted { requested: after, compacted: inner.compacted });
+        }
+        // Snapshot of the history and registration happen under one lock: no gap, no duplicate.
+        let first = inner.log.front().map_or(inner.rev + 1, |e| e.revision);
+        let skip = usize::try_from(after.saturating_add(1).saturating_sub(first)).unwrap_or(usize::MAX);
+        let replay: VecDeque<Arc<Event>> =
+            inner.log.iter().skip(skip).filter(|e| e.key.starts_with(prefix)).cloned().collect();
+        let sub = inner.hub.subscribe(prefix, self.config.watch_buffer);
+        let skip_through = inner.rev.max(after);
+        Ok(watch::feed(Box::new(replay), sub, skip_through))
+    }
+
+    async fn compact(&self, rev: Revision) -> Result<()> {
+        self.lock().compact(rev);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::conformance::Fixture;
+
+    fn fixture() -> Fixture {
+        Fixture::new(MemoryStore::new())
+    }
+
+    // The whole suite, on the paused current-thread runtime that `klab sim` uses.
+    crate::storage_conformance_tests!(fixture(), start_paused = true);
+
+    #[tokio::test(start_paused = true)]
+    async fn lagging_watcher_gets_lagged_after_queued_events_then_ends() {
+        let store = MemoryStore::with_config(MemoryConfig { watch_buffer: 4 });
+        let mut w = store.watch("/a/", 0).unwrap();
+        for i in 0..10 {
+            store.create(&format!("/a/{i}"), Bytes::from_static(b"v")).await.unwrap();
+        }
+        // The replay was empty; the live queue held 4 events, the 5th (revision 5) overflowed.
+        for want in 1..=4 {
+            assert_eq!(w.next().await.unwrap().unwrap().revision, want);
+        }
+        assert_eq!(w.next().await.unwrap(), Err(StoreError::Lagged(5)));
+        assert!(w.next().await.is_none());
+        // The dropped watcher no longer costs anything.
+        assert_eq!(store.watcher_count(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unrelated_traffic_does_not_make_a_watcher_lag() {
+        let store = MemoryStore::with_config(MemoryConfig { watch_buffer: 4 });
+        let mut pods = store.watch("/registry/pods/", 0).unwrap();
+        for i in 0..100u32 {
+            let key = "/registry/leases/kube-node-lease/n1";
+            match store.get(key).await.unwrap() {
+                None => store.create(key, Bytes::from(i.to_string())).await.unwrap(),
+                Some(kv) => store.update(key, Bytes::from(i.to_string()), kv.mod_revision).await.unwrap(),
+            };
+        }
+        let rev = store.create("/registry/pods/default/p", Bytes::from_static(b"p")).await.unwrap();
+        assert_eq!(rev, 101);
+        assert_eq!(pods.next().await.unwrap().unwrap().revision, 101);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn store_drop_ends_watch_with_closed() {
+        let store = MemoryStore::new();
+        let mut w = store.watch("", 0).unwrap();
+        store.create("/k", Bytes::from_static(b"v")).await.unwrap();
+        drop(store);
+        assert_eq!(w.next().await.unwrap().unwrap().revision, 1);
+        assert_eq!(w.next().await.unwrap(), Err(StoreError::Closed));
+        assert!(w.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lease_renewals_with_periodic_compaction_keep_history_bounded() {
+        let store = MemoryStore::new();
+        let nodes = 50;
+        let mut revs: BTreeMap<String, Revision> = BTreeMap::new();
+        for round in 0..40u32 {
+            for n in 0..nodes {
+                let key = format!("/registry/leases/kube-node-lease/node-{n}");
+                let value = Bytes::from(format!("renew {round}"));
+                let rev = match revs.get(&key) {
+                    None => store.create(&key, value).await.unwrap(),
+                    Some(&r) => store.update(&key, value, r).await.unwrap(),
+                };
+                revs.insert(key, rev);
+            }
+            if round % 5 == 4 {
+                let current = store.current_revision();
+                store.compact(current).await.unwrap();
+                // One version per live key survives; the log is empty right after compaction.
+                assert_eq!(store.retained_versions(), nodes);
+                assert_eq!(store.retained_events(), 0);
+            }
+        }
+        assert_eq!(store.current_revision(), 40 * nodes as u64);
+        // Between compactions history grows by at most one version per write.
+        assert!(store.retained_versions() <= nodes + 5 * nodes);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn compaction_forgets_deleted_keys() {
+        let store = MemoryStore::new();
+        let r = store.create("/a/x", Bytes::from_static(b"1")).await.unwrap();
+        store.delete("/a/x", Some(r)).await.unwrap();
+        store.create("/a/y", Bytes::from_static(b"2")).await.unwrap();
+        store.compact(2).await.unwrap();
+        assert_eq!(store.retained_versions(), 1);
+        let list = store.list("/a/", ListOptions { revision: Some(2), ..Default::default() }).await.unwrap();
+        assert!(list.kvs.is_empty());
+    }
+
+    #[test]
+    fn read_revision_resolution() {
+        // (requested, current, compacted) → result
+        let cases: &[(Option<Revision>, Revision, Revision, Result<Revision>)] = &[
+            (None, 7, 0, Ok(7)),
+            (Some(0), 7, 3, Ok(7)),
+            (Some(3), 7, 3, Ok(3)),
+            (Some(7), 7, 3, Ok(7)),
+            (Some(2), 7, 3, Err(StoreError::Compacted { requested: 2, compacted: 3 })),
+            (Some(8), 7, 3, Err(StoreError::FutureRevision { requested: 8, current: 7 })),
+        ];
+        for (req, cur, comp, want) in cases {
+            assert_eq!(&read_revision(*req, *cur, *comp), want, "{req:?} {cur} {comp}");
+        }
+    }
+
+    #[test]
+    fn range_start_and_limit() {
+        assert_eq!(range_start("/a/", None), "/a/");
+        assert_eq!(range_start("/a/", Some("/a/m")), "/a/m");
+        assert_eq!(range_start("/a/", Some("/")), "/a/");
+        assert_eq!(effective_limit(None), usize::MAX);
+        assert_eq!(effective_limit(Some(0)), usize::MAX);
+        assert_eq!(effective_limit(Some(3)), 3);
+    }
+}

@@ -1,1 +1,1065 @@
-//! redb backend: the durable default.
+//! redb backend: the durable default of `klab up` — one writer thread with group commit, MVCC
+//! snapshot reads, and a persisted history and event log so that watches resume across restarts.
+//!
+//! Writes: callers enqueue a request and await a oneshot reply. One dedicated OS thread takes the
+//! first queued request, drains everything else queued (up to `max_batch`), applies all of them in
+//! one redb write transaction with `Durability::Immediate`, commits (one fsync for the batch), then
+//! publishes the batch's events to the watch hub in revision order and only then acknowledges each
+//! caller. A storage failure fails the whole batch (`StoreError::Io`) and advances nothing.
+//!
+//! Runtimes: the writer is a plain thread, so this works on multi-thread (`klab up`) and
+//! current-thread runtimes alike. On a *paused* runtime, awaiting the writer is real I/O on another
+//! thread: tokio sees every task idle and may auto-advance virtual time while an fsync runs. `klab
+//! sim` therefore uses the memory store; tests of this backend use un-paused runtimes.
+//!
+//! Reads: `get` runs inline (one short MVCC read transaction, microseconds); `list` runs under
+//! `spawn_blocking` because a large range scan must not stall the runtime thread. `watch` registers
+//! with the hub first, then opens a read snapshot and replays the persisted log from it in chunks;
+//! live events already covered by the snapshot are skipped (see `watch::feed`).
+//!
+//! Tables (values are little-endian encoded by hand so the on-disk format is ours, not redb's):
+//! * `meta`:    "schema", "rev" (current revision), "compacted" (compacted revision);
+//! * `current`: key → create_rev u64 | mod_rev u64 | value — the latest state, for current reads;
+//! * `history`: (key, rev) → tag u8 (1 put, 0 tombstone) | create_rev u64 | value — every retained
+//!   version, for reads at past revisions and the values of replayed events;
+//! * `log`:     rev → key — one entry per revision, for watch replay.
+//!
+//! `compact(c)` (queued like a write, so it is ordered with writes) removes log entries ≤ c and,
+//! for each key written in (old compacted, c], every version ≤ c but the newest, which is also
+//! removed if it is a tombstone — exactly the memory store's rule.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Display;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::memory::{effective_limit, range_start, read_revision};
+use crate::watch::{self, Hub, Replay};
+use crate::{
+    Event, EventKind, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StoreError,
+    WatchStream,
+};
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const CURRENT: TableDefinition<&str, &[u8]> = TableDefinition::new("current");
+const HISTORY: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("history");
+const LOG: TableDefinition<u64, &str> = TableDefinition::new("log");
+
+const SCHEMA_VERSION: u64 = 1;
+const META_SCHEMA: &str = "schema";
+const META_REV: &str = "rev";
+const META_COMPACTED: &str = "compacted";
+
+/// Log entries examined per replay chunk (bounds the work done per stream poll).
+const REPLAY_CHUNK: usize = 512;
+
+/// Tuning of the redb store.
+#[derive(Clone, Debug)]
+pub struct RedbConfig {
+    /// Live-queue capacity per watcher, in events; a watcher further behind gets `Lagged`.
+    pub watch_buffer: usize,
+    /// Most writes applied in one transaction (one fsync). Bounds transaction size and latency.
+    pub max_batch: usize,
+}
+
+impl Default for RedbConfig {
+    fn default() -> Self {
+        Self { watch_buffer: watch::DEFAULT_WATCH_BUFFER, max_batch: 1024 }
+    }
+}
+
+/// The durable [`Storage`] backend on redb. Open with [`RedbStore::open`].
+pub struct RedbStore {
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    /// `None` only during drop, so the writer sees the queue close.
+    queue: Option<mpsc::UnboundedSender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    config: RedbConfig,
+}
+
+/// State the writer thread publishes to readers.
+struct Shared {
+    current: AtomicU64,
+    compacted: AtomicU64,
+    commits: AtomicU64,
+    /// Watchers register and the writer publishes under this lock (no gap between the two).
+    hub: Mutex<Hub>,
+}
+
+impl Shared {
+    fn hub(&self) -> MutexGuard<'_, Hub> {
+        self.hub.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+enum WriteOp {
+    Create { key: String, value: Bytes },
+    Update { key: String, value: Bytes, expected: Revision },
+    Delete { key: String, expected: Option<Revision> },
+    Compact(Revision),
+}
+
+enum Reply {
+    Written(Revision),
+    Deleted(Revision, KeyValue),
+    Compacted,
+}
+
+struct Request {
+    op: WriteOp,
+    reply: oneshot::Sender<Result<Reply>>,
+}
+
+fn io(e: impl Display) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Io(format!("corrupt store: {what}"))
+}
+
+// ---- encoding -------------------------------------------------------------------------------
+
+fn encode_current(create_rev: Revision, mod_rev: Revision, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + value.len());
+    out.extend_from_slice(&create_rev.to_le_bytes());
+    out.extend_from_slice(&mod_rev.to_le_bytes());
+    out.extend_from_slice(value);
+    out
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    let raw: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(raw))
+}
+
+fn decode_current(key: &str, raw: &[u8]) -> Result<KeyValue> {
+    let (Some(create_revision), Some(mod_revision)) = (read_u64(raw, 0), read_u64(raw, 8)) else {
+        return Err(corrupt("short current entry"));
+    };
+    Ok(KeyValue {
+        key: key.to_owned(),
+        value: Bytes::copy_from_slice(&raw[16..]),
+        create_revision,
+        mod_revision,
+    })
+}
+
+/// One decoded history entry.
+struct HistVersion {
+    create_rev: Revision,
+    /// `None` for a tombstone.
+    value: Option<Bytes>,
+}
+
+fn encode_history(create_rev: Revision, value: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + value.map_or(0, <[u8]>::len));
+    out.push(u8::from(value.is_some()));
+    out.extend_from_slice(&create_rev.to_le_bytes());
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+fn decode_history(raw: &[u8]) -> Result<HistVersion> {
+    let (Some(&tag), Some(create_rev)) = (raw.first(), read_u64(raw, 1)) else {
+        return Err(corrupt("short history entry"));
+    };
+    let value = match tag {
+        0 => None,
+        1 => Some(Bytes::copy_from_slice(&raw[9..])),
+        _ => return Err(corrupt("history tag")),
+    };
+    Ok(HistVersion { create_rev, value })
+}
+
+// ---- open / drop ----------------------------------------------------------------------------
+
+impl RedbStore {
+    /// Opens (or creates) the store file at `path` with the default configuration.
+    pub fn open(path: impl AsRef<Path>) -> Result<Arc<RedbStore>> {
+        Self::open_with(path, RedbConfig::default())
+    }
+
+    pub fn open_with(path: impl AsRef<Path>, config: RedbConfig) -> Result<Arc<RedbStore>> {
+        let db = Arc::new(Database::create(path.as_ref()).map_err(io)?);
+        let (rev, compacted) = init_tables(&db).map_err(|e| match e {
+            InitError::Redb(e) => io(e),
+            InitError::Store(e) => e,
+        })?;
+        let shared = Arc::new(Shared {
+            current: AtomicU64::new(rev),
+            compacted: AtomicU64::new(compacted),
+            commits: AtomicU64::new(0),
+            hub: Mutex::new(Hub::default()),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = Writer { db: db.clone(), shared: shared.clone(), rx, rev, compacted, max_batch: config.max_batch.max(1) };
+        let handle = std::thread::Builder::new()
+            .name("klab-store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(io)?;
+        Ok(Arc::new(RedbStore { db, shared, queue: Some(tx), writer: Some(handle), config }))
+    }
+
+    /// Number of write transactions committed since open (group commit makes this smaller than
+    /// the number of writes under concurrency). Diagnostics and tests.
+    pub fn commit_count(&self) -> u64 {
+        self.shared.commits.load(Ordering::Acquire)
+    }
+
+    /// Number of retained key versions (tombstones included). Diagnostics and tests.
+    pub fn retained_versions(&self) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        let txn = self.db.begin_read().map_err(io)?;
+        txn.open_table(HISTORY).map_err(io)?.len().map_err(io)
+    }
+
+    async fn submit(&self, op: WriteOp) -> Result<Reply> {
+        let (reply, rx) = oneshot::channel();
+        let queue = self.queue.as_ref().ok_or(StoreError::Closed)?;
+        queue.send(Request { op, reply }).map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        // Closing the queue stops the writer after its current batch; joining it releases the
+        // file, so the same path can be reopened right after the store is dropped.
+        self.queue.take();
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+enum InitError {
+    Redb(redb::Error),
+    Store(StoreError),
+}
+
+impl<E: Into<redb::Error>> From<E> for InitError {
+    fn from(e: E) -> Self {
+        InitError::Redb(e.into())
+    }
+}
+
+/// Creates missing tables, checks the schema version, returns (rev, compacted).
+fn init_tables(db: &Database) -> Result<(Revision, Revision), InitError> {
+    let txn = db.begin_write()?;
+    let (rev, compacted);
+    {
+        let mut meta = txn.open_table(META)?;
+        txn.open_table(CURRENT)?;
+        txn.open_table(HISTORY)?;
+        txn.open_table(LOG)?;
+        let schema = meta.get(META_SCHEMA)?.map(|g| g.value());
+        match schema {
+            None => {
+                meta.insert(META_SCHEMA, SCHEMA_VERSION)?;
+            }
+            Some(SCHEMA_VERSION) => {}
+            Some(other) => {
+                return Err(InitError::Store(StoreError::Io(format!(
+                    "store schema version {other}, this build reads {SCHEMA_VERSION}"
+                ))));
+            }
+        }
+        rev = meta.get(META_REV)?.map_or(0, |g| g.value());
+        compacted = meta.get(META_COMPACTED)?.map_or(0, |g| g.value());
+    }
+    txn.commit()?;
+    Ok((rev, compacted))
+}
+
+// ---- the writer -----------------------------------------------------------------------------
+
+struct Writer {
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    rx: mpsc::UnboundedReceiver<Request>,
+    rev: Revision,
+    compacted: Revision,
+    max_batch: usize,
+}
+
+/// What one committed batch produced.
+struct BatchOutcome {
+    rev: Revision,
+    compacted: Revision,
+    results: Vec<Result<Reply>>,
+    events: Vec<Arc<Event>>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        while let Some(first) = self.rx.blocking_recv() {
+            let mut batch = vec![first];
+            while batch.len() < self.max_batch {
+                match self.rx.try_recv() {
+                    Ok(req) => batch.push(req),
+                    Err(_) => break,
+                }
+            }
+            let (ops, replies): (Vec<WriteOp>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
+            match self.apply(&ops) {
+                Ok(out) => {
+                    self.rev = out.rev;
+                    self.compacted = out.compacted;
+                    self.shared.current.store(out.rev, Ordering::Release);
+                    self.shared.compacted.store(out.compacted, Ordering::Release);
+                    self.shared.commits.fetch_add(1, Ordering::AcqRel);
+                    {
+                        let mut hub = self.shared.hub();
+                        for e in &out.events {
+                            hub.publish(e);
+                        }
+                    }
+                    for (reply, result) in replies.into_iter().zip(out.results) {
+                        let _ = reply.send(result); // the caller may have given up waiting
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, writes = replies.len(), "store batch failed");
+                    let err = io(e);
+                    for reply in replies {
+                        let _ = reply.send(Err(err.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies `ops` in order in one durable transaction. Per-op failures (exists, conflict, not
+    /// found) are results; a storage failure aborts the whole batch.
+    fn apply(&self, ops: &[WriteOp]) -> Result<BatchOutcome, redb::Error> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        let (results, rev, compacted, events) = {
+            let mut batch = Batch {
+                current: txn.open_table(CURRENT)?,
+                history: txn.open_table(HISTORY)?,
+                log: txn.open_table(LOG)?,
+                rev: self.rev,
+                compacted: self.compacted,
+                events: Vec::new(),
+            };
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                results.push(batch.apply(op)?);
+            }
+            (results, batch.rev, batch.compacted, batch.events)
+        };
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(META_REV, rev)?;
+            meta.insert(META_COMPACTED, compacted)?;
+        }
+        txn.commit()?;
+        Ok(BatchOutcome { rev, compacted, results, events })
+    }
+}
+
+/// The open tables of one write transaction and what the batch has done so far.
+struct Batch<'txn> {
+    current: redb::Table<'txn, &'static str, &'static [u8]>,
+    history: redb::Table<'txn, (&'static str, u64), &'static [u8]>,
+    log: redb::Table<'txn, u64, &'static str>,
+    rev: Revision,
+    compacted: Revision,
+    events: Vec<Arc<Event>>,
+}
+
+impl Batch<'_> {
+    /// One operation: the outer error is a storage failure (aborts the batch), the inner one is
+    /// the operation's own answer.
+    fn apply(&mut self, op: &WriteOp) -> Result<Result<Reply>, redb::Error> {
+        Ok(match op {
+            WriteOp::Create { key, value } => match self.current_kv(key)? {
+                Some(_) => Err(StoreError::AlreadyExists(key.clone())),
+                None => {
+                    let rev = self.put(key, Some(value), None)?;
+                    Ok(Reply::Written(rev))
+                }
+            },
+            WriteOp::Update { key, value, expected } => match self.current_kv(key)? {
+                None => Err(StoreError::NotFound(key.clone())),
+                Some(Err(e)) => Err(e),
+                Some(Ok(prev)) if prev.mod_revision != *expected => Err(StoreError::Conflict {
+                    key: key.clone(),
+                    expected: *expected,
+                    current: Some(Box::new(prev)),
+                }),
+                Some(Ok(prev)) => Ok(Reply::Written(self.put(key, Some(value), Some(&prev))?)),
+            },
+            WriteOp::Delete { key, expected } => match self.current_kv(key)? {
+                None => Err(StoreError::NotFound(key.clone())),
+                Some(Err(e)) => Err(e),
+                Some(Ok(prev)) => match expected {
+                    Some(x) if *x != prev.mod_revision => Err(StoreError::Conflict {
+                        key: key.clone(),
+                        expected: *x,
+                        current: Some(Box::new(prev)),
+                    }),
+                    _ => Ok(Reply::Deleted(self.put(key, None, Some(&prev))?, prev)),
+                },
+            },
+            WriteOp::Compact(target) => {
+                let target = (*target).min(self.rev);
+                if target > self.compacted {
+                    compact_range(&mut self.history, &mut self.log, self.compacted, target)?;
+                    self.compacted = target;
+                }
+                Ok(Reply::Compacted)
+            }
+        })
+    }
+
+    fn current_kv(&self, key: &str) -> Result<Option<Result<KeyValue>>, redb::Error> {
+        Ok(self.current.get(key)?.map(|g| decode_current(key, g.value())))
+    }
+
+    /// Writes the next revision of `key` (`value: None` deletes) and records its event.
+    fn put(&mut self, key: &str, value: Option<&Bytes>, prev: Option<&KeyValue>) -> Result<Revision, redb::Error> {
+        self.rev += 1;
+        let rev = self.rev;
+        let kind = match (value, prev) {
+            (None, _) => EventKind::Delete,
+            (Some(_), Some(_)) => EventKind::Update,
+            (Some(_), None) => EventKind::Create,
+        };
+        let create_rev = match (value, prev) {
+            (Some(_), Some(p)) => p.create_revision,
+            _ => rev,
+        };
+        match value {
+            Some(v) => {
+                self.current.insert(key, encode_current(create_rev, rev, v).as_slice())?;
+            }
+            None => {
+                self.current.remove(key)?;
+            }
+        }
+        self.history.insert((key, rev), encode_history(create_rev, value.map(|v| v.as_ref())).as_slice())?;
+        self.log.insert(rev, key)?;
+        self.events.push(Arc::new(Event {
+            revision: rev,
+            kind,
+            key: key.to_owned(),
+            value: value.cloned(),
+            prev_value: prev.map(|p| p.value.clone()),
+        }));
+        Ok(rev)
+    }
+}
+
+/// Drops log entries in (from, to] and the history versions they make unreachable.
+fn compact_range(
+    history: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
+    log: &mut redb::Table<'_, u64, &'static str>,
+    from: Revision,
+    to: Revision,
+) -> Result<(), redb::Error> {
+    // The newest revision ≤ `to` of every key written in the range.
+    let mut newest: BTreeMap<String, Revision> = BTreeMap::new();
+    for entry in log.range((from + 1)..=to)? {
+        let (rev, key) = entry?;
+        newest.insert(key.value().to_owned(), rev.value());
+    }
+    for (key, keep) in &newest {
+        let mut doomed = Vec::new();
+        for entry in history.range((key.as_str(), 0u64)..(key.as_str(), *keep))? {
+            doomed.push(entry?.0.value().1);
+        }
+        for rev in doomed {
+            history.remove((key.as_str(), rev))?;
+        }
+        let tombstone = history.get((key.as_str(), *keep))?.is_some_and(|g| g.value().first() == Some(&0));
+        if tombstone {
+            history.remove((key.as_str(), *keep))?;
+        }
+    }
+    log.retain_in((from + 1)..=to, |_, _| false)?;
+    Ok(())
+}
+
+// ---- reads ----------------------------------------------------------------------------------
+
+fn read_meta(txn: &redb::ReadTransaction) -> Result<(Revision, Revision)> {
+    let meta = txn.open_table(META).map_err(io)?;
+    let rev = meta.get(META_REV).map_err(io)?.map_or(0, |g| g.value());
+    let compacted = meta.get(META_COMPACTED).map_err(io)?.map_or(0, |g| g.value());
+    Ok((rev, compacted))
+}
+
+/// The page being filled by a list: the first `limit` matches, then only a count.
+struct Page {
+    out: ListResult,
+    limit: usize,
+}
+
+impl Page {
+    fn full(&self) -> bool {
+        self.out.kvs.len() >= self.limit
+    }
+
+    fn push(&mut self, kv: KeyValue) {
+        if self.full() {
+            self.out.remaining += 1;
+        } else {
+            self.out.kvs.push(kv);
+        }
+    }
+}
+
+fn list_blocking(db: &Database, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
+    let txn = db.begin_read().map_err(io)?;
+    let (current_rev, compacted) = read_meta(&txn)?;
+    let at = read_revision(opts.revision, current_rev, compacted)?;
+    let start = range_start(prefix, opts.start_key.as_deref());
+    let mut page = Page {
+        out: ListResult { kvs: Vec::new(), revision: at, remaining: 0 },
+        limit: effective_limit(opts.limit),
+    };
+    if at == current_rev {
+        let table = txn.open_table(CURRENT).map_err(io)?;
+        for entry in table.range(start..).map_err(io)? {
+            let (k, v) = entry.map_err(io)?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            if page.full() {
+                page.out.remaining += 1; // past the page: count without decoding
+            } else {
+                page.push(decode_current(key, v.value())?);
+            }
+        }
+        return Ok(page.out);
+    }
+    // A past revision: scan every retained version in (key, rev) order and pick each key's newest
+    // version at or below `at`; only that one is decoded (one point read per listed key).
+    let table = txn.open_table(HISTORY).map_err(io)?;
+    // (key, newest rev ≤ at, is that version a put)
+    let mut group: Option<(String, Option<(Revision, bool)>)> = None;
+    let finish = |group: Option<(String, Option<(Revision, bool)>)>, page: &mut Page| -> Result<()> {
+        let Some((key, Some((rev, true)))) = group else { return Ok(()) };
+        if page.full() {
+            page.out.remaining += 1;
+            return Ok(());
+        }
+        let raw = table.get((key.as_str(), rev)).map_err(io)?.ok_or_else(|| corrupt("history entry vanished"))?;
+        let v = decode_history(raw.value())?;
+        let value = v.value.ok_or_else(|| corrupt("history tag"))?;
+        page.push(KeyValue { key, value, create_revision: v.create_rev, mod_revision: rev });
+        Ok(())
+    };
+    for entry in table.range((start, 0u64)..).map_err(io)? {
+        let (k, v) = entry.map_err(io)?;
+        let (key, rev) = k.value();
+        if !key.starts_with(prefix) {
+            break;
+        }
+        if group.as_ref().is_none_or(|(g, _)| g != key) {
+            finish(group.take(), &mut page)?;
+            group = Some((key.to_owned(), None));
+        }
+        if rev <= at
+            && let Some((_, best)) = group.as_mut()
+        {
+            *best = Some((rev, v.value().first() == Some(&1)));
+        }
+    }
+    finish(group.take(), &mut page)?;
+    Ok(page.out)
+}
+
+/// Replays the persisted log from one read snapshot, a chunk at a time.
+struct RedbReplay {
+    log: redb::ReadOnlyTable<u64, &'static str>,
+    history: redb::ReadOnlyTable<(&'static str, u64), &'static [u8]>,
+    prefix: String,
+    /// Next revision to examine.
+    next: Revision,
+    /// The snapshot's current revision (inclusive end).
+    end: Revision,
+    buf: VecDeque<Arc<Event>>,
+}
+
+impl RedbReplay {
+    /// Reads log chunks until at least one matching event is buffered or the snapshot ends.
+    fn fill(&mut self) -> Result<()> {
+        while self.buf.is_empty() && self.next <= self.end {
+            let mut examined = 0;
+            let mut resume = self.end.saturating_add(1);
+            for entry in self.log.range(self.next..=self.end).map_err(io)? {
+                let (rev, key) = entry.map_err(io)?;
+                let (rev, key) = (rev.value(), key.value());
+                if key.starts_with(&self.prefix) {
+                    self.buf.push_back(Arc::new(self.event_at(key, rev)?));
+                }
+                examined += 1;
+                if examined == REPLAY_CHUNK {
+                    resume = rev + 1;
+                    break;
+                }
+            }
+            self.next = resume;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the event of revision `rev` on `key` from the key's retained versions.
+    fn event_at(&self, key: &str, rev: Revision) -> Result<Event> {
+        let raw = self.history.get((key, rev)).map_err(io)?.ok_or_else(|| corrupt("log entry without history"))?;
+        let this = decode_history(raw.value())?;
+        let prev = match self.history.range((key, 0u64)..(key, rev)).map_err(io)?.next_back() {
+            Some(entry) => decode_history(entry.map_err(io)?.1.value())?.value,
+            None => None,
+        };
+        let kind = match &this.value {
+            None => EventKind::Delete,
+            Some(_) if this.create_rev == rev => EventKind::Create,
+            Some(_) => EventKind::Update,
+        };
+        Ok(Event { revision: rev, kind, key: key.to_owned(), value: this.value, prev_value: prev })
+    }
+}
+
+impl Replay for RedbReplay {
+    fn next_event(&mut self) -> Option<Result<Arc<Event>>> {
+        if self.buf.is_empty()
+            && let Err(e) = self.fill()
+        {
+            self.next = self.end.saturating_add(1);
+            return Some(Err(e));
+        }
+        self.buf.pop_front().map(Ok)
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for RedbStore {
+    fn current_revision(&self) -> Revision {
+        self.shared.current.load(Ordering::Acquire)
+    }
+
+    fn compacted_revision(&self) -> Revision {
+        self.shared.compacted.load(Ordering::Acquire)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        let txn = self.db.begin_read().map_err(io)?;
+        let table = txn.open_table(CURRENT).map_err(io)?;
+        match table.get(key).map_err(io)? {
+            None => Ok(None),
+            Some(raw) => decode_current(key, raw.value()).map(Some),
+        }
+    }
+
+    async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
+        let db = self.db.clone();
+        let prefix = prefix.to_owned();
+        tokio::task::spawn_blocking(move || list_blocking(&db, &prefix, &opts))
+            .await
+            .map_err(io)?
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        match self.submit(WriteOp::Create { key: key.to_owned(), value }).await? {
+            Reply::Written(rev) => Ok(rev),
+            _ => Err(StoreError::Io("writer answered a create with another reply".into())),
+        }
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        match self.submit(WriteOp::Update { key: key.to_owned(), value, expected }).await? {
+            Reply::Written(rev) => Ok(rev),
+            _ => Err(StoreError::Io("writer answered an update with another reply".into())),
+        }
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
+        match self.submit(WriteOp::Delete { key: key.to_owned(), expected }).await? {
+            Reply::Deleted(rev, kv) => Ok((rev, kv)),
+            _ => Err(StoreError::Io("writer answered a delete with another reply".into())),
+        }
+    }
+
+    fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
+        // Register first, then snapshot: every event is either in the snapshot or arrives live
+        // (publication follows the commit), and `feed` drops the overlap.
+        let sub = self.shared.hub().subscribe(prefix, self.config.watch_buffer);
+        let txn = self.db.begin_read().map_err(io)?;
+        let (rev, compacted) = read_meta(&txn)?;
+        if after < compacted {
+            return Err(StoreError::Compacted { requested: after, compacted });
+        }
+        let replay = RedbReplay {
+            log: txn.open_table(LOG).map_err(io)?,
+            history: txn.open_table(HISTORY).map_err(io)?,
+            prefix: prefix.to_owned(),
+            next: after.saturating_add(1),
+            end: rev,
+            buf: VecDeque::new(),
+        };
+        Ok(watch::feed(Box::new(replay), sub, rev.max(after)))
+    }
+
+    async fn compact(&self, rev: Revision) -> Result<()> {
+        match self.submit(WriteOp::Compact(rev)).await? {
+            Reply::Compacted => Ok(()),
+            _ => Err(StoreError::Io("writer answered a compaction with another reply".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::conformance::{self, Fixture};
+    use crate::DynStorage;
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = RedbStore::open(dir.path().join("store.redb")).expect("open");
+        Fixture::with_guard(store, dir)
+    }
+
+    // The whole suite on a current-thread runtime (real time: the writer is a real thread).
+    crate::storage_conformance_tests!(fixture());
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_on_a_multi_thread_runtime() {
+        let f = fixture();
+        conformance::concurrent_writers(&f.store).await;
+        conformance::watch_live(&f.store).await;
+    }
+
+    #[tokio::test]
+    async fn concurrent_writes_share_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path().join("s.redb")).unwrap();
+        let before = store.commit_count();
+        let dyn_store: DynStorage = store.clone();
+        let tasks: Vec<_> = (0..64)
+            .map(|t| {
+                let s = dyn_store.clone();
+                tokio::spawn(async move {
+                    for i in 0..20 {
+                        s.create(&format!("/g/{t}/{i}"), Bytes::from_static(&[7; 1024])).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(store.current_revision(), 64 * 20);
+        let commits = store.commit_count() - before;
+        // 64 callers queue at once on this current-thread runtime: batches hold many writes.
+        assert!(commits * 8 <= 64 * 20, "{commits} commits for 1280 writes: no group commit");
+    }
+
+    #[tokio::test]
+    async fn reopened_store_keeps_state_history_and_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let (r1, r3, r5, r6);
+        {
+            let s = RedbStore::open(&path).unwrap();
+            r1 = s.create("/x/a", Bytes::from_static(b"a1")).await.unwrap();
+            let r2 = s.create("/x/b", Bytes::from_static(b"b1")).await.unwrap();
+            r3 = s.update("/x/a", Bytes::from_static(b"a2"), r1).await.unwrap();
+            s.compact(r2).await.unwrap();
+            let (r4, _) = s.delete("/x/b", Some(r2)).await.unwrap();
+            r5 = s.create("/x/c", Bytes::from_static(b"c1")).await.unwrap();
+            r6 = s.update("/x/a", Bytes::from_static(b"a3"), r3).await.unwrap();
+            assert_eq!((r4, r6), (4, 6));
+        }
+        let s = RedbStore::open(&path).unwrap();
+        assert_eq!((s.current_revision(), s.compacted_revision()), (r6, 2));
+        let a = s.get("/x/a").await.unwrap().unwrap();
+        assert_eq!((a.value.as_ref(), a.create_revision, a.mod_revision), (&b"a3"[..], r1, r6));
+        let past = s.list("/x/", ListOptions { revision: Some(r3), ..Default::default() }).await.unwrap();
+        let got: Vec<(&str, &[u8])> = past.kvs.iter().map(|kv| (kv.key.as_str(), kv.value.as_ref())).collect();
+        assert_eq!(got, [("/x/a", &b"a2"[..]), ("/x/b", &b"b1"[..])]);
+        assert!(matches!(
+            s.list("/x/", ListOptions { revision: Some(1), ..Default::default() }).await,
+            Err(StoreError::Compacted { requested: 1, compacted: 2 })
+        ));
+        assert!(matches!(s.watch("/x/", 1), Err(StoreError::Compacted { .. })));
+        // Watch replay from the persisted log, then live, continuing the revision sequence.
+        let mut w = s.watch("/x/", 2).unwrap();
+        let mut replay = Vec::new();
+        for _ in 0..4 {
+            let e = w.next().await.unwrap().unwrap();
+            replay.push((e.revision, e.kind, e.key, e.prev_value));
+        }
+        assert_eq!(
+            replay,
+            [
+                (3, EventKind::Update, "/x/a".to_owned(), Some(Bytes::from_static(b"a1"))),
+                (4, EventKind::Delete, "/x/b".to_owned(), Some(Bytes::from_static(b"b1"))),
+                (r5, EventKind::Create, "/x/c".to_owned(), None),
+                (r6, EventKind::Update, "/x/a".to_owned(), Some(Bytes::from_static(b"a2"))),
+            ]
+        );
+        let r7 = s.create("/x/d", Bytes::from_static(b"d1")).await.unwrap();
+        assert_eq!(r7, r6 + 1);
+        assert_eq!(w.next().await.unwrap().unwrap().revision, r7);
+    }
+
+    #[tokio::test]
+    async fn long_replay_crosses_chunks_and_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RedbStore::open(dir.path().join("s.redb")).unwrap();
+        let n = 3 * REPLAY_CHUNK + 7;
+        for i in 0..n {
+            let prefix = if i % 3 == 0 { "/m/" } else { "/n/" };
+            s.create(&format!("{prefix}{i:05}"), Bytes::from_static(b"v")).await.unwrap();
+        }
+        let mut w = s.watch("/m/", 0).unwrap();
+        let want: Vec<Revision> = (0..n as u64).filter(|i| i % 3 == 0).map(|i| i + 1).collect();
+        let mut got = Vec::new();
+        for _ in 0..want.len() {
+            got.push(w.next().await.unwrap().unwrap().revision);
+        }
+        assert_eq!(got, want);
+        let r = s.create("/m/live", Bytes::from_static(b"v")).await.unwrap();
+        assert_eq!(w.next().await.unwrap().unwrap().revision, r);
+    }
+
+    #[tokio::test]
+    async fn lagging_watcher_gets_lagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = RedbConfig { watch_buffer: 3, ..Default::default() };
+        let s = RedbStore::open_with(dir.path().join("s.redb"), config).unwrap();
+        let mut w = s.watch("/l/", 0).unwrap();
+        for i in 0..6 {
+            s.create(&format!("/l/{i}"), Bytes::from_static(b"v")).await.unwrap();
+        }
+        for want in 1..=3 {
+            assert_eq!(w.next().await.unwrap().unwrap().revision, want);
+        }
+        assert_eq!(w.next().await.unwrap(), Err(StoreError::Lagged(4)));
+        assert!(w.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_store_closes_watches_and_releases_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let s = RedbStore::open(&path).unwrap();
+        let mut w = s.watch("", 0).unwrap();
+        s.create("/k", Bytes::from_static(b"v")).await.unwrap();
+        drop(s);
+        assert_eq!(w.next().await.unwrap().unwrap().revision, 1);
+        assert_eq!(w.next().await.unwrap(), Err(StoreError::Closed));
+        let again = RedbStore::open(&path).unwrap();
+        assert_eq!(again.current_revision(), 1);
+    }
+
+    #[tokio::test]
+    async fn lease_renewals_with_compaction_keep_history_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RedbStore::open(dir.path().join("s.redb")).unwrap();
+        let nodes = 20u64;
+        let mut revs = BTreeMap::new();
+        for round in 0..10 {
+            for n in 0..nodes {
+                let key = format!("/registry/leases/kube-node-lease/node-{n}");
+                let value = Bytes::from(format!("renew {round}"));
+                let rev = match revs.get(&key) {
+                    None => s.create(&key, value).await.unwrap(),
+                    Some(&r) => s.update(&key, value, r).await.unwrap(),
+                };
+                revs.insert(key, rev);
+            }
+            if round % 3 == 2 {
+                s.compact(s.current_revision()).await.unwrap();
+                assert_eq!(s.retained_versions().unwrap(), nodes);
+            }
+        }
+        assert_eq!(s.retained_versions().unwrap(), 2 * nodes);
+    }
+
+    #[test]
+    fn codec_round_trips_and_rejects_short_input() {
+        let kv = decode_current("/k", &encode_current(3, 9, b"val")).unwrap();
+        assert_eq!((kv.create_revision, kv.mod_revision, kv.value.as_ref()), (3, 9, &b"val"[..]));
+        let h = decode_history(&encode_history(4, Some(b"x"))).unwrap();
+        assert_eq!((h.create_rev, h.value.as_deref()), (4, Some(&b"x"[..])));
+        assert!(decode_history(&encode_history(5, None)).unwrap().value.is_none());
+        assert!(decode_current("/k", &[1, 2, 3]).is_err());
+        assert!(decode_history(&[1, 0, 0]).is_err());
+        assert!(decode_history(&encode_history(4, Some(b"x")).iter().enumerate().map(|(i, b)| if i == 0 { 9 } else { *b }).collect::<Vec<_>>()).is_err());
+    }
+
+    // ---- crash test ----------------------------------------------------------------------
+    //
+    // The parent re-executes this test binary running only `crash_child`, with `CHILD_ENV`
+    // naming the store file. The child writes from several tasks as fast as it can and prints
+    // each acknowledged write; the parent SIGKILLs it at a fixed pseudo-random moment, reopens
+    // the store and checks that every acknowledged write survived and the log is consistent.
+
+    const CHILD_ENV: &str = "KLAB_STORE_CRASH_CHILD";
+    const CHILD_TEST: &str = "redb_store::tests::crash_child";
+    const WRITERS: usize = 8;
+    const VALUE_LEN: usize = 1024;
+
+    /// Child mode only: a no-op (passes) in a normal test run.
+    #[test]
+    fn crash_child() {
+        let Some(path) = std::env::var_os(CHILD_ENV) else { return };
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let store: DynStorage = RedbStore::open(PathBuf::from(path)).unwrap();
+            let out = Arc::new(Mutex::new(std::io::stdout()));
+            let tasks: Vec<_> = (0..WRITERS)
+                .map(|t| {
+                    let (store, out) = (store.clone(), out.clone());
+                    tokio::spawn(async move {
+                        let lease = format!("/crash/lease/{t}");
+                        let mut lease_rev = None;
+                        // Bounded so that a forgotten child cannot run forever.
+                        for i in 0..200_000u64 {
+                            let key = format!("/crash/obj/{t}/{i:06}");
+                            let rev = store.create(&key, Bytes::from(vec![b'a' + (t as u8); VALUE_LEN])).await.unwrap();
+                            let mut line = format!("ack {rev} {key}\n");
+                            if i % 10 == 0 {
+                                let value = Bytes::from(format!("renew {i}"));
+                                let r = match lease_rev {
+                                    None => store.create(&lease, value).await.unwrap(),
+                                    Some(r) => store.update(&lease, value, r).await.unwrap(),
+                                };
+                                lease_rev = Some(r);
+                                line.push_str(&format!("lease {r} {lease}\n"));
+                            }
+                            let mut out = out.lock().unwrap();
+                            // A closed pipe means the parent is gone: stop.
+                            if out.write_all(line.as_bytes()).and_then(|()| out.flush()).is_err() {
+                                std::process::exit(0);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn crash_recovery_keeps_every_acknowledged_write() {
+        // Fixed pseudo-random kill delays in 100..=800 ms (no unseeded randomness in tests).
+        const KILL_AFTER_MS: [u64; 6] = [137, 512, 260, 781, 104, 433];
+        let exe = std::env::current_exe().unwrap();
+        for (round, delay) in KILL_AFTER_MS.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("crash.redb");
+            let mut child = Command::new(&exe)
+                .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+                .env(CHILD_ENV, &path)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let stdout = child.stdout.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel::<String>();
+            let reader = std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            // Start the clock once writes are flowing, so every round kills mid-write.
+            let mut lines = Vec::new();
+            loop {
+                let line = rx.recv_timeout(Duration::from_secs(60)).expect("child never acknowledged a write");
+                let first_ack = line.starts_with("ack ");
+                lines.push(line);
+                if first_ack {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(*delay));
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            reader.join().unwrap();
+            lines.extend(rx.try_iter());
+            check_recovered(&path, &lines, round);
+        }
+    }
+
+    fn check_recovered(path: &std::path::Path, lines: &[String], round: usize) {
+        let mut objects: Vec<(Revision, String)> = Vec::new();
+        let mut leases: BTreeMap<String, Revision> = BTreeMap::new();
+        for line in lines {
+            let mut parts = line.split(' ');
+            match (parts.next(), parts.next().and_then(|r| r.parse::<Revision>().ok()), parts.next()) {
+                (Some("ack"), Some(rev), Some(key)) => objects.push((rev, key.to_owned())),
+                (Some("lease"), Some(rev), Some(key)) => {
+                    let e = leases.entry(key.to_owned()).or_default();
+                    *e = (*e).max(rev);
+                }
+                _ => {} // test-harness chatter
+            }
+        }
+        assert!(!objects.is_empty(), "round {round}: no acknowledged writes");
+        let max_acked = objects.iter().map(|(r, _)| *r).chain(leases.values().copied()).max().unwrap_or(0);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let store = RedbStore::open(path).expect("reopen after SIGKILL");
+            let current = store.current_revision();
+            assert!(current >= max_acked, "round {round}: current {current} < acknowledged {max_acked}");
+            for (rev, key) in &objects {
+                let kv = store.get(key).await.unwrap().unwrap_or_else(|| panic!("round {round}: lost {key}@{rev}"));
+                assert_eq!((kv.create_revision, kv.mod_revision, kv.value.len()), (*rev, *rev, VALUE_LEN));
+            }
+            for (key, rev) in &leases {
+                let kv = store.get(key).await.unwrap().unwrap_or_else(|| panic!("round {round}: lost {key}"));
+                assert!(kv.mod_revision >= *rev, "round {round}: {key} went back to {}", kv.mod_revision);
+            }
+            // The log holds exactly one event per revision 1..=current, consistent with the data.
+            let mut w = store.watch("", 0).unwrap();
+            let mut created = BTreeSet::new();
+            for want in 1..=current {
+                let e = w.next().await.unwrap().unwrap();
+                assert_eq!(e.revision, want, "round {round}: log gap");
+                if e.kind == EventKind::Create && e.key.starts_with("/crash/obj/") {
+                    created.insert(e.key);
+                }
+            }
+            let listed = store.list("/crash/obj/", ListOptions::default()).await.unwrap();
+            assert_eq!(listed.revision, current);
+            assert_eq!(listed.kvs.len(), created.len(), "round {round}: list and log disagree");
+            assert!(objects.iter().all(|(_, k)| created.contains(k)));
+            // Nothing follows in the log: the next write is the next event.
+            let r = store.create("/crash/after", Bytes::from_static(b"x")).await.unwrap();
+            assert_eq!(r, current + 1);
+            assert_eq!(w.next().await.unwrap().unwrap().revision, r);
+            eprintln!("crash round {round}: {} acked, recovered revision {current}", objects.len());
+        });
+    }
+}

@@ -1,1 +1,3 @@
 //! The pod_gc controller (shell); decisions live in decide.rs.
+
+pub mod decide;

@@ -1,1 +1,507 @@
-//! The replicaset controller (shell); decisions live in decide.rs.
+//! The ReplicaSet controller (shell): watches ReplicaSets and Pods, keeps upstream-style
+//! expectations, and applies the decisions of `decide.rs` (create/delete pods, adopt/release,
+//! write status) through the API.
+//!
+//! Also home of helpers shared by the other workload controllers: `util` (pod readiness,
+//! selectors, owner references) and `informer` (sorted cache + work queue).
+
+pub mod config;
+pub mod decide;
+pub mod informer;
+pub mod util;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use klab_api::Clock;
+use klab_api::names;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+pub use config::ReplicaSetControllerConfig;
+use decide::{Claim, Expectations, Manage, StatusGates};
+use informer::{Cache, Change, ObjKey, Polled, Queue, key_of};
+
+use crate::events::EventRecorder;
+
+/// Why a workload controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the {0} watch stream ended")]
+    WatchEnded(&'static str),
+}
+
+/// Runs the ReplicaSet controller until its watch streams end (they do not, in practice).
+pub async fn run(
+    client: kube::Client,
+    clock: Clock,
+    config: ReplicaSetControllerConfig,
+    recorder: EventRecorder,
+) -> Result<(), Error> {
+    let mut rs_stream = watcher(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default()).boxed();
+    let mut pod_stream = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let mut c = Rsc {
+        client,
+        clock: clock.clone(),
+        config,
+        recorder,
+        rss: Cache::default(),
+        pods: Cache::default(),
+        queue: Queue::default(),
+        expectations: BTreeMap::new(),
+    };
+    loop {
+        let deadline = c.queue.next_deadline();
+        tokio::select! {
+            biased;
+            ev = rs_stream.next() => c.on_rs(ev.into()).await?,
+            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
+            _ = informer::sleep_until(&clock, deadline) => {}
+        }
+        // Take in everything the watches already delivered before acting on it.
+        loop {
+            if let Some(ev) = rs_stream.next().now_or_never() {
+                c.on_rs(ev.into()).await?;
+            } else if let Some(ev) = pod_stream.next().now_or_never() {
+                c.on_pod(ev.into()).await?;
+            } else {
+                break;
+            }
+        }
+        c.queue.fire_due(clock.now());
+        if c.rss.synced() && c.pods.synced() {
+            while let Some(key) = c.queue.pop() {
+                c.sync(key).await;
+            }
+        }
+    }
+}
+
+struct Rsc {
+    client: kube::Client,
+    clock: Clock,
+    config: ReplicaSetControllerConfig,
+    recorder: EventRecorder,
+    rss: Cache<ReplicaSet>,
+    pods: Cache<Pod>,
+    queue: Queue,
+    expectations: BTreeMap<ObjKey, Expectations>,
+}
+
+/// The ReplicaSet a pod's controllerRef points to, if that ReplicaSet is in the cache with the same UID.
+fn owner_rs_key(rss: &Cache<ReplicaSet>, pod: &Pod) -> Option<ObjKey> {
+    let r = util::controller_ref(&pod.metadata)?;
+    if r.kind != "ReplicaSet" {
+        return None;
+    }
+    let key = (pod.namespace().unwrap_or_default(), r.name.clone());
+    let rs = rss.get(&key)?;
+    (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(key)
+}
+
+impl Rsc {
+    async fn on_rs(&mut self, p: Polled<ReplicaSet>) -> Result<(), Error> {
+        match p {
+            Polled::Event(ev) => {
+                for (old, new) in self.rss.apply(ev) {
+                    match (old, new) {
+                        (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
+                        (Some(o), None) => {
+                            let k = key_of(o.as_ref());
+                            self.expectations.remove(&k);
+                            self.queue.add(k);
+                        }
+                        (None, None) => {}
+                    }
+                }
+                Ok(())
+            }
+            Polled::Error(e) => {
+                tracing::warn!(error = %e, "replicaset watch error");
+                self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
+                Ok(())
+            }
+            Polled::Ended => Err(Error::WatchEnded("replicasets")),
+        }
+    }
+
+    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), Error> {
+        match p {
+            Polled::Event(ev) => {
+                let changes = self.pods.apply(ev);
+                for ch in changes {
+                    self.pod_changed(ch);
+                }
+                Ok(())
+            }
+            Polled::Error(e) => {
+                tracing::warn!(error = %e, "pod watch error");
+                self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
+                Ok(())
+            }
+            Polled::Ended => Err(Error::WatchEnded("pods")),
+        }
+    }
+
+    /// Upstream `addPod` / `updatePod` / `deletePod`: observe expectations and enqueue the owners.
+    fn pod_changed(&mut self, (old, new): Change<Pod>) {
+        let mut keys = Vec::new();
+        match (&old, &new) {
+            (None, Some(n)) => {
+                if let Some(k) = owner_rs_key(&self.rss, n) {
+                    let e = self.expectations.entry(k.clone()).or_default();
+                    if n.metadata.deletion_timestamp.is_some() {
+                        e.deletion_observed(&n.name_any());
+                    } else {
+                        e.creation_observed();
+                    }
+                    keys.push(k);
+                } else {
+                    keys.extend(self.matching_rss(n));
+                }
+            }
+            (Some(o), Some(n)) => {
+                let newly_deleting = o.metadata.deletion_timestamp.is_none() && n.metadata.deletion_timestamp.is_some();
+                for p in [o, n] {
+                    if let Some(k) = owner_rs_key(&self.rss, p) {
+                        if newly_deleting {
+                            if let Some(e) = self.expectations.get_mut(&k) {
+                                e.deletion_observed(&n.name_any());
+                            }
+                        }
+                        keys.push(k);
+                    } else {
+                        keys.extend(self.matching_rss(p));
+                    }
+                }
+            }
+            (Some(o), None) => {
+                if let Some(k) = owner_rs_key(&self.rss, o) {
+                    if let Some(e) = self.expectations.get_mut(&k) {
+                        e.deletion_observed(&o.name_any());
+                    }
+                    keys.push(k);
+                } else {
+                    keys.extend(self.matching_rss(o));
+                }
+            }
+            (None, None) => {}
+        }
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
+    /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
+    fn matching_rss(&self, pod: &Pod) -> Vec<ObjKey> {
+        if util::controller_ref(&pod.metadata).is_some() {
+            return Vec::new();
+        }
+        let ns = pod.namespace().unwrap_or_default();
+        let labels = util::labels(&pod.metadata);
+        self.rss
+            .in_namespace(&ns)
+            .filter(|rs| {
+                rs.spec.as_ref().is_some_and(|s| !util::selector_is_empty(&s.selector) && util::selector_matches(&s.selector, &labels))
+            })
+            .map(|rs| key_of(rs.as_ref()))
+            .collect()
+    }
+
+    async fn sync(&mut self, key: ObjKey) {
+        let Some(rs) = self.rss.get(&key).cloned() else {
+            self.expectations.remove(&key);
+            return;
+        };
+        let Some(spec) = rs.spec.clone() else { return };
+        let now = self.clock.now();
+        let (ns, name) = key.clone();
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let deleting = rs.metadata.deletion_timestamp.is_some();
+        if util::selector_is_empty(&spec.selector) {
+            // Upstream refuses to act on a selector that selects everything.
+            return;
+        }
+        let satisfied = self.expectations.get(&key).is_none_or(|e| e.satisfied(now));
+
+        // Claim pods: active ones may be adopted or released; terminating ones only counted.
+        let candidates: Vec<Arc<Pod>> = self.pods.in_namespace(&ns).cloned().collect();
+        let mut active: Vec<Arc<Pod>> = Vec::new();
+        let mut owned_all: Vec<Arc<Pod>> = Vec::new();
+        let mut can_adopt: Option<bool> = None;
+        for pod in candidates {
+            let c = decide::claim(&uid, deleting, &spec.selector, &pod.metadata);
+            let is_active = util::is_pod_active(&pod);
+            match c {
+                Claim::Owned => {
+                    owned_all.push(pod.clone());
+                    if is_active {
+                        active.push(pod);
+                    }
+                }
+                Claim::Adopt if is_active => {
+                    if can_adopt.is_none() {
+                        can_adopt = Some(self.owner_still_current(&ns, &name, &uid).await);
+                    }
+                    if can_adopt == Some(true) && self.set_owner(&rs, &pod, true).await {
+                        owned_all.push(pod.clone());
+                        active.push(pod);
+                    }
+                }
+                Claim::Release if is_active => {
+                    self.set_owner(&rs, &pod, false).await;
+                }
+                _ => {}
+            }
+        }
+
+        let mut create_error: Option<String> = None;
+        if satisfied && !deleting {
+            let related_owned = self.related_pods(&rs, &owned_all);
+            let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
+            let related_refs: Vec<&Pod> = related_owned.iter().map(|p| p.as_ref()).collect();
+            let desired = spec.replicas.unwrap_or(1);
+            match decide::manage_replicas(desired, &active_refs, &related_refs, self.config.burst_replicas, now) {
+                Manage::Nothing => {}
+                Manage::Create(n) => create_error = self.create_pods(&key, &rs, n).await,
+                Manage::Delete(victims) => self.delete_pods(&key, &rs, &victims).await,
+            }
+        }
+
+        // Status from the pods seen at the start of the sync, as upstream does.
+        let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
+        let owned_refs: Vec<&Pod> = owned_all.iter().map(|p| p.as_ref()).collect();
+        let gates = StatusGates { terminating_replicas: self.config.deployment_replica_set_terminating_replicas };
+        let status = decide::calculate_status(&rs, &active_refs, decide::count_terminating(&owned_refs), now, gates);
+        let failure_changed = self.replica_failure_patch(&rs, create_error.as_deref());
+        if decide::status_changed(rs.status.as_ref(), &status) || failure_changed.is_some() {
+            let mut body = json!({
+                "replicas": status.replicas,
+                "fullyLabeledReplicas": status.fully_labeled_replicas,
+                "readyReplicas": status.ready_replicas,
+                "availableReplicas": status.available_replicas,
+                "observedGeneration": status.observed_generation,
+            });
+            if gates.terminating_replicas {
+                body["terminatingReplicas"] = json!(status.terminating_replicas);
+            }
+            if let Some(conds) = failure_changed {
+                body["conditions"] = conds;
+            }
+            let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
+            if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": body }))).await {
+                tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
+            }
+        }
+        let min_ready = Duration::from_secs(spec.min_ready_seconds.unwrap_or(0).max(0) as u64);
+        if let Some(t) = decide::next_availability_check(&active_refs, min_ready, now) {
+            self.queue.add_at(key.clone(), t);
+        }
+        if create_error.is_some() {
+            // Upstream retries with rate-limited backoff; one second is its first step order.
+            if let Ok(t) = now.checked_add(jiff::SignedDuration::from_secs(1)) {
+                self.queue.add_at(key, t);
+            }
+        }
+    }
+
+    /// The new `status.conditions` when the ReplicaFailure condition must change (upstream sets it
+    /// on a create error and removes it once creating works again).
+    fn replica_failure_patch(&self, rs: &ReplicaSet, create_error: Option<&str>) -> Option<Value> {
+        let conds = rs.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        let has = conds.iter().any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE);
+        match create_error {
+            Some(msg) => {
+                if conds.iter().any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE && c.message.as_deref() == Some(msg)) {
+                    return None;
+                }
+                let mut out: Vec<Value> = conds
+                    .iter()
+                    .filter(|c| c.type_ != names::DEPLOY_COND_REPLICA_FAILURE)
+                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+                    .collect();
+                out.push(json!({
+                    "type": names::DEPLOY_COND_REPLICA_FAILURE,
+                    "status": "True",
+                    "lastTransitionTime": self.clock.now_time(),
+                    "reason": names::EVENT_FAILED_CREATE,
+                    "message": msg,
+                }));
+                Some(Value::Array(out))
+            }
+            None if has => {
+                let out: Vec<Value> = conds
+                    .iter()
+                    .filter(|c| c.type_ != names::DEPLOY_COND_REPLICA_FAILURE)
+                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+                    .collect();
+                Some(if out.is_empty() { Value::Null } else { Value::Array(out) })
+            }
+            None => None,
+        }
+    }
+
+    /// Upstream `getIndirectlyRelatedPods`: pods of every ReplicaSet with the same controller as
+    /// `rs` (siblings under one Deployment), for the co-location rank.
+    fn related_pods(&self, rs: &ReplicaSet, own: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
+        let Some(owner) = util::controller_ref(&rs.metadata) else { return own.to_vec() };
+        let ns = rs.namespace().unwrap_or_default();
+        let sibling_uids: Vec<String> = self
+            .rss
+            .in_namespace(&ns)
+            .filter(|o| util::controller_ref(&o.metadata).is_some_and(|r| r.uid == owner.uid))
+            .filter_map(|o| o.metadata.uid.clone())
+            .collect();
+        self.pods
+            .in_namespace(&ns)
+            .filter(|p| util::controller_ref(&p.metadata).is_some_and(|r| sibling_uids.contains(&r.uid)))
+            .cloned()
+            .collect()
+    }
+
+    /// Upstream `RecheckDeletionTimestamp`: a live read that the owner still exists with this UID
+    /// and is not being deleted, before adopting anything.
+    async fn owner_still_current(&self, ns: &str, name: &str, uid: &str) -> bool {
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        match api.get(name).await {
+            Ok(fresh) => fresh.metadata.uid.as_deref() == Some(uid) && fresh.metadata.deletion_timestamp.is_none(),
+            Err(_) => false,
+        }
+    }
+
+    /// Adds (adopt) or removes (release) our controllerRef on a pod with a JSON patch guarded by
+    /// the pod's UID and resourceVersion. Returns whether it took effect.
+    async fn set_owner(&self, rs: &ReplicaSet, pod: &Pod, adopt: bool) -> bool {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let rs_uid = rs.metadata.uid.clone().unwrap_or_default();
+        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
+        if adopt {
+            refs.push(util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata));
+        } else {
+            refs.retain(|r| r.uid != rs_uid);
+        }
+        set_owner_refs(&api, &pod.metadata, refs).await
+    }
+
+    async fn create_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, n: usize) -> Option<String> {
+        let now = self.clock.now();
+        self.expectations.insert(key.clone(), Expectations::expect_creations(n, now));
+        let Some(template) = rs.spec.as_ref().and_then(|s| s.template.clone()) else { return None };
+        let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        let rs_ref = rs.object_ref(&());
+        let mut created = 0usize;
+        for batch in decide::slow_start_batches(n, decide::SLOW_START_INITIAL_BATCH_SIZE) {
+            let mut failed: Option<String> = None;
+            for _ in 0..batch {
+                let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
+                pod.metadata.generate_name = Some(format!("{}-", key.1));
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(p) => {
+                        created += 1;
+                        self.recorder
+                            .record(&rs_ref, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_CREATE, format!("Created pod: {}", p.name_any()))
+                            .await;
+                    }
+                    Err(e) => {
+                        let msg = format!("Error creating: {}", api_error_text(&e));
+                        self.recorder.record(&rs_ref, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg.clone()).await;
+                        if let Some(x) = self.expectations.get_mut(key) {
+                            x.creation_observed();
+                        }
+                        created += 1;
+                        failed = Some(api_error_text(&e));
+                    }
+                }
+            }
+            if let Some(msg) = failed {
+                // Pods of the batches not attempted will never be observed.
+                if let Some(x) = self.expectations.get_mut(key) {
+                    x.adds -= (n - created) as i64;
+                }
+                return Some(msg);
+            }
+        }
+        None
+    }
+
+    async fn delete_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, victims: &[String]) {
+        self.expectations.insert(key.clone(), Expectations::expect_deletions(victims, self.clock.now()));
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        let rs_ref = rs.object_ref(&());
+        for name in victims {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.recorder
+                        .record(&rs_ref, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_DELETE, format!("Deleted pod: {name}"))
+                        .await;
+                }
+                Err(e) => {
+                    if let Some(x) = self.expectations.get_mut(key) {
+                        x.deletion_observed(name);
+                    }
+                    if !is_not_found(&e) {
+                        self.recorder
+                            .record(
+                                &rs_ref,
+                                names::EVENT_WARNING,
+                                names::EVENT_FAILED_DELETE,
+                                format!("Error deleting: {}", api_error_text(&e)),
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Replaces `metadata.ownerReferences` guarded by `test` operations on uid and resourceVersion, so
+/// that a concurrent change makes the patch fail instead of clobbering it.
+pub(crate) async fn set_owner_refs<K>(
+    api: &Api<K>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    refs: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = meta.name.clone().unwrap_or_default();
+    let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": meta.uid})];
+    if let Some(rv) = &meta.resource_version {
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    }
+    if refs.is_empty() {
+        if meta.owner_references.is_some() {
+            ops.push(json!({"op": "remove", "path": "/metadata/ownerReferences"}));
+        }
+    } else {
+        ops.push(json!({"op": "add", "path": "/metadata/ownerReferences", "value": refs}));
+    }
+    let Ok(patch) = serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) else { return false };
+    match api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(object = %name, error = %e, "ownerReferences patch failed");
+            false
+        }
+    }
+}
+
+/// The message of an API error as upstream prints it in events (the Status message).
+pub(crate) fn api_error_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}

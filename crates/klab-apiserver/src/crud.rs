@@ -1,0 +1,933 @@
+//! The object verbs: create, get, list, update, patch, delete, deletecollection — with
+//! upstream metadata rules, the spec/status split, no-op detection, optimistic concurrency,
+//! graceful deletion and finalizers (api-surface §b.8, §b.10; control-plane §6).
+//!
+//! Every write follows the same path: decode → default → admit → validate → compare with the
+//! stored object → compare-and-swap in the store. A failing request stores nothing.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use klab_api::clock::format_time;
+use klab_api::selector::LabelSelector;
+use klab_store::{KeyValue, ListOptions, StoreError};
+
+use crate::deletion::{DeleteDecision, PodDeleteView, decide_generic_delete, decide_pod_delete};
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::object::{self, meta_mut};
+use crate::registry::{self, ResourceInfo};
+use crate::selector_field::FieldSelector;
+use crate::server::{Ctx, Inner};
+
+/// How many times a write re-reads and retries after losing a compare-and-swap race it did not ask
+/// to lose (no resourceVersion precondition from the client).
+const MAX_WRITE_RETRIES: usize = 16;
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// A JSON response with the given status code.
+pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (code, [(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+/// Decodes a request body (JSON, or YAML) into an object. Protobuf is refused with a hint.
+pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
+    let ct = ctx.content_type().split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let value: Value = match ct.as_str() {
+        "" | "application/json" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e)))?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e)))?
+        }
+        "application/vnd.kubernetes.protobuf" => {
+            return Err(ApiError::unsupported_media_type(
+                &ct,
+                &["application/json", "application/yaml"],
+            )
+            .with_message(
+                "klab does not accept protobuf request bodies yet (kubectl 1.32+ sends them for `kubectl create namespace|deployment|job`): \
+                 use `kubectl create -f` / `kubectl apply -f` with a manifest, or kubectl 1.31 or older",
+            ));
+        }
+        other => {
+            return Err(ApiError::unsupported_media_type(other, &["application/json", "application/yaml"]));
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "{}: the body must be a JSON object",
+            decode_prefix(ctx.target.ri)
+        )));
+    }
+    Ok(value)
+}
+
+/// Decodes a subresource body (Binding, Eviction, Scale, Namespace): JSON or YAML.
+pub(crate) fn decode_body_any(body: &[u8]) -> ApiResult<Value> {
+    let v: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => match std::str::from_utf8(body).ok().and_then(|t| serde_saphyr::from_str::<Value>(t).ok()) {
+            Some(v) => v,
+            None => return Err(ApiError::bad_request(format!("error decoding request body: {e}"))),
+        },
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+fn decode_prefix(ri: &ResourceInfo) -> String {
+    format!("{} in version \"{}\" cannot be handled as a {}", ri.kind, ri.version, ri.kind)
+}
+
+impl ApiError {
+    pub(crate) fn with_message(mut self, m: &str) -> Self {
+        self.message = m.to_string();
+        self
+    }
+}
+
+/// Checks `apiVersion`/`kind` of a body against the URL (both may be omitted).
+fn check_type_meta(ri: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    if !kind.is_empty() && kind != ri.kind {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({}) for this URL",
+            ri.kind
+        )));
+    }
+    if !av.is_empty() && av != ri.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            ri.api_version()
+        )));
+    }
+    object::set_type_meta(obj, &ri.api_version(), ri.kind);
+    Ok(())
+}
+
+/// Decodes an object the way the server's typed model does: `apiVersion`/`kind` checked and set,
+/// unknown fields dropped — or refused with `fieldValidation=Strict`.
+pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiResult<Value> {
+    check_type_meta(ri, &mut obj)?;
+    let (pruned, unknown) =
+        crate::schema::prune(ri, &obj).map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri))))?;
+    if strict && !unknown.is_empty() {
+        let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+        return Err(ApiError::bad_request(format!("{}: strict decoding error: {}", decode_prefix(ri), list.join(", "))));
+    }
+    Ok(pruned)
+}
+
+/// Returns an object as clients see it: type meta set, resourceVersion stamped.
+pub(crate) fn present(ri: &ResourceInfo, mut obj: Value, rv: u64) -> Value {
+    object::set_type_meta(&mut obj, &ri.api_version(), ri.kind);
+    object::set_resource_version(&mut obj, rv);
+    obj
+}
+
+fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
+    let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+    Ok(present(ri, obj, kv.mod_revision))
+}
+
+fn encode_for_store(obj: &Value) -> ApiResult<Bytes> {
+    let mut v = obj.clone();
+    object::strip_for_storage(&mut v);
+    serde_json::to_vec(&v).map(Bytes::from).map_err(ApiError::internal)
+}
+
+/// Writes the response for a single object, as a Table or metadata-only when asked.
+pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiResult<Response> {
+    let accept = ctx.accept();
+    if crate::table::wants_table(accept) {
+        let include = crate::table::IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)?;
+        let rv = object::resource_version(&obj).unwrap_or("").to_string();
+        let t = crate::table::table(
+            ctx.target.ri,
+            std::slice::from_ref(&obj),
+            include,
+            json!({"resourceVersion": rv}),
+            ctx.inner.clock.now(),
+            true,
+        );
+        return Ok(json_response(code, &t));
+    }
+    if crate::table::wants_partial_metadata(accept).is_some() {
+        return Ok(json_response(code, &crate::table::partial_object_metadata(&obj)));
+    }
+    Ok(json_response(code, &obj))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read verbs
+
+fn store_key(ctx: &Ctx) -> ApiResult<String> {
+    let name = ctx.target.name.as_deref().ok_or_else(ApiError::no_such_path)?;
+    Ok(ctx.target.ri.key(ctx.target.namespace.as_deref(), name))
+}
+
+async fn get_current(inner: &Inner, ri: &ResourceInfo, key: &str, name: &str) -> ApiResult<(Value, KeyValue)> {
+    match inner.store.get(key).await? {
+        Some(kv) => Ok((decode_kv(ri, &kv)?, kv)),
+        None => Err(ApiError::not_found(ri, name)),
+    }
+}
+
+pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
+    let key = store_key(ctx)?;
+    let name = ctx.target.name.as_deref().unwrap_or("");
+    let (obj, _) = get_current(&ctx.inner, ctx.target.ri, &key, name).await?;
+    object_response(ctx, StatusCode::OK, obj)
+}
+
+/// Parsed label and field selectors of a list or watch.
+pub(crate) struct Selectors {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    pub fn from_ctx(ctx: &Ctx) -> ApiResult<Self> {
+        let labels = match ctx.q("labelSelector") {
+            Some(s) if !s.trim().is_empty() => LabelSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            _ => LabelSelector::everything(),
+        };
+        let fields = match ctx.q("fieldSelector") {
+            Some(s) if !s.trim().is_empty() => FieldSelector::parse(s).map_err(ApiError::bad_request)?,
+            _ => FieldSelector::everything(),
+        };
+        fields.check_supported(ctx.target.ri).map_err(ApiError::bad_request)?;
+        Ok(Selectors { labels, fields })
+    }
+
+    pub fn matches(&self, ri: &ResourceInfo, obj: &Value) -> bool {
+        self.labels.matches_json(obj.get("metadata").and_then(|m| m.get("labels")))
+            && self.fields.matches(ri, obj)
+    }
+
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_everything() && self.fields.is_everything()
+    }
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+fn encode_continue(rv: u64, start: &str) -> String {
+    let raw = serde_json::to_vec(&json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start})).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = v.get("start").and_then(Value::as_str).ok_or_else(bad)?.to_string();
+    Ok((rv, start))
+}
+
+/// Checks the list parameters that upstream validates (resourceVersionMatch and continue).
+fn validate_list_params(ctx: &Ctx) -> ApiResult<()> {
+    let rv = ctx.q("resourceVersion").unwrap_or("");
+    match ctx.q("resourceVersionMatch") {
+        None | Some("") => {}
+        Some(m @ ("NotOlderThan" | "Exact")) => {
+            if rv.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided ({m})"
+                )));
+            }
+            if ctx.q("continue").is_some() {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if m == "Exact" && rv == "0" {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+            )));
+        }
+    }
+    if ctx.q_bool("sendInitialEvents") {
+        return Err(ApiError::bad_request("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"));
+    }
+    Ok(())
+}
+
+/// Lists matching objects: `(items, list revision, continue token, remaining count)`.
+pub(crate) async fn list_objects(
+    ctx: &Ctx,
+    sel: &Selectors,
+) -> ApiResult<(Vec<Value>, u64, Option<String>, Option<u64>)> {
+    let ri = ctx.target.ri;
+    let prefix = ri.key_prefix_in(ctx.target.namespace.as_deref());
+    let mut opts = ListOptions::default();
+    if let Some(token) = ctx.q("continue").filter(|t| !t.is_empty()) {
+        let (rv, start) = decode_continue(token)?;
+        if !start.starts_with(&prefix) {
+            return Err(ApiError::bad_request(format!("continue key is not valid: {token:?}")));
+        }
+        opts.start_key = Some(start);
+        opts.revision = Some(rv);
+    } else if ctx.q("resourceVersionMatch") == Some("Exact") {
+        let rv = ctx.q("resourceVersion").unwrap_or("");
+        opts.revision = Some(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?);
+    }
+    let res = match ctx.inner.store.list(&prefix, opts.clone()).await {
+        Err(StoreError::Compacted { .. }) if opts.start_key.is_some() => {
+            return Err(ApiError::new(410, "Expired", CONTINUE_EXPIRED));
+        }
+        other => other?,
+    };
+    let limit = ctx.q("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let mut items = Vec::new();
+    let mut next: Option<String> = None;
+    let mut matched_after = 0u64;
+    for kv in &res.kvs {
+        // A namespaced prefix for all namespaces also covers every namespace; nothing else shares it.
+        let obj = decode_kv(ri, kv)?;
+        if !sel.matches(ri, &obj) {
+            continue;
+        }
+        match limit {
+            Some(l) if items.len() >= l => {
+                if next.is_none() {
+                    next = Some(kv.key.clone());
+                }
+                matched_after += 1;
+            }
+            _ => items.push(obj),
+        }
+    }
+    let token = next.map(|k| encode_continue(res.revision, &k));
+    let remaining = token.as_ref().map(|_| matched_after);
+    Ok((items, res.revision, token, remaining))
+}
+
+pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
+    validate_list_params(ctx)?;
+    let sel = Selectors::from_ctx(ctx)?;
+    let ri = ctx.target.ri;
+    let (items, rev, token, remaining) = list_objects(ctx, &sel).await?;
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if let Some(t) = &token {
+        meta["continue"] = json!(t);
+        if let Some(r) = remaining {
+            meta["remainingItemCount"] = json!(r);
+        }
+    }
+    let accept = ctx.accept();
+    if crate::table::wants_table(accept) {
+        let include = crate::table::IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)?;
+        let t = crate::table::table(ri, &items, include, meta, ctx.inner.clock.now(), true);
+        return Ok(json_response(StatusCode::OK, &t));
+    }
+    if crate::table::wants_partial_metadata(accept).is_some() {
+        let items: Vec<Value> = items.iter().map(crate::table::partial_object_metadata).collect();
+        let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": meta, "items": items});
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Create
+
+/// Checks that the namespace of a namespaced write exists and is not terminating.
+async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str) -> ApiResult<()> {
+    let nsri = registry::lookup("", "v1", "namespaces").expect("served");
+    let Some(kv) = inner.store.get(&nsri.key(None, ns)).await? else {
+        return Err(ApiError::namespace_not_found(ns));
+    };
+    let obj = decode_kv(nsri, &kv)?;
+    if obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") && ri.plural != "events" {
+        return Err(ApiError::forbidden(format!(
+            "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+            ri.qualified_plural(),
+            name,
+        )));
+    }
+    Ok(())
+}
+
+fn validation_error(ri: &ResourceInfo, name: &str, errs: Vec<crate::validation::FieldError>) -> ApiError {
+    let message = crate::validation::invalid_message(ri, name, &errs);
+    let causes = errs
+        .iter()
+        .map(|e| Cause { reason: e.reason().to_string(), message: e.message(), field: e.field.clone() })
+        .collect();
+    ApiError::invalid(ri, name, message, causes)
+}
+
+/// Resets the status of a new object the way upstream `PrepareForCreate` strategies do.
+fn prepare_status_for_create(ri: &ResourceInfo, obj: &mut Value) {
+    match (ri.group, ri.plural) {
+        // Kubelets create their Node with status; namespaces get their phase from defaulting.
+        ("", "nodes") | ("", "namespaces") => {}
+        ("", "pods") => {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+            crate::defaults::default_pod_status_on_create(obj);
+        }
+        _ if ri.has_subresource("status") => {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Creates one object (shared by POST, bootstrap and subresources).
+pub(crate) async fn create_object(
+    inner: &Arc<Inner>,
+    ri: &'static ResourceInfo,
+    url_namespace: Option<&str>,
+    obj: Value,
+    dry_run: bool,
+    strict: bool,
+) -> ApiResult<Value> {
+    let mut obj = normalize(ri, obj, strict)?;
+    // Namespace: filled from the URL, and must agree with it.
+    let body_ns = object::namespace(&obj).map(str::to_string);
+    let namespace = if ri.namespaced {
+        let ns = match (url_namespace, body_ns.as_deref()) {
+            (Some(u), Some(b)) if u != b => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(u), _) => u.to_string(),
+            (None, Some(b)) => b.to_string(),
+            (None, None) => return Err(ApiError::no_such_path()),
+        };
+        meta_mut(&mut obj).insert("namespace".into(), json!(ns));
+        Some(ns)
+    } else {
+        meta_mut(&mut obj).remove("namespace");
+        None
+    };
+    // Server-managed metadata.
+    let now = inner.clock.now();
+    {
+        let m = meta_mut(&mut obj);
+        for k in ["resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "selfLink", "managedFields"] {
+            m.remove(k);
+        }
+        m.insert("uid".into(), json!(inner.rng.uid()));
+        m.insert("creationTimestamp".into(), json!(format_time(now)));
+        if ri.has_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    let generate_name = object::meta_str(&obj, "generateName").unwrap_or("").to_string();
+    let explicit_name = object::name(&obj).to_string();
+    if explicit_name.is_empty() && generate_name.is_empty() {
+        let errs = vec![crate::validation::FieldError {
+            kind: crate::validation::FieldErrorKind::Required,
+            field: "metadata.name".into(),
+            bad_value: None,
+            detail: "name or generateName is required".into(),
+        }];
+        return Err(validation_error(ri, "", errs));
+    }
+    if ri.plural == "jobs" {
+        let uid = object::uid(&obj).to_string();
+        crate::defaults::default_job_selector(&mut obj, &uid);
+    }
+    prepare_status_for_create(ri, &mut obj);
+    crate::defaults::default_object(ri, &mut obj);
+    if ri.plural == "pods" && ri.group.is_empty() {
+        inner.config.default_toleration_seconds.admit_pod(&mut obj);
+    }
+    if let Some(ns) = &namespace {
+        check_namespace(inner, ri, ns, &explicit_name).await?;
+    }
+    // generateName: the suffix is drawn per attempt; a clash retries with a new one.
+    for attempt in 0..8 {
+        if explicit_name.is_empty() {
+            let name = format!("{generate_name}{}", inner.rng.suffix(5));
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+        }
+        let name = object::name(&obj).to_string();
+        crate::validation::validate_create(ri, &obj).map_err(|errs| validation_error(ri, &name, errs))?;
+        if dry_run {
+            return Ok(present(ri, obj, inner.store.current_revision()));
+        }
+        let key = ri.key(namespace.as_deref(), &name);
+        match inner.store.create(&key, encode_for_store(&obj)?).await {
+            Ok(rev) => return Ok(present(ri, obj, rev)),
+            Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => continue,
+            Err(StoreError::AlreadyExists(_)) => return Err(ApiError::already_exists(ri, &name)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+    let obj = decode_body(ctx, &body)?;
+    let ri = ctx.target.ri;
+    if ri.namespaced && ctx.target.namespace.is_none() {
+        return Err(ApiError::no_such_path());
+    }
+    let created = create_object(&ctx.inner, ri, ctx.target.namespace.as_deref(), obj, ctx.dry_run(), ctx.strict()).await?;
+    object_response(ctx, StatusCode::CREATED, created)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Update and patch
+
+/// Which part of the object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteScope {
+    /// The main resource: everything but `status` (for kinds with a status subresource).
+    Main,
+    /// The `status` subresource: only `status`.
+    Status,
+    /// A write the server itself composes (binding): taken as proposed, no generation bump.
+    Internal,
+}
+
+impl WriteScope {
+    fn of(ctx: &Ctx) -> Self {
+        if ctx.target.sub.as_deref() == Some("status") { WriteScope::Status } else { WriteScope::Main }
+    }
+}
+
+/// Builds the object to store from the client's new version and the stored one: server-managed
+/// metadata is kept, the spec/status split applied, generation bumped on spec change.
+fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -> Value {
+    let mut out = match scope {
+        WriteScope::Status => {
+            let mut o = old.clone();
+            match new.get("status") {
+                Some(s) => o["status"] = s.clone(),
+                None => {
+                    if let Some(m) = o.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            o
+        }
+        WriteScope::Main => {
+            let mut o = new;
+            if ri.has_subresource("status") {
+                match old.get("status") {
+                    Some(s) => o["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = o.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            o
+        }
+        WriteScope::Internal => new,
+    };
+    let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
+    let m = meta_mut(&mut out);
+    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"] {
+        match old_meta.get(k) {
+            Some(v) => {
+                m.insert(k.into(), v.clone());
+            }
+            None => {
+                m.remove(k);
+            }
+        }
+    }
+    m.remove("managedFields");
+    m.remove("selfLink");
+    if ri.has_generation && scope == WriteScope::Main && old.get("spec") != out.get("spec") {
+        let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        meta_mut(&mut out).insert("generation".into(), json!(g + 1));
+    }
+    out
+}
+
+/// Whether an update leaves an object that must now be removed: deletion requested, no finalizers
+/// left, and no grace period pending (upstream `shouldDeleteDuringUpdate`).
+fn should_delete_during_update(obj: &Value) -> bool {
+    object::deletion_timestamp(obj).is_some()
+        && object::finalizers(obj).is_empty()
+        && obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
+}
+
+/// The outcome of a guarded write.
+pub(crate) enum WriteOutcome {
+    /// Stored (or unchanged) object.
+    Stored(Value),
+    /// The write emptied the finalizers of a deleted object, which is now gone.
+    Deleted(Value),
+}
+
+/// Read–modify–write with compare-and-swap, retried when the store moved underneath us and the
+/// client did not pin a resourceVersion. `mutate` receives the current object and returns the
+/// client's proposed new object (before server-side rules).
+pub(crate) async fn guarded_update<F>(
+    inner: &Arc<Inner>,
+    ri: &'static ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    scope: WriteScope,
+    dry_run: bool,
+    strict: bool,
+    mut mutate: F,
+) -> ApiResult<WriteOutcome>
+where
+    F: FnMut(&Value) -> ApiResult<Value>,
+{
+    let key = ri.key(namespace, name);
+    for _ in 0..MAX_WRITE_RETRIES {
+        let (current, kv) = get_current(inner, ri, &key, name).await?;
+        let proposed = normalize(ri, mutate(&current)?, strict)?;
+        if object::name(&proposed) != name && !object::name(&proposed).is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                object::name(&proposed)
+            )));
+        }
+        if ri.namespaced {
+            if let Some(pns) = object::namespace(&proposed) {
+                if Some(pns) != namespace {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+            }
+        }
+        // An explicit resourceVersion is a precondition.
+        let pinned = object::resource_version(&proposed).map(str::to_string);
+        if let Some(rv) = &pinned {
+            if rv != &kv.mod_revision.to_string() {
+                return Err(ApiError::conflict(ri, name));
+            }
+        }
+        let mut next = merge_update(ri, scope, &current, proposed);
+        crate::defaults::default_object(ri, &mut next);
+        if scope == WriteScope::Main && ri.plural == "pods" && ri.group.is_empty() {
+            inner.config.default_toleration_seconds.admit_pod(&mut next);
+        }
+        crate::validation::validate_update(ri, &next, &current).map_err(|errs| validation_error(ri, name, errs))?;
+        if object::same_ignoring_rv(&next, &current) {
+            return Ok(WriteOutcome::Stored(current));
+        }
+        if dry_run {
+            return Ok(WriteOutcome::Stored(present(ri, next, kv.mod_revision)));
+        }
+        if should_delete_during_update(&next) {
+            match inner.store.delete(&key, Some(kv.mod_revision)).await {
+                Ok((rev, _)) => return Ok(WriteOutcome::Deleted(present(ri, next, rev))),
+                Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
+                Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
+                Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match inner.store.update(&key, encode_for_store(&next)?, kv.mod_revision).await {
+            Ok(rev) => return Ok(WriteOutcome::Stored(present(ri, next, rev))),
+            Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
+            Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::conflict(ri, name))
+}
+
+fn outcome_response(ctx: &Ctx, outcome: WriteOutcome) -> ApiResult<Response> {
+    match outcome {
+        WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj) => object_response(ctx, StatusCode::OK, obj),
+    }
+}
+
+pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+    let new = decode_body(ctx, &body)?;
+    let t = &ctx.target;
+    let name = t.name.as_deref().unwrap_or("");
+    let outcome = guarded_update(&ctx.inner, t.ri, t.namespace.as_deref(), name, WriteScope::of(ctx), ctx.dry_run(), ctx.strict(), |_| {
+        Ok(new.clone())
+    })
+    .await?;
+    outcome_response(ctx, outcome)
+}
+
+pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+    let t = &ctx.target;
+    let kind = crate::patch::PatchKind::from_content_type(ctx.content_type())?;
+    let patch_doc = crate::patch::decode_patch(kind, &body)?;
+    let name = t.name.as_deref().unwrap_or("");
+    let ri = t.ri;
+    let outcome = guarded_update(&ctx.inner, ri, t.namespace.as_deref(), name, WriteScope::of(ctx), ctx.dry_run(), ctx.strict(), |current| {
+        // A patch without a resourceVersion applies to whatever is current; drop the stamped one so
+        // only an explicit resourceVersion in the patch acts as a precondition.
+        let mut base = current.clone();
+        object::strip_for_storage(&mut base);
+        crate::patch::apply_patch(ri, kind, &base, &patch_doc)
+    })
+    .await?;
+    outcome_response(ctx, outcome)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delete
+
+/// DeleteOptions from the body (JSON) and/or the query string.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    pub fn parse(ctx: &Ctx, body: &[u8]) -> ApiResult<Self> {
+        let mut o = DeleteOptions::default();
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            let v: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}")))?;
+            o = Self::from_value(&v)?;
+        }
+        if let Some(g) = ctx.q("gracePeriodSeconds") {
+            o.grace_period_seconds =
+                Some(g.parse().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?);
+        }
+        if let Some(p) = ctx.q("propagationPolicy") {
+            o.propagation_policy = Some(p.to_string());
+        }
+        if ctx.dry_run() {
+            o.dry_run = true;
+        }
+        if let Some(p) = &o.propagation_policy {
+            if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+                return Err(ApiError::bad_request(format!(
+                    "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        }
+        Ok(o)
+    }
+
+    pub fn from_value(v: &Value) -> ApiResult<Self> {
+        if !v.is_object() {
+            return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
+        }
+        Ok(DeleteOptions {
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: v.get("propagationPolicy").and_then(Value::as_str).map(String::from).or_else(|| {
+                // The deprecated orphanDependents maps onto a policy.
+                v.get("orphanDependents").and_then(Value::as_bool).map(|o| if o { "Orphan".into() } else { "Background".into() })
+            }),
+            precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+            precondition_rv: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+            dry_run: v.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All")),
+        })
+    }
+}
+
+fn pod_view(obj: &Value) -> PodDeleteView {
+    let ts = |s: Option<&str>| s.and_then(|s| s.parse::<Timestamp>().ok());
+    PodDeleteView {
+        node_name: obj.pointer("/spec/nodeName").and_then(Value::as_str).map(String::from),
+        phase: obj.pointer("/status/phase").and_then(Value::as_str).map(String::from),
+        termination_grace_period_seconds: obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64),
+        deletion_timestamp: ts(object::deletion_timestamp(obj)),
+        deletion_grace_period_seconds: obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64),
+        has_finalizers: !object::finalizers(obj).is_empty(),
+    }
+}
+
+/// The result of deleting one object.
+pub(crate) enum Deleted {
+    /// Removed from storage; the last state (with the deletion's revision).
+    Removed(Value),
+    /// Still stored, marked for deletion (graceful pod, finalizers, namespace).
+    Marked(Value),
+}
+
+impl Deleted {
+    pub fn object(&self) -> &Value {
+        match self {
+            Deleted::Removed(v) | Deleted::Marked(v) => v,
+        }
+    }
+}
+
+/// Deletes one object with graceful deletion, finalizers and preconditions.
+pub(crate) async fn delete_object(
+    inner: &Arc<Inner>,
+    ri: &'static ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    opts: &DeleteOptions,
+) -> ApiResult<Deleted> {
+    let key = ri.key(namespace, name);
+    for _ in 0..MAX_WRITE_RETRIES {
+        let (current, kv) = get_current(inner, ri, &key, name).await?;
+        if let Some(uid) = &opts.precondition_uid {
+            if uid != object::uid(&current) {
+                return Err(ApiError::precondition_failed(
+                    ri,
+                    name,
+                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(&current)),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.precondition_rv {
+            if rv != &kv.mod_revision.to_string() {
+                return Err(ApiError::precondition_failed(
+                    ri,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        kv.mod_revision
+                    ),
+                ));
+            }
+        }
+        let now = inner.clock.now();
+        let mut next = current.clone();
+        // Propagation policies that the garbage collector carries out through finalizers.
+        let gc_finalizer = match opts.propagation_policy.as_deref() {
+            Some("Foreground") => Some("foregroundDeletion"),
+            Some("Orphan") => Some("orphan"),
+            _ => None,
+        };
+        if let Some(f) = gc_finalizer {
+            if object::deletion_timestamp(&current).is_none() && !object::finalizers(&current).iter().any(|x| x == f) {
+                let m = meta_mut(&mut next);
+                let list = m.entry("finalizers").or_insert_with(|| json!([]));
+                if let Some(a) = list.as_array_mut() {
+                    a.push(json!(f));
+                }
+            }
+        }
+        let is_namespace = ri.plural == "namespaces" && ri.group.is_empty();
+        let decision = if ri.plural == "pods" && ri.group.is_empty() {
+            let mut view = pod_view(&current);
+            view.has_finalizers = !object::finalizers(&next).is_empty();
+            decide_pod_delete(&view, opts.grace_period_seconds, now)
+        } else if is_namespace {
+            // Namespaces are finalized by the namespace controller after their content is gone.
+            if object::deletion_timestamp(&current).is_some() {
+                DeleteDecision::Unchanged
+            } else {
+                DeleteDecision::Mark { deletion_timestamp: now, grace_seconds: 0 }
+            }
+        } else {
+            decide_generic_delete(
+                object::deletion_timestamp(&current).is_some(),
+                !object::finalizers(&next).is_empty(),
+                now,
+            )
+        };
+        match decision {
+            DeleteDecision::Unchanged => return Ok(Deleted::Marked(current)),
+            DeleteDecision::Mark { deletion_timestamp, grace_seconds } => {
+                let m = meta_mut(&mut next);
+                m.insert("deletionTimestamp".into(), json!(format_time(deletion_timestamp)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
+                if ri.has_generation {
+                    if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                        if object::deletion_timestamp(&current).is_none() {
+                            m.insert("generation".into(), json!(g + 1));
+                        }
+                    }
+                }
+                if is_namespace {
+                    next["status"]["phase"] = json!("Terminating");
+                }
+                if opts.dry_run {
+                    return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
+                }
+                match inner.store.update(&key, encode_for_store(&next)?, kv.mod_revision).await {
+                    Ok(rev) => return Ok(Deleted::Marked(present(ri, next, rev))),
+                    Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            DeleteDecision::RemoveNow => {
+                if opts.dry_run {
+                    return Ok(Deleted::Removed(current));
+                }
+                match inner.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok((rev, _)) => return Ok(Deleted::Removed(present(ri, current, rev))),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Err(ApiError::conflict(ri, name))
+}
+
+/// The Status body upstream returns when a non-pod object was removed.
+fn success_status(ri: &ResourceInfo, obj: &Value) -> Value {
+    let mut details = json!({"name": object::name(obj), "kind": ri.plural, "uid": object::uid(obj)});
+    if !ri.group.is_empty() {
+        details["group"] = json!(ri.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+    let opts = DeleteOptions::parse(ctx, &body)?;
+    let t = &ctx.target;
+    let ri = t.ri;
+    let name = t.name.as_deref().unwrap_or("");
+    let result = delete_object(&ctx.inner, ri, t.namespace.as_deref(), name, &opts).await?;
+    // Pods return the deleted object; other kinds a Status once removed, the object while marked.
+    let returns_object = ri.group.is_empty() && matches!(ri.plural, "pods" | "services");
+    match result {
+        Deleted::Removed(obj) if !returns_object => Ok(json_response(StatusCode::OK, &success_status(ri, &obj))),
+        other => object_response(ctx, StatusCode::OK, other.object().clone()),
+    }
+}
+
+pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+    let ri = ctx.target.ri;
+    if ri.namespaced && ctx.target.namespace.is_none() {
+        return Err(ApiError::no_such_path());
+    }
+    let opts = DeleteOptions::parse(ctx, &body)?;
+    let sel = Selectors::from_ctx(ctx)?;
+    let (items, rev, _, _) = list_objects(ctx, &sel).await?;
+    let mut out = Vec::new();
+    for item in items {
+        match delete_object(&ctx.inner, ri, object::namespace(&item), object::name(&item), &opts).await {
+            Ok(d) => out.push(d.object().clone()),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": {"resourceVersion": rev.to_string()}, "items": out});
+    Ok(json_response(StatusCode::OK, &body))
+}

@@ -1,0 +1,90 @@
+//! Small helpers over objects held as `serde_json::Value`: metadata access, resourceVersion
+//! injection, and the "same object?" comparison behind no-op detection.
+
+use serde_json::{Map, Value, json};
+
+/// `metadata` as a mutable map, created if missing or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"].as_object_mut().expect("metadata is an object")
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name").unwrap_or("")
+}
+
+pub fn namespace(obj: &Value) -> Option<&str> {
+    meta_str(obj, "namespace").filter(|s| !s.is_empty())
+}
+
+pub fn uid(obj: &Value) -> &str {
+    meta_str(obj, "uid").unwrap_or("")
+}
+
+pub fn resource_version(obj: &Value) -> Option<&str> {
+    meta_str(obj, "resourceVersion").filter(|s| !s.is_empty())
+}
+
+pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
+    meta_str(obj, "deletionTimestamp")
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+pub fn set_resource_version(obj: &mut Value, rv: u64) {
+    meta_mut(obj).insert("resourceVersion".into(), Value::String(rv.to_string()));
+}
+
+/// Drops fields that are never stored: the resourceVersion lives in the store's mod revision.
+pub fn strip_for_storage(obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+    }
+}
+
+/// Decodes a stored value and stamps the revision it was read at as its resourceVersion.
+pub fn decode_stored(bytes: &[u8], rv: u64) -> Result<Value, serde_json::Error> {
+    let mut v: Value = serde_json::from_slice(bytes)?;
+    set_resource_version(&mut v, rv);
+    Ok(v)
+}
+
+/// Compares two objects ignoring their resourceVersion (no-op write detection).
+pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        strip_for_storage(&mut v);
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Sets `kind` and `apiVersion` (objects are always returned with both).
+pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(api_version.into()));
+        m.insert("kind".into(), Value::String(kind.into()));
+    }
+}
+
+/// Labels as a sorted map (for selectors and ordering).
+pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+        .unwrap_or_default()
+}

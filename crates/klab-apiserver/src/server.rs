@@ -1,0 +1,277 @@
+//! The API server value: configuration, bootstrap objects, the Router, and request dispatch from
+//! a URL to the verb handlers in `crud`, `subresources` and `watch`.
+//!
+//! Resource URLs are parsed by hand in one fallback handler (rather than by axum route patterns)
+//! because Kubernetes paths are ambiguous to a pattern router: `/api/v1/namespaces/x/pods` is a
+//! collection inside a namespace, while `/api/v1/namespaces/x/status` is a subresource of the
+//! namespace `x`. Only the resource table can tell them apart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use klab_api::{Clock, DetRng};
+use klab_store::DynStorage;
+
+use crate::admission::DefaultTolerationSeconds;
+use crate::error::{ApiError, ApiResult};
+use crate::identity::Identity;
+use crate::registry::{self, ResourceInfo};
+
+/// Knobs of the API server, with upstream kube-apiserver flag names where one exists.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// `--default-not-ready-toleration-seconds` / `--default-unreachable-toleration-seconds`.
+    pub default_toleration_seconds: DefaultTolerationSeconds,
+    /// Largest accepted request body (upstream: 3 MiB).
+    pub max_request_bytes: usize,
+    /// Watch duration when the client gives no `timeoutSeconds` (upstream: 30–60 min).
+    pub default_watch_timeout: Duration,
+    /// How often a watch that allows bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        ApiServerConfig {
+            default_toleration_seconds: DefaultTolerationSeconds::default(),
+            max_request_bytes: 3 * 1024 * 1024,
+            default_watch_timeout: Duration::from_secs(1800),
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub store: DynStorage,
+    pub clock: Clock,
+    pub rng: DetRng,
+    pub config: ApiServerConfig,
+}
+
+/// The API server. Cheap to clone; every clone serves the same store.
+#[derive(Clone)]
+pub struct ApiServer {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The namespaces every cluster has from the start.
+pub const BOOTSTRAP_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl ApiServer {
+    /// Builds the server over `store` and creates the bootstrap namespaces that are missing.
+    pub async fn new(store: DynStorage, clock: Clock, rng: DetRng, config: ApiServerConfig) -> ApiResult<Self> {
+        let api = ApiServer { inner: Arc::new(Inner { store, clock, rng, config }) };
+        let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
+        for name in BOOTSTRAP_NAMESPACES {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match crate::crud::create_object(&api.inner, ns, None, obj, false, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(api)
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    pub fn store(&self) -> &DynStorage {
+        &self.inner.store
+    }
+
+    /// The Router with no identity attached (the TLS server attaches one per connection; requests
+    /// without one are treated as the cluster admin by in-process callers).
+    pub fn router(&self) -> Router {
+        let resources = Router::new().fallback(dispatch).with_state(self.inner.clone());
+        crate::discovery::routes().merge(crate::openapi::routes()).merge(resources)
+    }
+
+    /// The Router as seen by one component: every request carries `identity`.
+    pub fn router_as(&self, identity: Identity) -> Router {
+        self.router().layer(axum::Extension(identity))
+    }
+}
+
+/// What a resource URL names.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Target {
+    pub ri: &'static ResourceInfo,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+}
+
+/// Parses `/api/v1/...` and `/apis/<g>/<v>/...` resource paths.
+pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_such_path()),
+    };
+    if rest.iter().any(|s| s.is_empty()) {
+        return Err(ApiError::no_such_path());
+    }
+    let owned = |s: &&str| Some(s.to_string());
+    // `/namespaces/<ns>/<resource>[/<name>[/<sub>]]` when <resource> is a namespaced resource.
+    if let ["namespaces", ns, res, tail @ ..] = rest {
+        if let Some(ri) = registry::lookup(group, version, res).filter(|ri| ri.namespaced) {
+            return match tail {
+                [] => Ok(Target { ri, namespace: owned(ns), name: None, sub: None }),
+                [name] => Ok(Target { ri, namespace: owned(ns), name: owned(name), sub: None }),
+                [name, sub] => Ok(Target { ri, namespace: owned(ns), name: owned(name), sub: owned(sub) }),
+                _ => Err(ApiError::no_such_path()),
+            };
+        }
+    }
+    let ri = match rest.first() {
+        Some(res) => registry::lookup(group, version, res).ok_or_else(ApiError::no_such_path)?,
+        None => return Err(ApiError::no_such_path()),
+    };
+    match &rest[1..] {
+        [] => Ok(Target { ri, namespace: None, name: None, sub: None }),
+        // A namespaced resource has no object URLs outside a namespace.
+        _ if ri.namespaced => Err(ApiError::no_such_path()),
+        [name] => Ok(Target { ri, namespace: None, name: owned(name), sub: None }),
+        [name, sub] => Ok(Target { ri, namespace: None, name: owned(name), sub: owned(sub) }),
+        _ => Err(ApiError::no_such_path()),
+    }
+}
+
+/// One request, decoded enough for the verb handlers.
+pub(crate) struct Ctx {
+    pub inner: Arc<Inner>,
+    pub target: Target,
+    pub query: BTreeMap<String, String>,
+    pub headers: HeaderMap,
+    #[allow(dead_code)] // read by admission plugins that check who is asking (NodeRestriction)
+    pub identity: Option<Identity>,
+}
+
+impl Ctx {
+    pub fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+
+    pub fn q_bool(&self, k: &str) -> bool {
+        matches!(self.q(k), Some("true") | Some("1"))
+    }
+
+    pub fn accept(&self) -> &str {
+        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    /// `fieldValidation=Strict`: unknown fields are an error rather than dropped.
+    pub fn strict(&self) -> bool {
+        self.q("fieldValidation") == Some("Strict")
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.query.get("dryRun").is_some_and(|v| v == "All")
+    }
+}
+
+fn parse_query(uri: &axum::http::Uri) -> ApiResult<BTreeMap<String, String>> {
+    let Some(q) = uri.query() else { return Ok(BTreeMap::new()) };
+    let pairs: Vec<(String, String)> =
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri).map(|q| q.0).map_err(|_| {
+            ApiError::bad_request(format!("invalid query string {q:?}"))
+        })?;
+    Ok(pairs.into_iter().filter(|(k, _)| !k.is_empty()).collect())
+}
+
+async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
+    match dispatch_inner(inner, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    let target = parse_path(parts.uri.path())?;
+    let query = parse_query(&parts.uri)?;
+    let identity = parts.extensions.get::<Identity>().cloned();
+    let limit = inner.config.max_request_bytes;
+    let ctx = Ctx { inner, target, query, headers: parts.headers, identity };
+    let read_body = || async move {
+        axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::too_large())
+    };
+    let t = &ctx.target;
+    let sub = t.sub.as_deref();
+    match (&parts.method, t.name.is_some(), sub) {
+        (&Method::GET, false, _) => {
+            if ctx.q_bool("watch") {
+                crate::watch::watch(ctx).await
+            } else {
+                crate::crud::list(&ctx).await
+            }
+        }
+        (&Method::POST, false, _) => crate::crud::create(&ctx, read_body().await?).await,
+        (&Method::DELETE, false, _) => crate::crud::delete_collection(&ctx, read_body().await?).await,
+        (&Method::GET, true, None | Some("status")) => crate::crud::get(&ctx).await,
+        (&Method::PUT, true, None | Some("status")) => crate::crud::update(&ctx, read_body().await?).await,
+        (&Method::PATCH, true, None | Some("status")) => crate::crud::patch(&ctx, read_body().await?).await,
+        (&Method::DELETE, true, None) => crate::crud::delete(&ctx, read_body().await?).await,
+        (m, true, Some(s)) if ctx.target.ri.has_subresource(s) => {
+            crate::subresources::handle(&ctx, m.clone(), s, read_body().await?).await
+        }
+        (_, true, Some(_)) => Err(ApiError::no_such_path()),
+        (m, _, _) => Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(path: &str) -> ApiResult<(String, Option<String>, Option<String>, Option<String>)> {
+        parse_path(path).map(|t| (t.ri.plural.to_string(), t.namespace, t.name, t.sub))
+    }
+
+    fn s(x: &str) -> Option<String> {
+        Some(x.to_string())
+    }
+
+    #[test]
+    fn parses_resource_paths() {
+        assert_eq!(t("/api/v1/pods").unwrap(), ("pods".into(), None, None, None));
+        assert_eq!(t("/api/v1/namespaces/default/pods").unwrap(), ("pods".into(), s("default"), None, None));
+        assert_eq!(t("/api/v1/namespaces/default/pods/web").unwrap(), ("pods".into(), s("default"), s("web"), None));
+        assert_eq!(
+            t("/api/v1/namespaces/default/pods/web/status").unwrap(),
+            ("pods".into(), s("default"), s("web"), s("status"))
+        );
+        assert_eq!(t("/api/v1/namespaces").unwrap(), ("namespaces".into(), None, None, None));
+        assert_eq!(t("/api/v1/namespaces/kube-system").unwrap(), ("namespaces".into(), None, s("kube-system"), None));
+        assert_eq!(
+            t("/api/v1/namespaces/x/finalize").unwrap(),
+            ("namespaces".into(), None, s("x"), s("finalize"))
+        );
+        assert_eq!(t("/api/v1/nodes/n1/status").unwrap(), ("nodes".into(), None, s("n1"), s("status")));
+        assert_eq!(
+            t("/apis/apps/v1/namespaces/default/deployments/web/scale").unwrap(),
+            ("deployments".into(), s("default"), s("web"), s("scale"))
+        );
+        assert_eq!(
+            t("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").unwrap(),
+            ("leases".into(), s("kube-node-lease"), None, None)
+        );
+        for bad in ["/api/v1/widgets", "/api/v1/pods/web", "/apis/apps/v1/nodes", "/api/v1/namespaces/a/nodes/n1", "/foo", "/api/v1/namespaces/a/pods/b/c/d", "/api/v1/nodes//status"] {
+            assert_eq!(t(bad).unwrap_err().code, 404, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Watch: newline-delimited JSON events streamed from the store's change feed (api-surface §b.9).
+//!
+//! * `resourceVersion` unset or `0`: synthetic ADDED events for the current state, then changes;
+//!   `N`: only changes after N; N compacted away: HTTP 200 and one in-stream ERROR event with a 410
+//!   Status, as the real server does, so clients relist.
+//! * Selectors are applied to both the old and the new state: an object that stops matching is
+//!   delivered as DELETED, one that starts matching as ADDED.
+//! * `sendInitialEvents=true` ends the initial ADDED burst with a BOOKMARK annotated
+//!   `k8s.io/initial-events-end`.
+//! * Bookmarks carry only the last delivered revision, never a revision that was not delivered
+//!   yet, so a client resuming from a bookmark cannot skip an event.
+//! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
+//!   virtual.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use klab_store::{EventKind, ListOptions, StoreError};
+
+use crate::crud::Selectors;
+use crate::error::{ApiError, ApiResult};
+use crate::object;
+use crate::registry::ResourceInfo;
+use crate::server::Ctx;
+use crate::table::{self, IncludeObject};
+
+/// How a watch renders its objects.
+#[derive(Clone)]
+enum Render {
+    Object,
+    Table { include: IncludeObject },
+}
+
+struct Encoder {
+    ri: &'static ResourceInfo,
+    render: Render,
+    first_table: bool,
+    clock: klab_api::Clock,
+}
+
+impl Encoder {
+    fn line(&mut self, ty: &str, obj: &Value) -> Bytes {
+        let object = match &self.render {
+            Render::Object => obj.clone(),
+            Render::Table { include } => {
+                let rv = object::resource_version(obj).unwrap_or("").to_string();
+                let t = table::table(
+                    self.ri,
+                    std::slice::from_ref(obj),
+                    include.clone(),
+                    json!({"resourceVersion": rv}),
+                    self.clock.now(),
+                    self.first_table,
+                );
+                self.first_table = false;
+                t
+            }
+        };
+        let mut bytes = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
+        bytes.push(b'\n');
+        Bytes::from(bytes)
+    }
+
+    fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": self.ri.kind, "apiVersion": self.ri.api_version(), "metadata": meta});
+        let mut bytes = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
+        bytes.push(b'\n');
+        Bytes::from(bytes)
+    }
+
+    fn error(&self, e: &ApiError) -> Bytes {
+        let mut bytes = serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()})).unwrap_or_default();
+        bytes.push(b'\n');
+        Bytes::from(bytes)
+    }
+}
+
+/// How the stream starts.
+enum Start {
+    /// Synthetic ADDED for the current state, then changes after its revision.
+    InitialState { initial_events_end_bookmark: bool },
+    /// Changes after this revision.
+    After(u64),
+}
+
+pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
+    let ri = ctx.target.ri;
+    let sel = Selectors::from_ctx(&ctx)?;
+    let allow_bookmarks = ctx.q_bool("allowWatchBookmarks");
+    let rv = ctx.q("resourceVersion").unwrap_or("").to_string();
+    let send_initial = ctx.q_bool("sendInitialEvents");
+    if send_initial && (ctx.q("resourceVersionMatch") != Some("NotOlderThan") || !allow_bookmarks) {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled and allowWatchBookmarks is set to true and resourceVersionMatch is set to NotOlderThan",
+        ));
+    }
+    let start = if send_initial {
+        Start::InitialState { initial_events_end_bookmark: true }
+    } else if rv.is_empty() || rv == "0" {
+        Start::InitialState { initial_events_end_bookmark: false }
+    } else {
+        Start::After(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?)
+    };
+    let render = if table::wants_table(ctx.accept()) {
+        Render::Table { include: IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)? }
+    } else {
+        Render::Object
+    };
+    let timeout = match ctx.q("timeoutSeconds") {
+        Some(s) => std::time::Duration::from_secs(
+            s.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?,
+        ),
+        None => ctx.inner.config.default_watch_timeout,
+    };
+    let prefix = ri.key_prefix_in(ctx.target.namespace.as_deref());
+    let inner = ctx.inner.clone();
+    let mut enc = Encoder { ri, render, first_table: true, clock: inner.clock.clone() };
+
+    // Everything that can fail with a plain HTTP error happens before the 200 is sent.
+    let mut initial: Vec<Bytes> = Vec::new();
+    let (after, stream) = match start {
+        Start::InitialState { initial_events_end_bookmark } => {
+            let res = inner.store.list(&prefix, ListOptions::default()).await?;
+            for kv in &res.kvs {
+                let obj = crate::crud::present(ri, object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?, kv.mod_revision);
+                if sel.matches(ri, &obj) {
+                    initial.push(enc.line("ADDED", &obj));
+                }
+            }
+            if initial_events_end_bookmark {
+                initial.push(enc.bookmark(res.revision, true));
+            }
+            (res.revision, inner.store.watch(&prefix, res.revision))
+        }
+        Start::After(n) => (n, inner.store.watch(&prefix, n)),
+    };
+    let stream = match stream {
+        Ok(s) => Some(s),
+        Err(StoreError::Compacted { .. }) | Err(StoreError::FutureRevision { .. }) => {
+            let current = inner.store.current_revision();
+            let e = ApiError::expired(format!("too old resource version: {after} ({current})"));
+            initial.push(enc.error(&e));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let clock = inner.clock.clone();
+    let store = inner.store.clone();
+    let bookmark_every = inner.config.bookmark_interval;
+    tokio::spawn(async move {
+        for line in initial {
+            if tx.send(Ok(line)).await.is_err() {
+                return;
+            }
+        }
+        let Some(mut stream) = stream else { return };
+        let deadline = clock.sleep(timeout);
+        tokio::pin!(deadline);
+        let mut last_rv = after;
+        let mut next_bookmark = Box::pin(clock.sleep(bookmark_every));
+        loop {
+            tokio::select! {
+                biased;
+                _ = tx.closed() => return,
+                _ = &mut deadline => return,
+                item = stream.next() => {
+                    let ev = match item {
+                        None => return,
+                        Some(Ok(ev)) => ev,
+                        Some(Err(StoreError::Lagged(_))) | Some(Err(StoreError::Compacted { .. })) => {
+                            let e = ApiError::expired(format!("too old resource version: {last_rv} ({})", store.current_revision()));
+                            let _ = tx.send(Ok(enc.error(&e))).await;
+                            return;
+                        }
+                        Some(Err(e)) => {
+                            let _ = tx.send(Ok(enc.error(&ApiError::internal(e)))).await;
+                            return;
+                        }
+                    };
+                    last_rv = ev.revision;
+                    if let Some(line) = event_line(&mut enc, &sel, &ev) {
+                        if tx.send(Ok(line)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                _ = &mut next_bookmark, if allow_bookmarks => {
+                    if tx.send(Ok(enc.bookmark(last_rv, false))).await.is_err() {
+                        return;
+                    }
+                    next_bookmark = Box::pin(clock.sleep(bookmark_every));
+                }
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(body)
+        .map_err(ApiError::internal)
+}
+
+/// Turns one store change into the watch line this watcher should see, if any.
+fn event_line(enc: &mut Encoder, sel: &Selectors, ev: &klab_store::Event) -> Option<Bytes> {
+    let ri = enc.ri;
+    let decode = |b: &Bytes| object::decode_stored(b, ev.revision).ok().map(|o| crate::crud::present(ri, o, ev.revision));
+    let new = ev.value.as_ref().and_then(decode);
+    let old = ev.prev_value.as_ref().and_then(decode);
+    let matches = |o: &Option<Value>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
+    match ev.kind {
+        EventKind::Create => matches(&new).then(|| enc.line("ADDED", new.as_ref().expect("matched"))),
+        EventKind::Delete => {
+            // The DELETED object is the last state, stamped with the deletion's revision.
+            matches(&old).then(|| enc.line("DELETED", old.as_ref().expect("matched")))
+        }
+        EventKind::Update => match (matches(&old), matches(&new)) {
+            (true, true) => Some(enc.line("MODIFIED", new.as_ref().expect("matched"))),
+            (false, true) => Some(enc.line("ADDED", new.as_ref().expect("matched"))),
+            (true, false) => Some(enc.line("DELETED", new.as_ref().expect("decoded"))),
+            (false, false) => None,
+        },
+    }
+}

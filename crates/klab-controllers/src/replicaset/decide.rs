@@ -1,0 +1,527 @@
+//! Pure ReplicaSet decisions: how many pods to create or which to delete (upstream
+//! `manageReplicas` + `ActivePodsWithRanks`), slow-start batches, expectations, ownership claims and
+//! the status the controller writes (`calculateStatus`).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::util::{
+    self, PHASE_PENDING, PHASE_RUNNING, PHASE_UNKNOWN, is_pod_active, is_pod_available,
+    is_pod_ready, is_pod_terminating_nonterminal,
+};
+
+/// Annotation that lets users pick scale-down victims (feature PodDeletionCost, beta, on).
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// Upstream `controller.ExpectationsTimeout`: expectations older than this are ignored.
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Upstream `controller.SlowStartInitialBatchSize`.
+pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+
+/// What `manageReplicas` does in one sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Manage {
+    /// Enough pods exist (or the diff is zero).
+    Nothing,
+    /// Create this many pods (already capped at burstReplicas).
+    Create(usize),
+    /// Delete these pods (namespace-local names), in this order.
+    Delete(Vec<String>),
+}
+
+/// Upstream `manageReplicas`: compares the active owned pods with `spec.replicas`.
+/// `related` are the active-or-not pods of all ReplicaSets of the same owner (for the
+/// co-location rank); `now` feeds the logarithmic age comparison.
+pub fn manage_replicas(
+    desired: i32,
+    active: &[&Pod],
+    related: &[&Pod],
+    burst_replicas: usize,
+    now: Timestamp,
+) -> Manage {
+    let desired = desired.max(0) as usize;
+    match active.len().cmp(&desired) {
+        Ordering::Equal => Manage::Nothing,
+        Ordering::Less => Manage::Create((desired - active.len()).min(burst_replicas)),
+        Ordering::Greater => {
+            let diff = (active.len() - desired).min(burst_replicas);
+            let victims = pods_to_delete(active, related, diff, now);
+            Manage::Delete(victims.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect())
+        }
+    }
+}
+
+/// Upstream `getPodsToDelete`: ranks the candidates and returns the first `diff`.
+pub fn pods_to_delete<'a>(
+    active: &[&'a Pod],
+    related: &[&Pod],
+    diff: usize,
+    now: Timestamp,
+) -> Vec<&'a Pod> {
+    let mut on_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in related.iter().filter(|p| is_pod_active(p)) {
+        *on_node.entry(node_name(p)).or_default() += 1;
+    }
+    // Name order first so the (otherwise unstable upstream) sort is deterministic.
+    let mut ranked: Vec<(&Pod, usize)> =
+        active.iter().map(|p| (*p, on_node.get(node_name(p)).copied().unwrap_or(0))).collect();
+    ranked.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
+    ranked.sort_by(|a, b| compare_for_deletion(a.0, a.1, b.0, b.1, now));
+    ranked.into_iter().take(diff).map(|(p, _)| p).collect()
+}
+
+fn node_name(p: &Pod) -> &str {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+}
+
+fn phase_ordinal(p: &Pod) -> u8 {
+    match util::phase(p) {
+        PHASE_PENDING => 0,
+        PHASE_UNKNOWN => 1,
+        PHASE_RUNNING => 2,
+        _ => 3,
+    }
+}
+
+fn deletion_cost(p: &Pod) -> i32 {
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_DELETION_COST))
+        .and_then(|v| v.parse::<i32>().ok())
+        .unwrap_or(0)
+}
+
+/// Upstream `logarithmicRankDiff`: ages compared on a log2 scale of nanoseconds.
+fn log_rank_diff(t1: Timestamp, t2: Timestamp, now: Timestamp) -> i64 {
+    let rank = |t: Timestamp| {
+        let d = now.duration_since(t).as_nanos();
+        if d > 0 { (d as f64).log2() as i64 } else { -1 }
+    };
+    rank(t1) - rank(t2)
+}
+
+/// Upstream `ActivePodsWithRanks.Less` (LogarithmicScaleDown and PodDeletionCost on): `Less`
+/// means "delete first". The cases, in order:
+/// 1. unassigned < assigned; 2. Pending < Unknown < Running; 3. not Ready < Ready;
+/// 4. lower deletion cost first; 5. more co-located related pods first; 6. Ready for less time
+/// first (log scale, UID tie-break); 7. more restarts first; 8. newer first (log scale, UID tie).
+pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize, now: Timestamp) -> Ordering {
+    let (na, nb) = (node_name(a), node_name(b));
+    if na != nb && (na.is_empty() || nb.is_empty()) {
+        return if na.is_empty() { Ordering::Less } else { Ordering::Greater };
+    }
+    let (pa, pb) = (phase_ordinal(a), phase_ordinal(b));
+    if pa != pb {
+        return pa.cmp(&pb);
+    }
+    let (ra, rb) = (is_pod_ready(a), is_pod_ready(b));
+    if ra != rb {
+        return if !ra { Ordering::Less } else { Ordering::Greater };
+    }
+    let (ca, cb) = (deletion_cost(a), deletion_cost(b));
+    if ca != cb {
+        return ca.cmp(&cb);
+    }
+    if rank_a != rank_b {
+        return rank_b.cmp(&rank_a);
+    }
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    if ra && rb {
+        let (ta, tb) = (util::ready_since(a), util::ready_since(b));
+        if ta != tb {
+            let o = match (ta, tb) {
+                (Some(x), Some(y)) => match log_rank_diff(x, y, now) {
+                    0 => uid(a).cmp(&uid(b)),
+                    d if d < 0 => Ordering::Less,
+                    _ => Ordering::Greater,
+                },
+                // afterOrZero: a zero time sorts first
+                (None, _) => Ordering::Less,
+                (_, None) => Ordering::Greater,
+            };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+    }
+    let (xa, xb) = (util::max_container_restarts(a), util::max_container_restarts(b));
+    if xa != xb {
+        return xb.cmp(&xa);
+    }
+    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let (ta, tb) = (created(a), created(b));
+    if ta != tb {
+        return match (ta, tb) {
+            (Some(x), Some(y)) => match log_rank_diff(x, y, now) {
+                0 => uid(a).cmp(&uid(b)),
+                d if d < 0 => Ordering::Less,
+                _ => Ordering::Greater,
+            },
+            (None, _) => Ordering::Less,
+            (_, None) => Ordering::Greater,
+        };
+    }
+    Ordering::Equal
+}
+
+/// Upstream `slowStartBatch` sizes: 1, 2, 4, … until `n` is covered. Creation stops at the first
+/// batch with an error (the remaining pods are not attempted and expectations are lowered).
+pub fn slow_start_batches(n: usize, initial: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut remaining = n;
+    let mut size = remaining.min(initial.max(1));
+    while size > 0 {
+        out.push(size);
+        remaining -= size;
+        size = (2 * size).min(remaining);
+    }
+    out
+}
+
+/// Upstream `ControllerExpectations` + `UIDTrackingControllerExpectations` for one ReplicaSet:
+/// pods this controller created/deleted whose watch events have not been seen yet. While they are
+/// pending the controller does not trust its cache and does not create or delete more.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expectations {
+    /// Creations not yet observed.
+    pub adds: i64,
+    /// Pods (namespace-local names) whose deletion has not been observed.
+    pub deletes: BTreeSet<String>,
+    /// When the expectations were set; after [`EXPECTATIONS_TIMEOUT`] they are ignored.
+    pub set_at: Option<Timestamp>,
+}
+
+impl Expectations {
+    pub fn expect_creations(n: usize, now: Timestamp) -> Self {
+        Expectations { adds: n as i64, deletes: BTreeSet::new(), set_at: Some(now) }
+    }
+    pub fn expect_deletions(names: &[String], now: Timestamp) -> Self {
+        Expectations { adds: 0, deletes: names.iter().cloned().collect(), set_at: Some(now) }
+    }
+    pub fn creation_observed(&mut self) {
+        self.adds -= 1;
+    }
+    pub fn deletion_observed(&mut self, name: &str) {
+        self.deletes.remove(name);
+    }
+    /// Upstream `SatisfiedExpectations`: fulfilled, or expired.
+    pub fn satisfied(&self, now: Timestamp) -> bool {
+        if self.adds <= 0 && self.deletes.is_empty() {
+            return true;
+        }
+        match self.set_at {
+            Some(t) => now.duration_since(t).as_secs() >= EXPECTATIONS_TIMEOUT.as_secs() as i64,
+            None => true,
+        }
+    }
+}
+
+/// What a controller does with an object it might own (upstream `ControllerRefManager.ClaimObject`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Owned by us and matching: ours.
+    Owned,
+    /// Orphan matching our selector: adopt (add our controllerRef), then ours.
+    Adopt,
+    /// Owned by us but no longer matching: release (remove our controllerRef).
+    Release,
+    /// Not ours.
+    Ignore,
+}
+
+/// The claim rule. `owner_deleting`: the owner has a deletionTimestamp (no adoption/release then).
+pub fn claim(owner_uid: &str, owner_deleting: bool, selector: &LabelSelector, obj: &ObjectMeta) -> Claim {
+    let matches = util::selector_matches(selector, &util::labels(obj));
+    match util::controller_ref(obj) {
+        Some(r) if r.uid == owner_uid => {
+            if matches {
+                Claim::Owned
+            } else if owner_deleting {
+                Claim::Ignore
+            } else {
+                Claim::Release
+            }
+        }
+        Some(_) => Claim::Ignore,
+        None => {
+            if owner_deleting || !matches || obj.deletion_timestamp.is_some() {
+                Claim::Ignore
+            } else {
+                Claim::Adopt
+            }
+        }
+    }
+}
+
+/// Feature gates that change the ReplicaSet status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusGates {
+    /// `DeploymentReplicaSetTerminatingReplicas` (alpha/off in v1.33, beta/on in v1.35).
+    pub terminating_replicas: bool,
+}
+
+/// Upstream `calculateStatus`: counts over the claimed active pods; `terminating` are the claimed
+/// pods being deleted in a non-terminal phase (only reported with the gate).
+pub fn calculate_status(
+    rs: &ReplicaSet,
+    active: &[&Pod],
+    terminating: usize,
+    now: Timestamp,
+    gates: StatusGates,
+) -> ReplicaSetStatus {
+    let spec = rs.spec.as_ref();
+    let template_labels = spec
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let min_ready = Duration::from_secs(spec.and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u64);
+    let mut fully_labeled = 0;
+    let mut ready = 0;
+    let mut available = 0;
+    for p in active {
+        let l = util::labels(&p.metadata);
+        if template_labels.iter().all(|(k, v)| l.get(k) == Some(v)) {
+            fully_labeled += 1;
+        }
+        if is_pod_ready(p) {
+            ready += 1;
+            if is_pod_available(p, min_ready, now) {
+                available += 1;
+            }
+        }
+    }
+    let old = rs.status.clone().unwrap_or_default();
+    ReplicaSetStatus {
+        replicas: active.len() as i32,
+        fully_labeled_replicas: util::omit_zero(fully_labeled),
+        ready_replicas: util::omit_zero(ready),
+        available_replicas: util::omit_zero(available),
+        observed_generation: rs.metadata.generation,
+        terminating_replicas: if gates.terminating_replicas { Some(terminating as i32) } else { None },
+        conditions: old.conditions,
+    }
+}
+
+/// Counts the claimed pods that are being deleted in a non-terminal phase.
+pub fn count_terminating(pods: &[&Pod]) -> usize {
+    pods.iter().filter(|p| is_pod_terminating_nonterminal(p)).count()
+}
+
+/// When the controller must look again for pods becoming available (minReadySeconds): the
+/// earliest instant a Ready-but-not-yet-available pod turns available.
+pub fn next_availability_check(active: &[&Pod], min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
+    if min_ready.is_zero() {
+        return None;
+    }
+    active
+        .iter()
+        .filter(|p| is_pod_ready(p) && !is_pod_available(p, min_ready, now))
+        .filter_map(|p| util::available_at(p, min_ready))
+        .min()
+}
+
+/// Status values that differ from what is stored (upstream skips the write when equal and
+/// `observedGeneration` is current).
+pub fn status_changed(old: Option<&ReplicaSetStatus>, new: &ReplicaSetStatus) -> bool {
+    let norm = |s: &ReplicaSetStatus| {
+        (
+            s.replicas,
+            s.fully_labeled_replicas.unwrap_or(0),
+            s.ready_replicas.unwrap_or(0),
+            s.available_replicas.unwrap_or(0),
+            s.observed_generation.unwrap_or(0),
+            s.terminating_replicas,
+        )
+    };
+    match old {
+        None => true,
+        Some(o) => norm(o) != norm(new),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::util::testutil::*;
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+    fn names(v: &[&Pod]) -> Vec<String> {
+        v.iter().map(|p| p.metadata.name.clone().unwrap()).collect()
+    }
+
+    #[test]
+    fn manage_replicas_table() {
+        let now = ts(1000);
+        let a = pod("a").node("n1").running_ready(10).build();
+        let b = pod("b").node("n2").running_ready(10).build();
+        let c = pod("c").node("n1").running_ready(10).ready(false, 500).build();
+        let active = [&a, &b, &c];
+        let cases: Vec<(i32, usize, Manage)> = vec![
+            (3, 500, Manage::Nothing),
+            (5, 500, Manage::Create(2)),
+            (700, 500, Manage::Create(500)),
+            (2, 500, Manage::Delete(vec!["c".into()])),
+            (0, 500, Manage::Delete(vec!["c".into(), "a".into(), "b".into()])),
+            (0, 1, Manage::Delete(vec!["c".into()])),
+            (-1, 500, Manage::Delete(vec!["c".into(), "a".into(), "b".into()])),
+        ];
+        for (desired, burst, want) in cases {
+            assert_eq!(manage_replicas(desired, &active, &active, burst, now), want, "desired {desired}");
+        }
+    }
+
+    /// One row per ranking rule: `first` must be deleted before `second`.
+    #[test]
+    fn ranking_rules() {
+        let now = ts(100_000);
+        let cases: Vec<(&str, Pod, Pod)> = vec![
+            ("unassigned first", pod("x").build(), pod("y").node("n1").build()),
+            ("pending before unknown", pod("x").node("n").build(), pod("y").node("n").phase(PHASE_UNKNOWN).build()),
+            ("unknown before running", pod("x").node("n").phase(PHASE_UNKNOWN).build(), pod("y").node("n").phase(PHASE_RUNNING).build()),
+            ("not ready before ready", pod("x").node("n").phase(PHASE_RUNNING).ready(false, 5).build(), pod("y").node("n").running_ready(5).build()),
+            ("lower cost first", pod("x").node("n").running_ready(5).cost("-5").build(), pod("y").node("n").running_ready(5).build()),
+            ("invalid cost is 0", pod("x").node("n").running_ready(5).cost("zz").build(), pod("y").node("n").running_ready(5).cost("1").build()),
+            ("ready shorter first", pod("x").node("n").running_ready(99_000).build(), pod("y").node("n").running_ready(10).build()),
+            ("more restarts first", pod("x").node("n").running_ready(5).restarts(3).build(), pod("y").node("n").running_ready(5).build()),
+            ("newer first", pod("x").node("n").running_ready(5).created(90_000).build(), pod("y").node("n").running_ready(5).created(10).build()),
+            // same log2 bucket of age: UID order decides
+            ("same bucket uid", pod("a").node("n").created(99_000).build(), pod("b").node("n").created(99_001).build()),
+        ];
+        for (name, first, second) in cases {
+            assert_eq!(compare_for_deletion(&first, 0, &second, 0, now), Ordering::Less, "{name}");
+            assert_eq!(compare_for_deletion(&second, 0, &first, 0, now), Ordering::Greater, "{name} (reversed)");
+        }
+        // co-location: the pod on the crowded node goes first
+        let x = pod("x").node("n1").running_ready(5).build();
+        let y = pod("y").node("n2").running_ready(5).build();
+        assert_eq!(compare_for_deletion(&x, 2, &y, 1, now), Ordering::Less);
+    }
+
+    #[test]
+    fn pods_to_delete_counts_related_pods_on_the_same_node() {
+        let now = ts(1000);
+        let a = pod("a").node("n1").running_ready(10).build();
+        let b = pod("b").node("n2").running_ready(10).build();
+        // another ReplicaSet of the same Deployment has a pod on n2
+        let other = pod("o").node("n2").running_ready(10).build();
+        let dead = pod("d").node("n2").running_ready(10).deleting(20).build();
+        let got = pods_to_delete(&[&a, &b], &[&a, &b, &other, &dead], 1, now);
+        assert_eq!(names(&got), vec!["b"]);
+    }
+
+    #[test]
+    fn cp57_not_ready_pod_on_dead_node_is_deleted_first() {
+        // p1 on the failed node is Running but Ready=False since t=55; p2/p3 healthy.
+        let now = ts(120);
+        let p1 = pod("p1").node("n1").running_ready(0).ready(false, 55).build();
+        let p2 = pod("p2").node("n2").running_ready(0).build();
+        let p3 = pod("p3").node("n3").running_ready(0).build();
+        let all = [&p2, &p1, &p3];
+        assert_eq!(manage_replicas(2, &all, &all, 500, now), Manage::Delete(vec!["p1".into()]));
+    }
+
+    #[test]
+    fn slow_start() {
+        assert_eq!(slow_start_batches(0, 1), Vec::<usize>::new());
+        assert_eq!(slow_start_batches(1, 1), vec![1]);
+        assert_eq!(slow_start_batches(10, 1), vec![1, 2, 4, 3]);
+        assert_eq!(slow_start_batches(500, 1), vec![1, 2, 4, 8, 16, 32, 64, 128, 245]);
+    }
+
+    #[test]
+    fn expectations() {
+        let t0 = ts(0);
+        let mut e = Expectations::expect_creations(2, t0);
+        assert!(!e.satisfied(t0));
+        e.creation_observed();
+        assert!(!e.satisfied(ts(10)));
+        e.creation_observed();
+        assert!(e.satisfied(ts(10)));
+        let mut d = Expectations::expect_deletions(&["a".into()], t0);
+        assert!(!d.satisfied(ts(299)));
+        assert!(d.satisfied(ts(300)), "expired after 5 minutes");
+        d.deletion_observed("a");
+        assert!(d.satisfied(ts(1)));
+        assert!(Expectations::default().satisfied(t0));
+    }
+
+    #[test]
+    fn claim_table() {
+        let sel = LabelSelector { match_labels: Some([("app".into(), "web".into())].into()), ..Default::default() };
+        let mine = pod("a").owned_by("ReplicaSet", "rs", "u1").build().metadata;
+        let theirs = pod("a").owned_by("ReplicaSet", "rs2", "u2").build().metadata;
+        let orphan = pod("a").build().metadata;
+        let orphan_other = pod("a").label("app", "db").build().metadata;
+        let mine_other = pod("a").label("app", "db").owned_by("ReplicaSet", "rs", "u1").build().metadata;
+        let orphan_deleting = pod("a").deleting(1).build().metadata;
+        let cases = [
+            (&mine, false, Claim::Owned),
+            (&theirs, false, Claim::Ignore),
+            (&orphan, false, Claim::Adopt),
+            (&orphan, true, Claim::Ignore),
+            (&orphan_other, false, Claim::Ignore),
+            (&mine_other, false, Claim::Release),
+            (&mine_other, true, Claim::Ignore),
+            (&orphan_deleting, false, Claim::Ignore),
+        ];
+        for (i, (m, deleting, want)) in cases.iter().enumerate() {
+            assert_eq!(claim("u1", *deleting, &sel, m), *want, "case {i}");
+        }
+    }
+
+    fn rs(replicas: i32, min_ready: i32) -> ReplicaSet {
+        ReplicaSet {
+            metadata: ObjectMeta { name: Some("rs".into()), generation: Some(3), ..Default::default() },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                min_ready_seconds: Some(min_ready),
+                selector: LabelSelector::default(),
+                template: Some(PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some([("app".into(), "web".into()), ("tier".into(), "fe".into())].into()),
+                        ..Default::default()
+                    }),
+                    spec: None,
+                }),
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn status_counts() {
+        let now = ts(100);
+        let a = pod("a").label("tier", "fe").running_ready(50).build();
+        let b = pod("b").running_ready(95).build();
+        let c = pod("c").phase(PHASE_RUNNING).ready(false, 55).build();
+        let s = calculate_status(&rs(3, 10), &[&a, &b, &c], 1, now, StatusGates::default());
+        assert_eq!(s.replicas, 3);
+        assert_eq!(s.fully_labeled_replicas, Some(1));
+        assert_eq!(s.ready_replicas, Some(2));
+        assert_eq!(s.available_replicas, Some(1), "b is Ready for only 5s of minReadySeconds 10");
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.terminating_replicas, None, "gate off in v1.33");
+        let s = calculate_status(&rs(3, 10), &[], 1, now, StatusGates { terminating_replicas: true });
+        assert_eq!((s.replicas, s.ready_replicas, s.terminating_replicas), (0, None, Some(1)));
+        assert_eq!(next_availability_check(&[&a, &b, &c], Duration::from_secs(10), now), Some(ts(105) + jiff::SignedDuration::from_millis(1)));
+        assert_eq!(next_availability_check(&[&a], Duration::ZERO, now), None);
+    }
+
+    #[test]
+    fn terminating_count() {
+        let a = pod("a").running_ready(1).deleting(5).build();
+        let b = pod("b").phase(util::PHASE_FAILED).deleting(5).build();
+        let c = pod("c").running_ready(1).build();
+        assert_eq!(count_terminating(&[&a, &b, &c]), 1);
+    }
+}

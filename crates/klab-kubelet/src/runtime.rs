@@ -1,0 +1,465 @@
+//! The simulated machine: boot id, image store and the container runtime's process table.
+//!
+//! This is the node's durable state. It outlives the kubelet process (containers keep running when
+//! the kubelet stops) but not the power: a power-off ends every running container (reported after
+//! boot as exit code 255, reason `Unknown`, as containerd does for a lost task) and kills every
+//! sandbox; a power-on brings a new boot id. Container exits are evaluated lazily from deadlines
+//! (`advance(now)`), so nothing needs to run on the node for a container to finish; while the
+//! machine is frozen no deadline passes (they are shifted by the frozen span on thaw).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::program::{Lifetime, OnSigterm, Program};
+
+/// Exit code of a SIGKILLed process.
+pub const EXIT_SIGKILL: i32 = 137;
+/// Exit code containerd reports for a task lost in a power failure.
+pub const EXIT_LOST: i32 = 255;
+
+pub(crate) fn sd(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
+}
+
+/// A finished container instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Terminated {
+    pub exit_code: i32,
+    /// `Completed` (0), `Error` (non-zero), `Unknown` (lost in a power failure).
+    pub reason: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    pub container_id: String,
+}
+
+/// The signal state of a running container that is being stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stopping {
+    /// When the program reacts to SIGTERM by exiting (and with which code), if it does.
+    pub term_exit: Option<(Timestamp, i32)>,
+    /// When SIGKILL is due (`None` after the stop request was abandoned by a dying kubelet).
+    pub kill_at: Option<Timestamp>,
+}
+
+/// State of a container instance in the runtime.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RtState {
+    Running {
+        started_at: Timestamp,
+        /// When the program ends on its own.
+        natural_exit: Option<(Timestamp, i32)>,
+        stopping: Option<Stopping>,
+    },
+    Exited(Terminated),
+}
+
+/// A container as the runtime knows it: the current instance plus the previous one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RtContainer {
+    pub name: String,
+    pub image: String,
+    pub container_id: String,
+    /// Number of instances created before the current one (the API `restartCount`).
+    pub restart_count: i32,
+    pub state: RtState,
+    /// The instance before the current one (API `lastState.terminated`).
+    pub previous: Option<Terminated>,
+    /// Hash of the container spec the instance was created from.
+    pub spec_hash: u64,
+    /// The simulated process (how it ends, how it reacts to SIGTERM).
+    pub program: Program,
+}
+
+impl RtContainer {
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, RtState::Running { .. })
+    }
+}
+
+/// A pod sandbox; it belongs to one boot of the machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sandbox {
+    pub boot_id: String,
+    pub ready_at: Timestamp,
+    pub attempt: u32,
+}
+
+/// A pod as the runtime knows it (sandbox + containers), keyed by pod UID.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimePod {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub sandbox: Option<Sandbox>,
+    pub pod_ip: String,
+    pub containers: BTreeMap<String, RtContainer>,
+}
+
+impl RuntimePod {
+    pub fn any_running(&self) -> bool {
+        self.containers.values().any(RtContainer::is_running)
+    }
+}
+
+/// The simulated machine.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub boot_id: String,
+    pub machine_id: String,
+    pub system_uuid: String,
+    pub powered: bool,
+    pub frozen_since: Option<Timestamp>,
+    pub images: BTreeSet<String>,
+    pub pods: BTreeMap<String, RuntimePod>,
+    next_ip: u32,
+    ip_prefix: String,
+}
+
+impl Machine {
+    /// A powered-on machine. Pod IPs are handed out from `<ip_prefix>.<n>`.
+    pub fn new(boot_id: String, machine_id: String, system_uuid: String, ip_prefix: String) -> Self {
+        Machine {
+            boot_id,
+            machine_id,
+            system_uuid,
+            powered: true,
+            frozen_since: None,
+            images: BTreeSet::new(),
+            pods: BTreeMap::new(),
+            next_ip: 2,
+            ip_prefix,
+        }
+    }
+
+    pub fn frozen(&self) -> bool {
+        self.frozen_since.is_some()
+    }
+
+    /// Applies every container transition due at or before `now` (exits, SIGTERM reactions, SIGKILLs).
+    pub fn advance(&mut self, now: Timestamp) {
+        if self.frozen() || !self.powered {
+            return;
+        }
+        for pod in self.pods.values_mut() {
+            for c in pod.containers.values_mut() {
+                if let RtState::Running { started_at, natural_exit, stopping } = &c.state {
+                    let mut candidates: Vec<(Timestamp, i32)> = Vec::new();
+                    if let Some(e) = natural_exit {
+                        candidates.push(*e);
+                    }
+                    if let Some(s) = stopping {
+                        if let Some(e) = s.term_exit {
+                            candidates.push(e);
+                        }
+                        if let Some(k) = s.kill_at {
+                            candidates.push((k, EXIT_SIGKILL));
+                        }
+                    }
+                    // Earliest wins; at a tie the program's own exit precedes the signal.
+                    if let Some(&(at, code)) = candidates.iter().min_by_key(|(t, _)| *t) {
+                        if at <= now {
+                            c.state = RtState::Exited(Terminated {
+                                exit_code: code,
+                                reason: if code == 0 { "Completed".into() } else { "Error".into() },
+                                started_at: *started_at,
+                                finished_at: at,
+                                container_id: c.container_id.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest pending container transition (for the kubelet's wake-up timer).
+    pub fn next_transition(&self) -> Option<Timestamp> {
+        if self.frozen() || !self.powered {
+            return None;
+        }
+        let mut best: Option<Timestamp> = None;
+        let mut consider = |t: Timestamp| best = Some(best.map_or(t, |b: Timestamp| b.min(t)));
+        for pod in self.pods.values() {
+            for c in pod.containers.values() {
+                if let RtState::Running { natural_exit, stopping, .. } = &c.state {
+                    if let Some((t, _)) = natural_exit {
+                        consider(*t);
+                    }
+                    if let Some(s) = stopping {
+                        if let Some((t, _)) = s.term_exit {
+                            consider(t);
+                        }
+                        if let Some(t) = s.kill_at {
+                            consider(t);
+                        }
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// Creates (or re-creates) the sandbox of a pod; ready after `delay`.
+    pub fn run_sandbox(&mut self, uid: &str, namespace: &str, name: &str, now: Timestamp, delay: Duration) {
+        let ip = format!("{}.{}", self.ip_prefix, self.next_ip);
+        self.next_ip = if self.next_ip >= 254 { 2 } else { self.next_ip + 1 };
+        let boot_id = self.boot_id.clone();
+        let pod = self.pods.entry(uid.to_string()).or_insert_with(|| RuntimePod {
+            uid: uid.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            sandbox: None,
+            pod_ip: String::new(),
+            containers: BTreeMap::new(),
+        });
+        let attempt = pod.sandbox.as_ref().map_or(0, |s| s.attempt + 1);
+        pod.sandbox = Some(Sandbox { boot_id, ready_at: now + sd(delay), attempt });
+        pod.pod_ip = ip;
+    }
+
+    /// Whether the pod's sandbox exists in this boot and is ready at `now`.
+    pub fn sandbox_ready(&self, uid: &str, now: Timestamp) -> bool {
+        self.pods
+            .get(uid)
+            .and_then(|p| p.sandbox.as_ref())
+            .is_some_and(|s| s.boot_id == self.boot_id && s.ready_at <= now)
+    }
+
+    /// Starts a new instance of a container at `now` running `program`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_container(&mut self, uid: &str, name: &str, image: &str, program: Program, spec_hash: u64, container_id: String, now: Timestamp) {
+        let Some(pod) = self.pods.get_mut(uid) else { return };
+        let natural_exit = match program.lifetime {
+            Lifetime::Exits { after, code } => Some((now + sd(after), code)),
+            Lifetime::Forever => None,
+        };
+        let state = RtState::Running { started_at: now, natural_exit, stopping: None };
+        match pod.containers.get_mut(name) {
+            Some(c) => {
+                if let RtState::Exited(t) = &c.state {
+                    c.previous = Some(t.clone());
+                }
+                c.restart_count += 1;
+                c.state = state;
+                c.container_id = container_id;
+                c.image = image.to_string();
+                c.spec_hash = spec_hash;
+                c.program = program;
+            }
+            None => {
+                pod.containers.insert(
+                    name.to_string(),
+                    RtContainer {
+                        name: name.to_string(),
+                        image: image.to_string(),
+                        container_id,
+                        restart_count: 0,
+                        state,
+                        previous: None,
+                        spec_hash,
+                        program,
+                    },
+                );
+            }
+        }
+    }
+
+    /// CRI `StopContainer(timeout = grace)`: SIGTERM now, SIGKILL after `grace`. A second call keeps
+    /// the earlier SIGKILL deadline.
+    pub fn stop_container(&mut self, uid: &str, name: &str, grace: Duration, sigterm_exit: Duration, now: Timestamp) {
+        let Some(c) = self.pods.get_mut(uid).and_then(|p| p.containers.get_mut(name)) else { return };
+        let on_sigterm = c.program.on_sigterm;
+        if let RtState::Running { stopping, .. } = &mut c.state {
+            let term_exit = match on_sigterm {
+                OnSigterm::Ignore => None,
+                OnSigterm::ExitGracefully { code } => Some((now + sd(sigterm_exit), code)),
+                OnSigterm::Exit { code } => Some((now, code)),
+            };
+            let kill_at = now + sd(grace);
+            let (term_exit, kill_at) = match stopping.take() {
+                Some(old) => (
+                    match (old.term_exit, term_exit) {
+                        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+                        (a, b) => a.or(b),
+                    },
+                    Some(old.kill_at.map_or(kill_at, |k| k.min(kill_at))),
+                ),
+                None => (term_exit, Some(kill_at)),
+            };
+            *stopping = Some(Stopping { term_exit, kill_at });
+        }
+    }
+
+    /// The kubelet died: in-flight `StopContainer` calls are abandoned, so no SIGKILL will come.
+    /// (A SIGTERM already delivered has had its effect.)
+    pub fn abandon_stops(&mut self) {
+        for pod in self.pods.values_mut() {
+            for c in pod.containers.values_mut() {
+                if let RtState::Running { stopping: Some(s), .. } = &mut c.state {
+                    s.kill_at = None;
+                }
+            }
+        }
+    }
+
+    /// Removes a pod whose containers have all exited (sandbox stopped and removed).
+    pub fn remove_pod(&mut self, uid: &str) {
+        self.pods.remove(uid);
+    }
+
+    /// Power failure at `now`: every running container is lost (exit 255 `Unknown` after boot).
+    pub fn power_off(&mut self, now: Timestamp) {
+        self.advance(now);
+        for pod in self.pods.values_mut() {
+            for c in pod.containers.values_mut() {
+                if let RtState::Running { started_at, .. } = &c.state {
+                    c.state = RtState::Exited(Terminated {
+                        exit_code: EXIT_LOST,
+                        reason: "Unknown".into(),
+                        started_at: *started_at,
+                        finished_at: now,
+                        container_id: c.container_id.clone(),
+                    });
+                }
+            }
+        }
+        self.powered = false;
+        self.frozen_since = None;
+    }
+
+    /// Boot with a new boot id. Sandboxes of the previous boot are dead; container records remain.
+    pub fn power_on(&mut self, boot_id: String) {
+        self.boot_id = boot_id;
+        self.powered = true;
+    }
+
+    pub fn freeze(&mut self, now: Timestamp) {
+        if self.frozen_since.is_none() && self.powered {
+            self.advance(now);
+            self.frozen_since = Some(now);
+        }
+    }
+
+    /// Thaw: every pending deadline moves by the frozen span, so nothing progressed meanwhile.
+    pub fn thaw(&mut self, now: Timestamp) {
+        let Some(since) = self.frozen_since.take() else { return };
+        let span = now.duration_since(since);
+        for pod in self.pods.values_mut() {
+            if let Some(s) = &mut pod.sandbox {
+                if s.ready_at > since {
+                    s.ready_at += span;
+                }
+            }
+            for c in pod.containers.values_mut() {
+                if let RtState::Running { natural_exit, stopping, .. } = &mut c.state {
+                    if let Some((t, _)) = natural_exit {
+                        *t += span;
+                    }
+                    if let Some(s) = stopping {
+                        if let Some((t, _)) = &mut s.term_exit {
+                            *t += span;
+                        }
+                        if let Some(t) = &mut s.kill_at {
+                            *t += span;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_767_225_600 + s).unwrap()
+    }
+
+    fn machine() -> Machine {
+        let mut m = Machine::new("b-1".into(), "m".into(), "s".into(), "10.244.5".into());
+        m.run_sandbox("u", "default", "p", t(0), Duration::from_secs(1));
+        m
+    }
+
+    fn state(m: &Machine) -> RtState {
+        m.pods["u"].containers["c"].state.clone()
+    }
+
+    fn exited(m: &Machine) -> (i32, Timestamp) {
+        match state(m) {
+            RtState::Exited(t) => (t.exit_code, t.finished_at),
+            s => panic!("not exited: {s:?}"),
+        }
+    }
+
+    #[test]
+    fn sandbox_ready_after_delay_and_dead_after_reboot() {
+        let mut m = machine();
+        assert!(!m.sandbox_ready("u", t(0)));
+        assert!(m.sandbox_ready("u", t(1)));
+        m.power_off(t(5));
+        m.power_on("b-2".into());
+        assert!(!m.sandbox_ready("u", t(10)));
+    }
+
+    #[test]
+    fn sleep_program_exits_lazily_and_ignores_sigterm() {
+        let mut m = machine();
+        let p = Program::from_command(&["sleep".into(), "30".into()], &[]);
+        m.start_container("u", "c", "busybox", p, 1, "id1".into(), t(1));
+        assert_eq!(m.next_transition(), Some(t(31)));
+        m.advance(t(30));
+        assert!(m.pods["u"].containers["c"].is_running());
+        m.advance(t(40));
+        assert_eq!(exited(&m), (0, t(31)));
+        // Restarted: restartCount 1, previous instance kept.
+        m.start_container("u", "c", "busybox", p, 1, "id2".into(), t(41));
+        // Graceful stop with 5 s: SIGTERM ignored, SIGKILL at +5 → 137.
+        m.stop_container("u", "c", Duration::from_secs(5), Duration::ZERO, t(50));
+        m.advance(t(60));
+        assert_eq!(exited(&m), (137, t(55)));
+        let c = &m.pods["u"].containers["c"];
+        assert_eq!(c.restart_count, 1);
+        assert_eq!(c.previous.as_ref().unwrap().finished_at, t(31));
+    }
+
+    #[test]
+    fn server_exits_on_sigterm_and_power_loss_reports_255() {
+        let mut m = machine();
+        let server = Program::from_command(&[], &[]);
+        m.start_container("u", "c", "nginx", server, 1, "id1".into(), t(1));
+        m.stop_container("u", "c", Duration::from_secs(30), Duration::from_secs(3), t(10));
+        m.advance(t(100));
+        assert_eq!(exited(&m), (0, t(13)));
+        m.start_container("u", "c", "nginx", server, 1, "id2".into(), t(100));
+        m.power_off(t(200));
+        let (code, at) = exited(&m);
+        assert_eq!((code, at), (255, t(200)));
+        match state(&m) {
+            RtState::Exited(t) => assert_eq!(t.reason, "Unknown"),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn freeze_shifts_deadlines_and_abandoned_stop_never_kills() {
+        let mut m = machine();
+        let p = Program::from_command(&["sleep".into(), "10".into()], &[]);
+        m.start_container("u", "c", "busybox", p, 1, "id".into(), t(0));
+        m.freeze(t(5));
+        m.advance(t(100));
+        assert!(m.pods["u"].containers["c"].is_running(), "nothing progresses while frozen");
+        m.thaw(t(100));
+        assert_eq!(m.next_transition(), Some(t(105)));
+        let p2 = Program::from_command(&["sleep".into(), "infinity".into()], &[]);
+        m.start_container("u", "d", "busybox", p2, 1, "id".into(), t(100));
+        m.stop_container("u", "d", Duration::from_secs(30), Duration::ZERO, t(100));
+        m.abandon_stops();
+        m.advance(t(1000));
+        assert!(m.pods["u"].containers["d"].is_running());
+    }
+}

@@ -1,0 +1,456 @@
+//! One scheduling cycle as a pure function (`schedule_one`): PreFilter (NodeAffinity name pins),
+//! Filter over the nodes in order, Score with the default-profile weights, deterministic tie-break,
+//! and on failure the upstream `FitError` message including the DefaultPreemption PostFilter part.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use klab_api::DetRng;
+
+use crate::nodeaffinity;
+use crate::nodeinfo::{NodeInfo, pod_requests};
+use crate::plugins::{self, Code, Plugin, Rejection};
+
+/// Upstream `ErrNoNodesAvailable` text.
+pub const ERR_NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
+/// Preemption message for nodes where removing pods cannot help.
+pub const PREEMPTION_NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// Preemption message for nodes without lower-priority pods.
+pub const PREEMPTION_NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// Default-profile score weights (v1.33 `getDefaultPlugins`).
+const WEIGHT_TAINT_TOLERATION: i64 = 3;
+const WEIGHT_NODE_AFFINITY: i64 = 2;
+const WEIGHT_NODE_RESOURCES_FIT: i64 = 1;
+const WEIGHT_POD_TOPOLOGY_SPREAD: i64 = 2;
+const WEIGHT_BALANCED_ALLOCATION: i64 = 1;
+
+/// Cycle-to-cycle state of the algorithm (upstream `nextStartNodeIndex`).
+#[derive(Clone, Debug, Default)]
+pub struct AlgorithmState {
+    pub next_start_node_index: usize,
+}
+
+/// Why a pod could not be placed: per-node rejections plus the pieces of the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FitError {
+    pub num_all_nodes: usize,
+    /// Explicit per-node rejections (nodes that were evaluated).
+    pub node_statuses: BTreeMap<String, Rejection>,
+    /// The status of nodes never evaluated because a PreFilter narrowed the candidates.
+    pub absent_status: Option<Rejection>,
+    /// A PreFilter's own failure message (all nodes rejected at once).
+    pub pre_filter_msg: Option<String>,
+    /// The DefaultPreemption PostFilter message (`preemption: ...`).
+    pub post_filter_msg: String,
+}
+
+impl FitError {
+    /// Plugins that rejected the pod somewhere (drives requeueing on cluster events).
+    pub fn rejector_plugins(&self) -> std::collections::BTreeSet<Plugin> {
+        self.node_statuses.values().chain(self.absent_status.iter()).map(|r| r.plugin).collect()
+    }
+
+    /// Upstream `FitError.Error()` (v1.30+: the PostFilter message is appended after a space, with
+    /// no extra period): `0/N nodes are available: <histogram>. preemption: ...`.
+    pub fn message(&self) -> String {
+        let mut msg = format!("0/{} nodes are available:", self.num_all_nodes);
+        if let Some(pf) = &self.pre_filter_msg {
+            msg.push_str(&format!(" {pf}."));
+        } else {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in self.node_statuses.values() {
+                for reason in &r.reasons {
+                    *counts.entry(reason).or_default() += 1;
+                }
+            }
+            let absent = self.num_all_nodes.saturating_sub(self.node_statuses.len());
+            if let (Some(a), true) = (&self.absent_status, absent > 0) {
+                for reason in &a.reasons {
+                    *counts.entry(reason).or_default() += absent;
+                }
+            }
+            let hist = histogram(&counts);
+            if !hist.is_empty() {
+                msg.push_str(&format!(" {}.", hist.join(", ")));
+            }
+        }
+        if !self.post_filter_msg.is_empty() {
+            msg.push(' ');
+            msg.push_str(&self.post_filter_msg);
+        }
+        msg
+    }
+}
+
+/// `"<count> <reason>"` strings sorted as strings (upstream `sort.Strings`, so "10 x" < "2 y").
+fn histogram(counts: &BTreeMap<&str, usize>) -> Vec<String> {
+    let mut v: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    v.sort();
+    v
+}
+
+/// The outcome of one scheduling cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScheduleOutcome {
+    /// Bind the pod to this node.
+    Feasible { node: String, evaluated: usize, feasible: usize },
+    /// No node fits; the FitError carries the event / condition message.
+    Unschedulable(FitError),
+    /// There are no nodes at all (upstream `ErrNoNodesAvailable`, reason Unschedulable).
+    NoNodes,
+}
+
+impl ScheduleOutcome {
+    /// The `FailedScheduling` / `PodScheduled=False` message of a failure.
+    pub fn failure_message(&self) -> Option<String> {
+        match self {
+            ScheduleOutcome::Feasible { .. } => None,
+            ScheduleOutcome::Unschedulable(fe) => Some(fe.message()),
+            ScheduleOutcome::NoNodes => Some(ERR_NO_NODES_AVAILABLE.into()),
+        }
+    }
+}
+
+/// Upstream `numFeasibleNodesToFind` with the adaptive default (percentageOfNodesToScore = 0).
+pub fn num_feasible_nodes_to_find(num_all: usize) -> usize {
+    const MIN_FEASIBLE: usize = 100;
+    const MIN_PERCENT: i64 = 5;
+    if num_all < MIN_FEASIBLE {
+        return num_all;
+    }
+    let pct = (50 - num_all as i64 / 125).max(MIN_PERCENT);
+    let n = (num_all as i64 * pct / 100) as usize;
+    n.max(MIN_FEASIBLE)
+}
+
+fn pod_priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// Owner used for default topology spreading: the controlling ReplicaSet, StatefulSet or
+/// ReplicationController (upstream's `DefaultSelector` uses their selectors; klab matches by owner).
+fn spread_owner(pod: &Pod) -> Option<(String, String, String)> {
+    let owner = pod.metadata.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))?;
+    if !matches!(owner.kind.as_str(), "ReplicaSet" | "StatefulSet" | "ReplicationController") {
+        return None;
+    }
+    Some((pod.metadata.namespace.clone().unwrap_or_default(), owner.kind.clone(), owner.name.clone()))
+}
+
+fn count_owned(ni: &NodeInfo, owner: &(String, String, String)) -> i64 {
+    ni.pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && spread_owner(p).as_ref() == Some(owner))
+        .count() as i64
+}
+
+/// PodTopologySpread with the system default constraints (`kubernetes.io/hostname` maxSkew 3 and
+/// `topology.kubernetes.io/zone` maxSkew 5, both ScheduleAnyway), score + normalisation.
+/// Returns `None` when the plugin is skipped (no owner to spread by).
+fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Option<Vec<i64>> {
+    let owner = spread_owner(pod)?;
+    let constraints: [(&str, i64); 2] = [(klab_api::names::LABEL_HOSTNAME, 3), (klab_api::names::LABEL_ZONE, 5)];
+    let label = |ni: &NodeInfo, k: &str| ni.labels().and_then(|l| l.get(k)).cloned();
+    // Topology sizes over the feasible nodes (hostname: the number of feasible nodes).
+    let mut weights = [0f64; 2];
+    let mut zone_counts: BTreeMap<String, i64> = BTreeMap::new();
+    for &i in feasible {
+        if let Some(z) = label(&all[i], constraints[1].0) {
+            zone_counts.entry(z).or_insert(0);
+        }
+    }
+    weights[0] = ((feasible.len() + 2) as f64).ln();
+    weights[1] = ((zone_counts.len() + 2) as f64).ln();
+    // Zone counts over all nodes that pass the pod's node affinity (nodeAffinityPolicy: Honor).
+    for ni in all {
+        if !nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
+            continue;
+        }
+        if let Some(z) = label(ni, constraints[1].0)
+            && let Some(c) = zone_counts.get_mut(&z)
+        {
+            *c += count_owned(ni, &owner);
+        }
+    }
+    let mut raw = Vec::with_capacity(feasible.len());
+    for &i in feasible {
+        let ni = &all[i];
+        let mut score = 0f64;
+        for (ci, (key, max_skew)) in constraints.iter().enumerate() {
+            let Some(v) = label(ni, key) else { continue };
+            let cnt = if ci == 0 { count_owned(ni, &owner) } else { zone_counts.get(&v).copied().unwrap_or(0) };
+            score += cnt as f64 * weights[ci] + (*max_skew - 1) as f64;
+        }
+        raw.push(score.round() as i64);
+    }
+    let min = raw.iter().copied().min().unwrap_or(0);
+    let max = raw.iter().copied().max().unwrap_or(0);
+    Some(
+        raw.iter()
+            .map(|&s| if max == 0 { plugins::MAX_NODE_SCORE } else { plugins::MAX_NODE_SCORE * (max + min - s) / max })
+            .collect(),
+    )
+}
+
+/// Total weighted score of each feasible node (same order as `feasible`).
+pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> {
+    let actual = pod_requests(pod, false);
+    let non_zero = pod_requests(pod, true);
+    let mut total = vec![0i64; feasible.len()];
+    let mut taint: Vec<i64> = feasible.iter().map(|&i| plugins::score_taint_toleration(pod, &all[i])).collect();
+    plugins::default_normalize(&mut taint, true);
+    let mut aff: Vec<i64> = feasible.iter().map(|&i| nodeaffinity::preferred_score(pod, &all[i].node)).collect();
+    plugins::default_normalize(&mut aff, false);
+    let spread = score_topology_spread(pod, all, feasible);
+    for (k, &i) in feasible.iter().enumerate() {
+        let ni = &all[i];
+        total[k] += WEIGHT_TAINT_TOLERATION * taint[k];
+        total[k] += WEIGHT_NODE_AFFINITY * aff[k];
+        total[k] += WEIGHT_NODE_RESOURCES_FIT * plugins::score_least_allocated(non_zero, ni);
+        if let Some(b) = plugins::score_balanced_allocation(actual, ni) {
+            total[k] += WEIGHT_BALANCED_ALLOCATION * b;
+        }
+        if let Some(s) = &spread {
+            total[k] += WEIGHT_POD_TOPOLOGY_SPREAD * s[k];
+        }
+    }
+    total
+}
+
+/// DefaultPreemption's PostFilter message when no preemption happens. klab does not preempt: a
+/// node rejected with `Unschedulable` reports "No preemption victims found" when no lower-priority
+/// pod runs there; when there are lower-priority pods upstream would try to evict them
+/// (not modelled: reported the same way).
+fn preemption_message(pod: &Pod, all: &[NodeInfo], statuses: &BTreeMap<String, Rejection>) -> String {
+    if pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+        return "preemption: not eligible due to preemptionPolicy=Never.".into();
+    }
+    let prio = pod_priority(pod);
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for ni in all {
+        let reason = match statuses.get(ni.name()) {
+            Some(r) if r.code == Code::Unschedulable => {
+                let _has_victims = ni.pods.iter().any(|p| pod_priority(p) < prio);
+                PREEMPTION_NO_VICTIMS
+            }
+            _ => PREEMPTION_NOT_HELPFUL,
+        };
+        *counts.entry(reason).or_default() += 1;
+    }
+    format!("preemption: 0/{} nodes are available: {}.", all.len(), histogram(&counts).join(", "))
+}
+
+/// One scheduling cycle for `pod` over `nodes` (in snapshot order). Pure apart from the tie-break
+/// draw from `rng` (upstream picks uniformly among the top-scored nodes).
+pub fn schedule_one(pod: &Pod, nodes: &[NodeInfo], state: &mut AlgorithmState, rng: &DetRng) -> ScheduleOutcome {
+    if nodes.is_empty() {
+        return ScheduleOutcome::NoNodes;
+    }
+    let req = pod_requests(pod, false);
+    // PreFilter: NodeAffinity narrows to the nodes named by matchFields metadata.name.
+    let pinned = nodeaffinity::pinned_node_names(pod);
+    if let Some(names) = &pinned
+        && names.is_empty()
+    {
+        let fe = FitError {
+            num_all_nodes: nodes.len(),
+            node_statuses: BTreeMap::new(),
+            absent_status: Some(Rejection {
+                plugin: Plugin::NodeAffinity,
+                code: Code::UnschedulableAndUnresolvable,
+                reasons: vec![plugins::ERR_REASON_AFFINITY_CONFLICT.into()],
+            }),
+            pre_filter_msg: Some(plugins::ERR_REASON_AFFINITY_CONFLICT.into()),
+            post_filter_msg: preemption_message(pod, nodes, &BTreeMap::new()),
+        };
+        return ScheduleOutcome::Unschedulable(fe);
+    }
+    let candidates: Vec<usize> = match &pinned {
+        Some(names) => (0..nodes.len()).filter(|&i| names.iter().any(|n| n == nodes[i].name())).collect(),
+        None => (0..nodes.len()).collect(),
+    };
+    let absent_status = pinned.as_ref().map(|_| Rejection {
+        plugin: Plugin::NodeAffinity,
+        code: Code::UnschedulableAndUnresolvable,
+        reasons: vec![format!("node(s) didn't satisfy plugin(s) [{}]", Plugin::NodeAffinity.name())],
+    });
+    // Filter, starting where the previous cycle stopped, until enough feasible nodes are found.
+    let want = if pinned.is_some() { candidates.len() } else { num_feasible_nodes_to_find(candidates.len()) };
+    let mut feasible = Vec::new();
+    let mut statuses = BTreeMap::new();
+    let start = if candidates.is_empty() { 0 } else { state.next_start_node_index % candidates.len() };
+    let mut processed = 0;
+    for k in 0..candidates.len() {
+        if feasible.len() >= want {
+            break;
+        }
+        let i = candidates[(start + k) % candidates.len()];
+        processed += 1;
+        match plugins::run_filters(pod, req, &nodes[i]) {
+            None => feasible.push(i),
+            Some(r) => {
+                statuses.insert(nodes[i].name().to_string(), r);
+            }
+        }
+    }
+    if !candidates.is_empty() {
+        state.next_start_node_index = (start + processed) % candidates.len();
+    }
+    if feasible.is_empty() {
+        let post = preemption_message(pod, nodes, &statuses);
+        return ScheduleOutcome::Unschedulable(FitError {
+            num_all_nodes: nodes.len(),
+            node_statuses: statuses,
+            absent_status,
+            pre_filter_msg: None,
+            post_filter_msg: post,
+        });
+    }
+    let evaluated = processed;
+    let n_feasible = feasible.len();
+    if feasible.len() == 1 {
+        return ScheduleOutcome::Feasible { node: nodes[feasible[0]].name().into(), evaluated, feasible: 1 };
+    }
+    let scores = score_nodes(pod, nodes, &feasible);
+    let best = scores.iter().copied().max().unwrap_or(0);
+    let mut top: Vec<&str> = feasible.iter().zip(&scores).filter(|(_, s)| **s == best).map(|(&i, _)| nodes[i].name()).collect();
+    top.sort();
+    let pick = if top.len() == 1 { 0 } else { rng.range(0, top.len() as u64) as usize };
+    ScheduleOutcome::Feasible { node: top[pick].to_string(), evaluated, feasible: n_feasible }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, extra: serde_json::Value) -> NodeInfo {
+        let mut v = json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                           "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}});
+        if let Some(spec) = extra.get("spec") {
+            v["spec"] = spec.clone();
+        }
+        if let Some(a) = extra.get("allocatable") {
+            v["status"]["allocatable"] = a.clone();
+        }
+        NodeInfo::new(serde_json::from_value(v).unwrap(), vec![])
+    }
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})).unwrap()
+    }
+    fn unreachable() -> serde_json::Value {
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}, {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}})
+    }
+
+    #[test]
+    fn failure_message_taint_and_cpu() {
+        let nodes = vec![
+            node("n1", unreachable()),
+            node("n2", json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}})),
+            node("n3", json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}})),
+        ];
+        let p = pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}));
+        let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
+        assert_eq!(
+            out.failure_message().unwrap(),
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 Insufficient cpu. \
+             preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+        );
+        let ScheduleOutcome::Unschedulable(fe) = out else { panic!("expected failure") };
+        assert_eq!(fe.rejector_plugins().into_iter().collect::<Vec<_>>(), vec![Plugin::TaintToleration, Plugin::NodeResourcesFit]);
+    }
+
+    #[test]
+    fn failure_message_table() {
+        let cordoned = json!({"spec": {"unschedulable": true}});
+        let cases: Vec<(Vec<NodeInfo>, Pod, &str)> = vec![
+            (
+                vec![node("n1", unreachable()), node("n2", unreachable()), node("n3", unreachable())],
+                pod(json!({"containers": []})),
+                "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            ),
+            (
+                vec![node("n1", cordoned.clone()), node("n2", json!({"spec": {"taints": [{"key": "K", "value": "v", "effect": "NoExecute"}]}}))],
+                pod(json!({"containers": [], "nodeSelector": {"disk": "ssd"}})),
+                "0/2 nodes are available: 1 node(s) had untolerated taint {K: v}, 1 node(s) were unschedulable. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            ),
+            (
+                vec![node("n1", json!({})), node("n2", json!({}))],
+                pod(json!({"containers": [], "nodeSelector": {"disk": "ssd"}})),
+                "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            ),
+            (
+                vec![node("n1", json!({}))],
+                pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "5Gi"}}}], "preemptionPolicy": "Never"})),
+                "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption: not eligible due to preemptionPolicy=Never.",
+            ),
+            // A DaemonSet-style pod pinned to a dead node: the other nodes are absent from Filter.
+            (
+                vec![node("n1", unreachable()), node("n2", json!({})), node("n3", json!({}))],
+                pod(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})),
+                "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+            ),
+        ];
+        for (i, (nodes, p, want)) in cases.into_iter().enumerate() {
+            let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
+            assert_eq!(out.failure_message().as_deref(), Some(want), "case {i}");
+        }
+        let out = schedule_one(&pod(json!({"containers": []})), &[], &mut AlgorithmState::default(), &DetRng::seeded(1));
+        assert_eq!(out, ScheduleOutcome::NoNodes);
+        assert_eq!(out.failure_message().as_deref(), Some("no nodes available to schedule pods"));
+    }
+
+    #[test]
+    fn histogram_sorts_as_strings() {
+        let mut c = BTreeMap::new();
+        c.insert("b", 10);
+        c.insert("a", 2);
+        assert_eq!(histogram(&c), vec!["10 b", "2 a"]);
+    }
+
+    #[test]
+    fn tolerating_pod_can_land_on_dead_node() {
+        // Seed 000 §3: a pod that tolerates the unreachable NoSchedule taint may be bound there.
+        let nodes = vec![node("n1", json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]}}))];
+        let p = pod(json!({"containers": [], "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]}));
+        let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
+        assert_eq!(out, ScheduleOutcome::Feasible { node: "n1".into(), evaluated: 1, feasible: 1 });
+    }
+
+    fn owned_pod(name: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]},
+            "spec": {"containers": [{"name": "c"}]}})).unwrap()
+    }
+
+    #[test]
+    fn spreading_prefers_nodes_without_siblings() {
+        // Identical nodes; n1 already has one sibling, so n2/n3 score higher.
+        let mk = |name: &str, pods: Vec<Pod>| {
+            NodeInfo::new(serde_json::from_value(json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})).unwrap(), pods)
+        };
+        let nodes = vec![mk("n1", vec![owned_pod("web-a")]), mk("n2", vec![]), mk("n3", vec![])];
+        let p = owned_pod("web-b");
+        let scores = score_nodes(&p, &nodes, &[0, 1, 2]);
+        assert!(scores[0] < scores[1] && scores[1] == scores[2], "{scores:?}");
+        // Tie between n2 and n3 is broken by the seeded rng, deterministically.
+        let pick = |seed| match schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(seed)) {
+            ScheduleOutcome::Feasible { node, .. } => node,
+            o => panic!("{o:?}"),
+        };
+        assert_ne!(pick(1), "n1");
+        assert_eq!(pick(7), pick(7));
+    }
+
+    #[test]
+    fn feasible_node_count() {
+        assert_eq!(num_feasible_nodes_to_find(50), 50);
+        assert_eq!(num_feasible_nodes_to_find(100), 100);
+        assert_eq!(num_feasible_nodes_to_find(1000), 420);
+        assert_eq!(num_feasible_nodes_to_find(5000), 500);
+        assert_eq!(num_feasible_nodes_to_find(6000), 300);
+    }
+}

@@ -1,0 +1,216 @@
+//! What the scheduler knows about a node: the Node object, the non-terminal pods bound to it, their
+//! summed requests (actual and "non-zero" for scoring) and the host ports they hold.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::quantity;
+
+/// Requests the scheduler accounts for (upstream `framework.Resource`, cpu/memory/pods only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub milli_cpu: i64,
+    pub memory: i64,
+}
+
+impl Resources {
+    fn add(&mut self, o: Resources) {
+        self.milli_cpu = self.milli_cpu.saturating_add(o.milli_cpu);
+        self.memory = self.memory.saturating_add(o.memory);
+    }
+    fn max(&mut self, o: Resources) {
+        self.milli_cpu = self.milli_cpu.max(o.milli_cpu);
+        self.memory = self.memory.max(o.memory);
+    }
+}
+
+/// Scoring defaults for a container that requests no CPU / memory (upstream
+/// `schedutil.DefaultMilliCPURequest` = 100m and `DefaultMemoryRequest` = 200Mi).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+fn list_get(list: Option<&BTreeMap<String, Quantity>>, name: &str) -> Option<&Quantity> {
+    list.and_then(|l| l.get(name))
+}
+
+fn container_requests(c: &Container, non_zero: bool) -> Resources {
+    let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let cpu = list_get(reqs, "cpu").and_then(|q| quantity::milli_value(&q.0));
+    let mem = list_get(reqs, "memory").and_then(|q| quantity::value(&q.0));
+    // Upstream applies the non-zero defaults only when the request is missing, not when it is "0".
+    Resources {
+        milli_cpu: cpu.unwrap_or(if non_zero { DEFAULT_MILLI_CPU_REQUEST } else { 0 }),
+        memory: mem.unwrap_or(if non_zero { DEFAULT_MEMORY_REQUEST } else { 0 }),
+    }
+}
+
+/// The pod's effective requests (upstream `resource.PodRequests`): the sum of the app containers,
+/// raised to the largest init container (restartable "sidecar" init containers add to both the
+/// running total and every later init container), plus `spec.overhead`.
+pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
+    let Some(spec) = pod.spec.as_ref() else { return Resources::default() };
+    let mut reqs = Resources::default();
+    for c in &spec.containers {
+        reqs.add(container_requests(c, non_zero));
+    }
+    let mut sidecars = Resources::default();
+    let mut init_max = Resources::default();
+    for c in spec.init_containers.iter().flatten() {
+        let mut r = container_requests(c, non_zero);
+        if c.restart_policy.as_deref() == Some("Always") {
+            reqs.add(r);
+            sidecars.add(r);
+            r = sidecars;
+        } else {
+            r.add(sidecars);
+        }
+        init_max.max(r);
+    }
+    reqs.max(init_max);
+    if let Some(o) = spec.overhead.as_ref() {
+        reqs.add(Resources {
+            milli_cpu: list_get(Some(o), "cpu").and_then(|q| quantity::milli_value(&q.0)).unwrap_or(0),
+            memory: list_get(Some(o), "memory").and_then(|q| quantity::value(&q.0)).unwrap_or(0),
+        });
+    }
+    reqs
+}
+
+/// One host port a pod asks for: `(hostIP, protocol, port)`, with upstream defaults
+/// (`0.0.0.0`, `TCP`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    pub ip: String,
+    pub protocol: String,
+    pub port: i32,
+}
+
+/// The host ports of the pod's containers (upstream `GetHostPorts`).
+pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
+    let mut out = Vec::new();
+    for c in &spec.containers {
+        for p in c.ports.iter().flatten() {
+            if let Some(port) = p.host_port.filter(|p| *p > 0) {
+                out.push(HostPort {
+                    ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                    protocol: p.protocol.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "TCP".into()),
+                    port,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether two host ports collide: same protocol and port, and the same IP or either is `0.0.0.0`.
+pub fn ports_conflict(a: &HostPort, b: &HostPort) -> bool {
+    a.port == b.port && a.protocol == b.protocol && (a.ip == b.ip || a.ip == "0.0.0.0" || b.ip == "0.0.0.0")
+}
+
+/// A node and the scheduler's accounting of the pods on it.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub node: Node,
+    /// Non-terminal pods bound (or assumed bound) to the node, sorted by namespace/name.
+    pub pods: Vec<Pod>,
+    pub requested: Resources,
+    pub non_zero_requested: Resources,
+    pub allocatable: Resources,
+    pub allowed_pods: i64,
+    pub used_ports: Vec<HostPort>,
+}
+
+impl NodeInfo {
+    pub fn new(node: Node, mut pods: Vec<Pod>) -> Self {
+        pods.sort_by(|a, b| {
+            (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+                .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+        });
+        let mut requested = Resources::default();
+        let mut non_zero_requested = Resources::default();
+        let mut used_ports = Vec::new();
+        for p in &pods {
+            requested.add(pod_requests(p, false));
+            non_zero_requested.add(pod_requests(p, true));
+            used_ports.extend(host_ports(p));
+        }
+        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+        let allocatable = Resources {
+            milli_cpu: list_get(alloc, "cpu").and_then(|q| quantity::milli_value(&q.0)).unwrap_or(0),
+            memory: list_get(alloc, "memory").and_then(|q| quantity::value(&q.0)).unwrap_or(0),
+        };
+        let allowed_pods = list_get(alloc, "pods").and_then(|q| quantity::value(&q.0)).unwrap_or(0);
+        NodeInfo { node, pods, requested, non_zero_requested, allocatable, allowed_pods, used_ports }
+    }
+
+    pub fn name(&self) -> &str {
+        self.node.metadata.name.as_deref().unwrap_or("")
+    }
+
+    pub fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.node.metadata.labels.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).expect("pod")
+    }
+
+    #[test]
+    fn pod_requests_table() {
+        // (pod spec, actual requests, non-zero requests)
+        let cases = [
+            (json!({"containers": [{"name": "a"}]}), (0, 0), (100, DEFAULT_MEMORY_REQUEST)),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                                       {"name": "b", "resources": {"requests": {"cpu": "1"}}}]}),
+                (1250, 64 << 20),
+                (1250, (64 << 20) + DEFAULT_MEMORY_REQUEST),
+            ),
+            // init container max rule: the larger init container wins over the app sum
+            (
+                json!({"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}],
+                       "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}),
+                (2000, 1 << 30),
+                (2000, 1 << 30),
+            ),
+            // a sidecar (restartable init container) adds to the total
+            (
+                json!({"initContainers": [{"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m", "memory": "10Mi"}}}],
+                       "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}),
+                (600, (1 << 30) + (10 << 20)),
+                (600, (1 << 30) + (10 << 20)),
+            ),
+            (
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}], "overhead": {"cpu": "250m"}}),
+                (1250, 0),
+                (1250, DEFAULT_MEMORY_REQUEST),
+            ),
+        ];
+        for (i, (spec, actual, nz)) in cases.into_iter().enumerate() {
+            let p = pod(json!({"metadata": {"name": "p"}, "spec": spec}));
+            assert_eq!(pod_requests(&p, false), Resources { milli_cpu: actual.0, memory: actual.1 }, "case {i}");
+            assert_eq!(pod_requests(&p, true), Resources { milli_cpu: nz.0, memory: nz.1 }, "case {i} non-zero");
+        }
+    }
+
+    #[test]
+    fn host_port_conflicts() {
+        let p = |ip: &str, proto: &str, port| HostPort { ip: ip.into(), protocol: proto.into(), port };
+        assert!(ports_conflict(&p("0.0.0.0", "TCP", 80), &p("10.0.0.1", "TCP", 80)));
+        assert!(ports_conflict(&p("10.0.0.1", "TCP", 80), &p("10.0.0.1", "TCP", 80)));
+        assert!(!ports_conflict(&p("10.0.0.1", "TCP", 80), &p("10.0.0.2", "TCP", 80)));
+        assert!(!ports_conflict(&p("0.0.0.0", "TCP", 80), &p("0.0.0.0", "UDP", 80)));
+        assert!(!ports_conflict(&p("0.0.0.0", "TCP", 80), &p("0.0.0.0", "TCP", 81)));
+        let pod = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}]}]}}));
+        assert_eq!(host_ports(&pod), vec![p("0.0.0.0", "TCP", 8080)]);
+    }
+}

@@ -1,0 +1,435 @@
+//! The scheduling queue (upstream `PriorityQueue`, v1.33 defaults): activeQ ordered by priority then
+//! enqueue time, backoffQ for pods whose retry backoff has not expired, and the unschedulable pool
+//! for pods waiting for a cluster event. Pure: time is passed in as the span since the clock started.
+//!
+//! v1.33 behaviours modelled: exponential backoff 1 s → 10 s by the number of unschedulable
+//! attempts; cluster events move only pods whose rejecting plugins the event may help (queueing
+//! hints, decided by the caller); pods stuck in the unschedulable pool for more than 5 min are
+//! flushed on the 30 s leftover tick; backoff completion is flushed on the 1 s tick; and
+//! `SchedulerPopFromBackoffQ` (beta, on): when activeQ is empty a pod is popped from backoffQ.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::plugins::Plugin;
+
+/// `namespace/name` of a pending pod.
+pub type PodKey = String;
+
+/// Queue knobs with upstream names and defaults (KubeSchedulerConfiguration).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueConfig {
+    /// `podInitialBackoffSeconds` (1 s).
+    pub pod_initial_backoff: Duration,
+    /// `podMaxBackoffSeconds` (10 s).
+    pub pod_max_backoff: Duration,
+    /// `podMaxInUnschedulablePodsDuration` (5 min).
+    pub pod_max_in_unschedulable_pods_duration: Duration,
+    /// `SchedulerPopFromBackoffQ` feature gate (beta, on by default in v1.33).
+    pub pop_from_backoff_q: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            pod_initial_backoff: Duration::from_secs(1),
+            pod_max_backoff: Duration::from_secs(10),
+            pod_max_in_unschedulable_pods_duration: Duration::from_secs(300),
+            pop_from_backoff_q: true,
+        }
+    }
+}
+
+/// Period of the backoffQ flush (upstream `flushBackoffQCompleted` every 1 s).
+const BACKOFF_FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// Period of the unschedulable-leftover flush (upstream every 30 s).
+const LEFTOVER_FLUSH_PERIOD: Duration = Duration::from_secs(30);
+
+/// Where a queued pod currently is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    Active,
+    Backoff,
+    Unschedulable,
+    /// Popped, being scheduled.
+    InFlight,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    priority: i32,
+    /// When the pod was (re)queued or last failed (upstream `QueuedPodInfo.Timestamp`).
+    timestamp: Duration,
+    unschedulable_count: u32,
+    rejectors: BTreeSet<Plugin>,
+    location: Location,
+    /// Scheduling cycle in which the pod was popped.
+    cycle: u64,
+    seq: u64,
+}
+
+/// Active queue ordering: higher priority first, then earlier timestamp, then FIFO.
+type ActiveKey = (std::cmp::Reverse<i32>, Duration, u64, PodKey);
+
+/// The queue. All methods take `now` (span since the clock started).
+#[derive(Debug, Default)]
+pub struct SchedulingQueue {
+    config: QueueConfig,
+    entries: BTreeMap<PodKey, Entry>,
+    active: BTreeSet<ActiveKey>,
+    seq: u64,
+    cycle: u64,
+    /// Whether a cluster event arrived while each in-flight pod was being scheduled.
+    in_flight_events: BTreeMap<PodKey, bool>,
+}
+
+impl SchedulingQueue {
+    pub fn new(config: QueueConfig) -> Self {
+        SchedulingQueue { config, ..Default::default() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn location(&self, key: &str) -> Option<Location> {
+        self.entries.get(key).map(|e| e.location)
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn push_active(&mut self, key: &str, now: Duration) {
+        let seq = self.next_seq();
+        if let Some(e) = self.entries.get_mut(key) {
+            e.location = Location::Active;
+            e.timestamp = now;
+            e.seq = seq;
+            self.active.insert((std::cmp::Reverse(e.priority), now, seq, key.to_string()));
+        }
+    }
+
+    fn remove_active(&mut self, key: &str) {
+        if let Some(e) = self.entries.get(key)
+            && e.location == Location::Active
+        {
+            self.active.retain(|k| k.3 != key);
+        }
+    }
+
+    /// Backoff duration after `count` unschedulable attempts (upstream `calculateBackoffDuration`).
+    pub fn backoff_duration(&self, count: u32) -> Duration {
+        if count == 0 {
+            return Duration::ZERO;
+        }
+        let mut d = self.config.pod_initial_backoff;
+        for _ in 1..count {
+            if d > self.config.pod_max_backoff.saturating_sub(d) {
+                return self.config.pod_max_backoff;
+            }
+            d += d;
+        }
+        d.min(self.config.pod_max_backoff)
+    }
+
+    fn backoff_expiry(&self, e: &Entry) -> Duration {
+        e.timestamp + self.backoff_duration(e.unschedulable_count)
+    }
+
+    /// A new pending pod (or one seen again after a restart): goes straight to activeQ.
+    pub fn add(&mut self, key: &str, priority: i32, now: Duration) {
+        if self.entries.contains_key(key) {
+            return;
+        }
+        self.entries.insert(
+            key.to_string(),
+            Entry {
+                priority,
+                timestamp: now,
+                unschedulable_count: 0,
+                rejectors: BTreeSet::new(),
+                location: Location::Active,
+                cycle: 0,
+                seq: 0,
+            },
+        );
+        self.push_active(key, now);
+    }
+
+    /// The pod left the queue's concern (bound, deleted, or no longer ours).
+    pub fn delete(&mut self, key: &str) {
+        self.remove_active(key);
+        self.entries.remove(key);
+        self.in_flight_events.remove(key);
+    }
+
+    /// The pending pod itself changed (e.g. tolerations, labels): retry it.
+    pub fn update(&mut self, key: &str, priority: i32, now: Duration) {
+        let Some(e) = self.entries.get_mut(key) else {
+            self.add(key, priority, now);
+            return;
+        };
+        e.priority = priority;
+        match e.location {
+            Location::Unschedulable => self.requeue(key, now),
+            Location::InFlight => {
+                self.in_flight_events.insert(key.to_string(), true);
+            }
+            _ => {}
+        }
+    }
+
+    /// Move an unschedulable pod to backoffQ or activeQ depending on its backoff.
+    fn requeue(&mut self, key: &str, now: Duration) {
+        let Some(e) = self.entries.get(key) else { return };
+        if self.backoff_expiry(e) > now {
+            if let Some(e) = self.entries.get_mut(key) {
+                e.location = Location::Backoff;
+            }
+        } else {
+            self.push_active(key, now);
+        }
+    }
+
+    /// Pops the next pod to schedule, if any.
+    pub fn pop(&mut self, now: Duration) -> Option<PodKey> {
+        self.flush(now);
+        let key = if let Some(first) = self.active.iter().next().cloned() {
+            self.active.remove(&first);
+            first.3
+        } else if self.config.pop_from_backoff_q {
+            // Earliest backoff expiry first, then priority.
+            let k = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.location == Location::Backoff)
+                .min_by_key(|(k, e)| (self.backoff_expiry(e), std::cmp::Reverse(e.priority), (*k).clone()))
+                .map(|(k, _)| k.clone())?;
+            k
+        } else {
+            return None;
+        };
+        self.cycle += 1;
+        let cycle = self.cycle;
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.location = Location::InFlight;
+            e.cycle = cycle;
+        }
+        self.in_flight_events.insert(key.clone(), false);
+        Some(key)
+    }
+
+    /// The in-flight pod could not be placed: `rejectors` are the plugins that rejected it (empty
+    /// for an error such as a failed API call, which always goes to backoff).
+    pub fn failed(&mut self, key: &str, rejectors: BTreeSet<Plugin>, now: Duration) {
+        let event_during_flight = self.in_flight_events.remove(key).unwrap_or(false);
+        let Some(e) = self.entries.get_mut(key) else { return };
+        e.timestamp = now;
+        e.unschedulable_count += 1;
+        let is_error = rejectors.is_empty();
+        e.rejectors = rejectors;
+        // An event while the pod was being scheduled may already have helped: retry after backoff
+        // (upstream re-runs the hints over the recorded events; klab retries on any event).
+        if is_error || event_during_flight {
+            e.location = Location::Backoff;
+        } else {
+            e.location = Location::Unschedulable;
+        }
+    }
+
+    /// The in-flight pod was bound.
+    pub fn done(&mut self, key: &str) {
+        self.delete(key);
+    }
+
+    /// A cluster event happened; `may_help(key, rejectors)` is the queueing hint deciding whether
+    /// it may make that pod schedulable. Moves matching unschedulable pods, and remembers the event
+    /// for in-flight pods.
+    pub fn on_cluster_event(&mut self, now: Duration, mut may_help: impl FnMut(&str, &BTreeSet<Plugin>) -> bool) {
+        let keys: Vec<PodKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.location, Location::Unschedulable | Location::InFlight))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            let (loc, rejectors) = match self.entries.get(&k) {
+                Some(e) => (e.location, e.rejectors.clone()),
+                None => continue,
+            };
+            match loc {
+                Location::InFlight => {
+                    self.in_flight_events.insert(k.clone(), true);
+                }
+                _ => {
+                    if may_help(&k, &rejectors) {
+                        self.requeue(&k, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Periodic flushes: backoffQ pods whose backoff expired (at the 1 s ticks) go to activeQ, and
+    /// pods in the unschedulable pool longer than the maximum (at the 30 s ticks) are requeued.
+    pub fn flush(&mut self, now: Duration) {
+        let expired: Vec<PodKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.location == Location::Backoff && tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD) <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in expired {
+            self.push_active(&k, now);
+        }
+        let stale: Vec<PodKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.location == Location::Unschedulable
+                    && tick_after(e.timestamp + self.config.pod_max_in_unschedulable_pods_duration, LEFTOVER_FLUSH_PERIOD) <= now
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in stale {
+            self.requeue(&k, now);
+        }
+    }
+
+    /// When the queue next needs a `flush` (None: only events can make progress).
+    pub fn next_wakeup(&self) -> Option<Duration> {
+        let mut best: Option<Duration> = None;
+        for e in self.entries.values() {
+            let t = match e.location {
+                Location::Backoff => tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD),
+                Location::Unschedulable => {
+                    tick_after(e.timestamp + self.config.pod_max_in_unschedulable_pods_duration, LEFTOVER_FLUSH_PERIOD)
+                }
+                _ => continue,
+            };
+            best = Some(best.map_or(t, |b| b.min(t)));
+        }
+        best
+    }
+
+    /// Whether a pod is ready to pop now.
+    pub fn has_ready(&self) -> bool {
+        !self.active.is_empty() || (self.config.pop_from_backoff_q && self.entries.values().any(|e| e.location == Location::Backoff))
+    }
+}
+
+/// The first multiple of `period` that is ≥ `t`.
+fn tick_at_or_after(t: Duration, period: Duration) -> Duration {
+    let p = period.as_nanos();
+    let n = t.as_nanos().div_ceil(p);
+    Duration::from_nanos((n * p) as u64)
+}
+
+/// The first multiple of `period` that is > `t` (upstream compares with a strict `>`).
+fn tick_after(t: Duration, period: Duration) -> Duration {
+    let p = period.as_nanos();
+    let n = t.as_nanos() / p + 1;
+    Duration::from_nanos((n * p) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: u64) -> Duration {
+        Duration::from_secs(x)
+    }
+    fn plugins(p: &[Plugin]) -> BTreeSet<Plugin> {
+        p.iter().copied().collect()
+    }
+
+    #[test]
+    fn backoff_doubles_to_max() {
+        let q = SchedulingQueue::new(QueueConfig::default());
+        let got: Vec<u64> = (0..7).map(|c| q.backoff_duration(c).as_secs()).collect();
+        assert_eq!(got, vec![0, 1, 2, 4, 8, 10, 10]);
+    }
+
+    #[test]
+    fn priority_then_fifo() {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add("ns/a", 0, s(0));
+        q.add("ns/b", 10, s(1));
+        q.add("ns/c", 0, s(2));
+        assert_eq!(q.pop(s(3)).as_deref(), Some("ns/b"));
+        assert_eq!(q.pop(s(3)).as_deref(), Some("ns/a"));
+        assert_eq!(q.pop(s(3)).as_deref(), Some("ns/c"));
+        assert_eq!(q.pop(s(3)), None);
+    }
+
+    #[test]
+    fn unschedulable_waits_for_a_helpful_event() {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add("ns/p", 0, s(0));
+        assert_eq!(q.pop(s(0)).as_deref(), Some("ns/p"));
+        q.failed("ns/p", plugins(&[Plugin::TaintToleration]), s(0));
+        assert_eq!(q.location("ns/p"), Some(Location::Unschedulable));
+        assert_eq!(q.pop(s(5)), None);
+        // An event that does not help (hint says no) leaves it.
+        q.on_cluster_event(s(6), |_, r| r.contains(&Plugin::NodeResourcesFit));
+        assert_eq!(q.location("ns/p"), Some(Location::Unschedulable));
+        // A helpful event after the 1 s backoff moves it to activeQ.
+        q.on_cluster_event(s(7), |_, r| r.contains(&Plugin::TaintToleration));
+        assert_eq!(q.location("ns/p"), Some(Location::Active));
+        assert_eq!(q.pop(s(7)).as_deref(), Some("ns/p"));
+    }
+
+    #[test]
+    fn event_during_backoff_goes_to_backoff_and_pops_when_idle() {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add("ns/p", 0, s(0));
+        q.pop(s(0));
+        q.failed("ns/p", plugins(&[Plugin::NodeResourcesFit]), s(10));
+        q.pop(s(10));
+        q.failed("ns/p", plugins(&[Plugin::NodeResourcesFit]), s(10)); // 2 failures: 2 s backoff
+        q.on_cluster_event(s(10), |_, _| true);
+        assert_eq!(q.location("ns/p"), Some(Location::Backoff));
+        // SchedulerPopFromBackoffQ: activeQ is empty, so the pod is popped at once.
+        assert_eq!(q.pop(s(10)).as_deref(), Some("ns/p"));
+
+        let mut q = SchedulingQueue::new(QueueConfig { pop_from_backoff_q: false, ..Default::default() });
+        q.add("ns/p", 0, s(0));
+        q.pop(s(0));
+        q.failed("ns/p", plugins(&[Plugin::NodeResourcesFit]), Duration::from_millis(10_500));
+        q.on_cluster_event(s(11), |_, _| true);
+        assert_eq!(q.pop(s(11)), None);
+        // backoff 1 s expires at 11.5 s; flushed on the next 1 s tick (12 s)
+        assert_eq!(q.next_wakeup(), Some(s(12)));
+        assert_eq!(q.pop(Duration::from_millis(11_900)), None);
+        assert_eq!(q.pop(s(12)).as_deref(), Some("ns/p"));
+    }
+
+    #[test]
+    fn event_while_in_flight_sends_failure_to_backoff() {
+        let mut q = SchedulingQueue::new(QueueConfig { pop_from_backoff_q: false, ..Default::default() });
+        q.add("ns/p", 0, s(0));
+        q.pop(s(0));
+        q.on_cluster_event(s(0), |_, _| false);
+        q.failed("ns/p", plugins(&[Plugin::TaintToleration]), s(0));
+        assert_eq!(q.location("ns/p"), Some(Location::Backoff));
+        assert_eq!(q.next_wakeup(), Some(s(1)));
+    }
+
+    #[test]
+    fn leftover_flush_after_five_minutes() {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add("ns/p", 0, s(0));
+        q.pop(s(0));
+        q.failed("ns/p", plugins(&[Plugin::TaintToleration]), s(3));
+        // 3 s + 300 s = 303 s → first 30 s tick strictly after it is 330 s.
+        assert_eq!(q.next_wakeup(), Some(s(330)));
+        assert_eq!(q.pop(s(329)), None);
+        assert_eq!(q.pop(s(330)).as_deref(), Some("ns/p"));
+    }
+}
