@@ -7,7 +7,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ErrorResponse;
+use kube::core::Status;
 use serde_json::{Value, json};
 
 use crate::ApiServer;
@@ -18,9 +18,9 @@ fn client(api: &ApiServer) -> kube::Client {
     kube::Client::new(api.router_as(Identity::admin()), "default")
 }
 
-fn api_err(e: kube::Error) -> ErrorResponse {
+fn api_err(e: kube::Error) -> Status {
     match e {
-        kube::Error::Api(s) => ErrorResponse { status: s.status.clone().unwrap_or_default(), message: s.message.clone(), reason: s.reason.clone(), code: s.code },
+        kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other:?}"),
     }
 }

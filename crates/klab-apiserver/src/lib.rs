@@ -21,8 +21,16 @@ pub mod error;
 pub mod identity;
 pub mod object;
 pub mod schema;
+pub mod crud;
+pub mod hooks;
+pub mod server;
+pub mod subresources;
+pub mod watch;
+pub mod testing;
+
+#[cfg(test)]
+mod api_tests;
 
 pub use error::{ApiError, ApiResult};
 pub use identity::Identity;
-// The request path (crud, server, subresources, watch, testing) is enabled once the Table,
-// validation and defaulting modules it calls are in place.
+pub use server::{ApiServer, ApiServerConfig};

@@ -136,8 +136,8 @@ pub async fn serve_tls(
                     router.oneshot(req).await
                 }
             });
-            let conn = auto::Builder::new(TokioExecutor::new())
-                .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
