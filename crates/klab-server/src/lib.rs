@@ -9,6 +9,7 @@
 pub mod kubeconfig;
 pub mod pki;
 pub mod serve;
+pub mod up;
 
 pub use kubeconfig::write_kubeconfig;
 pub use pki::Pki;

@@ -1,1 +1,5 @@
-//! One integration-test binary for klab: end-to-end tests against the real binary and kubectl.
+//! One integration-test binary for klab: end-to-end tests that run the real `klab` binary and the
+//! real kubectl binaries (1.27 … 1.33) against it.
+
+mod harness;
+mod kubectl_basics;

@@ -1,0 +1,128 @@
+//! `klab up`: a live cluster served over TLS for kubectl, on the durable redb store.
+//!
+//! The data directory keeps the store (`store.redb`), the PKI and the kubeconfig, and the
+//! cluster's timeline (`timeline`): with `--speed X` object timestamps run ahead of the wall clock,
+//! so a restart continues from the later of the wall clock and the saved timeline instead of
+//! jumping back (which would make every AGE column `<invalid>`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use klab_api::{Clock, DetRng};
+use klab_apiserver::{ApiServer, ApiServerConfig};
+use klab_store::redb_store::RedbStore;
+
+use crate::{Pki, kubeconfig::write_kubeconfig, serve::tls_config, serve_tls};
+
+/// Options of `klab up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Where to write the kubeconfig (default: `<data-dir>/kubeconfig`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Objects' time runs this many times faster than the wall clock.
+    pub speed: f64,
+    pub apiserver: ApiServerConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    #[error("{0}")]
+    Pki(#[from] crate::pki::PkiError),
+    #[error("store: {0}")]
+    Store(#[from] klab_store::StoreError),
+    #[error("API server: {0:?}")]
+    Api(klab_apiserver::ApiError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("{0}")]
+    Serve(#[from] crate::ServeError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// A started `klab up`: the API server and where kubectl finds it.
+pub struct Running {
+    pub api: ApiServer,
+    pub kubeconfig: PathBuf,
+    pub server_url: String,
+    pub local_addr: SocketAddr,
+}
+
+fn host_names(listen: &SocketAddr) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let ip = listen.ip();
+    if !ip.is_unspecified() && !hosts.contains(&ip.to_string()) {
+        hosts.push(ip.to_string());
+    }
+    if let Ok(h) = std::fs::read_to_string("/etc/hostname") {
+        let h = h.trim().to_string();
+        if !h.is_empty() && !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    hosts
+}
+
+/// The timeline to resume: the later of the wall clock and what a previous run saved.
+fn resume_clock(data_dir: &std::path::Path, speed: f64) -> Clock {
+    let wall = Clock::scaled(1.0).now();
+    let saved = std::fs::read_to_string(data_dir.join("timeline")).ok().and_then(|s| s.trim().parse::<jiff::Timestamp>().ok());
+    match saved {
+        Some(t) if t > wall => Clock::scaled_from(t, speed),
+        _ => Clock::scaled_from(wall, speed),
+    }
+}
+
+/// Starts the API server and the TLS listener; returns once serving. The listener runs until
+/// `shutdown` completes.
+pub async fn start(
+    opts: UpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(Running, tokio::task::JoinHandle<Result<(), crate::ServeError>>), UpError> {
+    let dir = &opts.data_dir;
+    std::fs::create_dir_all(dir).map_err(|source| UpError::Io { path: dir.clone(), source })?;
+    let store: klab_store::DynStorage = RedbStore::open(dir.join("store.redb"))?;
+    let clock = resume_clock(dir, opts.speed);
+    let api = ApiServer::new(store, clock.clone(), DetRng::from_entropy(), opts.apiserver.clone()).await.map_err(UpError::Api)?;
+    let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|source| UpError::Listen { addr: opts.listen, source })?;
+    let local_addr = listener.local_addr().map_err(|source| UpError::Listen { addr: opts.listen, source })?;
+    let pki = Pki::load_or_create(&dir.join("pki"), &host_names(&local_addr))?;
+    let host = if local_addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { local_addr.ip().to_string() };
+    let server_url = format!("https://{host}:{}", local_addr.port());
+    let kubeconfig = opts.kubeconfig.clone().unwrap_or_else(|| dir.join("kubeconfig"));
+    write_kubeconfig(&kubeconfig, &server_url, &pki).map_err(|source| UpError::Io { path: kubeconfig.clone(), source })?;
+    // Persist the timeline every second so a restart never goes back in the objects' time.
+    let timeline = dir.join("timeline");
+    let tclock = clock.clone();
+    tokio::spawn(async move {
+        loop {
+            let _ = std::fs::write(&timeline, klab_api::clock::format_time(tclock.now()));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let tls = tls_config(&pki)?;
+    let handle = tokio::spawn(serve_tls(listener, tls, api.router(), shutdown));
+    Ok((Running { api, kubeconfig, server_url, local_addr }, handle))
+}
+
+/// Runs `klab up` until Ctrl-C.
+pub async fn run(opts: UpOptions) -> Result<(), UpError> {
+    let (running, handle) = start(opts, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    let kc = running.kubeconfig.display();
+    println!("klab is serving the Kubernetes API at {}", running.server_url);
+    println!("kubeconfig: {kc}");
+    println!();
+    println!("Try:  kubectl --kubeconfig {kc} get nodes");
+    match handle.await {
+        Ok(r) => r?,
+        Err(e) => tracing::warn!("server task ended: {e}"),
+    }
+    println!("klab stopped");
+    Ok(())
+}

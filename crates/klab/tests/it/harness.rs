@@ -1,0 +1,148 @@
+//! Starting a real `klab up` on a free port with a temporary data directory, and running the real
+//! kubectl binaries against it. Waits are for conditions, with bounds; never fixed sleeps.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `klab up` child process, killed on drop.
+pub struct Klab {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+}
+
+impl Klab {
+    /// Starts `klab up` with extra arguments and waits until it serves.
+    pub fn start(extra: &[&str]) -> Klab {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(dir, extra)
+    }
+
+    /// Starts `klab up` on an existing data directory (restarts).
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Klab {
+        let data = dir.path().join("data");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_klab"))
+            .arg("up")
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn klab");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().expect("klab printed nothing").expect("read stdout");
+        let server = first
+            .rsplit(' ')
+            .next()
+            .filter(|s| s.starts_with("https://"))
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+            .to_string();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let kubeconfig = data.join("kubeconfig");
+        Klab { child, dir, kubeconfig, server }
+    }
+
+    /// Stops the process and hands back its data directory.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    /// Runs `kubectl.1.<minor>` with this cluster's kubeconfig and a private discovery cache.
+    pub fn kubectl(&self, minor: u32, args: &[&str]) -> Output {
+        self.kubectl_stdin(minor, args, None)
+    }
+
+    pub fn kubectl_stdin(&self, minor: u32, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(kubectl_binary(minor));
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join(format!("cache-{minor}")))
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kubectl");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        }
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs kubectl and returns stdout, failing the test with stderr when it fails.
+    pub fn ok(&self, minor: u32, args: &[&str]) -> String {
+        let out = self.kubectl(minor, args);
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor} {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls `check` until it returns Some, or fails after `bound`.
+    pub fn wait_for<T>(&self, what: &str, bound: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = check() {
+                return v;
+            }
+            assert!(start.elapsed() < bound, "timed out after {bound:?} waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Klab {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The real kubectl binary for a minor version: `kubectl.1.<minor>` beside the binary `kubectl`
+/// on PATH resolves to.
+pub fn kubectl_binary(minor: u32) -> PathBuf {
+    let on_path = which("kubectl").expect("kubectl on PATH");
+    let real = std::fs::canonicalize(&on_path).unwrap_or(on_path);
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    let bin = dir.join(format!("kubectl.1.{minor}"));
+    assert!(bin.exists(), "{} is missing", bin.display());
+    bin
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}
+
+/// Replaces the AGE-like column values (`5s`, `2m3s`, `<unknown>`) so outputs compare exactly.
+pub fn mask_ages(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            l.split_inclusive(' ')
+                .map(|w| {
+                    let t = w.trim_end();
+                    let is_age = !t.is_empty()
+                        && t.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
+                        && t.chars().next().is_some_and(|c| c.is_ascii_digit())
+                        && t.chars().last().is_some_and(|c| "smhdy".contains(c));
+                    if is_age { format!("{}{}", "AGE", &w[t.len()..]) } else { w.to_string() }
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
