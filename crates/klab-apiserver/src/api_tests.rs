@@ -465,3 +465,22 @@ async fn fuzzed_bodies_never_panic_or_store() {
     assert_eq!(after.items.len(), 1);
     assert_eq!(api.store().current_revision(), before);
 }
+
+#[tokio::test(start_paused = true)]
+async fn events_are_one_resource_in_two_versions() {
+    let api = memory_server().await;
+    let body = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "web.1"},
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web"}, "note": "Successfully assigned default/web to n1",
+        "reason": "Scheduled", "type": "Normal", "action": "Binding", "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-klab", "eventTime": "2026-01-01T00:00:00.000000Z"});
+    let (code, v) = raw(&api, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", "application/json", serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["note"], "Successfully assigned default/web to n1");
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client(&api));
+    let core = events.get("web.1").await.unwrap();
+    assert_eq!(core.message.as_deref(), Some("Successfully assigned default/web to n1"));
+    assert_eq!(core.involved_object.name.as_deref(), Some("web"));
+    assert_eq!(core.reporting_component.as_deref(), Some("default-scheduler"));
+    let listed = events.list(&ListParams::default().fields("involvedObject.name=web")).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+}

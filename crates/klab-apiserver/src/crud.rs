@@ -18,6 +18,7 @@ use klab_api::clock::format_time;
 use klab_api::selector::LabelSelector;
 use klab_store::{KeyValue, ListOptions, StoreError};
 
+use crate::conversion;
 use crate::deletion::{DeleteDecision, PodDeleteView, decide_generic_delete, decide_pod_delete};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::object::{self, meta_mut};
@@ -138,13 +139,13 @@ pub(crate) fn present(ri: &ResourceInfo, mut obj: Value, rv: u64) -> Value {
     obj
 }
 
-fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
+pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
     let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
-    Ok(present(ri, obj, kv.mod_revision))
+    Ok(present(ri, conversion::from_storage(ri, obj), kv.mod_revision))
 }
 
-fn encode_for_store(obj: &Value) -> ApiResult<Bytes> {
-    let mut v = obj.clone();
+fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<Bytes> {
+    let mut v = conversion::to_storage(ri, obj);
     object::strip_for_storage(&mut v);
     serde_json::to_vec(&v).map(Bytes::from).map_err(ApiError::internal)
 }
@@ -176,7 +177,7 @@ pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiRes
 
 fn store_key(ctx: &Ctx) -> ApiResult<String> {
     let name = ctx.target.name.as_deref().ok_or_else(ApiError::no_such_path)?;
-    Ok(ctx.target.ri.key(ctx.target.namespace.as_deref(), name))
+    Ok(conversion::storage_resource(ctx.target.ri).key(ctx.target.namespace.as_deref(), name))
 }
 
 async fn get_current(inner: &Inner, ri: &ResourceInfo, key: &str, name: &str) -> ApiResult<(Value, KeyValue)> {
@@ -276,7 +277,7 @@ pub(crate) async fn list_objects(
     sel: &Selectors,
 ) -> ApiResult<(Vec<Value>, u64, Option<String>, Option<u64>)> {
     let ri = ctx.target.ri;
-    let prefix = ri.key_prefix_in(ctx.target.namespace.as_deref());
+    let prefix = conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
     let mut opts = ListOptions::default();
     if let Some(token) = ctx.q("continue").filter(|t| !t.is_empty()) {
         let (rv, start) = decode_continue(token)?;
@@ -472,8 +473,8 @@ pub(crate) async fn create_object(
         if dry_run {
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
-        let key = ri.key(namespace.as_deref(), &name);
-        match inner.store.create(&key, encode_for_store(&obj)?).await {
+        let key = conversion::storage_resource(ri).key(namespace.as_deref(), &name);
+        match inner.store.create(&key, encode_for_store(ri, &obj)?).await {
             Ok(rev) => return Ok(present(ri, obj, rev)),
             Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => continue,
             Err(StoreError::AlreadyExists(_)) => return Err(ApiError::already_exists(ri, &name)),
@@ -598,7 +599,7 @@ pub(crate) async fn guarded_update<F>(
 where
     F: FnMut(&Value) -> ApiResult<Value>,
 {
-    let key = ri.key(namespace, name);
+    let key = conversion::storage_resource(ri).key(namespace, name);
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
         let proposed = normalize(ri, mutate(&current)?, strict)?;
@@ -645,7 +646,7 @@ where
                 Err(e) => return Err(e.into()),
             }
         }
-        match inner.store.update(&key, encode_for_store(&next)?, kv.mod_revision).await {
+        match inner.store.update(&key, encode_for_store(ri, &next)?, kv.mod_revision).await {
             Ok(rev) => return Ok(WriteOutcome::Stored(present(ri, next, rev))),
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
             Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
@@ -784,7 +785,7 @@ pub(crate) async fn delete_object(
     name: &str,
     opts: &DeleteOptions,
 ) -> ApiResult<Deleted> {
-    let key = ri.key(namespace, name);
+    let key = conversion::storage_resource(ri).key(namespace, name);
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
         if let Some(uid) = &opts.precondition_uid {
@@ -863,7 +864,7 @@ pub(crate) async fn delete_object(
                 if opts.dry_run {
                     return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
                 }
-                match inner.store.update(&key, encode_for_store(&next)?, kv.mod_revision).await {
+                match inner.store.update(&key, encode_for_store(ri, &next)?, kv.mod_revision).await {
                     Ok(rev) => return Ok(Deleted::Marked(present(ri, next, rev))),
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),

@@ -21,6 +21,7 @@ pub mod error;
 pub mod identity;
 pub mod object;
 pub mod schema;
+pub mod conversion;
 pub mod crud;
 pub mod hooks;
 pub mod server;

@@ -125,7 +125,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         ),
         None => ctx.inner.config.default_watch_timeout,
     };
-    let prefix = ri.key_prefix_in(ctx.target.namespace.as_deref());
+    let prefix = crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
     let inner = ctx.inner.clone();
     let mut enc = Encoder { ri, render, first_table: true, clock: inner.clock.clone() };
 
@@ -135,7 +135,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         Start::InitialState { initial_events_end_bookmark } => {
             let res = inner.store.list(&prefix, ListOptions::default()).await?;
             for kv in &res.kvs {
-                let obj = crate::crud::present(ri, object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?, kv.mod_revision);
+                let obj = crate::crud::decode_kv(ri, kv)?;
                 if sel.matches(ri, &obj) {
                     initial.push(enc.line("ADDED", &obj));
                 }
@@ -220,7 +220,11 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
 /// Turns one store change into the watch line this watcher should see, if any.
 fn event_line(enc: &mut Encoder, sel: &Selectors, ev: &klab_store::Event) -> Option<Bytes> {
     let ri = enc.ri;
-    let decode = |b: &Bytes| object::decode_stored(b, ev.revision).ok().map(|o| crate::crud::present(ri, o, ev.revision));
+    let decode = |b: &Bytes| {
+        object::decode_stored(b, ev.revision)
+            .ok()
+            .map(|o| crate::crud::present(ri, crate::conversion::from_storage(ri, o), ev.revision))
+    };
     let new = ev.value.as_ref().and_then(decode);
     let old = ev.prev_value.as_ref().and_then(decode);
     let matches = |o: &Option<Value>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
