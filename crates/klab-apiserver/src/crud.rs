@@ -368,8 +368,8 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
     Ok(())
 }
 
-fn validation_error(ri: &ResourceInfo, name: &str, errs: Vec<crate::hooks::FieldError>) -> ApiError {
-    let message = crate::hooks::invalid_message(ri, name, &errs);
+fn validation_error(ri: &ResourceInfo, name: &str, errs: Vec<crate::validation::FieldError>) -> ApiError {
+    let message = crate::validation::invalid_message(ri, name, &errs);
     let causes = errs
         .iter()
         .map(|e| Cause { reason: e.reason().to_string(), message: e.message(), field: e.field.clone() })
@@ -386,7 +386,7 @@ fn prepare_status_for_create(ri: &ResourceInfo, obj: &mut Value) {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
             }
-            crate::hooks::default_pod_status_on_create(obj);
+            crate::defaults::default_pod_status_on_create(obj);
         }
         _ if ri.has_subresource("status") => {
             if let Some(m) = obj.as_object_mut() {
@@ -442,8 +442,8 @@ pub(crate) async fn create_object(
     let generate_name = object::meta_str(&obj, "generateName").unwrap_or("").to_string();
     let explicit_name = object::name(&obj).to_string();
     if explicit_name.is_empty() && generate_name.is_empty() {
-        let errs = vec![crate::hooks::FieldError {
-            kind: crate::hooks::FieldErrorKind::Required,
+        let errs = vec![crate::validation::FieldError {
+            kind: crate::validation::FieldErrorKind::Required,
             field: "metadata.name".into(),
             bad_value: None,
             detail: "name or generateName is required".into(),
@@ -452,10 +452,11 @@ pub(crate) async fn create_object(
     }
     if ri.plural == "jobs" {
         let uid = object::uid(&obj).to_string();
-        crate::hooks::default_job_selector(&mut obj, &uid);
+        crate::defaults::default_job_selector(&mut obj, &uid);
     }
     prepare_status_for_create(ri, &mut obj);
-    crate::hooks::default_object(ri, &mut obj);
+    crate::defaults::default_on_create(ri, &mut obj);
+    crate::defaults::default_object(ri, &mut obj);
     if ri.plural == "pods" && ri.group.is_empty() {
         inner.config.default_toleration_seconds.admit_pod(&mut obj);
     }
@@ -469,7 +470,7 @@ pub(crate) async fn create_object(
             meta_mut(&mut obj).insert("name".into(), json!(name));
         }
         let name = object::name(&obj).to_string();
-        crate::hooks::validate_create(ri, &obj).map_err(|errs| validation_error(ri, &name, errs))?;
+        crate::validation::validate_create(ri, &obj).map_err(|errs| validation_error(ri, &name, errs))?;
         if dry_run {
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
@@ -626,11 +627,11 @@ where
             }
         }
         let mut next = merge_update(ri, scope, &current, proposed);
-        crate::hooks::default_object(ri, &mut next);
+        crate::defaults::default_object(ri, &mut next);
         if scope == WriteScope::Main && ri.plural == "pods" && ri.group.is_empty() {
             inner.config.default_toleration_seconds.admit_pod(&mut next);
         }
-        crate::hooks::validate_update(ri, &next, &current).map_err(|errs| validation_error(ri, name, errs))?;
+        crate::validation::validate_update(ri, &next, &current).map_err(|errs| validation_error(ri, name, errs))?;
         if object::same_ignoring_rv(&next, &current) {
             return Ok(WriteOutcome::Stored(current));
         }

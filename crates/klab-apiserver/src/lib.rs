@@ -23,7 +23,6 @@ pub mod object;
 pub mod schema;
 pub mod conversion;
 pub mod crud;
-pub mod hooks;
 pub mod server;
 pub mod subresources;
 pub mod watch;

@@ -92,7 +92,7 @@ impl ApiServer {
     /// without one are treated as the cluster admin by in-process callers).
     pub fn router(&self) -> Router {
         let resources = Router::new().fallback(dispatch).with_state(self.inner.clone());
-        crate::discovery::routes().merge(crate::hooks::openapi_routes()).merge(resources)
+        crate::discovery::routes().merge(crate::openapi::routes()).merge(resources)
     }
 
     /// The Router as seen by one component: every request carries `identity`.

@@ -2,4 +2,5 @@
 //! real kubectl binaries (1.27 … 1.33) against it.
 
 mod harness;
+mod clients;
 mod kubectl_basics;

@@ -1,0 +1,97 @@
+//! Other real clients over TLS (kube-rs, the Python `kubernetes` client) and restarts of a real
+//! `klab up` on the same data directory.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use crate::harness::Klab;
+
+async fn kube_client(k: &Klab) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(&k.kubeconfig).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_over_tls_lists_watches_and_patches() {
+    let k = Klab::start(&[]);
+    let client = kube_client(&k).await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    assert_eq!(ns.list(&ListParams::default()).await.unwrap().items.len(), 4);
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let created = cms.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    let mut w = cms.watch(&WatchParams::default().timeout(10), &rv).await.unwrap().boxed();
+    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}}))).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap() {
+        WatchEvent::Modified(c) => assert_eq!(c.data.unwrap()["k"], "w"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn python_kubernetes_client_lists_watches_and_patches() {
+    let k = Klab::start(&[]);
+    let script = r#"
+import sys
+from kubernetes import client, config, watch
+config.load_kube_config(config_file=sys.argv[1])
+v1 = client.CoreV1Api()
+names = [n.metadata.name for n in v1.list_namespace().items]
+assert names == ["default", "kube-node-lease", "kube-public", "kube-system"], names
+cm = v1.create_namespaced_config_map("default", {"metadata": {"name": "py"}, "data": {"a": "1"}})
+rv = cm.metadata.resource_version
+v1.patch_namespaced_config_map("py", "default", {"data": {"a": "2"}})
+w = watch.Watch()
+for ev in w.stream(v1.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5):
+    assert ev["type"] == "MODIFIED", ev["type"]
+    assert ev["object"].data["a"] == "2"
+    w.stop()
+    break
+else:
+    raise SystemExit("no watch event")
+print("ok")
+"#;
+    let out = std::process::Command::new("python3").arg("-c").arg(script).arg(&k.kubeconfig).output().expect("python3");
+    assert!(
+        out.status.success(),
+        "python client failed (is the `kubernetes` package installed? .ci/run installs it):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[test]
+fn restart_keeps_objects_and_resource_versions() {
+    let k = Klab::start(&[]);
+    let manifest = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep"},"data":{"a":"1"}}"#;
+    let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(manifest));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = k.ok(33, &["get", "configmap", "keep", "-o", "jsonpath={.metadata.resourceVersion} {.metadata.uid}"]);
+    let dir = k.stop();
+    let k = Klab::start_in(dir, &[]);
+    let after = k.ok(33, &["get", "configmap", "keep", "-o", "jsonpath={.metadata.resourceVersion} {.metadata.uid}"]);
+    assert_eq!(before, after, "same object, same resourceVersion after a restart");
+    // A watch from the old resourceVersion resumes (the change log survived the restart).
+    let rv: u64 = before.split(' ').next().unwrap().parse().unwrap();
+    let out = k.kubectl_stdin(33, &["patch", "configmap", "keep", "--type=merge", "-p", r#"{"data":{"a":"2"}}"#], None);
+    assert!(out.status.success());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let cms: Api<ConfigMap> = Api::default_namespaced(kube_client(&k).await);
+        let mut w = cms.watch(&WatchParams::default().timeout(5), &rv.to_string()).await.unwrap().boxed();
+        match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap() {
+            WatchEvent::Modified(c) => assert_eq!(c.data.unwrap()["a"], "2"),
+            other => panic!("expected the change made after the restart, got {other:?}"),
+        }
+    });
+}
