@@ -15,3 +15,4 @@ pub mod statefulset;
 pub mod daemonset;
 pub mod job;
 pub mod garbage_collector;
+pub mod namespace;
