@@ -6,12 +6,15 @@
 //! klab wires components together.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use klab_api::{Clock, DetRng};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
 use klab_store::DynStorage;
 
+pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
+pub use klab_kubelet::node::{SimNode, SimNodeState};
 
 /// One node of the cluster as a scenario or `klab up --nodes` describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +40,10 @@ impl NodeSpec {
 pub struct ClusterConfig {
     pub nodes: Vec<NodeSpec>,
     pub apiserver: ApiServerConfig,
+    /// Configuration shared by every node's kubelet.
+    pub kubelet: KubeletConfig,
+    /// Modelled latencies of the simulated container runtime.
+    pub runtime: RuntimeModel,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +52,10 @@ pub enum ClusterError {
     Api(klab_apiserver::ApiError),
     #[error("unknown node {0:?}")]
     UnknownNode(String),
+    #[error("invalid node {node:?}: {reason}")]
+    InvalidNode { node: String, reason: String },
+    #[error("{0}")]
+    Transition(String),
     #[error("unknown flag --{0}")]
     UnknownFlag(String),
     #[error("invalid value {value:?} for --{flag}: {reason}")]
@@ -57,6 +68,9 @@ pub struct Cluster {
     clock: Clock,
     rng: DetRng,
     config: ClusterConfig,
+    /// The simulated nodes, by name. `SimNode::apply` is synchronous, so a plain mutex is enough
+    /// and is never held across an await.
+    nodes: BTreeMap<String, Mutex<SimNode>>,
 }
 
 impl Cluster {
@@ -64,7 +78,42 @@ impl Cluster {
     /// that will drive the cluster (a paused current-thread runtime for sim).
     pub async fn start(store: DynStorage, clock: Clock, rng: DetRng, config: ClusterConfig) -> Result<Cluster, ClusterError> {
         let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone()).await.map_err(ClusterError::Api)?;
-        Ok(Cluster { api, clock, rng, config })
+        let mut cluster = Cluster { api, clock, rng, config, nodes: BTreeMap::new() };
+        for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
+            cluster.add_node(&spec, i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Builds one simulated node (machine + kubelet) and starts its kubelet.
+    fn add_node(&mut self, spec: &NodeSpec, index: usize) -> Result<(), ClusterError> {
+        let invalid = |reason: String| ClusterError::InvalidNode { node: spec.name.clone(), reason };
+        let mut node_spec = klab_kubelet::config::NodeSpecConfig {
+            labels: spec.labels.clone(),
+            zone: spec.zone.clone(),
+            node_ip: format!("10.0.0.{}", 10 + index),
+            ..Default::default()
+        };
+        node_spec.cpu_millis =
+            klab_kubelet::quantity::cpu_millis(&spec.cpu).ok_or_else(|| invalid(format!("bad cpu quantity {:?}", spec.cpu)))?;
+        node_spec.memory_bytes =
+            klab_kubelet::quantity::bytes(&spec.memory).ok_or_else(|| invalid(format!("bad memory quantity {:?}", spec.memory)))?;
+        let mut kubelet = self.config.kubelet.clone();
+        kubelet.max_pods = i64::from(spec.pods);
+        let api = self.api.clone();
+        let identity = Identity::node(&spec.name);
+        let mut node = SimNode::new(
+            &spec.name,
+            node_spec,
+            kubelet,
+            self.config.runtime.clone(),
+            self.clock.clone(),
+            self.rng.clone(),
+            move || api.router_as(identity.clone()),
+        );
+        node.start();
+        self.nodes.insert(spec.name.clone(), Mutex::new(node));
+        Ok(())
     }
 
     pub fn api(&self) -> &ApiServer {
@@ -93,11 +142,21 @@ impl Cluster {
         self.client(Identity::admin())
     }
 
-    /// Applies a fault to one node's agent and machine.
-    pub async fn apply_fault(&self, node: &str, fault: NodeFault) -> Result<(), ClusterError> {
-        // Wired to the node agents when they are started by `start` (next step of the composition).
-        let _ = fault;
-        Err(ClusterError::UnknownNode(node.to_string()))
+    /// Applies a fault to one node's agent and machine, refusing transitions that make no sense
+    /// (starting a running kubelet, powering on a running machine, …).
+    pub async fn apply_fault(&self, node: &str, fault: NodeFault) -> Result<SimNodeState, ClusterError> {
+        let cell = self.nodes.get(node).ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        check_transition(&n.state(), fault).map_err(ClusterError::Transition)?;
+        n.apply(fault);
+        Ok(n.state())
+    }
+
+    /// The simulated state of one node.
+    pub fn node_state(&self, node: &str) -> Result<SimNodeState, ClusterError> {
+        let cell = self.nodes.get(node).ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        let n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(n.state())
     }
 
     /// Sets a component flag by its upstream name (`node-monitor-grace-period`,
@@ -116,8 +175,106 @@ impl Cluster {
 
     /// Names of the cluster's nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.config.nodes.iter().map(|n| n.name.clone()).collect();
-        v.sort();
-        v
+        self.nodes.keys().cloned().collect()
+    }
+}
+
+/// Whether `fault` can be applied to a node in `state`; the error says why not.
+pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), String> {
+    let n = &state.name;
+    let err = |m: String| Err(m);
+    match fault {
+        NodeFault::StopKubelet | NodeFault::StartKubelet | NodeFault::Reboot | NodeFault::PowerOff | NodeFault::Partition | NodeFault::Freeze
+            if !state.powered =>
+        {
+            err(format!("node {n} is powered off"))
+        }
+        NodeFault::StopKubelet if !state.kubelet_running => err(format!("the kubelet on node {n} is not running")),
+        NodeFault::StartKubelet if state.kubelet_running => err(format!("the kubelet on node {n} is already running")),
+        NodeFault::PowerOn if state.powered => err(format!("node {n} is already powered on")),
+        NodeFault::Partition if state.partitioned => err(format!("node {n} is already partitioned")),
+        NodeFault::Heal if !state.partitioned => err(format!("node {n} is not partitioned")),
+        NodeFault::Freeze if state.frozen => err(format!("node {n} is already frozen")),
+        NodeFault::Thaw if !state.frozen => err(format!("node {n} is not frozen")),
+        _ => Ok(()),
+    }
+}
+
+/// Parses a fault name as `klab node` and scenario files spell it (`stop-kubelet`, `power-off`, …).
+pub fn parse_fault(name: &str) -> Option<NodeFault> {
+    Some(match name {
+        "stop-kubelet" => NodeFault::StopKubelet,
+        "start-kubelet" => NodeFault::StartKubelet,
+        "power-off" => NodeFault::PowerOff,
+        "power-on" => NodeFault::PowerOn,
+        "reboot" => NodeFault::Reboot,
+        "partition" => NodeFault::Partition,
+        "heal" => NodeFault::Heal,
+        "freeze" => NodeFault::Freeze,
+        "thaw" => NodeFault::Thaw,
+        _ => return None,
+    })
+}
+
+/// The spelling `parse_fault` accepts for each fault.
+pub const FAULT_NAMES: [&str; 9] =
+    ["stop-kubelet", "start-kubelet", "power-off", "power-on", "reboot", "partition", "heal", "freeze", "thaw"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+    use std::time::Duration;
+
+    fn state(powered: bool, kubelet: bool) -> SimNodeState {
+        SimNodeState {
+            name: "n1".into(),
+            powered,
+            kubelet_running: kubelet,
+            partitioned: false,
+            frozen: false,
+            boot_id: "b".into(),
+            running_containers: vec![],
+        }
+    }
+
+    #[test]
+    fn impossible_transitions_are_refused() {
+        assert!(check_transition(&state(true, true), NodeFault::StopKubelet).is_ok());
+        assert_eq!(check_transition(&state(true, true), NodeFault::StartKubelet).unwrap_err(), "the kubelet on node n1 is already running");
+        assert_eq!(check_transition(&state(true, false), NodeFault::StopKubelet).unwrap_err(), "the kubelet on node n1 is not running");
+        assert_eq!(check_transition(&state(false, false), NodeFault::StartKubelet).unwrap_err(), "node n1 is powered off");
+        assert_eq!(check_transition(&state(true, true), NodeFault::PowerOn).unwrap_err(), "node n1 is already powered on");
+        assert!(check_transition(&state(false, false), NodeFault::PowerOn).is_ok());
+        assert_eq!(check_transition(&state(true, true), NodeFault::Heal).unwrap_err(), "node n1 is not partitioned");
+        for name in FAULT_NAMES {
+            assert!(parse_fault(name).is_some(), "{name}");
+        }
+        assert!(parse_fault("explode").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nodes_register_and_faults_apply() {
+        let config = ClusterConfig { nodes: vec![NodeSpec::new("n1"), NodeSpec::new("n2")], ..Default::default() };
+        let cluster = Cluster::start(klab_store::memory::MemoryStore::new(), Clock::virtual_default(), DetRng::seeded(3), config).await.unwrap();
+        let nodes: Api<Node> = Api::all(cluster.admin_client());
+        let start = tokio::time::Instant::now();
+        loop {
+            let l = nodes.list(&ListParams::default()).await.unwrap();
+            let ready = l.items.iter().filter(|n| {
+                n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            }).count();
+            if ready == 2 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "nodes did not become Ready");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let s = cluster.apply_fault("n1", NodeFault::StopKubelet).await.unwrap();
+        assert!(!s.kubelet_running);
+        assert!(matches!(cluster.apply_fault("n1", NodeFault::StopKubelet).await, Err(ClusterError::Transition(_))));
+        assert!(matches!(cluster.apply_fault("n9", NodeFault::Reboot).await, Err(ClusterError::UnknownNode(_))));
+        assert_eq!(cluster.node_names(), vec!["n1", "n2"]);
     }
 }
