@@ -18,7 +18,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use crate::{DynStorage, Event, EventKind, KeyValue, ListOptions, Revision, StoreError, WatchStream};
+use crate::{
+    DynStorage, Event, EventKind, KeyValue, ListOptions, Revision, StoreError, WatchStream,
+};
 
 /// A store under test plus whatever must outlive it (e.g. a temporary directory).
 pub struct Fixture {
@@ -28,12 +30,18 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new(store: DynStorage) -> Self {
-        Self { store, _guard: None }
+        Self {
+            store,
+            _guard: None,
+        }
     }
 
     /// `guard` is dropped after the store handle (fields drop in declaration order).
     pub fn with_guard(store: DynStorage, guard: impl Any + Send) -> Self {
-        Self { store, _guard: Some(Box::new(guard)) }
+        Self {
+            store,
+            _guard: Some(Box::new(guard)),
+        }
     }
 }
 
@@ -106,11 +114,28 @@ fn b(s: &str) -> Bytes {
 }
 
 fn kv(key: &str, value: &str, create: Revision, modr: Revision) -> KeyValue {
-    KeyValue { key: key.to_owned(), value: b(value), create_revision: create, mod_revision: modr }
+    KeyValue {
+        key: key.to_owned(),
+        value: b(value),
+        create_revision: create,
+        mod_revision: modr,
+    }
 }
 
-fn ev(revision: Revision, kind: EventKind, key: &str, value: Option<&str>, prev: Option<&str>) -> Event {
-    Event { revision, kind, key: key.to_owned(), value: value.map(b), prev_value: prev.map(b) }
+fn ev(
+    revision: Revision,
+    kind: EventKind,
+    key: &str,
+    value: Option<&str>,
+    prev: Option<&str>,
+) -> Event {
+    Event {
+        revision,
+        kind,
+        key: key.to_owned(),
+        value: value.map(b),
+        prev_value: prev.map(b),
+    }
 }
 
 /// The next event of `w`; panics if the stream ends, errors, or stays silent (guard only).
@@ -135,7 +160,11 @@ async fn next_events(w: &mut WatchStream, n: usize) -> Vec<Event> {
 async fn expect_sentinel_next(s: &DynStorage, w: &mut WatchStream, key: &str) {
     let rev = s.create(key, b("sentinel")).await.unwrap();
     let e = next_event(w).await;
-    assert_eq!((e.revision, e.key.as_str()), (rev, key), "an unexpected event came before the sentinel");
+    assert_eq!(
+        (e.revision, e.key.as_str()),
+        (rev, key),
+        "an unexpected event came before the sentinel"
+    );
 }
 
 fn keys(kvs: &[KeyValue]) -> Vec<&str> {
@@ -143,7 +172,10 @@ fn keys(kvs: &[KeyValue]) -> Vec<&str> {
 }
 
 fn at(rev: Revision) -> ListOptions {
-    ListOptions { revision: Some(rev), ..Default::default() }
+    ListOptions {
+        revision: Some(rev),
+        ..Default::default()
+    }
 }
 
 /// Create, get, update, delete, and re-create of one key.
@@ -155,13 +187,21 @@ pub async fn crud(s: &DynStorage) {
     assert_eq!(s.get("/k").await.unwrap(), Some(kv("/k", "v1", r1, r1)));
     let r2 = s.update("/k", b("v2"), r1).await.unwrap();
     assert!(r2 > r1);
-    assert_eq!(s.get("/k").await.unwrap(), Some(kv("/k", "v2", r1, r2)), "create_revision is kept");
+    assert_eq!(
+        s.get("/k").await.unwrap(),
+        Some(kv("/k", "v2", r1, r2)),
+        "create_revision is kept"
+    );
     let (r3, removed) = s.delete("/k", Some(r2)).await.unwrap();
     assert!(r3 > r2);
     assert_eq!(removed, kv("/k", "v2", r1, r2));
     assert_eq!(s.get("/k").await.unwrap(), None);
     let r4 = s.create("/k", b("v3")).await.unwrap();
-    assert_eq!(s.get("/k").await.unwrap(), Some(kv("/k", "v3", r4, r4)), "a new life gets a new create_revision");
+    assert_eq!(
+        s.get("/k").await.unwrap(),
+        Some(kv("/k", "v3", r4, r4)),
+        "a new life gets a new create_revision"
+    );
     let (r5, removed) = s.delete("/k", None).await.unwrap();
     assert_eq!(removed, kv("/k", "v3", r4, r4), "unconditional delete");
     assert_eq!(s.current_revision(), r5);
@@ -177,7 +217,10 @@ pub async fn revisions_are_global_and_increasing(s: &DynStorage) {
         let rev = match s.get(&key).await.unwrap() {
             None => s.create(&key, b("x")).await.unwrap(),
             Some(kv) if i % 5 == 0 => s.delete(&key, Some(kv.mod_revision)).await.unwrap().0,
-            Some(kv) => s.update(&key, b(&i.to_string()), kv.mod_revision).await.unwrap(),
+            Some(kv) => s
+                .update(&key, b(&i.to_string()), kv.mod_revision)
+                .await
+                .unwrap(),
         };
         assert!(rev > last, "revision {rev} after {last}");
         assert_eq!(s.current_revision(), rev);
@@ -194,7 +237,10 @@ pub async fn revisions_are_global_and_increasing(s: &DynStorage) {
 
 pub async fn create_existing_is_already_exists(s: &DynStorage) {
     let r = s.create("/a/x", b("one")).await.unwrap();
-    assert_eq!(s.create("/a/x", b("two")).await, Err(StoreError::AlreadyExists("/a/x".into())));
+    assert_eq!(
+        s.create("/a/x", b("two")).await,
+        Err(StoreError::AlreadyExists("/a/x".into()))
+    );
     assert_eq!(s.get("/a/x").await.unwrap(), Some(kv("/a/x", "one", r, r)));
     assert_eq!(s.current_revision(), r);
 }
@@ -206,63 +252,130 @@ pub async fn stale_revision_conflicts(s: &DynStorage) {
     let current = Some(Box::new(kv("/a/x", "two", r1, r2)));
     assert_eq!(
         s.update("/a/x", b("three"), r1).await,
-        Err(StoreError::Conflict { key: "/a/x".into(), expected: r1, current: current.clone() })
+        Err(StoreError::Conflict {
+            key: "/a/x".into(),
+            expected: r1,
+            current: current.clone()
+        })
     );
     assert_eq!(
         s.delete("/a/x", Some(r1)).await,
-        Err(StoreError::Conflict { key: "/a/x".into(), expected: r1, current: current.clone() })
+        Err(StoreError::Conflict {
+            key: "/a/x".into(),
+            expected: r1,
+            current: current.clone()
+        })
     );
     assert_eq!(
         s.update("/a/x", b("three"), r2 + 100).await,
-        Err(StoreError::Conflict { key: "/a/x".into(), expected: r2 + 100, current })
+        Err(StoreError::Conflict {
+            key: "/a/x".into(),
+            expected: r2 + 100,
+            current
+        })
     );
-    assert_eq!(s.current_revision(), r2, "failed CAS writes consume no revision");
-    assert_eq!(s.get("/a/x").await.unwrap(), Some(kv("/a/x", "two", r1, r2)));
+    assert_eq!(
+        s.current_revision(),
+        r2,
+        "failed CAS writes consume no revision"
+    );
+    assert_eq!(
+        s.get("/a/x").await.unwrap(),
+        Some(kv("/a/x", "two", r1, r2))
+    );
     let (r3, removed) = s.delete("/a/x", Some(r2)).await.unwrap();
     assert_eq!((r3, removed), (r2 + 1, kv("/a/x", "two", r1, r2)));
 }
 
 pub async fn missing_keys_are_not_found(s: &DynStorage) {
-    assert_eq!(s.update("/a/none", b("x"), 0).await, Err(StoreError::NotFound("/a/none".into())));
-    assert_eq!(s.delete("/a/none", None).await, Err(StoreError::NotFound("/a/none".into())));
-    assert_eq!(s.delete("/a/none", Some(3)).await, Err(StoreError::NotFound("/a/none".into())));
+    assert_eq!(
+        s.update("/a/none", b("x"), 0).await,
+        Err(StoreError::NotFound("/a/none".into()))
+    );
+    assert_eq!(
+        s.delete("/a/none", None).await,
+        Err(StoreError::NotFound("/a/none".into()))
+    );
+    assert_eq!(
+        s.delete("/a/none", Some(3)).await,
+        Err(StoreError::NotFound("/a/none".into()))
+    );
     let r = s.create("/a/gone", b("x")).await.unwrap();
     s.delete("/a/gone", Some(r)).await.unwrap();
-    assert_eq!(s.update("/a/gone", b("y"), r).await, Err(StoreError::NotFound("/a/gone".into())));
-    assert_eq!(s.delete("/a/gone", None).await, Err(StoreError::NotFound("/a/gone".into())));
+    assert_eq!(
+        s.update("/a/gone", b("y"), r).await,
+        Err(StoreError::NotFound("/a/gone".into()))
+    );
+    assert_eq!(
+        s.delete("/a/gone", None).await,
+        Err(StoreError::NotFound("/a/gone".into()))
+    );
     assert_eq!(s.current_revision(), r + 1);
 }
 
 /// Keys come back in byte order, and `/a/` never includes `/ab/` (or `/a` itself).
 pub async fn list_order_and_prefix_isolation(s: &DynStorage) {
-    for k in ["/ab/1", "/a/z", "/a", "/a/B", "/a/a", "/b/1", "/a/a/nested", "/ab/0", "/a/", "/a/a-1"] {
+    for k in [
+        "/ab/1",
+        "/a/z",
+        "/a",
+        "/a/B",
+        "/a/a",
+        "/b/1",
+        "/a/a/nested",
+        "/ab/0",
+        "/a/",
+        "/a/a-1",
+    ] {
         s.create(k, b(k)).await.unwrap();
     }
     let rev = s.current_revision();
     let a = s.list("/a/", ListOptions::default()).await.unwrap();
-    assert_eq!(keys(&a.kvs), ["/a/", "/a/B", "/a/a", "/a/a-1", "/a/a/nested", "/a/z"]);
+    assert_eq!(
+        keys(&a.kvs),
+        ["/a/", "/a/B", "/a/a", "/a/a-1", "/a/a/nested", "/a/z"]
+    );
     assert_eq!((a.revision, a.remaining), (rev, 0));
     assert!(a.kvs.iter().all(|kv| kv.value == kv.key.as_bytes()));
     let ab = s.list("/ab/", ListOptions::default()).await.unwrap();
     assert_eq!(keys(&ab.kvs), ["/ab/0", "/ab/1"]);
     let all = s.list("", ListOptions::default()).await.unwrap();
     assert_eq!(all.kvs.len(), 10);
-    assert!(all.kvs.windows(2).all(|w| w[0].key.as_bytes() < w[1].key.as_bytes()), "byte order");
-    assert!(s.list("/c/", ListOptions::default()).await.unwrap().kvs.is_empty());
+    assert!(
+        all.kvs
+            .windows(2)
+            .all(|w| w[0].key.as_bytes() < w[1].key.as_bytes()),
+        "byte order"
+    );
+    assert!(
+        s.list("/c/", ListOptions::default())
+            .await
+            .unwrap()
+            .kvs
+            .is_empty()
+    );
     // A deleted key disappears from lists.
     s.delete("/a/B", None).await.unwrap();
     let a = s.list("/a/", ListOptions::default()).await.unwrap();
-    assert_eq!(keys(&a.kvs), ["/a/", "/a/a", "/a/a-1", "/a/a/nested", "/a/z"]);
+    assert_eq!(
+        keys(&a.kvs),
+        ["/a/", "/a/a", "/a/a-1", "/a/a/nested", "/a/z"]
+    );
 }
 
 /// Pages via `start_key` + `limit`, `remaining` counts what is left, pages pinned to one revision
 /// see one snapshot even while writes continue.
 pub async fn list_pagination(s: &DynStorage) {
     for i in 0..10 {
-        s.create(&format!("/p/{i:02}"), b(&i.to_string())).await.unwrap();
+        s.create(&format!("/p/{i:02}"), b(&i.to_string()))
+            .await
+            .unwrap();
     }
     s.create("/pz", b("outside")).await.unwrap();
-    let mut opts = ListOptions { limit: Some(3), ..Default::default() };
+    let mut opts = ListOptions {
+        limit: Some(3),
+        ..Default::default()
+    };
     let mut seen = Vec::new();
     let mut remaining = Vec::new();
     let mut pinned = None;
@@ -274,7 +387,9 @@ pub async fn list_pagination(s: &DynStorage) {
         seen.extend(page.kvs.iter().map(|kv| kv.key.clone()));
         remaining.push(page.remaining);
         // Writes between pages must not show up in the pinned snapshot.
-        s.create(&format!("/p/{:02}x", seen.len()), b("late")).await.unwrap();
+        s.create(&format!("/p/{:02}x", seen.len()), b("late"))
+            .await
+            .unwrap();
         let Some(last) = page.kvs.last() else { break };
         if page.remaining == 0 {
             break;
@@ -289,7 +404,17 @@ pub async fn list_pagination(s: &DynStorage) {
     assert_eq!(seen, want);
     assert_eq!(remaining, [7, 4, 1, 0]);
     // A start key below the prefix does not leak other keys; limit 0 means no limit.
-    let page = s.list("/p/", ListOptions { start_key: Some("/".into()), limit: Some(0), revision: pinned }).await.unwrap();
+    let page = s
+        .list(
+            "/p/",
+            ListOptions {
+                start_key: Some("/".into()),
+                limit: Some(0),
+                revision: pinned,
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(page.kvs.len(), 10);
     // The current revision sees the late writes.
     let now = s.list("/p/", ListOptions::default()).await.unwrap();
@@ -310,14 +435,35 @@ pub async fn list_at_past_revision(s: &DynStorage) {
         (r3, vec![kv("/h/a", "a2", r1, r3), kv("/h/b", "b1", r2, r2)]),
         (r4, vec![kv("/h/a", "a2", r1, r3)]),
         (r5, vec![kv("/h/a", "a2", r1, r3), kv("/h/c", "c1", r5, r5)]),
-        (r6, vec![kv("/h/a", "a2", r1, r3), kv("/h/b", "b2", r6, r6), kv("/h/c", "c1", r5, r5)]),
+        (
+            r6,
+            vec![
+                kv("/h/a", "a2", r1, r3),
+                kv("/h/b", "b2", r6, r6),
+                kv("/h/c", "c1", r5, r5),
+            ],
+        ),
     ];
     for (rev, want) in &expected {
         let got = s.list("/h/", at(*rev)).await.unwrap();
-        assert_eq!((&got.kvs, got.revision, got.remaining), (want, *rev, 0), "list at revision {rev}");
+        assert_eq!(
+            (&got.kvs, got.revision, got.remaining),
+            (want, *rev, 0),
+            "list at revision {rev}"
+        );
     }
     // Pagination at a past revision counts only keys that existed then.
-    let page = s.list("/h/", ListOptions { limit: Some(1), revision: Some(r3), ..Default::default() }).await.unwrap();
+    let page = s
+        .list(
+            "/h/",
+            ListOptions {
+                limit: Some(1),
+                revision: Some(r3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!((keys(&page.kvs), page.remaining), (vec!["/h/a"], 1));
     let cur = s.list("/h/", ListOptions::default()).await.unwrap();
     assert_eq!((cur.kvs, cur.revision), (expected[5].1.clone(), r6));
@@ -327,7 +473,10 @@ pub async fn future_revision(s: &DynStorage) {
     let r = s.create("/f/a", b("x")).await.unwrap();
     assert_eq!(
         s.list("/f/", at(r + 1)).await,
-        Err(StoreError::FutureRevision { requested: r + 1, current: r })
+        Err(StoreError::FutureRevision {
+            requested: r + 1,
+            current: r
+        })
     );
     assert_eq!(s.list("/f/", at(r)).await.unwrap().kvs.len(), 1);
 }
@@ -356,7 +505,10 @@ pub async fn watch_from_zero(s: &DynStorage) {
     let mut w = s.watch("/w/", 0).unwrap();
     assert_eq!(next_events(&mut w, history.len()).await, history);
     let r = s.create("/w/c", b("c1")).await.unwrap();
-    assert_eq!(next_event(&mut w).await, ev(r, EventKind::Create, "/w/c", Some("c1"), None));
+    assert_eq!(
+        next_event(&mut w).await,
+        ev(r, EventKind::Create, "/w/c", Some("c1"), None)
+    );
     expect_sentinel_next(s, &mut w, "/w/sentinel").await;
 }
 
@@ -368,9 +520,17 @@ pub async fn watch_from_mid_history(s: &DynStorage) {
         let after = history[cut].revision;
         let mut w = s.watch("/w/", after).unwrap();
         let rest = &history[cut + 1..];
-        assert_eq!(next_events(&mut w, rest.len()).await, rest, "watch after {after}");
+        assert_eq!(
+            next_events(&mut w, rest.len()).await,
+            rest,
+            "watch after {after}"
+        );
         // The sentinels of earlier rounds are history now, too.
-        let replayed: Vec<Revision> = next_events(&mut w, sentinels.len()).await.iter().map(|e| e.revision).collect();
+        let replayed: Vec<Revision> = next_events(&mut w, sentinels.len())
+            .await
+            .iter()
+            .map(|e| e.revision)
+            .collect();
         assert_eq!(replayed, sentinels);
         let key = format!("/w/sentinel-{cut}");
         expect_sentinel_next(s, &mut w, &key).await;
@@ -422,7 +582,11 @@ pub async fn watch_resume_after_drop(s: &DynStorage) {
     }
     let mut w = s.watch("/w/", last_seen).unwrap();
     let rest = next_events(&mut w, all.len() - 4).await;
-    let got: Vec<Revision> = first.iter().chain(rest.iter()).map(|e| e.revision).collect();
+    let got: Vec<Revision> = first
+        .iter()
+        .chain(rest.iter())
+        .map(|e| e.revision)
+        .collect();
     assert_eq!(got, all);
     // Once more while live.
     drop(w);
@@ -441,13 +605,31 @@ pub async fn watch_prefix_filtering(s: &DynStorage) {
     let mut wa = s.watch("/a/", 0).unwrap();
     let mut wab = s.watch("/ab/", 0).unwrap();
     let mut wall = s.watch("", 0).unwrap();
-    assert_eq!(next_events(&mut wa, 2).await.iter().map(|e| e.revision).collect::<Vec<_>>(), [r1, r4]);
+    assert_eq!(
+        next_events(&mut wa, 2)
+            .await
+            .iter()
+            .map(|e| e.revision)
+            .collect::<Vec<_>>(),
+        [r1, r4]
+    );
     let r5 = s.create("/ab/2", b("x")).await.unwrap();
     let r6 = s.create("/a/3", b("x")).await.unwrap();
     assert_eq!(next_event(&mut wa).await.revision, r6);
-    let ab: Vec<_> = next_events(&mut wab, 2).await.into_iter().map(|e| e.key).collect();
+    let ab: Vec<_> = next_events(&mut wab, 2)
+        .await
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
     assert_eq!(ab, ["/ab/1", "/ab/2"]);
-    assert_eq!(next_events(&mut wall, 6).await.iter().map(|e| e.revision).collect::<Vec<_>>(), (1..=r6).collect::<Vec<_>>());
+    assert_eq!(
+        next_events(&mut wall, 6)
+            .await
+            .iter()
+            .map(|e| e.revision)
+            .collect::<Vec<_>>(),
+        (1..=r6).collect::<Vec<_>>()
+    );
     assert_eq!(r5 + 1, r6);
     expect_sentinel_next(s, &mut wa, "/a/sentinel").await;
     expect_sentinel_next(s, &mut wab, "/ab/sentinel").await;
@@ -465,7 +647,13 @@ pub async fn compaction(s: &DynStorage) {
     s.compact(r4).await.unwrap();
     assert_eq!(s.compacted_revision(), r4);
 
-    assert_eq!(s.list("/c/", at(r3)).await, Err(StoreError::Compacted { requested: r3, compacted: r4 }));
+    assert_eq!(
+        s.list("/c/", at(r3)).await,
+        Err(StoreError::Compacted {
+            requested: r3,
+            compacted: r4
+        })
+    );
     let l = s.list("/c/", at(r4)).await.unwrap();
     assert_eq!(l.kvs, [kv("/c/a", "a3", r1, r4), kv("/c/b", "b1", r3, r3)]);
     let l = s.list("/c/", at(r5)).await.unwrap();
@@ -473,13 +661,22 @@ pub async fn compaction(s: &DynStorage) {
     assert_eq!(s.get("/c/c").await.unwrap(), Some(kv("/c/c", "c1", r6, r6)));
 
     match s.watch("/c/", r3) {
-        Err(e) => assert_eq!(e, StoreError::Compacted { requested: r3, compacted: r4 }),
+        Err(e) => assert_eq!(
+            e,
+            StoreError::Compacted {
+                requested: r3,
+                compacted: r4
+            }
+        ),
         Ok(_) => panic!("watch below the compacted revision must fail"),
     }
     let mut w = s.watch("/c/", r4).unwrap();
     assert_eq!(
         next_events(&mut w, 2).await,
-        [ev(r5, EventKind::Delete, "/c/b", None, Some("b1")), ev(r6, EventKind::Create, "/c/c", Some("c1"), None)]
+        [
+            ev(r5, EventKind::Delete, "/c/b", None, Some("b1")),
+            ev(r6, EventKind::Create, "/c/c", Some("c1"), None)
+        ]
     );
     expect_sentinel_next(s, &mut w, "/c/sentinel").await;
 
@@ -496,7 +693,10 @@ pub async fn compaction(s: &DynStorage) {
     let r = s.update("/c/a", b("a4"), r4).await.unwrap();
     assert_eq!(s.get("/c/a").await.unwrap(), Some(kv("/c/a", "a4", r1, r)));
     let mut w = s.watch("/c/", current).unwrap();
-    assert_eq!(next_event(&mut w).await, ev(r, EventKind::Update, "/c/a", Some("a4"), Some("a3")));
+    assert_eq!(
+        next_event(&mut w).await,
+        ev(r, EventKind::Update, "/c/a", Some("a4"), Some("a3"))
+    );
 }
 
 /// A key not written since long before the compaction point is still visible at that point, and
@@ -513,11 +713,17 @@ pub async fn compaction_keeps_latest_version_of_untouched_keys(s: &DynStorage) {
     assert_eq!(l.kvs.len(), 10);
     let mut w = s.watch("/k/old", last - 1).unwrap();
     let r = s.update("/k/old", b("new"), r1).await.unwrap();
-    assert_eq!(next_event(&mut w).await, ev(r, EventKind::Update, "/k/old", Some("new"), Some("old")));
+    assert_eq!(
+        next_event(&mut w).await,
+        ev(r, EventKind::Update, "/k/old", Some("new"), Some("old"))
+    );
     s.compact(r).await.unwrap();
     let (rd, removed) = s.delete("/k/old", Some(r)).await.unwrap();
     assert_eq!(removed, kv("/k/old", "new", r1, r));
-    assert_eq!(next_event(&mut w).await, ev(rd, EventKind::Delete, "/k/old", None, Some("new")));
+    assert_eq!(
+        next_event(&mut w).await,
+        ev(rd, EventKind::Delete, "/k/old", None, Some("new"))
+    );
 }
 
 /// 8 tasks × 200 creates: all succeed with distinct revisions, and one watcher sees all of them
@@ -542,13 +748,19 @@ pub async fn concurrent_writers(s: &DynStorage) {
     let mut acked = BTreeSet::new();
     for h in handles {
         let revs = h.await.unwrap();
-        assert!(revs.windows(2).all(|w| w[0] < w[1]), "one task's writes are ordered");
+        assert!(
+            revs.windows(2).all(|w| w[0] < w[1]),
+            "one task's writes are ordered"
+        );
         acked.extend(revs);
     }
     assert_eq!(acked.len(), TASKS * PER_TASK, "revisions are distinct");
     assert_eq!(s.current_revision(), *acked.last().unwrap_or(&0));
     let events = next_events(&mut w, TASKS * PER_TASK).await;
-    assert!(events.windows(2).all(|w| w[0].revision < w[1].revision), "watch order");
+    assert!(
+        events.windows(2).all(|w| w[0].revision < w[1].revision),
+        "watch order"
+    );
     let seen: BTreeSet<Revision> = events.iter().map(|e| e.revision).collect();
     assert_eq!(seen, acked);
     let listed = s.list("/cc/", ListOptions::default()).await.unwrap();

@@ -70,7 +70,10 @@ pub struct RedbConfig {
 
 impl Default for RedbConfig {
     fn default() -> Self {
-        Self { watch_buffer: watch::DEFAULT_WATCH_BUFFER, max_batch: 1024 }
+        Self {
+            watch_buffer: watch::DEFAULT_WATCH_BUFFER,
+            max_batch: 1024,
+        }
     }
 }
 
@@ -100,9 +103,19 @@ impl Shared {
 }
 
 enum WriteOp {
-    Create { key: String, value: Bytes },
-    Update { key: String, value: Bytes, expected: Revision },
-    Delete { key: String, expected: Option<Revision> },
+    Create {
+        key: String,
+        value: Bytes,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Revision,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
     Compact(Revision),
 }
 
@@ -202,12 +215,25 @@ impl RedbStore {
             hub: Mutex::new(Hub::default()),
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = Writer { db: db.clone(), shared: shared.clone(), rx, rev, compacted, max_batch: config.max_batch.max(1) };
+        let writer = Writer {
+            db: db.clone(),
+            shared: shared.clone(),
+            rx,
+            rev,
+            compacted,
+            max_batch: config.max_batch.max(1),
+        };
         let handle = std::thread::Builder::new()
             .name("klab-store-writer".into())
             .spawn(move || writer.run())
             .map_err(io)?;
-        Ok(Arc::new(RedbStore { db, shared, queue: Some(tx), writer: Some(handle), config }))
+        Ok(Arc::new(RedbStore {
+            db,
+            shared,
+            queue: Some(tx),
+            writer: Some(handle),
+            config,
+        }))
     }
 
     /// Number of write transactions committed since open (group commit makes this smaller than
@@ -226,7 +252,9 @@ impl RedbStore {
     async fn submit(&self, op: WriteOp) -> Result<Reply> {
         let (reply, rx) = oneshot::channel();
         let queue = self.queue.as_ref().ok_or(StoreError::Closed)?;
-        queue.send(Request { op, reply }).map_err(|_| StoreError::Closed)?;
+        queue
+            .send(Request { op, reply })
+            .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 }
@@ -310,13 +338,16 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            let (ops, replies): (Vec<WriteOp>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
+            let (ops, replies): (Vec<WriteOp>, Vec<_>) =
+                batch.into_iter().map(|r| (r.op, r.reply)).unzip();
             match self.apply(&ops) {
                 Ok(out) => {
                     self.rev = out.rev;
                     self.compacted = out.compacted;
                     self.shared.current.store(out.rev, Ordering::Release);
-                    self.shared.compacted.store(out.compacted, Ordering::Release);
+                    self.shared
+                        .compacted
+                        .store(out.compacted, Ordering::Release);
                     self.shared.commits.fetch_add(1, Ordering::AcqRel);
                     {
                         let mut hub = self.shared.hub();
@@ -365,7 +396,12 @@ impl Writer {
             meta.insert(META_COMPACTED, compacted)?;
         }
         txn.commit()?;
-        Ok(BatchOutcome { rev, compacted, results, events })
+        Ok(BatchOutcome {
+            rev,
+            compacted,
+            results,
+            events,
+        })
     }
 }
 
@@ -391,7 +427,11 @@ impl Batch<'_> {
                     Ok(Reply::Written(rev))
                 }
             },
-            WriteOp::Update { key, value, expected } => match self.current_kv(key)? {
+            WriteOp::Update {
+                key,
+                value,
+                expected,
+            } => match self.current_kv(key)? {
                 None => Err(StoreError::NotFound(key.clone())),
                 Some(Err(e)) => Err(e),
                 Some(Ok(prev)) if prev.mod_revision != *expected => Err(StoreError::Conflict {
@@ -425,11 +465,19 @@ impl Batch<'_> {
     }
 
     fn current_kv(&self, key: &str) -> Result<Option<Result<KeyValue>>, redb::Error> {
-        Ok(self.current.get(key)?.map(|g| decode_current(key, g.value())))
+        Ok(self
+            .current
+            .get(key)?
+            .map(|g| decode_current(key, g.value())))
     }
 
     /// Writes the next revision of `key` (`value: None` deletes) and records its event.
-    fn put(&mut self, key: &str, value: Option<&Bytes>, prev: Option<&KeyValue>) -> Result<Revision, redb::Error> {
+    fn put(
+        &mut self,
+        key: &str,
+        value: Option<&Bytes>,
+        prev: Option<&KeyValue>,
+    ) -> Result<Revision, redb::Error> {
         self.rev += 1;
         let rev = self.rev;
         let kind = match (value, prev) {
@@ -443,13 +491,17 @@ impl Batch<'_> {
         };
         match value {
             Some(v) => {
-                self.current.insert(key, encode_current(create_rev, rev, v).as_slice())?;
+                self.current
+                    .insert(key, encode_current(create_rev, rev, v).as_slice())?;
             }
             None => {
                 self.current.remove(key)?;
             }
         }
-        self.history.insert((key, rev), encode_history(create_rev, value.map(|v| v.as_ref())).as_slice())?;
+        self.history.insert(
+            (key, rev),
+            encode_history(create_rev, value.map(|v| v.as_ref())).as_slice(),
+        )?;
         self.log.insert(rev, key)?;
         self.events.push(Arc::new(Event {
             revision: rev,
@@ -483,7 +535,9 @@ fn compact_range(
         for rev in doomed {
             history.remove((key.as_str(), rev))?;
         }
-        let tombstone = history.get((key.as_str(), *keep))?.is_some_and(|g| g.value().first() == Some(&0));
+        let tombstone = history
+            .get((key.as_str(), *keep))?
+            .is_some_and(|g| g.value().first() == Some(&0));
         if tombstone {
             history.remove((key.as_str(), *keep))?;
         }
@@ -497,7 +551,10 @@ fn compact_range(
 fn read_meta(txn: &redb::ReadTransaction) -> Result<(Revision, Revision)> {
     let meta = txn.open_table(META).map_err(io)?;
     let rev = meta.get(META_REV).map_err(io)?.map_or(0, |g| g.value());
-    let compacted = meta.get(META_COMPACTED).map_err(io)?.map_or(0, |g| g.value());
+    let compacted = meta
+        .get(META_COMPACTED)
+        .map_err(io)?
+        .map_or(0, |g| g.value());
     Ok((rev, compacted))
 }
 
@@ -527,7 +584,11 @@ fn list_blocking(db: &Database, prefix: &str, opts: &ListOptions) -> Result<List
     let at = read_revision(opts.revision, current_rev, compacted)?;
     let start = range_start(prefix, opts.start_key.as_deref());
     let mut page = Page {
-        out: ListResult { kvs: Vec::new(), revision: at, remaining: 0 },
+        out: ListResult {
+            kvs: Vec::new(),
+            revision: at,
+            remaining: 0,
+        },
         limit: effective_limit(opts.limit),
     };
     if at == current_rev {
@@ -551,18 +612,29 @@ fn list_blocking(db: &Database, prefix: &str, opts: &ListOptions) -> Result<List
     let table = txn.open_table(HISTORY).map_err(io)?;
     // (key, newest rev ≤ at, is that version a put)
     let mut group: Option<(String, Option<(Revision, bool)>)> = None;
-    let finish = |group: Option<(String, Option<(Revision, bool)>)>, page: &mut Page| -> Result<()> {
-        let Some((key, Some((rev, true)))) = group else { return Ok(()) };
-        if page.full() {
-            page.out.remaining += 1;
-            return Ok(());
-        }
-        let raw = table.get((key.as_str(), rev)).map_err(io)?.ok_or_else(|| corrupt("history entry vanished"))?;
-        let v = decode_history(raw.value())?;
-        let value = v.value.ok_or_else(|| corrupt("history tag"))?;
-        page.push(KeyValue { key, value, create_revision: v.create_rev, mod_revision: rev });
-        Ok(())
-    };
+    let finish =
+        |group: Option<(String, Option<(Revision, bool)>)>, page: &mut Page| -> Result<()> {
+            let Some((key, Some((rev, true)))) = group else {
+                return Ok(());
+            };
+            if page.full() {
+                page.out.remaining += 1;
+                return Ok(());
+            }
+            let raw = table
+                .get((key.as_str(), rev))
+                .map_err(io)?
+                .ok_or_else(|| corrupt("history entry vanished"))?;
+            let v = decode_history(raw.value())?;
+            let value = v.value.ok_or_else(|| corrupt("history tag"))?;
+            page.push(KeyValue {
+                key,
+                value,
+                create_revision: v.create_rev,
+                mod_revision: rev,
+            });
+            Ok(())
+        };
     for entry in table.range((start, 0u64)..).map_err(io)? {
         let (k, v) = entry.map_err(io)?;
         let (key, rev) = k.value();
@@ -620,9 +692,18 @@ impl RedbReplay {
 
     /// Rebuilds the event of revision `rev` on `key` from the key's retained versions.
     fn event_at(&self, key: &str, rev: Revision) -> Result<Event> {
-        let raw = self.history.get((key, rev)).map_err(io)?.ok_or_else(|| corrupt("log entry without history"))?;
+        let raw = self
+            .history
+            .get((key, rev))
+            .map_err(io)?
+            .ok_or_else(|| corrupt("log entry without history"))?;
         let this = decode_history(raw.value())?;
-        let prev = match self.history.range((key, 0u64)..(key, rev)).map_err(io)?.next_back() {
+        let prev = match self
+            .history
+            .range((key, 0u64)..(key, rev))
+            .map_err(io)?
+            .next_back()
+        {
             Some(entry) => decode_history(entry.map_err(io)?.1.value())?.value,
             None => None,
         };
@@ -631,7 +712,13 @@ impl RedbReplay {
             Some(_) if this.create_rev == rev => EventKind::Create,
             Some(_) => EventKind::Update,
         };
-        Ok(Event { revision: rev, kind, key: key.to_owned(), value: this.value, prev_value: prev })
+        Ok(Event {
+            revision: rev,
+            kind,
+            key: key.to_owned(),
+            value: this.value,
+            prev_value: prev,
+        })
     }
 }
 
@@ -675,34 +762,65 @@ impl Storage for RedbStore {
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
-        match self.submit(WriteOp::Create { key: key.to_owned(), value }).await? {
+        match self
+            .submit(WriteOp::Create {
+                key: key.to_owned(),
+                value,
+            })
+            .await?
+        {
             Reply::Written(rev) => Ok(rev),
-            _ => Err(StoreError::Io("writer answered a create with another reply".into())),
+            _ => Err(StoreError::Io(
+                "writer answered a create with another reply".into(),
+            )),
         }
     }
 
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
-        match self.submit(WriteOp::Update { key: key.to_owned(), value, expected }).await? {
+        match self
+            .submit(WriteOp::Update {
+                key: key.to_owned(),
+                value,
+                expected,
+            })
+            .await?
+        {
             Reply::Written(rev) => Ok(rev),
-            _ => Err(StoreError::Io("writer answered an update with another reply".into())),
+            _ => Err(StoreError::Io(
+                "writer answered an update with another reply".into(),
+            )),
         }
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
-        match self.submit(WriteOp::Delete { key: key.to_owned(), expected }).await? {
+        match self
+            .submit(WriteOp::Delete {
+                key: key.to_owned(),
+                expected,
+            })
+            .await?
+        {
             Reply::Deleted(rev, kv) => Ok((rev, kv)),
-            _ => Err(StoreError::Io("writer answered a delete with another reply".into())),
+            _ => Err(StoreError::Io(
+                "writer answered a delete with another reply".into(),
+            )),
         }
     }
 
     fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
         // Register first, then snapshot: every event is either in the snapshot or arrives live
         // (publication follows the commit), and `feed` drops the overlap.
-        let sub = self.shared.hub().subscribe(prefix, self.config.watch_buffer);
+        let sub = self
+            .shared
+            .hub()
+            .subscribe(prefix, self.config.watch_buffer);
         let txn = self.db.begin_read().map_err(io)?;
         let (rev, compacted) = read_meta(&txn)?;
         if after < compacted {
-            return Err(StoreError::Compacted { requested: after, compacted });
+            return Err(StoreError::Compacted {
+                requested: after,
+                compacted,
+            });
         }
         let replay = RedbReplay {
             log: txn.open_table(LOG).map_err(io)?,
@@ -718,7 +836,9 @@ impl Storage for RedbStore {
     async fn compact(&self, rev: Revision) -> Result<()> {
         match self.submit(WriteOp::Compact(rev)).await? {
             Reply::Compacted => Ok(()),
-            _ => Err(StoreError::Io("writer answered a compaction with another reply".into())),
+            _ => Err(StoreError::Io(
+                "writer answered a compaction with another reply".into(),
+            )),
         }
     }
 }
@@ -734,8 +854,8 @@ mod tests {
     use futures::StreamExt;
 
     use super::*;
-    use crate::conformance::{self, Fixture};
     use crate::DynStorage;
+    use crate::conformance::{self, Fixture};
 
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -764,7 +884,9 @@ mod tests {
                 let s = dyn_store.clone();
                 tokio::spawn(async move {
                     for i in 0..20 {
-                        s.create(&format!("/g/{t}/{i}"), Bytes::from_static(&[7; 1024])).await.unwrap();
+                        s.create(&format!("/g/{t}/{i}"), Bytes::from_static(&[7; 1024]))
+                            .await
+                            .unwrap();
                     }
                 })
             })
@@ -775,7 +897,10 @@ mod tests {
         assert_eq!(store.current_revision(), 64 * 20);
         let commits = store.commit_count() - before;
         // 64 callers queue at once on this current-thread runtime: batches hold many writes.
-        assert!(commits * 8 <= 64 * 20, "{commits} commits for 1280 writes: no group commit");
+        assert!(
+            commits * 8 <= 64 * 20,
+            "{commits} commits for 1280 writes: no group commit"
+        );
     }
 
     #[tokio::test]
@@ -787,25 +912,60 @@ mod tests {
             let s = RedbStore::open(&path).unwrap();
             r1 = s.create("/x/a", Bytes::from_static(b"a1")).await.unwrap();
             let r2 = s.create("/x/b", Bytes::from_static(b"b1")).await.unwrap();
-            r3 = s.update("/x/a", Bytes::from_static(b"a2"), r1).await.unwrap();
+            r3 = s
+                .update("/x/a", Bytes::from_static(b"a2"), r1)
+                .await
+                .unwrap();
             s.compact(r2).await.unwrap();
             let (r4, _) = s.delete("/x/b", Some(r2)).await.unwrap();
             r5 = s.create("/x/c", Bytes::from_static(b"c1")).await.unwrap();
-            r6 = s.update("/x/a", Bytes::from_static(b"a3"), r3).await.unwrap();
+            r6 = s
+                .update("/x/a", Bytes::from_static(b"a3"), r3)
+                .await
+                .unwrap();
             assert_eq!((r4, r6), (4, 6));
         }
         let s = RedbStore::open(&path).unwrap();
         assert_eq!((s.current_revision(), s.compacted_revision()), (r6, 2));
         let a = s.get("/x/a").await.unwrap().unwrap();
-        assert_eq!((a.value.as_ref(), a.create_revision, a.mod_revision), (&b"a3"[..], r1, r6));
-        let past = s.list("/x/", ListOptions { revision: Some(r3), ..Default::default() }).await.unwrap();
-        let got: Vec<(&str, &[u8])> = past.kvs.iter().map(|kv| (kv.key.as_str(), kv.value.as_ref())).collect();
+        assert_eq!(
+            (a.value.as_ref(), a.create_revision, a.mod_revision),
+            (&b"a3"[..], r1, r6)
+        );
+        let past = s
+            .list(
+                "/x/",
+                ListOptions {
+                    revision: Some(r3),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let got: Vec<(&str, &[u8])> = past
+            .kvs
+            .iter()
+            .map(|kv| (kv.key.as_str(), kv.value.as_ref()))
+            .collect();
         assert_eq!(got, [("/x/a", &b"a2"[..]), ("/x/b", &b"b1"[..])]);
         assert!(matches!(
-            s.list("/x/", ListOptions { revision: Some(1), ..Default::default() }).await,
-            Err(StoreError::Compacted { requested: 1, compacted: 2 })
+            s.list(
+                "/x/",
+                ListOptions {
+                    revision: Some(1),
+                    ..Default::default()
+                }
+            )
+            .await,
+            Err(StoreError::Compacted {
+                requested: 1,
+                compacted: 2
+            })
         ));
-        assert!(matches!(s.watch("/x/", 1), Err(StoreError::Compacted { .. })));
+        assert!(matches!(
+            s.watch("/x/", 1),
+            Err(StoreError::Compacted { .. })
+        ));
         // Watch replay from the persisted log, then live, continuing the revision sequence.
         let mut w = s.watch("/x/", 2).unwrap();
         let mut replay = Vec::new();
@@ -816,10 +976,25 @@ mod tests {
         assert_eq!(
             replay,
             [
-                (3, EventKind::Update, "/x/a".to_owned(), Some(Bytes::from_static(b"a1"))),
-                (4, EventKind::Delete, "/x/b".to_owned(), Some(Bytes::from_static(b"b1"))),
+                (
+                    3,
+                    EventKind::Update,
+                    "/x/a".to_owned(),
+                    Some(Bytes::from_static(b"a1"))
+                ),
+                (
+                    4,
+                    EventKind::Delete,
+                    "/x/b".to_owned(),
+                    Some(Bytes::from_static(b"b1"))
+                ),
                 (r5, EventKind::Create, "/x/c".to_owned(), None),
-                (r6, EventKind::Update, "/x/a".to_owned(), Some(Bytes::from_static(b"a2"))),
+                (
+                    r6,
+                    EventKind::Update,
+                    "/x/a".to_owned(),
+                    Some(Bytes::from_static(b"a2"))
+                ),
             ]
         );
         let r7 = s.create("/x/d", Bytes::from_static(b"d1")).await.unwrap();
@@ -834,10 +1009,15 @@ mod tests {
         let n = 3 * REPLAY_CHUNK + 7;
         for i in 0..n {
             let prefix = if i % 3 == 0 { "/m/" } else { "/n/" };
-            s.create(&format!("{prefix}{i:05}"), Bytes::from_static(b"v")).await.unwrap();
+            s.create(&format!("{prefix}{i:05}"), Bytes::from_static(b"v"))
+                .await
+                .unwrap();
         }
         let mut w = s.watch("/m/", 0).unwrap();
-        let want: Vec<Revision> = (0..n as u64).filter(|i| i % 3 == 0).map(|i| i + 1).collect();
+        let want: Vec<Revision> = (0..n as u64)
+            .filter(|i| i % 3 == 0)
+            .map(|i| i + 1)
+            .collect();
         let mut got = Vec::new();
         for _ in 0..want.len() {
             got.push(w.next().await.unwrap().unwrap().revision);
@@ -850,11 +1030,16 @@ mod tests {
     #[tokio::test]
     async fn lagging_watcher_gets_lagged() {
         let dir = tempfile::tempdir().unwrap();
-        let config = RedbConfig { watch_buffer: 3, ..Default::default() };
+        let config = RedbConfig {
+            watch_buffer: 3,
+            ..Default::default()
+        };
         let s = RedbStore::open_with(dir.path().join("s.redb"), config).unwrap();
         let mut w = s.watch("/l/", 0).unwrap();
         for i in 0..6 {
-            s.create(&format!("/l/{i}"), Bytes::from_static(b"v")).await.unwrap();
+            s.create(&format!("/l/{i}"), Bytes::from_static(b"v"))
+                .await
+                .unwrap();
         }
         for want in 1..=3 {
             assert_eq!(w.next().await.unwrap().unwrap().revision, want);
@@ -904,13 +1089,30 @@ mod tests {
     #[test]
     fn codec_round_trips_and_rejects_short_input() {
         let kv = decode_current("/k", &encode_current(3, 9, b"val")).unwrap();
-        assert_eq!((kv.create_revision, kv.mod_revision, kv.value.as_ref()), (3, 9, &b"val"[..]));
+        assert_eq!(
+            (kv.create_revision, kv.mod_revision, kv.value.as_ref()),
+            (3, 9, &b"val"[..])
+        );
         let h = decode_history(&encode_history(4, Some(b"x"))).unwrap();
         assert_eq!((h.create_rev, h.value.as_deref()), (4, Some(&b"x"[..])));
-        assert!(decode_history(&encode_history(5, None)).unwrap().value.is_none());
+        assert!(
+            decode_history(&encode_history(5, None))
+                .unwrap()
+                .value
+                .is_none()
+        );
         assert!(decode_current("/k", &[1, 2, 3]).is_err());
         assert!(decode_history(&[1, 0, 0]).is_err());
-        assert!(decode_history(&encode_history(4, Some(b"x")).iter().enumerate().map(|(i, b)| if i == 0 { 9 } else { *b }).collect::<Vec<_>>()).is_err());
+        assert!(
+            decode_history(
+                &encode_history(4, Some(b"x"))
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| if i == 0 { 9 } else { *b })
+                    .collect::<Vec<_>>()
+            )
+            .is_err()
+        );
     }
 
     // ---- crash test ----------------------------------------------------------------------
@@ -928,8 +1130,14 @@ mod tests {
     /// Child mode only: a no-op (passes) in a normal test run.
     #[test]
     fn crash_child() {
-        let Some(path) = std::env::var_os(CHILD_ENV) else { return };
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let Some(path) = std::env::var_os(CHILD_ENV) else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let store: DynStorage = RedbStore::open(PathBuf::from(path)).unwrap();
             let out = Arc::new(Mutex::new(std::io::stdout()));
@@ -942,7 +1150,10 @@ mod tests {
                         // Bounded so that a forgotten child cannot run forever.
                         for i in 0..200_000u64 {
                             let key = format!("/crash/obj/{t}/{i:06}");
-                            let rev = store.create(&key, Bytes::from(vec![b'a' + (t as u8); VALUE_LEN])).await.unwrap();
+                            let rev = store
+                                .create(&key, Bytes::from(vec![b'a' + (t as u8); VALUE_LEN]))
+                                .await
+                                .unwrap();
                             let mut line = format!("ack {rev} {key}\n");
                             if i % 10 == 0 {
                                 let value = Bytes::from(format!("renew {i}"));
@@ -953,9 +1164,19 @@ mod tests {
                                 lease_rev = Some(r);
                                 line.push_str(&format!("lease {r} {lease}\n"));
                             }
+                            // Compactions interleave with writes (multi-table deletes in a batch).
+                            if t == 0 && i % 25 == 24 {
+                                let c = store.current_revision().saturating_sub(100);
+                                store.compact(c).await.unwrap();
+                                line.push_str(&format!("compact {c} -\n"));
+                            }
                             let mut out = out.lock().unwrap();
                             // A closed pipe means the parent is gone: stop.
-                            if out.write_all(line.as_bytes()).and_then(|()| out.flush()).is_err() {
+                            if out
+                                .write_all(line.as_bytes())
+                                .and_then(|()| out.flush())
+                                .is_err()
+                            {
                                 std::process::exit(0);
                             }
                         }
@@ -996,7 +1217,9 @@ mod tests {
             // Start the clock once writes are flowing, so every round kills mid-write.
             let mut lines = Vec::new();
             loop {
-                let line = rx.recv_timeout(Duration::from_secs(60)).expect("child never acknowledged a write");
+                let line = rx
+                    .recv_timeout(Duration::from_secs(60))
+                    .expect("child never acknowledged a write");
                 let first_ack = line.starts_with("ack ");
                 lines.push(line);
                 if first_ack {
@@ -1015,51 +1238,110 @@ mod tests {
     fn check_recovered(path: &std::path::Path, lines: &[String], round: usize) {
         let mut objects: Vec<(Revision, String)> = Vec::new();
         let mut leases: BTreeMap<String, Revision> = BTreeMap::new();
+        let mut compacted_acked = 0;
         for line in lines {
             let mut parts = line.split(' ');
-            match (parts.next(), parts.next().and_then(|r| r.parse::<Revision>().ok()), parts.next()) {
+            match (
+                parts.next(),
+                parts.next().and_then(|r| r.parse::<Revision>().ok()),
+                parts.next(),
+            ) {
                 (Some("ack"), Some(rev), Some(key)) => objects.push((rev, key.to_owned())),
                 (Some("lease"), Some(rev), Some(key)) => {
                     let e = leases.entry(key.to_owned()).or_default();
                     *e = (*e).max(rev);
                 }
+                (Some("compact"), Some(rev), _) => compacted_acked = compacted_acked.max(rev),
                 _ => {} // test-harness chatter
             }
         }
         assert!(!objects.is_empty(), "round {round}: no acknowledged writes");
-        let max_acked = objects.iter().map(|(r, _)| *r).chain(leases.values().copied()).max().unwrap_or(0);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let max_acked = objects
+            .iter()
+            .map(|(r, _)| *r)
+            .chain(leases.values().copied())
+            .max()
+            .unwrap_or(0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let store = RedbStore::open(path).expect("reopen after SIGKILL");
             let current = store.current_revision();
-            assert!(current >= max_acked, "round {round}: current {current} < acknowledged {max_acked}");
+            assert!(
+                current >= max_acked,
+                "round {round}: current {current} < acknowledged {max_acked}"
+            );
             for (rev, key) in &objects {
-                let kv = store.get(key).await.unwrap().unwrap_or_else(|| panic!("round {round}: lost {key}@{rev}"));
-                assert_eq!((kv.create_revision, kv.mod_revision, kv.value.len()), (*rev, *rev, VALUE_LEN));
+                let kv = store
+                    .get(key)
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: lost {key}@{rev}"));
+                assert_eq!(
+                    (kv.create_revision, kv.mod_revision, kv.value.len()),
+                    (*rev, *rev, VALUE_LEN)
+                );
             }
             for (key, rev) in &leases {
-                let kv = store.get(key).await.unwrap().unwrap_or_else(|| panic!("round {round}: lost {key}"));
-                assert!(kv.mod_revision >= *rev, "round {round}: {key} went back to {}", kv.mod_revision);
+                let kv = store
+                    .get(key)
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: lost {key}"));
+                assert!(
+                    kv.mod_revision >= *rev,
+                    "round {round}: {key} went back to {}",
+                    kv.mod_revision
+                );
             }
-            // The log holds exactly one event per revision 1..=current, consistent with the data.
-            let mut w = store.watch("", 0).unwrap();
-            let mut created = BTreeSet::new();
-            for want in 1..=current {
+            let compacted = store.compacted_revision();
+            assert!(compacted >= compacted_acked, "round {round}: compaction {compacted_acked} lost");
+            // The log holds exactly one event per revision after the compaction point.
+            let mut w = store.watch("", compacted).unwrap();
+            let mut created_in_log = BTreeSet::new();
+            for want in compacted + 1..=current {
                 let e = w.next().await.unwrap().unwrap();
                 assert_eq!(e.revision, want, "round {round}: log gap");
                 if e.kind == EventKind::Create && e.key.starts_with("/crash/obj/") {
-                    created.insert(e.key);
+                    created_in_log.insert(e.key);
                 }
             }
+            // Current state, log and retained history agree: objects are written once, so the
+            // ones created after the compaction point are exactly the creates in the log, and a
+            // list at the compaction point holds exactly the older ones.
             let listed = store.list("/crash/obj/", ListOptions::default()).await.unwrap();
             assert_eq!(listed.revision, current);
-            assert_eq!(listed.kvs.len(), created.len(), "round {round}: list and log disagree");
-            assert!(objects.iter().all(|(_, k)| created.contains(k)));
+            let newer: BTreeSet<String> = listed
+                .kvs
+                .iter()
+                .filter(|kv| kv.create_revision > compacted)
+                .map(|kv| kv.key.clone())
+                .collect();
+            assert_eq!(newer, created_in_log, "round {round}: list and log disagree");
+            // (Revision 0 means "current" to `list`, so this needs a compaction to have happened.)
+            if compacted > 0 {
+                let at_compaction = store
+                    .list("/crash/obj/", ListOptions { revision: Some(compacted), ..Default::default() })
+                    .await
+                    .unwrap();
+                assert_eq!(at_compaction.kvs.len() + newer.len(), listed.kvs.len(), "round {round}");
+                assert!(at_compaction.kvs.iter().all(|kv| kv.create_revision <= compacted));
+            }
+            let listed_keys: BTreeSet<&str> = listed.kvs.iter().map(|kv| kv.key.as_str()).collect();
+            assert!(objects.iter().all(|(_, k)| listed_keys.contains(k.as_str())));
             // Nothing follows in the log: the next write is the next event.
-            let r = store.create("/crash/after", Bytes::from_static(b"x")).await.unwrap();
+            let r = store
+                .create("/crash/after", Bytes::from_static(b"x"))
+                .await
+                .unwrap();
             assert_eq!(r, current + 1);
             assert_eq!(w.next().await.unwrap().unwrap().revision, r);
-            eprintln!("crash round {round}: {} acked, recovered revision {current}", objects.len());
+            eprintln!(
+                "crash round {round}: {} acked, recovered revision {current}, compacted {compacted}",
+                objects.len()
+            );
         });
     }
 }

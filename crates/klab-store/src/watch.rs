@@ -51,7 +51,11 @@ impl Hub {
     pub(crate) fn subscribe(&mut self, prefix: &str, capacity: usize) -> Subscription {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let lag = LagFlag::default();
-        self.subscribers.push(Subscriber { prefix: prefix.to_owned(), tx, lag: lag.clone() });
+        self.subscribers.push(Subscriber {
+            prefix: prefix.to_owned(),
+            tx,
+            lag: lag.clone(),
+        });
         Subscription { rx, lag }
     }
 
@@ -106,8 +110,17 @@ struct FeedState {
 /// Chains `replay` with the live queue of `sub`. Live events with revision ≤ `skip_through` are
 /// dropped: the replay's snapshot may overlap the registration point (redb reads a snapshot that
 /// can be newer than the last published revision), and this keeps every event exactly once.
-pub(crate) fn feed(replay: Box<dyn Replay>, sub: Subscription, skip_through: Revision) -> WatchStream {
-    let state = FeedState { replay: Some(replay), sub, skip_through, done: false };
+pub(crate) fn feed(
+    replay: Box<dyn Replay>,
+    sub: Subscription,
+    skip_through: Revision,
+) -> WatchStream {
+    let state = FeedState {
+        replay: Some(replay),
+        sub,
+        skip_through,
+        done: false,
+    };
     futures::stream::unfold(state, |mut st| async move {
         if st.done {
             return None;
@@ -135,7 +148,11 @@ pub(crate) fn feed(replay: Box<dyn Replay>, sub: Subscription, skip_through: Rev
                 None => {
                     st.done = true;
                     let lag = st.sub.lag.load(Ordering::Acquire);
-                    let err = if lag != 0 { StoreError::Lagged(lag) } else { StoreError::Closed };
+                    let err = if lag != 0 {
+                        StoreError::Lagged(lag)
+                    } else {
+                        StoreError::Closed
+                    };
                     return Some((Err(err), st));
                 }
             }
