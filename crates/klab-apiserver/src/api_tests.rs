@@ -484,3 +484,24 @@ async fn events_are_one_resource_in_two_versions() {
     let listed = events.list(&ListParams::default().fields("involvedObject.name=web")).await.unwrap();
     assert_eq!(listed.items.len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn history_is_compacted_every_five_minutes() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let first = pods.create(&PostParams::default(), &pod("a")).await.unwrap().metadata.resource_version.unwrap();
+    // First tick (5 min) compacts to the revision seen at start; the second (10 min) to the one
+    // seen at 5 min, which is after `first`.
+    tokio::time::sleep(Duration::from_secs(301)).await;
+    let recent = pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}}))).await.unwrap().metadata.resource_version.unwrap();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert!(api.store().compacted_revision() >= first.parse::<u64>().unwrap());
+    // Resuming from before `first` needs the compacted creation event: 410.
+    let before_first = (first.parse::<u64>().unwrap() - 1).to_string();
+    let mut w = pods.watch(&WatchParams::default().timeout(5), &before_first).await.unwrap().boxed();
+    assert!(matches!(w.try_next().await.unwrap().unwrap(), WatchEvent::Error(e) if e.code == 410));
+    // The change after the last tick is still resumable.
+    let before_recent = (recent.parse::<u64>().unwrap() - 1).to_string();
+    let mut w = pods.watch(&WatchParams::default().timeout(5), &before_recent).await.unwrap().boxed();
+    assert!(matches!(w.try_next().await.unwrap().unwrap(), WatchEvent::Modified(_)));
+}
