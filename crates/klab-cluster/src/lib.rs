@@ -12,6 +12,8 @@ use klab_api::{Clock, DetRng};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
 use klab_store::DynStorage;
 
+pub mod admin;
+
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};

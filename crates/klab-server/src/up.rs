@@ -7,10 +7,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use klab_api::{Clock, DetRng};
-use klab_apiserver::{ApiServer, ApiServerConfig};
+use klab_apiserver::ApiServer;
+use klab_cluster::{Cluster, ClusterConfig};
 use klab_store::redb_store::RedbStore;
 
 use crate::{Pki, kubeconfig::write_kubeconfig, serve::tls_config, serve_tls};
@@ -24,7 +26,13 @@ pub struct UpOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Objects' time runs this many times faster than the wall clock.
     pub speed: f64,
-    pub apiserver: ApiServerConfig,
+    /// The cluster: nodes and component configuration.
+    pub cluster: ClusterConfig,
+}
+
+/// Node names a user of a kind-like cluster expects: `klab-worker`, `klab-worker2`, …
+pub fn default_node_names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| if i == 1 { "klab-worker".to_string() } else { format!("klab-worker{i}") }).collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +41,8 @@ pub enum UpError {
     Pki(#[from] crate::pki::PkiError),
     #[error("store: {0}")]
     Store(#[from] klab_store::StoreError),
-    #[error("API server: {0:?}")]
-    Api(klab_apiserver::ApiError),
+    #[error("cluster: {0}")]
+    Cluster(#[from] klab_cluster::ClusterError),
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("{0}")]
@@ -45,6 +53,7 @@ pub enum UpError {
 
 /// A started `klab up`: the API server and where kubectl finds it.
 pub struct Running {
+    pub cluster: Arc<Cluster>,
     pub api: ApiServer,
     pub kubeconfig: PathBuf,
     pub server_url: String,
@@ -86,7 +95,8 @@ pub async fn start(
     std::fs::create_dir_all(dir).map_err(|source| UpError::Io { path: dir.clone(), source })?;
     let store: klab_store::DynStorage = RedbStore::open(dir.join("store.redb"))?;
     let clock = resume_clock(dir, opts.speed);
-    let api = ApiServer::new(store, clock.clone(), DetRng::from_entropy(), opts.apiserver.clone()).await.map_err(UpError::Api)?;
+    let cluster = Arc::new(Cluster::start(store, clock.clone(), DetRng::from_entropy(), opts.cluster.clone()).await?);
+    let api = cluster.api().clone();
     let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|source| UpError::Listen { addr: opts.listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| UpError::Listen { addr: opts.listen, source })?;
     let pki = Pki::load_or_create(&dir.join("pki"), &host_names(&local_addr))?;
@@ -104,8 +114,9 @@ pub async fn start(
         }
     });
     let tls = tls_config(&pki)?;
-    let handle = tokio::spawn(serve_tls(listener, tls, api.router(), shutdown));
-    Ok((Running { api, kubeconfig, server_url, local_addr }, handle))
+    let router = klab_cluster::admin::admin_router(cluster.clone()).merge(api.router());
+    let handle = tokio::spawn(serve_tls(listener, tls, router, shutdown));
+    Ok((Running { cluster, api, kubeconfig, server_url, local_addr }, handle))
 }
 
 /// Runs `klab up` until Ctrl-C.

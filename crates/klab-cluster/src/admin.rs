@@ -1,0 +1,79 @@
+//! The admin endpoint of a live cluster: node faults one command away (`klab node …`).
+//!
+//! `GET /klab/v1/nodes` lists the simulated nodes; `POST /klab/v1/nodes/{name}/{fault}` applies a
+//! fault (`stop-kubelet`, `power-off`, …). Only `system:masters` may call it; errors are
+//! `metav1.Status` bodies like every other API answer.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde_json::{Value, json};
+
+use klab_apiserver::Identity;
+
+use crate::{Cluster, ClusterError, FAULT_NAMES, SimNodeState, parse_fault};
+
+fn status(code: u16, reason: &str, message: String) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code});
+    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+}
+
+fn state_json(s: &SimNodeState) -> Value {
+    json!({
+        "name": s.name,
+        "powered": s.powered,
+        "kubeletRunning": s.kubelet_running,
+        "partitioned": s.partitioned,
+        "frozen": s.frozen,
+        "bootID": s.boot_id,
+        "runningContainers": s.running_containers,
+    })
+}
+
+fn authorized(identity: &Option<Extension<Identity>>) -> bool {
+    identity.as_ref().is_some_and(|Extension(i)| i.groups.iter().any(|g| g == "system:masters"))
+}
+
+async fn list(State(c): State<Arc<Cluster>>, identity: Option<Extension<Identity>>) -> Response {
+    if !authorized(&identity) {
+        return status(403, "Forbidden", "only system:masters may use the klab admin endpoint".into());
+    }
+    let mut items = Vec::new();
+    for n in c.node_names() {
+        if let Ok(s) = c.node_state(&n) {
+            items.push(state_json(&s));
+        }
+    }
+    Json(json!({"items": items})).into_response()
+}
+
+async fn fault(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path((name, fault)): Path<(String, String)>,
+) -> Response {
+    if !authorized(&identity) {
+        return status(403, "Forbidden", "only system:masters may use the klab admin endpoint".into());
+    }
+    let Some(f) = parse_fault(&fault) else {
+        return status(400, "BadRequest", format!("unknown fault {fault:?}: one of {}", FAULT_NAMES.join(", ")));
+    };
+    match c.apply_fault(&name, f).await {
+        Ok(s) => Json(state_json(&s)).into_response(),
+        Err(ClusterError::UnknownNode(n)) => status(404, "NotFound", format!("node {n:?} is not a klab node")),
+        Err(ClusterError::Transition(m)) => status(409, "Conflict", m),
+        Err(e) => status(500, "InternalError", e.to_string()),
+    }
+}
+
+/// The admin routes, to be merged in front of the API server's Router.
+pub fn admin_router(cluster: Arc<Cluster>) -> Router {
+    Router::new()
+        .route("/klab/v1/nodes", get(list))
+        .route("/klab/v1/nodes/{name}/{fault}", post(fault))
+        .with_state(cluster)
+}
