@@ -49,9 +49,9 @@ pub fn format_go_duration(d: Duration) -> String {
     }
     if d < Duration::from_secs(1) {
         let ns = d.as_nanos();
-        return if ns % 1_000_000 == 0 {
+        return if ns.is_multiple_of(1_000_000) {
             format!("{}ms", ns / 1_000_000)
-        } else if ns % 1_000 == 0 {
+        } else if ns.is_multiple_of(1_000) {
             format!("{}µs", ns / 1_000)
         } else {
             format!("{ns}ns")

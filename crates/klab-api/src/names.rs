@@ -127,3 +127,56 @@ pub const LABEL_CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 pub const EVENT_RECREATING_FAILED_POD: &str = "RecreatingFailedPod";
 pub const FINALIZER_FOREGROUND_DELETION: &str = "foregroundDeletion";
 pub const FINALIZER_ORPHAN_DEPENDENTS: &str = "orphan";
+
+// ---- node lifecycle / taint eviction events (appended by the NLC/TEC/PodGC engineer) ----
+/// Event source component of the node lifecycle controller (`node-controller`).
+pub const EVENT_SOURCE_NODE_CONTROLLER: &str = "node-controller";
+pub const EVENT_REGISTERED_NODE: &str = "RegisteredNode";
+pub const EVENT_REMOVING_NODE: &str = "RemovingNode";
+pub const EVENT_NODE_NOT_READY: &str = "NodeNotReady";
+pub const MSG_POD_NODE_NOT_READY: &str = "Node is not ready";
+pub const STATUS_NODE_NOT_READY: &str = "NodeNotReady";
+
+// ---- Job labels (k8s.io/api batch/v1 types.go; set by the Job strategy's generated selector) ----
+pub const LABEL_JOB_CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+pub const LABEL_JOB_NAME: &str = "batch.kubernetes.io/job-name";
+pub const LABEL_JOB_CONTROLLER_UID_LEGACY: &str = "controller-uid";
+pub const LABEL_JOB_NAME_LEGACY: &str = "job-name";
+
+// ---- kubectl Table printers (pkg/printers/internalversion; appended by the kubectl-surface engineer) ----
+/// Pod `status.reason` the node lifecycle controller sets on pods of an unreachable node
+/// (`NodeUnreachablePodReason`); a deleting pod with it prints STATUS `Unknown`.
+pub const POD_REASON_NODE_LOST: &str = "NodeLost";
+/// `PodScheduled` condition reason while scheduling gates remain (`PodReasonSchedulingGated`).
+pub const POD_REASON_SCHEDULING_GATED: &str = "SchedulingGated";
+/// Node role labels: `node-role.kubernetes.io/<role>` (any value) …
+pub const LABEL_NODE_ROLE_PREFIX: &str = "node-role.kubernetes.io/";
+/// … and the legacy `kubernetes.io/role=<role>`.
+pub const LABEL_NODE_ROLE_LEGACY: &str = "kubernetes.io/role";
+/// Beta storage-class annotation, still preferred over `spec.storageClassName` when present.
+pub const ANN_BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+
+// ---- scheduler, DaemonSet and Job controllers (appended by the scheduler/DS/Job engineer) ----
+pub const CONTROLLER_DAEMONSET: &str = "daemonset-controller";
+pub const CONTROLLER_JOB: &str = "job-controller";
+pub const EVENT_SCHEDULED: &str = "Scheduled";
+pub const EVENT_FAILED_SCHEDULING: &str = "FailedScheduling";
+/// `PodScheduled=False` reasons (`v1.PodReasonUnschedulable`, `v1.PodReasonSchedulerError`).
+pub const POD_REASON_UNSCHEDULABLE: &str = "Unschedulable";
+pub const POD_REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+pub const LABEL_POD_TEMPLATE_GENERATION: &str = "pod-template-generation";
+pub const ANN_DS_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+pub const EVENT_FAILED_DAEMON_POD: &str = "FailedDaemonPod";
+pub const EVENT_SUCCEEDED_DAEMON_POD: &str = "SucceededDaemonPod";
+pub const FINALIZER_JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
+pub const JOB_COND_COMPLETE: &str = "Complete";
+pub const JOB_COND_FAILED: &str = "Failed";
+pub const JOB_COND_FAILURE_TARGET: &str = "FailureTarget";
+pub const JOB_COND_SUCCESS_CRITERIA_MET: &str = "SuccessCriteriaMet";
+pub const JOB_REASON_BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
+pub const JOB_MSG_BACKOFF_LIMIT_EXCEEDED: &str = "Job has reached the specified backoff limit";
+pub const JOB_REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const JOB_MSG_DEADLINE_EXCEEDED: &str = "Job was active longer than specified deadline";
+pub const JOB_REASON_POD_FAILURE_POLICY: &str = "PodFailurePolicy";
+pub const JOB_REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
+pub const JOB_MSG_COMPLETIONS_REACHED: &str = "Reached expected number of succeeded pods";

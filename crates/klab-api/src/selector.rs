@@ -197,51 +197,66 @@ pub struct Requirement {
 impl Requirement {
     /// Upstream `NewRequirement`: validates the key, the values and their count for the operator.
     pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Requirement, String> {
-        let errs = is_qualified_name(key);
-        if !errs.is_empty() {
-            return Err(format!("key: Invalid value: {key:?}: {}", errs.join("; ")));
+        // Upstream collects every problem as a `field.ErrorList` and reports the aggregate.
+        let mut errs: Vec<String> = Vec::new();
+        let key_errs = is_qualified_name(key);
+        if !key_errs.is_empty() {
+            errs.push(format!(
+                "key: Invalid value: {key:?}: {}",
+                key_errs.join("; ")
+            ));
         }
-        let mut values = values;
+        let vals = go_string_slice(&values);
         match operator {
             Operator::In | Operator::NotIn => {
                 if values.is_empty() {
-                    return Err("values: Required value: for 'in', 'notin' operators, values set can't be empty".into());
+                    errs.push(format!(
+                        "values: Invalid value: {vals}: for 'in', 'notin' operators, values set can't be empty"
+                    ));
                 }
             }
             Operator::Equals | Operator::DoubleEquals | Operator::NotEquals => {
                 if values.len() != 1 {
-                    return Err("values: Invalid value: exact-match compatibility requires one single value".into());
+                    errs.push(format!(
+                        "values: Invalid value: {vals}: exact-match compatibility requires one single value"
+                    ));
                 }
             }
             Operator::Exists | Operator::DoesNotExist => {
                 if !values.is_empty() {
-                    return Err(
-                        "values: Forbidden: values set must be empty for exists and does not exist"
-                            .into(),
-                    );
+                    errs.push(format!(
+                        "values: Invalid value: {vals}: values set must be empty for exists and does not exist"
+                    ));
                 }
             }
             Operator::GreaterThan | Operator::LessThan => {
                 if values.len() != 1 {
-                    return Err("values: Required value: for 'Gt', 'Lt' operators, exactly one value is required".into());
-                }
-                if values[0].parse::<i64>().is_err() {
-                    return Err(format!(
-                        "values[0]: Invalid value: {:?}: for 'Gt', 'Lt' operators, the value must be an integer",
-                        values[0]
+                    errs.push(format!(
+                        "values: Invalid value: {vals}: for 'Gt', 'Lt' operators, exactly one value is required"
                     ));
+                }
+                for (i, v) in values.iter().enumerate() {
+                    if v.parse::<i64>().is_err() {
+                        errs.push(format!(
+                            "values[{i}]: Invalid value: {v:?}: for 'Gt', 'Lt' operators, the value must be an integer"
+                        ));
+                    }
                 }
             }
         }
         for (i, v) in values.iter().enumerate() {
-            let errs = is_valid_label_value(v);
-            if !errs.is_empty() {
-                return Err(format!(
+            let v_errs = is_valid_label_value(v);
+            if !v_errs.is_empty() {
+                errs.push(format!(
                     "values[{i}][{key}]: Invalid value: {v:?}: {}",
-                    errs.join("; ")
+                    v_errs.join("; ")
                 ));
             }
         }
+        if !errs.is_empty() {
+            return Err(aggregate(errs));
+        }
+        let mut values = values;
         values.sort();
         values.dedup();
         Ok(Requirement {
@@ -280,6 +295,28 @@ impl Requirement {
                 }
             }
         }
+    }
+}
+
+/// Go's `%#v` of a `[]string` (how upstream prints a bad values list).
+fn go_string_slice(values: &[String]) -> String {
+    let items: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    format!("[]string{{{}}}", items.join(", "))
+}
+
+/// Upstream `utilerrors.NewAggregate(..).Error()`: one message as is, several as `[a, b]`
+/// (duplicates collapsed).
+fn aggregate(errs: Vec<String>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for e in errs {
+        if !seen.contains(&e) {
+            seen.push(e);
+        }
+    }
+    if seen.len() == 1 {
+        seen.remove(0)
+    } else {
+        format!("[{}]", seen.join(", "))
     }
 }
 
@@ -604,7 +641,12 @@ impl Parser {
         }
         let errs = is_qualified_name(&key);
         if !errs.is_empty() {
-            return Err(format!("key: Invalid value: {key:?}: {}", errs.join("; ")));
+            // Upstream validates the key here with the parser's nil field path, which prints
+            // as `<nil>`.
+            return Err(format!(
+                "<nil>: Invalid value: {key:?}: {}",
+                errs.join("; ")
+            ));
         }
         let (la, _) = self.peek(Ctx::Values);
         if op.is_none() && matches!(la, Tok::End | Tok::Comma) {
@@ -763,7 +805,10 @@ mod tests {
                 ",a",
                 "found ',', expected: !, identifier, or 'end of string'",
             ),
-            ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+            (
+                "a b",
+                "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+            ),
             (
                 "a in b",
                 "unable to parse requirement: found 'b' expected: '('",
@@ -783,7 +828,7 @@ mod tests {
             ),
             (
                 "-a=b",
-                "unable to parse requirement: key: Invalid value: \"-a\": name part must consist of",
+                "unable to parse requirement: <nil>: Invalid value: \"-a\": name part must consist of",
             ),
             ("a=b c", "found 'c', expected: ',' or 'end of string'"),
             (
@@ -898,10 +943,18 @@ mod tests {
             LabelSelector::from_label_selector(&bad("Foo", None)).unwrap_err(),
             "\"Foo\" is not a valid label selector operator"
         );
-        assert!(
-            LabelSelector::from_label_selector(&bad("In", None))
-                .unwrap_err()
-                .contains("values set can't be empty")
+        assert_eq!(
+            LabelSelector::from_label_selector(&bad("In", None)).unwrap_err(),
+            "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty"
+        );
+        assert_eq!(
+            LabelSelector::from_label_selector(&bad("Exists", Some(vec!["x".into()]))).unwrap_err(),
+            "values: Invalid value: []string{\"x\"}: values set must be empty for exists and does not exist"
+        );
+        // Several problems are reported together, as upstream's aggregate.
+        assert_eq!(
+            Requirement::new("k", Operator::Equals, vec!["a".into(), "-b".into()]).unwrap_err(),
+            "[values: Invalid value: []string{\"a\", \"-b\"}: exact-match compatibility requires one single value, values[1][k]: Invalid value: \"-b\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')]"
         );
         assert!(
             LabelSelector::from_label_selector(&bad("Exists", Some(vec!["x".into()]))).is_err()

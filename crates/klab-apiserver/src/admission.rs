@@ -16,7 +16,10 @@ pub struct DefaultTolerationSeconds {
 
 impl Default for DefaultTolerationSeconds {
     fn default() -> Self {
-        DefaultTolerationSeconds { not_ready_seconds: 300, unreachable_seconds: 300 }
+        DefaultTolerationSeconds {
+            not_ready_seconds: 300,
+            unreachable_seconds: 300,
+        }
     }
 }
 
@@ -25,7 +28,9 @@ impl DefaultTolerationSeconds {
     /// A toleration covers a key when its key is that key or empty and its effect is NoExecute or
     /// empty; operator and value are not examined (an upstream quirk kept on purpose).
     pub fn admit_pod(&self, pod: &mut Value) {
-        let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
         let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
         if !tolerations.is_array() {
             // Left for validation to refuse.
@@ -75,8 +80,12 @@ mod tests {
         // No tolerations: both appended, not-ready first.
         assert_eq!(admit(json!([])), json!([nr(300), ur(300)]));
         // An unrelated toleration is kept first.
-        let other = json!({"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule"});
-        assert_eq!(admit(json!([other.clone()])), json!([other, nr(300), ur(300)]));
+        let other =
+            json!({"key": "foo", "operator": "Equal", "value": "bar", "effect": "NoSchedule"});
+        assert_eq!(
+            admit(json!([other.clone()])),
+            json!([other, nr(300), ur(300)])
+        );
         // Own unreachable toleration with 0 s: only not-ready appended.
         let own = json!({"key": TAINT_UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0});
         assert_eq!(admit(json!([own.clone()])), json!([own, nr(300)]));
@@ -85,10 +94,16 @@ mod tests {
         assert_eq!(admit(json!([wild.clone()])), json!([wild]));
         // Empty effect on the key covers it.
         let any_effect = json!({"key": TAINT_NOT_READY, "operator": "Exists"});
-        assert_eq!(admit(json!([any_effect.clone()])), json!([any_effect, ur(300)]));
+        assert_eq!(
+            admit(json!([any_effect.clone()])),
+            json!([any_effect, ur(300)])
+        );
         // NoSchedule effect does not cover.
         let nosched = json!({"key": TAINT_NOT_READY, "operator": "Exists", "effect": "NoSchedule"});
-        assert_eq!(admit(json!([nosched.clone()])), json!([nosched, nr(300), ur(300)]));
+        assert_eq!(
+            admit(json!([nosched.clone()])),
+            json!([nosched, nr(300), ur(300)])
+        );
         // Quirk: Equal with a value still suppresses the default.
         let quirk = json!({"key": TAINT_UNREACHABLE, "operator": "Equal", "value": "x", "effect": "NoExecute"});
         assert_eq!(admit(json!([quirk.clone()])), json!([quirk, nr(300)]));
@@ -97,7 +112,11 @@ mod tests {
     #[test]
     fn cp45_custom_flags() {
         let mut pod = json!({"spec": {"containers": []}});
-        DefaultTolerationSeconds { not_ready_seconds: 60, unreachable_seconds: 100 }.admit_pod(&mut pod);
+        DefaultTolerationSeconds {
+            not_ready_seconds: 60,
+            unreachable_seconds: 100,
+        }
+        .admit_pod(&mut pod);
         assert_eq!(pod["spec"]["tolerations"], json!([nr(60), ur(100)]));
     }
 }

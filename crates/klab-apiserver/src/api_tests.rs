@@ -6,7 +6,9 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::core::Status;
 use serde_json::{Value, json};
 
@@ -41,7 +43,13 @@ fn bound_pod(name: &str, node: &str) -> Pod {
 }
 
 /// Raw request through the Router, for what typed clients cannot send.
-async fn raw(api: &ApiServer, method: &str, uri: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+async fn raw(
+    api: &ApiServer,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
     use tower::ServiceExt;
     let req = axum::http::Request::builder()
         .method(method)
@@ -51,8 +59,11 @@ async fn raw(api: &ApiServer, method: &str, uri: &str, content_type: &str, body:
         .unwrap();
     let resp = api.router().oneshot(req).await.unwrap();
     let code = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    let v = serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
     (code, v)
 }
 
@@ -60,11 +71,24 @@ async fn raw(api: &ApiServer, method: &str, uri: &str, content_type: &str, body:
 async fn bootstrap_namespaces_exist() {
     let api = memory_server().await;
     let nss: Api<Namespace> = Api::all(client(&api));
-    let names: Vec<String> = nss.list(&ListParams::default()).await.unwrap().items.into_iter().map(|n| n.metadata.name.unwrap()).collect();
-    assert_eq!(names, vec!["default", "kube-node-lease", "kube-public", "kube-system"]);
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| n.metadata.name.unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
     let d = nss.get("default").await.unwrap();
     assert_eq!(d.status.unwrap().phase.as_deref(), Some("Active"));
-    assert_eq!(d.metadata.labels.unwrap()["kubernetes.io/metadata.name"], "default");
+    assert_eq!(
+        d.metadata.labels.unwrap()["kubernetes.io/metadata.name"],
+        "default"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -72,11 +96,17 @@ async fn create_sets_server_fields_and_defaults() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let p = pods.create(&PostParams::default(), &pod("web")).await.unwrap();
+    let p = pods
+        .create(&PostParams::default(), &pod("web"))
+        .await
+        .unwrap();
     let m = &p.metadata;
     assert_eq!(m.namespace.as_deref(), Some("default"));
     assert_eq!(m.uid.as_ref().unwrap().len(), 36);
-    assert_eq!(m.creation_timestamp.as_ref().unwrap().0.to_string(), "2026-01-01T00:00:07Z");
+    assert_eq!(
+        m.creation_timestamp.as_ref().unwrap().0.to_string(),
+        "2026-01-01T00:00:07Z"
+    );
     assert!(m.resource_version.as_ref().unwrap().parse::<u64>().unwrap() > 0);
     let status = p.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Pending"));
@@ -88,10 +118,17 @@ async fn create_sets_server_fields_and_defaults() {
     let tol = spec.tolerations.unwrap();
     assert_eq!(tol.len(), 2);
     assert_eq!(tol[0].key.as_deref(), Some("node.kubernetes.io/not-ready"));
-    assert_eq!(tol[1].key.as_deref(), Some("node.kubernetes.io/unreachable"));
+    assert_eq!(
+        tol[1].key.as_deref(),
+        Some("node.kubernetes.io/unreachable")
+    );
     assert_eq!(tol[1].toleration_seconds, Some(300));
     // Name taken.
-    let e = api_err(pods.create(&PostParams::default(), &pod("web")).await.unwrap_err());
+    let e = api_err(
+        pods.create(&PostParams::default(), &pod("web"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
     assert_eq!(e.message, "pods \"web\" already exists");
 }
@@ -110,8 +147,16 @@ async fn generate_name_and_missing_namespace() {
     assert!(an.starts_with("web-") && an.len() == 9, "{an}");
     assert_ne!(an, bn);
     let missing: Api<Pod> = Api::namespaced(c, "nope");
-    let e = api_err(missing.create(&PostParams::default(), &pod("x")).await.unwrap_err());
-    assert_eq!((e.code, e.message.as_str()), (404, "namespaces \"nope\" not found"));
+    let e = api_err(
+        missing
+            .create(&PostParams::default(), &pod("x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"nope\" not found")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -122,20 +167,47 @@ async fn update_conflict_noop_and_status_split() {
     let created = nodes.create(&PostParams::default(), &n).await.unwrap();
     let rv0 = created.metadata.resource_version.clone().unwrap();
     // A write that changes nothing keeps the resourceVersion.
-    let same = nodes.replace("n1", &PostParams::default(), &created).await.unwrap();
-    assert_eq!(same.metadata.resource_version.as_deref(), Some(rv0.as_str()));
+    let same = nodes
+        .replace("n1", &PostParams::default(), &created)
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version.as_deref(),
+        Some(rv0.as_str())
+    );
     // Main-resource writes ignore status.
     let mut changed = created.clone();
     changed.metadata.labels = Some([("zone".to_string(), "a".to_string())].into());
-    changed.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
-    let upd = nodes.replace("n1", &PostParams::default(), &changed).await.unwrap();
+    changed
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "False".into();
+    let upd = nodes
+        .replace("n1", &PostParams::default(), &changed)
+        .await
+        .unwrap();
     assert_ne!(upd.metadata.resource_version.as_deref(), Some(rv0.as_str()));
-    assert_eq!(upd.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].status, "True");
+    assert_eq!(
+        upd.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].status,
+        "True"
+    );
     assert_eq!(upd.metadata.labels.as_ref().unwrap()["zone"], "a");
     // Stale resourceVersion → 409 Conflict with the upstream message.
-    let e = api_err(nodes.replace("n1", &PostParams::default(), &changed).await.unwrap_err());
+    let e = api_err(
+        nodes
+            .replace("n1", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 409);
-    assert_eq!(e.message, "Operation cannot be fulfilled on nodes \"n1\": the object has been modified; please apply your changes to the latest version and try again");
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on nodes \"n1\": the object has been modified; please apply your changes to the latest version and try again"
+    );
     // The status subresource changes only status.
     let st = nodes
         .patch_status("n1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"zone": "b"}}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}})))
@@ -157,17 +229,40 @@ async fn generation_bumps_only_on_spec_change() {
     let c = deps.create(&PostParams::default(), &d).await.unwrap();
     assert_eq!(c.metadata.generation, Some(1));
     let spec = c.spec.as_ref().unwrap();
-    assert_eq!(spec.strategy.as_ref().unwrap().type_.as_deref(), Some("RollingUpdate"));
+    assert_eq!(
+        spec.strategy.as_ref().unwrap().type_.as_deref(),
+        Some("RollingUpdate")
+    );
     assert_eq!(spec.revision_history_limit, Some(10));
-    let l = deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.unwrap();
+    let l = deps
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(l.metadata.generation, Some(1));
-    let s = deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    let s = deps
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(s.metadata.generation, Some(2));
     // The scale subresource.
     let scale = deps.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(3));
     assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
-    deps.patch_scale("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.unwrap();
+    deps.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
     let after = deps.get("web").await.unwrap();
     assert_eq!(after.spec.unwrap().replicas, Some(5));
     assert_eq!(after.metadata.generation, Some(3));
@@ -179,11 +274,21 @@ async fn patches_json_merge_strategic() {
     let c = client(&api);
     let pods: Api<Pod> = Api::default_namespaced(c.clone());
     let mut p = pod("web");
-    p.spec.as_mut().unwrap().containers.push(serde_json::from_value(json!({"name": "side", "image": "busybox"})).unwrap());
+    p.spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .push(serde_json::from_value(json!({"name": "side", "image": "busybox"})).unwrap());
     pods.create(&PostParams::default(), &p).await.unwrap();
     // Strategic: containers merge by name.
     let s = pods
-        .patch("web", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [{"name": "side", "image": "busybox:2"}]}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "side", "image": "busybox:2"}]}}),
+            ),
+        )
         .await
         .unwrap();
     let cs = s.spec.unwrap().containers;
@@ -193,38 +298,83 @@ async fn patches_json_merge_strategic() {
     // Strategic on pod status conditions (by type) through the status subresource.
     pods.patch_status("web", &PatchParams::default(), &Patch::Strategic(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]}}))).await.unwrap();
     let st = pods
-        .patch_status("web", &PatchParams::default(), &Patch::Strategic(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            ),
+        )
         .await
         .unwrap();
     let conds = st.status.unwrap().conditions.unwrap();
     assert_eq!(conds.len(), 2);
-    assert_eq!(conds.iter().find(|c| c.type_ == "Ready").unwrap().status, "True");
+    assert_eq!(
+        conds.iter().find(|c| c.type_ == "Ready").unwrap().status,
+        "True"
+    );
     // JSON patch, with a failing test op → 422.
     let j = pods
-        .patch("web", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels/tier", "value": "fe"}])).unwrap()))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(
+                    json!([{"op": "add", "path": "/metadata/labels/tier", "value": "fe"}]),
+                )
+                .unwrap(),
+            ),
+        )
         .await
         .unwrap();
     assert_eq!(j.metadata.labels.unwrap()["tier"], "fe");
     let e = api_err(
-        pods.patch("web", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([{"op": "test", "path": "/metadata/name", "value": "other"}])).unwrap()))
-            .await
-            .unwrap_err(),
+        pods.patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(
+                    json!([{"op": "test", "path": "/metadata/name", "value": "other"}]),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     // Taints and tolerations are replaced wholesale by strategic merge patch.
     let nodes: Api<Node> = Api::all(c);
     nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}})).unwrap()).await.unwrap();
     let n = nodes
-        .patch("n1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}})),
+        )
         .await
         .unwrap();
     let taints = n.spec.unwrap().taints.unwrap();
     assert_eq!(taints.len(), 1);
     assert_eq!(taints[0].key, "b");
     // Cordon / uncordon bodies as kubectl sends them.
-    let n = nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+    let n = nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(n.spec.unwrap().unschedulable, Some(true));
-    let n = nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"unschedulable": null}}))).await.unwrap();
+    let n = nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"unschedulable": null}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(n.spec.unwrap().unschedulable, None);
 }
 
@@ -232,28 +382,77 @@ async fn patches_json_merge_strategic() {
 async fn graceful_pod_deletion() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    pods.create(&PostParams::default(), &bound_pod("bound", "n1")).await.unwrap();
-    pods.create(&PostParams::default(), &pod("unbound")).await.unwrap();
+    pods.create(&PostParams::default(), &bound_pod("bound", "n1"))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("unbound"))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     // Unbound: gone at once (pods return the deleted object).
-    let r = pods.delete("unbound", &DeleteParams::default()).await.unwrap();
+    let r = pods
+        .delete("unbound", &DeleteParams::default())
+        .await
+        .unwrap();
     assert!(r.is_left());
     assert!(pods.get_opt("unbound").await.unwrap().is_none());
     // Bound: marked with deletionTimestamp = now + 30 s.
-    let marked = pods.delete("bound", &DeleteParams::default()).await.unwrap().left().unwrap();
-    assert_eq!(marked.metadata.deletion_timestamp.unwrap().0.to_string(), "2026-01-01T00:00:40Z");
+    let marked = pods
+        .delete("bound", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        marked.metadata.deletion_timestamp.unwrap().0.to_string(),
+        "2026-01-01T00:00:40Z"
+    );
     assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(30));
     assert!(pods.get_opt("bound").await.unwrap().is_some());
     // A shorter grace shortens it.
-    let shorter = pods.delete("bound", &DeleteParams { grace_period_seconds: Some(5), ..Default::default() }).await.unwrap().left().unwrap();
-    assert_eq!(shorter.metadata.deletion_timestamp.unwrap().0.to_string(), "2026-01-01T00:00:15Z");
+    let shorter = pods
+        .delete(
+            "bound",
+            &DeleteParams {
+                grace_period_seconds: Some(5),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        shorter.metadata.deletion_timestamp.unwrap().0.to_string(),
+        "2026-01-01T00:00:15Z"
+    );
     // A uid precondition mismatch is refused.
-    let wrong = DeleteParams { preconditions: Some(kube::api::Preconditions { uid: Some("nope".into()), resource_version: None }), grace_period_seconds: Some(0), ..Default::default() };
+    let wrong = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("nope".into()),
+            resource_version: None,
+        }),
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
     let e = api_err(pods.delete("bound", &wrong).await.unwrap_err());
     assert_eq!(e.code, 409);
-    assert!(e.message.contains("Precondition failed: UID in precondition: nope"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("Precondition failed: UID in precondition: nope"),
+        "{}",
+        e.message
+    );
     // The kubelet's final delete: grace 0.
-    pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    pods.delete(
+        "bound",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(pods.get_opt("bound").await.unwrap().is_none());
 }
 
@@ -269,10 +468,22 @@ async fn finalizers_hold_deletion() {
     let r = deps.delete("web", &DeleteParams::default()).await.unwrap();
     let marked = r.left().expect("object returned while finalizers hold it");
     assert!(marked.metadata.deletion_timestamp.is_some());
-    deps.patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    deps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(deps.get_opt("web").await.unwrap().is_none());
     // Without finalizers, other kinds answer a Status.
-    deps.create(&PostParams::default(), &{ let mut d = d.clone(); d.metadata.finalizers = None; d }).await.unwrap();
+    deps.create(&PostParams::default(), &{
+        let mut d = d.clone();
+        d.metadata.finalizers = None;
+        d
+    })
+    .await
+    .unwrap();
     let r = deps.delete("web", &DeleteParams::default()).await.unwrap();
     let status = r.right().expect("Status for a removed deployment");
     assert_eq!(status.details.unwrap().kind, "deployments");
@@ -285,57 +496,145 @@ async fn list_selectors_and_pagination() {
     let pods: Api<Pod> = Api::default_namespaced(c.clone());
     for (i, node) in ["n1", "n2", "n1", "n3", "n1"].iter().enumerate() {
         let mut p = bound_pod(&format!("p{i}"), node);
-        p.metadata.labels = Some([("app".to_string(), if i % 2 == 0 { "a".into() } else { "b".into() })].into());
+        p.metadata.labels = Some(
+            [(
+                "app".to_string(),
+                if i % 2 == 0 { "a".into() } else { "b".into() },
+            )]
+            .into(),
+        );
         pods.create(&PostParams::default(), &p).await.unwrap();
     }
-    let names = |l: kube::core::ObjectList<Pod>| l.items.into_iter().map(|p| p.metadata.name.unwrap()).collect::<Vec<_>>();
-    assert_eq!(names(pods.list(&ListParams::default().labels("app=a")).await.unwrap()), vec!["p0", "p2", "p4"]);
-    assert_eq!(names(pods.list(&ListParams::default().labels("app in (b),app!=c")).await.unwrap()), vec!["p1", "p3"]);
-    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap()), vec!["p0", "p2", "p4"]);
-    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName!=n1,metadata.name!=p1")).await.unwrap()), vec!["p3"]);
-    let e = api_err(pods.list(&ListParams::default().fields("spec.foo=bar")).await.unwrap_err());
+    let names = |l: kube::core::ObjectList<Pod>| {
+        l.items
+            .into_iter()
+            .map(|p| p.metadata.name.unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("app=a"))
+                .await
+                .unwrap()
+        ),
+        vec!["p0", "p2", "p4"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("app in (b),app!=c"))
+                .await
+                .unwrap()
+        ),
+        vec!["p1", "p3"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("spec.nodeName=n1"))
+                .await
+                .unwrap()
+        ),
+        vec!["p0", "p2", "p4"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("spec.nodeName!=n1,metadata.name!=p1"))
+                .await
+                .unwrap()
+        ),
+        vec!["p3"]
+    );
+    let e = api_err(
+        pods.list(&ListParams::default().fields("spec.foo=bar"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 400);
     // Pagination: pages of 2, consistent at the first page's revision.
     let first = pods.list(&ListParams::default().limit(2)).await.unwrap();
     let token = first.metadata.continue_.clone().unwrap();
     assert_eq!(first.metadata.remaining_item_count, Some(3));
-    pods.create(&PostParams::default(), &bound_pod("p9", "n1")).await.unwrap();
-    let second = pods.list(&ListParams::default().limit(2).continue_token(&token)).await.unwrap();
+    pods.create(&PostParams::default(), &bound_pod("p9", "n1"))
+        .await
+        .unwrap();
+    let second = pods
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
     assert_eq!(names(second.clone()), vec!["p2", "p3"]);
-    let third = pods.list(&ListParams::default().limit(2).continue_token(second.metadata.continue_.as_ref().unwrap())).await.unwrap();
-    assert_eq!(names(third.clone()), vec!["p4"], "the page sees the snapshot, not the later p9");
+    let third = pods
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(second.metadata.continue_.as_ref().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        names(third.clone()),
+        vec!["p4"],
+        "the page sees the snapshot, not the later p9"
+    );
     assert!(third.metadata.continue_.is_none() || third.metadata.continue_.as_deref() == Some(""));
     // All namespaces.
     let all: Api<Pod> = Api::all(c);
-    assert_eq!(all.list(&ListParams::default()).await.unwrap().items.len(), 6);
+    assert_eq!(
+        all.list(&ListParams::default()).await.unwrap().items.len(),
+        6
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn watch_sees_changes_and_resumes_without_loss() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
     let list = pods.list(&ListParams::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
     // Watch from the list RV: only later changes.
-    let mut w = pods.watch(&WatchParams::default().timeout(60), &rv).await.unwrap().boxed();
-    pods.create(&PostParams::default(), &pod("b")).await.unwrap();
-    pods.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}}))).await.unwrap();
+    let mut w = pods
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    pods.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+    )
+    .await
+    .unwrap();
     let mut seen = Vec::new();
     let mut last_rv = rv.clone();
     for _ in 0..2 {
         match w.try_next().await.unwrap().unwrap() {
-            WatchEvent::Added(p) => { last_rv = p.metadata.resource_version.clone().unwrap(); seen.push(format!("ADDED {}", p.metadata.name.unwrap())) }
-            WatchEvent::Modified(p) => { last_rv = p.metadata.resource_version.clone().unwrap(); seen.push(format!("MODIFIED {}", p.metadata.name.unwrap())) }
+            WatchEvent::Added(p) => {
+                last_rv = p.metadata.resource_version.clone().unwrap();
+                seen.push(format!("ADDED {}", p.metadata.name.unwrap()))
+            }
+            WatchEvent::Modified(p) => {
+                last_rv = p.metadata.resource_version.clone().unwrap();
+                seen.push(format!("MODIFIED {}", p.metadata.name.unwrap()))
+            }
             other => panic!("{other:?}"),
         }
     }
     assert_eq!(seen, vec!["ADDED b", "MODIFIED b"]);
     // Drop the connection; changes happen while nobody watches; resume from the last RV.
     drop(w);
-    pods.create(&PostParams::default(), &pod("c")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("c"))
+        .await
+        .unwrap();
     pods.delete("c", &DeleteParams::default()).await.unwrap();
-    let mut w2 = pods.watch(&WatchParams::default().timeout(60), &last_rv).await.unwrap().boxed();
+    let mut w2 = pods
+        .watch(&WatchParams::default().timeout(60), &last_rv)
+        .await
+        .unwrap()
+        .boxed();
     let mut resumed = Vec::new();
     for _ in 0..2 {
         match w2.try_next().await.unwrap().unwrap() {
@@ -355,33 +654,77 @@ async fn watch_sees_changes_and_resumes_without_loss() {
 async fn watch_selector_transitions_and_initial_state() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
     // resourceVersion 0: synthetic ADDED for the current state first.
-    let mut w = pods.watch(&WatchParams::default().labels("tier=fe").timeout(30), "0").await.unwrap().boxed();
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tier": "fe"}}}))).await.unwrap();
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"tier": "be"}}}))).await.unwrap();
+    let mut w = pods
+        .watch(&WatchParams::default().labels("tier=fe").timeout(30), "0")
+        .await
+        .unwrap()
+        .boxed();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "fe"}}})),
+    )
+    .await
+    .unwrap();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "be"}}})),
+    )
+    .await
+    .unwrap();
     let e1 = w.try_next().await.unwrap().unwrap();
-    assert!(matches!(e1, WatchEvent::Added(_)), "starts matching → ADDED: {e1:?}");
+    assert!(
+        matches!(e1, WatchEvent::Added(_)),
+        "starts matching → ADDED: {e1:?}"
+    );
     let e2 = w.try_next().await.unwrap().unwrap();
-    assert!(matches!(e2, WatchEvent::Deleted(_)), "stops matching → DELETED: {e2:?}");
+    assert!(
+        matches!(e2, WatchEvent::Deleted(_)),
+        "stops matching → DELETED: {e2:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn watch_from_compacted_revision_gets_410_in_stream() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    let a = pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    let a = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
     let old_rv = a.metadata.resource_version.unwrap();
     for i in 0..3 {
-        pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}}))).await.unwrap();
+        pods.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"i": i.to_string()}}})),
+        )
+        .await
+        .unwrap();
     }
-    api.store().compact(api.store().current_revision()).await.unwrap();
-    let mut w = pods.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
+    api.store()
+        .compact(api.store().current_revision())
+        .await
+        .unwrap();
+    let mut w = pods
+        .watch(&WatchParams::default(), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
     match w.try_next().await.unwrap().unwrap() {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason, "Expired");
-            assert!(e.message.starts_with("too old resource version"), "{}", e.message);
+            assert!(
+                e.message.starts_with("too old resource version"),
+                "{}",
+                e.message
+            );
         }
         other => panic!("expected ERROR 410, got {other:?}"),
     }
@@ -391,15 +734,38 @@ async fn watch_from_compacted_revision_gets_410_in_stream() {
 async fn binding_assigns_once() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    pods.create(&PostParams::default(), &pod("web")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("web"))
+        .await
+        .unwrap();
     let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
-    let (code, _) = raw(&api, "POST", "/api/v1/namespaces/default/pods/web/binding", "application/json", serde_json::to_vec(&body).unwrap()).await;
+    let (code, _) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods/web/binding",
+        "application/json",
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
     assert_eq!(code, 201);
     let p = pods.get("web").await.unwrap();
     assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
-    let sched = p.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "PodScheduled").unwrap();
+    let sched = p
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
     assert_eq!(sched.status, "True");
-    let (code, v) = raw(&api, "POST", "/api/v1/namespaces/default/pods/web/binding", "application/json", serde_json::to_vec(&body).unwrap()).await;
+    let (code, v) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods/web/binding",
+        "application/json",
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
     assert_eq!(code, 409, "{v}");
 }
 
@@ -427,9 +793,19 @@ async fn bad_input_gets_status_and_changes_nothing() {
     }
     assert_eq!(api.store().current_revision(), before, "nothing stored");
     // Invalid object: causes name the field.
-    let (_, v) = raw(&api, "POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"metadata":{"name":"x"},"spec":{"containers":[{"image":"nginx"}]}}"#.to_vec()).await;
+    let (_, v) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        br#"{"metadata":{"name":"x"},"spec":{"containers":[{"image":"nginx"}]}}"#.to_vec(),
+    )
+    .await;
     assert_eq!(v["reason"], "Invalid");
-    assert_eq!(v["details"]["causes"][0]["field"], "spec.containers[0].name");
+    assert_eq!(
+        v["details"]["causes"][0]["field"],
+        "spec.containers[0].name"
+    );
 }
 
 /// Random bytes and random JSON thrown at create and patch: always a Status, never a panic, and
@@ -438,21 +814,63 @@ async fn bad_input_gets_status_and_changes_nothing() {
 async fn fuzzed_bodies_never_panic_or_store() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    pods.create(&PostParams::default(), &pod("target")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("target"))
+        .await
+        .unwrap();
     let before = api.store().current_revision();
     let rng = klab_api::DetRng::seeded(42);
-    let fragments = ["{", "}", "[", "]", "\"metadata\"", ":", ",", "null", "1e999", "\"spec\"", "{\"containers\":", "\"$patch\"", "\"delete\"", "\"\\u0000\"", "-0", "true", "\"name\"", "\"tolerations\""];
+    let fragments = [
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"metadata\"",
+        ":",
+        ",",
+        "null",
+        "1e999",
+        "\"spec\"",
+        "{\"containers\":",
+        "\"$patch\"",
+        "\"delete\"",
+        "\"\\u0000\"",
+        "-0",
+        "true",
+        "\"name\"",
+        "\"tolerations\"",
+    ];
     for i in 0..400 {
         let body: Vec<u8> = if i % 2 == 0 {
-            (0..rng.range(0, 64)).map(|_| rng.range(0, 256) as u8).collect()
+            (0..rng.range(0, 64))
+                .map(|_| rng.range(0, 256) as u8)
+                .collect()
         } else {
-            (0..rng.range(1, 12)).map(|_| fragments[rng.range(0, fragments.len() as u64) as usize]).collect::<String>().into_bytes()
+            (0..rng.range(1, 12))
+                .map(|_| fragments[rng.range(0, fragments.len() as u64) as usize])
+                .collect::<String>()
+                .into_bytes()
         };
         for (method, uri, ct) in [
-            ("POST", "/api/v1/namespaces/default/pods", "application/json"),
-            ("PATCH", "/api/v1/namespaces/default/pods/target", "application/strategic-merge-patch+json"),
-            ("PATCH", "/api/v1/namespaces/default/pods/target", "application/json-patch+json"),
-            ("PATCH", "/api/v1/namespaces/default/pods/target", "application/merge-patch+json"),
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                "application/json",
+            ),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/pods/target",
+                "application/strategic-merge-patch+json",
+            ),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/pods/target",
+                "application/json-patch+json",
+            ),
+            (
+                "PATCH",
+                "/api/v1/namespaces/default/pods/target",
+                "application/merge-patch+json",
+            ),
         ] {
             let (code, v) = raw(&api, method, uri, ct, body.clone()).await;
             if code >= 400 {
@@ -473,15 +891,31 @@ async fn events_are_one_resource_in_two_versions() {
         "regarding": {"kind": "Pod", "namespace": "default", "name": "web"}, "note": "Successfully assigned default/web to n1",
         "reason": "Scheduled", "type": "Normal", "action": "Binding", "reportingController": "default-scheduler",
         "reportingInstance": "default-scheduler-klab", "eventTime": "2026-01-01T00:00:00.000000Z"});
-    let (code, v) = raw(&api, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", "application/json", serde_json::to_vec(&body).unwrap()).await;
+    let (code, v) = raw(
+        &api,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        "application/json",
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["note"], "Successfully assigned default/web to n1");
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client(&api));
     let core = events.get("web.1").await.unwrap();
-    assert_eq!(core.message.as_deref(), Some("Successfully assigned default/web to n1"));
+    assert_eq!(
+        core.message.as_deref(),
+        Some("Successfully assigned default/web to n1")
+    );
     assert_eq!(core.involved_object.name.as_deref(), Some("web"));
-    assert_eq!(core.reporting_component.as_deref(), Some("default-scheduler"));
-    let listed = events.list(&ListParams::default().fields("involvedObject.name=web")).await.unwrap();
+    assert_eq!(
+        core.reporting_component.as_deref(),
+        Some("default-scheduler")
+    );
+    let listed = events
+        .list(&ListParams::default().fields("involvedObject.name=web"))
+        .await
+        .unwrap();
     assert_eq!(listed.items.len(), 1);
 }
 
@@ -489,19 +923,46 @@ async fn events_are_one_resource_in_two_versions() {
 async fn history_is_compacted_every_five_minutes() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    let first = pods.create(&PostParams::default(), &pod("a")).await.unwrap().metadata.resource_version.unwrap();
+    let first = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     // First tick (5 min) compacts to the revision seen at start; the second (10 min) to the one
     // seen at 5 min, which is after `first`.
     tokio::time::sleep(Duration::from_secs(301)).await;
-    let recent = pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}}))).await.unwrap().metadata.resource_version.unwrap();
+    let recent = pods
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert!(api.store().compacted_revision() >= first.parse::<u64>().unwrap());
     // Resuming from before `first` needs the compacted creation event: 410.
     let before_first = (first.parse::<u64>().unwrap() - 1).to_string();
-    let mut w = pods.watch(&WatchParams::default().timeout(5), &before_first).await.unwrap().boxed();
+    let mut w = pods
+        .watch(&WatchParams::default().timeout(5), &before_first)
+        .await
+        .unwrap()
+        .boxed();
     assert!(matches!(w.try_next().await.unwrap().unwrap(), WatchEvent::Error(e) if e.code == 410));
     // The change after the last tick is still resumable.
     let before_recent = (recent.parse::<u64>().unwrap() - 1).to_string();
-    let mut w = pods.watch(&WatchParams::default().timeout(5), &before_recent).await.unwrap().boxed();
-    assert!(matches!(w.try_next().await.unwrap().unwrap(), WatchEvent::Modified(_)));
+    let mut w = pods
+        .watch(&WatchParams::default().timeout(5), &before_recent)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(
+        w.try_next().await.unwrap().unwrap(),
+        WatchEvent::Modified(_)
+    ));
 }

@@ -30,11 +30,17 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
 ];
 
 fn rename(obj: &Value, pairs: impl Iterator<Item = (&'static str, &'static str)>) -> Value {
-    let Some(m) = obj.as_object() else { return obj.clone() };
+    let Some(m) = obj.as_object() else {
+        return obj.clone();
+    };
     let pairs: Vec<(&str, &str)> = pairs.collect();
     let mut out = Map::new();
     for (k, v) in m {
-        let key = pairs.iter().find(|(from, _)| from == k).map(|(_, to)| *to).unwrap_or(k.as_str());
+        let key = pairs
+            .iter()
+            .find(|(from, _)| from == k)
+            .map(|(_, to)| *to)
+            .unwrap_or(k.as_str());
         out.insert(key.to_string(), v.clone());
     }
     Value::Object(out)

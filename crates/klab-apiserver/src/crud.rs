@@ -36,19 +36,33 @@ const MAX_WRITE_RETRIES: usize = 16;
 /// A JSON response with the given status code.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    (code, [(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response()
+    (
+        code,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response()
 }
 
 /// Decodes a request body (JSON, or YAML) into an object. Protobuf is refused with a hint.
 pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
-    let ct = ctx.content_type().split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ct = ctx
+        .content_type()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let value: Value = match ct.as_str() {
-        "" | "application/json" | "*/*" => serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e)))?,
+        "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e))
+        })?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            serde_saphyr::from_str(text)
-                .map_err(|e| ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e)))?
+            let text =
+                std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            serde_saphyr::from_str(text).map_err(|e| {
+                ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e))
+            })?
         }
         "application/vnd.kubernetes.protobuf" => {
             return Err(ApiError::unsupported_media_type(
@@ -61,7 +75,10 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
             ));
         }
         other => {
-            return Err(ApiError::unsupported_media_type(other, &["application/json", "application/yaml"]));
+            return Err(ApiError::unsupported_media_type(
+                other,
+                &["application/json", "application/yaml"],
+            ));
         }
     };
     if !value.is_object() {
@@ -77,9 +94,16 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
 pub(crate) fn decode_body_any(body: &[u8]) -> ApiResult<Value> {
     let v: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => match std::str::from_utf8(body).ok().and_then(|t| serde_saphyr::from_str::<Value>(t).ok()) {
+        Err(e) => match std::str::from_utf8(body)
+            .ok()
+            .and_then(|t| serde_saphyr::from_str::<Value>(t).ok())
+        {
             Some(v) => v,
-            None => return Err(ApiError::bad_request(format!("error decoding request body: {e}"))),
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding request body: {e}"
+                )));
+            }
         },
     };
     if !v.is_object() {
@@ -89,7 +113,10 @@ pub(crate) fn decode_body_any(body: &[u8]) -> ApiResult<Value> {
 }
 
 fn decode_prefix(ri: &ResourceInfo) -> String {
-    format!("{} in version \"{}\" cannot be handled as a {}", ri.kind, ri.version, ri.kind)
+    format!(
+        "{} in version \"{}\" cannot be handled as a {}",
+        ri.kind, ri.version, ri.kind
+    )
 }
 
 impl ApiError {
@@ -101,8 +128,16 @@ impl ApiError {
 
 /// Checks `apiVersion`/`kind` of a body against the URL (both may be omitted).
 fn check_type_meta(ri: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
-    let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    let av = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if !kind.is_empty() && kind != ri.kind {
         return Err(ApiError::bad_request(format!(
             "the kind in the data ({kind}) does not match the expected kind ({}) for this URL",
@@ -123,11 +158,18 @@ fn check_type_meta(ri: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 /// unknown fields dropped — or refused with `fieldValidation=Strict`.
 pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiResult<Value> {
     check_type_meta(ri, &mut obj)?;
-    let (pruned, unknown) =
-        crate::schema::prune(ri, &obj).map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri))))?;
+    let (pruned, unknown) = crate::schema::prune(ri, &obj)
+        .map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri))))?;
     if strict && !unknown.is_empty() {
-        let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-        return Err(ApiError::bad_request(format!("{}: strict decoding error: {}", decode_prefix(ri), list.join(", "))));
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{}: strict decoding error: {}",
+            decode_prefix(ri),
+            list.join(", ")
+        )));
     }
     Ok(pruned)
 }
@@ -141,20 +183,27 @@ pub(crate) fn present(ri: &ResourceInfo, mut obj: Value, rv: u64) -> Value {
 
 pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
     let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
-    Ok(present(ri, conversion::from_storage(ri, obj), kv.mod_revision))
+    Ok(present(
+        ri,
+        conversion::from_storage(ri, obj),
+        kv.mod_revision,
+    ))
 }
 
 fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<Bytes> {
     let mut v = conversion::to_storage(ri, obj);
     object::strip_for_storage(&mut v);
-    serde_json::to_vec(&v).map(Bytes::from).map_err(ApiError::internal)
+    serde_json::to_vec(&v)
+        .map(Bytes::from)
+        .map_err(ApiError::internal)
 }
 
 /// Writes the response for a single object, as a Table or metadata-only when asked.
 pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiResult<Response> {
     let accept = ctx.accept();
     if crate::table::wants_table(accept) {
-        let include = crate::table::IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)?;
+        let include = crate::table::IncludeObject::parse(ctx.q("includeObject"))
+            .map_err(ApiError::bad_request)?;
         let rv = object::resource_version(&obj).unwrap_or("").to_string();
         let t = crate::table::table(
             ctx.target.ri,
@@ -167,7 +216,10 @@ pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiRes
         return Ok(json_response(code, &t));
     }
     if crate::table::wants_partial_metadata(accept).is_some() {
-        return Ok(json_response(code, &crate::table::partial_object_metadata(&obj)));
+        return Ok(json_response(
+            code,
+            &crate::table::partial_object_metadata(&obj),
+        ));
     }
     Ok(json_response(code, &obj))
 }
@@ -176,11 +228,20 @@ pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiRes
 // Read verbs
 
 fn store_key(ctx: &Ctx) -> ApiResult<String> {
-    let name = ctx.target.name.as_deref().ok_or_else(ApiError::no_such_path)?;
+    let name = ctx
+        .target
+        .name
+        .as_deref()
+        .ok_or_else(ApiError::no_such_path)?;
     Ok(conversion::storage_resource(ctx.target.ri).key(ctx.target.namespace.as_deref(), name))
 }
 
-async fn get_current(inner: &Inner, ri: &ResourceInfo, key: &str, name: &str) -> ApiResult<(Value, KeyValue)> {
+async fn get_current(
+    inner: &Inner,
+    ri: &ResourceInfo,
+    key: &str,
+    name: &str,
+) -> ApiResult<(Value, KeyValue)> {
     match inner.store.get(key).await? {
         Some(kv) => Ok((decode_kv(ri, &kv)?, kv)),
         None => Err(ApiError::not_found(ri, name)),
@@ -208,15 +269,20 @@ impl Selectors {
             _ => LabelSelector::everything(),
         };
         let fields = match ctx.q("fieldSelector") {
-            Some(s) if !s.trim().is_empty() => FieldSelector::parse(s).map_err(ApiError::bad_request)?,
+            Some(s) if !s.trim().is_empty() => {
+                FieldSelector::parse(s).map_err(ApiError::bad_request)?
+            }
             _ => FieldSelector::everything(),
         };
-        fields.check_supported(ctx.target.ri).map_err(ApiError::bad_request)?;
+        fields
+            .check_supported(ctx.target.ri)
+            .map_err(ApiError::bad_request)?;
         Ok(Selectors { labels, fields })
     }
 
     pub fn matches(&self, ri: &ResourceInfo, obj: &Value) -> bool {
-        self.labels.matches_json(obj.get("metadata").and_then(|m| m.get("labels")))
+        self.labels
+            .matches_json(obj.get("metadata").and_then(|m| m.get("labels")))
             && self.fields.matches(ri, obj)
     }
 }
@@ -224,16 +290,23 @@ impl Selectors {
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 fn encode_continue(rv: u64, start: &str) -> String {
-    let raw = serde_json::to_vec(&json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start})).unwrap_or_default();
+    let raw = serde_json::to_vec(&json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}))
+        .unwrap_or_default();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
-    let start = v.get("start").and_then(Value::as_str).ok_or_else(bad)?.to_string();
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?
+        .to_string();
     Ok((rv, start))
 }
 
@@ -266,7 +339,9 @@ fn validate_list_params(ctx: &Ctx) -> ApiResult<()> {
         }
     }
     if ctx.q_bool("sendInitialEvents") {
-        return Err(ApiError::bad_request("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"));
+        return Err(ApiError::bad_request(
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        ));
     }
     Ok(())
 }
@@ -282,13 +357,18 @@ pub(crate) async fn list_objects(
     if let Some(token) = ctx.q("continue").filter(|t| !t.is_empty()) {
         let (rv, start) = decode_continue(token)?;
         if !start.starts_with(&prefix) {
-            return Err(ApiError::bad_request(format!("continue key is not valid: {token:?}")));
+            return Err(ApiError::bad_request(format!(
+                "continue key is not valid: {token:?}"
+            )));
         }
         opts.start_key = Some(start);
         opts.revision = Some(rv);
     } else if ctx.q("resourceVersionMatch") == Some("Exact") {
         let rv = ctx.q("resourceVersion").unwrap_or("");
-        opts.revision = Some(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?);
+        opts.revision = Some(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        );
     }
     let res = match ctx.inner.store.list(&prefix, opts.clone()).await {
         Err(StoreError::Compacted { .. }) if opts.start_key.is_some() => {
@@ -296,7 +376,10 @@ pub(crate) async fn list_objects(
         }
         other => other?,
     };
-    let limit = ctx.q("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let limit = ctx
+        .q("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
     let mut items = Vec::new();
     let mut next: Option<String> = None;
     let mut matched_after = 0u64;
@@ -335,12 +418,16 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     }
     let accept = ctx.accept();
     if crate::table::wants_table(accept) {
-        let include = crate::table::IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)?;
+        let include = crate::table::IncludeObject::parse(ctx.q("includeObject"))
+            .map_err(ApiError::bad_request)?;
         let t = crate::table::table(ri, &items, include, meta, ctx.inner.clock.now(), true);
         return Ok(json_response(StatusCode::OK, &t));
     }
     if crate::table::wants_partial_metadata(accept).is_some() {
-        let items: Vec<Value> = items.iter().map(crate::table::partial_object_metadata).collect();
+        let items: Vec<Value> = items
+            .iter()
+            .map(crate::table::partial_object_metadata)
+            .collect();
         let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
         return Ok(json_response(StatusCode::OK, &body));
     }
@@ -358,7 +445,9 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
         return Err(ApiError::namespace_not_found(ns));
     };
     let obj = decode_kv(nsri, &kv)?;
-    if obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") && ri.plural != "events" {
+    if obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        && ri.plural != "events"
+    {
         return Err(ApiError::forbidden(format!(
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             ri.qualified_plural(),
@@ -368,11 +457,19 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
     Ok(())
 }
 
-fn validation_error(ri: &ResourceInfo, name: &str, errs: Vec<crate::validation::FieldError>) -> ApiError {
+fn validation_error(
+    ri: &ResourceInfo,
+    name: &str,
+    errs: Vec<crate::validation::FieldError>,
+) -> ApiError {
     let message = crate::validation::invalid_message(ri, name, &errs);
     let causes = errs
         .iter()
-        .map(|e| Cause { reason: e.reason().to_string(), message: e.message(), field: e.field.clone() })
+        .map(|e| Cause {
+            reason: e.reason().to_string(),
+            message: e.body(),
+            field: e.field.clone(),
+        })
         .collect();
     ApiError::invalid(ri, name, message, causes)
 }
@@ -430,7 +527,16 @@ pub(crate) async fn create_object(
     let now = inner.clock.now();
     {
         let m = meta_mut(&mut obj);
-        for k in ["resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "selfLink", "managedFields"] {
+        for k in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+            "managedFields",
+        ] {
             m.remove(k);
         }
         m.insert("uid".into(), json!(inner.rng.uid()));
@@ -439,15 +545,15 @@ pub(crate) async fn create_object(
             m.insert("generation".into(), json!(1));
         }
     }
-    let generate_name = object::meta_str(&obj, "generateName").unwrap_or("").to_string();
+    let generate_name = object::meta_str(&obj, "generateName")
+        .unwrap_or("")
+        .to_string();
     let explicit_name = object::name(&obj).to_string();
     if explicit_name.is_empty() && generate_name.is_empty() {
-        let errs = vec![crate::validation::FieldError {
-            kind: crate::validation::FieldErrorKind::Required,
-            field: "metadata.name".into(),
-            bad_value: None,
-            detail: "name or generateName is required".into(),
-        }];
+        let errs = vec![crate::validation::FieldError::required(
+            "metadata.name",
+            "name or generateName is required",
+        )];
         return Err(validation_error(ri, "", errs));
     }
     if ri.plural == "jobs" {
@@ -470,14 +576,17 @@ pub(crate) async fn create_object(
             meta_mut(&mut obj).insert("name".into(), json!(name));
         }
         let name = object::name(&obj).to_string();
-        crate::validation::validate_create(ri, &obj).map_err(|errs| validation_error(ri, &name, errs))?;
+        crate::validation::validate_create(ri, &obj)
+            .map_err(|errs| validation_error(ri, &name, errs))?;
         if dry_run {
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
         let key = conversion::storage_resource(ri).key(namespace.as_deref(), &name);
         match inner.store.create(&key, encode_for_store(ri, &obj)?).await {
             Ok(rev) => return Ok(present(ri, obj, rev)),
-            Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => continue,
+            Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => {
+                continue;
+            }
             Err(StoreError::AlreadyExists(_)) => return Err(ApiError::already_exists(ri, &name)),
             Err(e) => return Err(e.into()),
         }
@@ -491,7 +600,15 @@ pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     if ri.namespaced && ctx.target.namespace.is_none() {
         return Err(ApiError::no_such_path());
     }
-    let created = create_object(&ctx.inner, ri, ctx.target.namespace.as_deref(), obj, ctx.dry_run(), ctx.strict()).await?;
+    let created = create_object(
+        &ctx.inner,
+        ri,
+        ctx.target.namespace.as_deref(),
+        obj,
+        ctx.dry_run(),
+        ctx.strict(),
+    )
+    .await?;
     object_response(ctx, StatusCode::CREATED, created)
 }
 
@@ -511,7 +628,11 @@ pub(crate) enum WriteScope {
 
 impl WriteScope {
     fn of(ctx: &Ctx) -> Self {
-        if ctx.target.sub.as_deref() == Some("status") { WriteScope::Status } else { WriteScope::Main }
+        if ctx.target.sub.as_deref() == Some("status") {
+            WriteScope::Status
+        } else {
+            WriteScope::Main
+        }
     }
 }
 
@@ -549,7 +670,15 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
     };
     let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
     let m = meta_mut(&mut out);
-    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace", "name"] {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
         match old_meta.get(k) {
             Some(v) => {
                 m.insert(k.into(), v.clone());
@@ -562,7 +691,10 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
     m.remove("managedFields");
     m.remove("selfLink");
     if ri.has_generation && scope == WriteScope::Main && old.get("spec") != out.get("spec") {
-        let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        let g = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));
     }
     out
@@ -573,7 +705,20 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
 fn should_delete_during_update(obj: &Value) -> bool {
     object::deletion_timestamp(obj).is_some()
         && object::finalizers(obj).is_empty()
-        && obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
+        && obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+}
+
+/// How a guarded write treats the client's object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriteMode {
+    pub scope: WriteScope,
+    pub dry_run: bool,
+    /// `fieldValidation=Strict`: unknown fields are refused.
+    pub strict: bool,
 }
 
 /// The outcome of a guarded write.
@@ -592,14 +737,17 @@ pub(crate) async fn guarded_update<F>(
     ri: &'static ResourceInfo,
     namespace: Option<&str>,
     name: &str,
-    scope: WriteScope,
-    dry_run: bool,
-    strict: bool,
+    mode: WriteMode,
     mut mutate: F,
 ) -> ApiResult<WriteOutcome>
 where
     F: FnMut(&Value) -> ApiResult<Value>,
 {
+    let WriteMode {
+        scope,
+        dry_run,
+        strict,
+    } = mode;
     let key = conversion::storage_resource(ri).key(namespace, name);
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
@@ -610,28 +758,28 @@ where
                 object::name(&proposed)
             )));
         }
-        if ri.namespaced {
-            if let Some(pns) = object::namespace(&proposed) {
-                if Some(pns) != namespace {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ));
-                }
-            }
+        if ri.namespaced
+            && let Some(pns) = object::namespace(&proposed)
+            && Some(pns) != namespace
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         // An explicit resourceVersion is a precondition.
         let pinned = object::resource_version(&proposed).map(str::to_string);
-        if let Some(rv) = &pinned {
-            if rv != &kv.mod_revision.to_string() {
-                return Err(ApiError::conflict(ri, name));
-            }
+        if let Some(rv) = &pinned
+            && rv != &kv.mod_revision.to_string()
+        {
+            return Err(ApiError::conflict(ri, name));
         }
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);
         if scope == WriteScope::Main && ri.plural == "pods" && ri.group.is_empty() {
             inner.config.default_toleration_seconds.admit_pod(&mut next);
         }
-        crate::validation::validate_update(ri, &next, &current).map_err(|errs| validation_error(ri, name, errs))?;
+        crate::validation::validate_update(ri, &next, &current)
+            .map_err(|errs| validation_error(ri, name, errs))?;
         if object::same_ignoring_rv(&next, &current) {
             return Ok(WriteOutcome::Stored(current));
         }
@@ -647,7 +795,11 @@ where
                 Err(e) => return Err(e.into()),
             }
         }
-        match inner.store.update(&key, encode_for_store(ri, &next)?, kv.mod_revision).await {
+        match inner
+            .store
+            .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
+            .await
+        {
             Ok(rev) => return Ok(WriteOutcome::Stored(present(ri, next, rev))),
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
             Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
@@ -660,7 +812,9 @@ where
 
 fn outcome_response(ctx: &Ctx, outcome: WriteOutcome) -> ApiResult<Response> {
     match outcome {
-        WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj) => object_response(ctx, StatusCode::OK, obj),
+        WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj) => {
+            object_response(ctx, StatusCode::OK, obj)
+        }
     }
 }
 
@@ -668,9 +822,18 @@ pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let new = decode_body(ctx, &body)?;
     let t = &ctx.target;
     let name = t.name.as_deref().unwrap_or("");
-    let outcome = guarded_update(&ctx.inner, t.ri, t.namespace.as_deref(), name, WriteScope::of(ctx), ctx.dry_run(), ctx.strict(), |_| {
-        Ok(new.clone())
-    })
+    let outcome = guarded_update(
+        &ctx.inner,
+        t.ri,
+        t.namespace.as_deref(),
+        name,
+        WriteMode {
+            scope: WriteScope::of(ctx),
+            dry_run: ctx.dry_run(),
+            strict: ctx.strict(),
+        },
+        |_| Ok(new.clone()),
+    )
     .await?;
     outcome_response(ctx, outcome)
 }
@@ -681,13 +844,24 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let patch_doc = crate::patch::decode_patch(kind, &body)?;
     let name = t.name.as_deref().unwrap_or("");
     let ri = t.ri;
-    let outcome = guarded_update(&ctx.inner, ri, t.namespace.as_deref(), name, WriteScope::of(ctx), ctx.dry_run(), ctx.strict(), |current| {
-        // A patch without a resourceVersion applies to whatever is current; drop the stamped one so
-        // only an explicit resourceVersion in the patch acts as a precondition.
-        let mut base = current.clone();
-        object::strip_for_storage(&mut base);
-        crate::patch::apply_patch(ri, kind, &base, &patch_doc)
-    })
+    let outcome = guarded_update(
+        &ctx.inner,
+        ri,
+        t.namespace.as_deref(),
+        name,
+        WriteMode {
+            scope: WriteScope::of(ctx),
+            dry_run: ctx.dry_run(),
+            strict: ctx.strict(),
+        },
+        |current| {
+            // A patch without a resourceVersion applies to whatever is current; drop the stamped one so
+            // only an explicit resourceVersion in the patch acts as a precondition.
+            let mut base = current.clone();
+            object::strip_for_storage(&mut base);
+            crate::patch::apply_patch(ri, kind, &base, &patch_doc)
+        },
+    )
     .await?;
     outcome_response(ctx, outcome)
 }
@@ -709,13 +883,18 @@ impl DeleteOptions {
     pub fn parse(ctx: &Ctx, body: &[u8]) -> ApiResult<Self> {
         let mut o = DeleteOptions::default();
         if !body.iter().all(u8::is_ascii_whitespace) {
-            let v: Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}")))?;
+            let v: Value = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+                ))
+            })?;
             o = Self::from_value(&v)?;
         }
         if let Some(g) = ctx.q("gracePeriodSeconds") {
             o.grace_period_seconds =
-                Some(g.parse().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?);
+                Some(g.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}"))
+                })?);
         }
         if let Some(p) = ctx.q("propagationPolicy") {
             o.propagation_policy = Some(p.to_string());
@@ -723,12 +902,12 @@ impl DeleteOptions {
         if ctx.dry_run() {
             o.dry_run = true;
         }
-        if let Some(p) = &o.propagation_policy {
-            if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
-                return Err(ApiError::bad_request(format!(
-                    "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-                )));
-            }
+        if let Some(p) = &o.propagation_policy
+            && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+        {
+            return Err(ApiError::bad_request(format!(
+                "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            )));
         }
         Ok(o)
     }
@@ -739,13 +918,32 @@ impl DeleteOptions {
         }
         Ok(DeleteOptions {
             grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
-            propagation_policy: v.get("propagationPolicy").and_then(Value::as_str).map(String::from).or_else(|| {
-                // The deprecated orphanDependents maps onto a policy.
-                v.get("orphanDependents").and_then(Value::as_bool).map(|o| if o { "Orphan".into() } else { "Background".into() })
-            }),
-            precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
-            precondition_rv: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
-            dry_run: v.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == "All")),
+            propagation_policy: v
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(String::from)
+                .or_else(|| {
+                    // The deprecated orphanDependents maps onto a policy.
+                    v.get("orphanDependents").and_then(Value::as_bool).map(|o| {
+                        if o {
+                            "Orphan".into()
+                        } else {
+                            "Background".into()
+                        }
+                    })
+                }),
+            precondition_uid: v
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(String::from),
+            precondition_rv: v
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from),
+            dry_run: v
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x == "All")),
         })
     }
 }
@@ -753,11 +951,21 @@ impl DeleteOptions {
 fn pod_view(obj: &Value) -> PodDeleteView {
     let ts = |s: Option<&str>| s.and_then(|s| s.parse::<Timestamp>().ok());
     PodDeleteView {
-        node_name: obj.pointer("/spec/nodeName").and_then(Value::as_str).map(String::from),
-        phase: obj.pointer("/status/phase").and_then(Value::as_str).map(String::from),
-        termination_grace_period_seconds: obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64),
+        node_name: obj
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .map(String::from),
+        phase: obj
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(String::from),
+        termination_grace_period_seconds: obj
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64),
         deletion_timestamp: ts(object::deletion_timestamp(obj)),
-        deletion_grace_period_seconds: obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64),
+        deletion_grace_period_seconds: obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64),
         has_finalizers: !object::finalizers(obj).is_empty(),
     }
 }
@@ -789,26 +997,29 @@ pub(crate) async fn delete_object(
     let key = conversion::storage_resource(ri).key(namespace, name);
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
-        if let Some(uid) = &opts.precondition_uid {
-            if uid != object::uid(&current) {
-                return Err(ApiError::precondition_failed(
-                    ri,
-                    name,
-                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(&current)),
-                ));
-            }
+        if let Some(uid) = &opts.precondition_uid
+            && uid != object::uid(&current)
+        {
+            return Err(ApiError::precondition_failed(
+                ri,
+                name,
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    object::uid(&current)
+                ),
+            ));
         }
-        if let Some(rv) = &opts.precondition_rv {
-            if rv != &kv.mod_revision.to_string() {
-                return Err(ApiError::precondition_failed(
-                    ri,
-                    name,
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        kv.mod_revision
-                    ),
-                ));
-            }
+        if let Some(rv) = &opts.precondition_rv
+            && rv != &kv.mod_revision.to_string()
+        {
+            return Err(ApiError::precondition_failed(
+                ri,
+                name,
+                format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    kv.mod_revision
+                ),
+            ));
         }
         let now = inner.clock.now();
         let mut next = current.clone();
@@ -818,13 +1029,14 @@ pub(crate) async fn delete_object(
             Some("Orphan") => Some("orphan"),
             _ => None,
         };
-        if let Some(f) = gc_finalizer {
-            if object::deletion_timestamp(&current).is_none() && !object::finalizers(&current).iter().any(|x| x == f) {
-                let m = meta_mut(&mut next);
-                let list = m.entry("finalizers").or_insert_with(|| json!([]));
-                if let Some(a) = list.as_array_mut() {
-                    a.push(json!(f));
-                }
+        if let Some(f) = gc_finalizer
+            && object::deletion_timestamp(&current).is_none()
+            && !object::finalizers(&current).iter().any(|x| x == f)
+        {
+            let m = meta_mut(&mut next);
+            let list = m.entry("finalizers").or_insert_with(|| json!([]));
+            if let Some(a) = list.as_array_mut() {
+                a.push(json!(f));
             }
         }
         let is_namespace = ri.plural == "namespaces" && ri.group.is_empty();
@@ -837,7 +1049,10 @@ pub(crate) async fn delete_object(
             if object::deletion_timestamp(&current).is_some() {
                 DeleteDecision::Unchanged
             } else {
-                DeleteDecision::Mark { deletion_timestamp: now, grace_seconds: 0 }
+                DeleteDecision::Mark {
+                    deletion_timestamp: now,
+                    grace_seconds: 0,
+                }
             }
         } else {
             decide_generic_delete(
@@ -848,16 +1063,24 @@ pub(crate) async fn delete_object(
         };
         match decision {
             DeleteDecision::Unchanged => return Ok(Deleted::Marked(current)),
-            DeleteDecision::Mark { deletion_timestamp, grace_seconds } => {
+            DeleteDecision::Mark {
+                deletion_timestamp,
+                grace_seconds,
+            } => {
                 let m = meta_mut(&mut next);
-                m.insert("deletionTimestamp".into(), json!(format_time(deletion_timestamp)));
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(format_time(deletion_timestamp)),
+                );
                 m.insert("deletionGracePeriodSeconds".into(), json!(grace_seconds));
-                if ri.has_generation {
-                    if let Some(g) = m.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
-                        if object::deletion_timestamp(&current).is_none() {
-                            m.insert("generation".into(), json!(g + 1));
-                        }
-                    }
+                if ri.has_generation
+                    && object::deletion_timestamp(&current).is_none()
+                    && let Some(g) = m
+                        .get("generation")
+                        .and_then(Value::as_i64)
+                        .filter(|g| *g > 0)
+                {
+                    m.insert("generation".into(), json!(g + 1));
                 }
                 if is_namespace {
                     next["status"]["phase"] = json!("Terminating");
@@ -865,7 +1088,11 @@ pub(crate) async fn delete_object(
                 if opts.dry_run {
                     return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
                 }
-                match inner.store.update(&key, encode_for_store(ri, &next)?, kv.mod_revision).await {
+                match inner
+                    .store
+                    .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
+                    .await
+                {
                     Ok(rev) => return Ok(Deleted::Marked(present(ri, next, rev))),
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
@@ -889,7 +1116,8 @@ pub(crate) async fn delete_object(
 
 /// The Status body upstream returns when a non-pod object was removed.
 fn success_status(ri: &ResourceInfo, obj: &Value) -> Value {
-    let mut details = json!({"name": object::name(obj), "kind": ri.plural, "uid": object::uid(obj)});
+    let mut details =
+        json!({"name": object::name(obj), "kind": ri.plural, "uid": object::uid(obj)});
     if !ri.group.is_empty() {
         details["group"] = json!(ri.group);
     }
@@ -905,7 +1133,9 @@ pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     // Pods return the deleted object; other kinds a Status once removed, the object while marked.
     let returns_object = ri.group.is_empty() && matches!(ri.plural, "pods" | "services");
     match result {
-        Deleted::Removed(obj) if !returns_object => Ok(json_response(StatusCode::OK, &success_status(ri, &obj))),
+        Deleted::Removed(obj) if !returns_object => {
+            Ok(json_response(StatusCode::OK, &success_status(ri, &obj)))
+        }
         other => object_response(ctx, StatusCode::OK, other.object().clone()),
     }
 }
@@ -920,7 +1150,15 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
     let (items, rev, _, _) = list_objects(ctx, &sel).await?;
     let mut out = Vec::new();
     for item in items {
-        match delete_object(&ctx.inner, ri, object::namespace(&item), object::name(&item), &opts).await {
+        match delete_object(
+            &ctx.inner,
+            ri,
+            object::namespace(&item),
+            object::name(&item),
+            &opts,
+        )
+        .await
+        {
             Ok(d) => out.push(d.object().clone()),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),

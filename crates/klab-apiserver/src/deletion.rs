@@ -12,7 +12,10 @@ pub enum DeleteDecision {
     /// Remove the object from storage now.
     RemoveNow,
     /// Persist the object with these deletion fields; it stays until someone finishes the delete.
-    Mark { deletion_timestamp: Timestamp, grace_seconds: i64 },
+    Mark {
+        deletion_timestamp: Timestamp,
+        grace_seconds: i64,
+    },
     /// The delete changes nothing (a graceful delete is already pending with an equal or shorter grace).
     Unchanged,
 }
@@ -30,7 +33,9 @@ pub struct PodDeleteView {
 
 /// Grace period a DELETE applies to a pod that is not yet being deleted.
 pub fn pod_grace_period(pod: &PodDeleteView, requested: Option<i64>) -> i64 {
-    let mut period = requested.or(pod.termination_grace_period_seconds).unwrap_or(0);
+    let mut period = requested
+        .or(pod.termination_grace_period_seconds)
+        .unwrap_or(0);
     if pod.node_name.as_deref().unwrap_or("").is_empty() {
         period = 0;
     }
@@ -44,16 +49,23 @@ pub fn pod_grace_period(pod: &PodDeleteView, requested: Option<i64>) -> i64 {
 }
 
 /// Decides a pod DELETE (control-plane spec §6, including the v1.33 clamp of PR #122646).
-pub fn decide_pod_delete(pod: &PodDeleteView, requested: Option<i64>, now: Timestamp) -> DeleteDecision {
+pub fn decide_pod_delete(
+    pod: &PodDeleteView,
+    requested: Option<i64>,
+    now: Timestamp,
+) -> DeleteDecision {
     let requested = requested.map(|g| if g < 0 { 1 } else { g });
     match (pod.deletion_timestamp, pod.deletion_grace_period_seconds) {
         (Some(old_ts), Some(old_grace)) if old_grace > 0 => {
             // Already being deleted gracefully.
-            let Some(new_grace) = requested else { return DeleteDecision::Unchanged };
+            let Some(new_grace) = requested else {
+                return DeleteDecision::Unchanged;
+            };
             if new_grace >= old_grace {
                 return DeleteDecision::Unchanged;
             }
-            let mut ts = old_ts - SignedDuration::from_secs(old_grace) + SignedDuration::from_secs(new_grace);
+            let mut ts = old_ts - SignedDuration::from_secs(old_grace)
+                + SignedDuration::from_secs(new_grace);
             let mut grace = new_grace;
             if ts < now {
                 ts = now;
@@ -64,16 +76,26 @@ pub fn decide_pod_delete(pod: &PodDeleteView, requested: Option<i64>, now: Times
             if grace == 0 && !pod.has_finalizers {
                 return DeleteDecision::RemoveNow;
             }
-            DeleteDecision::Mark { deletion_timestamp: ts, grace_seconds: grace }
+            DeleteDecision::Mark {
+                deletion_timestamp: ts,
+                grace_seconds: grace,
+            }
         }
         (Some(_), _) => {
             // Stored grace nil or 0: the recovery path deletes at once (unless finalizers hold it).
-            if pod.has_finalizers { DeleteDecision::Unchanged } else { DeleteDecision::RemoveNow }
+            if pod.has_finalizers {
+                DeleteDecision::Unchanged
+            } else {
+                DeleteDecision::RemoveNow
+            }
         }
         (None, _) => {
             let grace = pod_grace_period(pod, requested);
             if grace > 0 || pod.has_finalizers {
-                DeleteDecision::Mark { deletion_timestamp: now + SignedDuration::from_secs(grace), grace_seconds: grace }
+                DeleteDecision::Mark {
+                    deletion_timestamp: now + SignedDuration::from_secs(grace),
+                    grace_seconds: grace,
+                }
             } else {
                 DeleteDecision::RemoveNow
             }
@@ -82,13 +104,20 @@ pub fn decide_pod_delete(pod: &PodDeleteView, requested: Option<i64>, now: Times
 }
 
 /// Decides a DELETE of a non-pod object: finalizers hold it, otherwise it goes at once.
-pub fn decide_generic_delete(already_deleting: bool, has_finalizers: bool, now: Timestamp) -> DeleteDecision {
+pub fn decide_generic_delete(
+    already_deleting: bool,
+    has_finalizers: bool,
+    now: Timestamp,
+) -> DeleteDecision {
     if !has_finalizers {
         DeleteDecision::RemoveNow
     } else if already_deleting {
         DeleteDecision::Unchanged
     } else {
-        DeleteDecision::Mark { deletion_timestamp: now, grace_seconds: 0 }
+        DeleteDecision::Mark {
+            deletion_timestamp: now,
+            grace_seconds: 0,
+        }
     }
 }
 
@@ -112,26 +141,60 @@ mod tests {
     #[test]
     fn cp48_graceful_deletion_table() {
         let now = ts("2026-01-01T00:01:00Z");
-        let mark = |s: &str, g| DeleteDecision::Mark { deletion_timestamp: ts(s), grace_seconds: g };
+        let mark = |s: &str, g| DeleteDecision::Mark {
+            deletion_timestamp: ts(s),
+            grace_seconds: g,
+        };
         // Bound running pod: spec grace 30.
-        assert_eq!(decide_pod_delete(&bound_running(), None, now), mark("2026-01-01T00:01:30Z", 30));
+        assert_eq!(
+            decide_pod_delete(&bound_running(), None, now),
+            mark("2026-01-01T00:01:30Z", 30)
+        );
         // Explicit grace wins.
-        assert_eq!(decide_pod_delete(&bound_running(), Some(5), now), mark("2026-01-01T00:01:05Z", 5));
+        assert_eq!(
+            decide_pod_delete(&bound_running(), Some(5), now),
+            mark("2026-01-01T00:01:05Z", 5)
+        );
         // Force: grace 0 removes.
-        assert_eq!(decide_pod_delete(&bound_running(), Some(0), now), DeleteDecision::RemoveNow);
+        assert_eq!(
+            decide_pod_delete(&bound_running(), Some(0), now),
+            DeleteDecision::RemoveNow
+        );
         // Negative grace becomes 1.
-        assert_eq!(decide_pod_delete(&bound_running(), Some(-5), now), mark("2026-01-01T00:01:01Z", 1));
+        assert_eq!(
+            decide_pod_delete(&bound_running(), Some(-5), now),
+            mark("2026-01-01T00:01:01Z", 1)
+        );
         // Unbound pod: at once.
-        let unbound = PodDeleteView { node_name: None, ..bound_running() };
-        assert_eq!(decide_pod_delete(&unbound, None, now), DeleteDecision::RemoveNow);
+        let unbound = PodDeleteView {
+            node_name: None,
+            ..bound_running()
+        };
+        assert_eq!(
+            decide_pod_delete(&unbound, None, now),
+            DeleteDecision::RemoveNow
+        );
         // Terminal pods: at once.
         for phase in ["Succeeded", "Failed"] {
-            let p = PodDeleteView { phase: Some(phase.into()), ..bound_running() };
-            assert_eq!(decide_pod_delete(&p, None, now), DeleteDecision::RemoveNow, "{phase}");
+            let p = PodDeleteView {
+                phase: Some(phase.into()),
+                ..bound_running()
+            };
+            assert_eq!(
+                decide_pod_delete(&p, None, now),
+                DeleteDecision::RemoveNow,
+                "{phase}"
+            );
         }
         // Unbound pod with finalizers: marked with grace 0.
-        let held = PodDeleteView { has_finalizers: true, ..unbound };
-        assert_eq!(decide_pod_delete(&held, None, now), mark("2026-01-01T00:01:00Z", 0));
+        let held = PodDeleteView {
+            has_finalizers: true,
+            ..unbound
+        };
+        assert_eq!(
+            decide_pod_delete(&held, None, now),
+            mark("2026-01-01T00:01:00Z", 0)
+        );
     }
 
     #[test]
@@ -143,32 +206,68 @@ mod tests {
             ..bound_running()
         };
         // No grace given: pending graceful, unchanged.
-        assert_eq!(decide_pod_delete(&deleting, None, now), DeleteDecision::Unchanged);
+        assert_eq!(
+            decide_pod_delete(&deleting, None, now),
+            DeleteDecision::Unchanged
+        );
         // Larger or equal grace: unchanged.
-        assert_eq!(decide_pod_delete(&deleting, Some(60), now), DeleteDecision::Unchanged);
-        assert_eq!(decide_pod_delete(&deleting, Some(30), now), DeleteDecision::Unchanged);
+        assert_eq!(
+            decide_pod_delete(&deleting, Some(60), now),
+            DeleteDecision::Unchanged
+        );
+        assert_eq!(
+            decide_pod_delete(&deleting, Some(30), now),
+            DeleteDecision::Unchanged
+        );
         // Shorter grace: old − oldGrace + newGrace = 00:01:00 + 20 s.
         assert_eq!(
             decide_pod_delete(&deleting, Some(20), now),
-            DeleteDecision::Mark { deletion_timestamp: ts("2026-01-01T00:01:20Z"), grace_seconds: 20 }
+            DeleteDecision::Mark {
+                deletion_timestamp: ts("2026-01-01T00:01:20Z"),
+                grace_seconds: 20
+            }
         );
         // Shorter grace landing in the past: clamped to now, grace raised to 1.
         assert_eq!(
             decide_pod_delete(&deleting, Some(5), now),
-            DeleteDecision::Mark { deletion_timestamp: now, grace_seconds: 1 }
+            DeleteDecision::Mark {
+                deletion_timestamp: now,
+                grace_seconds: 1
+            }
         );
         // Force delete of a terminating pod removes it.
-        assert_eq!(decide_pod_delete(&deleting, Some(0), now), DeleteDecision::RemoveNow);
+        assert_eq!(
+            decide_pod_delete(&deleting, Some(0), now),
+            DeleteDecision::RemoveNow
+        );
         // Stored grace 0 (recovery path): removes at once.
-        let zero = PodDeleteView { deletion_grace_period_seconds: Some(0), ..deleting };
-        assert_eq!(decide_pod_delete(&zero, None, now), DeleteDecision::RemoveNow);
+        let zero = PodDeleteView {
+            deletion_grace_period_seconds: Some(0),
+            ..deleting
+        };
+        assert_eq!(
+            decide_pod_delete(&zero, None, now),
+            DeleteDecision::RemoveNow
+        );
     }
 
     #[test]
     fn generic_delete() {
         let now = ts("2026-01-01T00:00:00Z");
-        assert_eq!(decide_generic_delete(false, false, now), DeleteDecision::RemoveNow);
-        assert_eq!(decide_generic_delete(false, true, now), DeleteDecision::Mark { deletion_timestamp: now, grace_seconds: 0 });
-        assert_eq!(decide_generic_delete(true, true, now), DeleteDecision::Unchanged);
+        assert_eq!(
+            decide_generic_delete(false, false, now),
+            DeleteDecision::RemoveNow
+        );
+        assert_eq!(
+            decide_generic_delete(false, true, now),
+            DeleteDecision::Mark {
+                deletion_timestamp: now,
+                grace_seconds: 0
+            }
+        );
+        assert_eq!(
+            decide_generic_delete(true, true, now),
+            DeleteDecision::Unchanged
+        );
     }
 }

@@ -29,7 +29,12 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -50,14 +55,22 @@ impl ApiError {
     }
 
     pub fn not_found(ri: &ResourceInfo, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{}\" not found", ri.qualified_plural(), name))
-            .with_details(Self::details_for(ri, name))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", ri.qualified_plural(), name),
+        )
+        .with_details(Self::details_for(ri, name))
     }
 
     /// The generic 404 for paths that name no served resource.
     pub fn no_such_path() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// `namespaces "x" not found`, for writes into a missing namespace.
@@ -67,8 +80,12 @@ impl ApiError {
     }
 
     pub fn already_exists(ri: &ResourceInfo, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", ri.qualified_plural(), name))
-            .with_details(Self::details_for(ri, name))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{}\" already exists", ri.qualified_plural(), name),
+        )
+        .with_details(Self::details_for(ri, name))
     }
 
     pub fn conflict(ri: &ResourceInfo, name: &str) -> Self {
@@ -89,7 +106,12 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{}\": {}", ri.qualified_plural(), name, what),
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                ri.qualified_plural(),
+                name,
+                what
+            ),
         )
         .with_details(Self::details_for(ri, name))
     }
@@ -100,13 +122,23 @@ impl ApiError {
             d["group"] = json!(ri.group);
         }
         d["causes"] = Value::Array(
-            causes.into_iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect(),
+            causes
+                .into_iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect(),
         );
         Self::new(422, "Invalid", message).with_details(d)
     }
 
     pub fn method_not_allowed(verb: &str, ri: &ResourceInfo) -> Self {
-        Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind \"{}\"", ri.plural))
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{verb} is not supported on resources of kind \"{}\"",
+                ri.plural
+            ),
+        )
     }
 
     pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
@@ -114,7 +146,10 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: {}", accepted.join(", ")),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
         )
     }
 
@@ -127,7 +162,11 @@ impl ApiError {
     }
 
     pub fn too_large() -> Self {
-        Self::new(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            "Request entity too large: limit is 3145728",
+        )
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
@@ -139,7 +178,11 @@ impl ApiError {
     }
 
     pub fn internal(message: impl std::fmt::Display) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        )
     }
 
     pub fn too_many_requests(message: impl Into<String>, details: Value) -> Self {
@@ -168,7 +211,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
-        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
     }
 }
 
@@ -176,9 +224,12 @@ impl From<klab_store::StoreError> for ApiError {
     fn from(e: klab_store::StoreError) -> Self {
         use klab_store::StoreError as E;
         match e {
-            E::Compacted { requested, compacted } => {
-                ApiError::expired(format!("too old resource version: {requested} ({compacted})"))
-            }
+            E::Compacted {
+                requested,
+                compacted,
+            } => ApiError::expired(format!(
+                "too old resource version: {requested} ({compacted})"
+            )),
             E::FutureRevision { requested, current } => ApiError::new(
                 504,
                 "Timeout",

@@ -11,17 +11,26 @@ pub struct Identity {
 
 impl Identity {
     pub fn new(user: impl Into<String>, groups: &[&str]) -> Self {
-        Identity { user: user.into(), groups: groups.iter().map(|g| g.to_string()).collect() }
+        Identity {
+            user: user.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
     }
 
     /// The cluster administrator (`system:masters`).
     pub fn admin() -> Self {
-        Identity::new("kubernetes-admin", &["system:masters", "system:authenticated"])
+        Identity::new(
+            "kubernetes-admin",
+            &["system:masters", "system:authenticated"],
+        )
     }
 
     /// A kubelet's identity, as its client certificate would carry it.
     pub fn node(name: &str) -> Self {
-        Identity::new(format!("system:node:{name}"), &["system:nodes", "system:authenticated"])
+        Identity::new(
+            format!("system:node:{name}"),
+            &["system:nodes", "system:authenticated"],
+        )
     }
 
     /// A control-plane component (`system:kube-controller-manager`, `system:kube-scheduler`).

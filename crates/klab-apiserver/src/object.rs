@@ -8,7 +8,9 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
-    obj["metadata"].as_object_mut().expect("metadata is an object")
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
 }
 
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
@@ -39,7 +41,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -85,6 +91,10 @@ pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
     obj.get("metadata")
         .and_then(|m| m.get("labels"))
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -1,1 +1,691 @@
 //! The OpenAPI v3 index and per group-version documents kubectl needs for validation (§b.4).
+//!
+//! kubectl's default `--validate=strict` asks the server whether it can validate fields itself:
+//! it reads `/openapi/v3`, fetches the group-version document named there, finds the path whose
+//! `patch` operation carries `x-kubernetes-group-version-kind` = the object's GVK, and looks for
+//! a `fieldValidation` query parameter. If found it sends `fieldValidation=Strict` and skips
+//! client-side schema validation; if `/openapi/v3` is missing it falls back to `/openapi/v2`
+//! and, on 404 there too, refuses `create -f` / `apply -f` / `replace -f` altogether.
+//!
+//! The documents are therefore minimal: one PATCH operation per resource, with no
+//! `requestBody` — a `requestBody` naming `application/strategic-merge-patch+json` without
+//! `components` makes `kubectl apply` warn `OpenAPI V3 Components is nil`; without it, apply
+//! falls back to its compiled-in patch metadata.
+//!
+//! kubectl 1.27 and 1.28 do not read v3 for this check: they fetch `/openapi/v2` as protobuf
+//! (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, gnostic `openapi_v2.Document`)
+//! and fail `create -f` when it is missing. `/openapi/v2` therefore serves the same minimal
+//! content — PATCH operations with the GVK extension and `fieldValidation` — encoded as that
+//! protobuf message, and only that: any other `Accept` (JSON) gets a 404 Status.
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Map, Value, json};
+
+use crate::discovery::{GIT_VERSION, not_found};
+use crate::registry::{RESOURCES, ResourceInfo};
+
+/// The index key of a group-version: `api/v1` or `apis/<group>/<version>`.
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// Every served group-version as (group, version), core first, in registry order.
+fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in RESOURCES {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// `/openapi/v3`: `paths` → `serverRelativeURL` with the document's content hash, so clients
+/// re-fetch exactly when a document changes.
+pub fn index() -> Value {
+    let mut paths = Map::new();
+    for (group, version) in group_versions() {
+        let key = gv_path(group, version);
+        if let Some(doc) = group_version_document(&key) {
+            paths.insert(
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+/// Upstream operation-id stem of a group: `Core`, `Apps`, `Coordination`, `Storage`, …
+fn group_stem(group: &str) -> String {
+    let first = if group.is_empty() {
+        "core"
+    } else {
+        group.split('.').next().unwrap_or(group)
+    };
+    let mut chars = first.chars();
+    match chars.next() {
+        Some(c) => c.to_ascii_uppercase().to_string() + chars.as_str(),
+        None => String::new(),
+    }
+}
+
+fn capitalized(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) => c.to_ascii_uppercase().to_string() + chars.as_str(),
+        None => String::new(),
+    }
+}
+
+fn query_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "description": description, "schema": {"type": "string", "uniqueItems": true}})
+}
+
+/// The path item of one resource's object URL, with its PATCH operation.
+fn patch_path_item(ri: &ResourceInfo) -> (String, Value) {
+    let prefix = if ri.group.is_empty() {
+        format!("/api/{}", ri.version)
+    } else {
+        format!("/apis/{}/{}", ri.group, ri.version)
+    };
+    let (path, scope) = if ri.namespaced {
+        (
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", ri.plural),
+            "Namespaced",
+        )
+    } else {
+        (format!("{prefix}/{}/{{name}}", ri.plural), "")
+    };
+    let mut path_params = vec![json!({
+        "name": "name", "in": "path", "description": format!("name of the {}", ri.kind),
+        "required": true, "schema": {"type": "string", "uniqueItems": true}
+    })];
+    if ri.namespaced {
+        path_params.push(json!({
+            "name": "namespace", "in": "path",
+            "description": "object name and auth scope, such as for teams and projects",
+            "required": true, "schema": {"type": "string", "uniqueItems": true}
+        }));
+    }
+    path_params.push(query_param("pretty", "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."));
+    let tag = format!(
+        "{}_{}",
+        if ri.group.is_empty() {
+            "core".to_string()
+        } else {
+            ri.group.split('.').next().unwrap_or(ri.group).to_string()
+        },
+        ri.version
+    );
+    let op = json!({
+        "tags": [tag],
+        "description": format!("partially update the specified {}", ri.kind),
+        "operationId": format!("patch{}{}{scope}{}", group_stem(ri.group), capitalized(ri.version), ri.kind),
+        "parameters": [
+            query_param("dryRun", "When present, indicates that modifications should not be persisted. An invalid or unrecognized dryRun directive will result in an error response and no further processing of the request. Valid values are: - All: all dry run stages will be processed"),
+            query_param("fieldManager", "fieldManager is a name associated with the actor or entity that is making these changes. The value must be less than or 128 characters long, and only contain printable characters, as defined by https://golang.org/pkg/unicode/#IsPrint. This field is required for apply requests (application/apply-patch) but optional for non-apply patch types (JsonPatch, MergePatch, StrategicMergePatch)."),
+            query_param("fieldValidation", "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: This will ignore any unknown fields that are silently dropped from the object, and will ignore all but the last duplicate field that the decoder encounters. This is the default behavior prior to v1.23. - Warn: This will send a warning via the standard warning response header for each unknown field that is dropped from the object, and for each duplicate field that is encountered. The request will still succeed if there are no other errors, and will only persist the last of any duplicate fields. This is the default in v1.23+ - Strict: This will fail the request with a BadRequest error if any unknown fields would be dropped from the object, or if any duplicate fields are present. The error returned from the server will contain all unknown and duplicate fields encountered."),
+            {"name": "force", "in": "query", "description": "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people. Force flag must be unset for non-apply patch requests.", "schema": {"type": "boolean", "uniqueItems": true}},
+        ],
+        "responses": {
+            "200": {"description": "OK"},
+            "201": {"description": "Created"},
+            "401": {"description": "Unauthorized"},
+        },
+        "x-kubernetes-action": "patch",
+        "x-kubernetes-group-version-kind": {"group": ri.group, "version": ri.version, "kind": ri.kind},
+    });
+    (path, json!({"parameters": path_params, "patch": op}))
+}
+
+/// The document for one index key (`api/v1`, `apis/apps/v1`), or `None` if nothing is served
+/// there.
+pub fn group_version_document(gv: &str) -> Option<Value> {
+    let mut paths = Map::new();
+    for ri in RESOURCES
+        .iter()
+        .filter(|r| gv_path(r.group, r.version) == gv)
+    {
+        let (path, item) = patch_path_item(ri);
+        paths.insert(path, item);
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "paths": paths,
+    }))
+}
+
+/// A content hash of a document: 128-bit FNV-1a over its JSON, upper-case hex (upstream uses
+/// SHA-512; clients treat the value as opaque).
+fn hash(doc: &Value) -> String {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h = OFFSET;
+    for b in doc.to_string().bytes() {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(PRIME);
+    }
+    format!("{h:032X}")
+}
+
+/// `/openapi/v3`, `/openapi/v3/{*gv}` and `/openapi/v2` (protobuf only, for kubectl ≤ 1.28).
+pub fn routes() -> Router {
+    Router::new()
+        .route("/openapi/v3", get(index_handler))
+        .route("/openapi/v3/{*gv}", get(document_handler))
+        .route("/openapi/v2", get(v2_handler))
+}
+
+fn json_ok(body: &Value, etag: Option<String>) -> Response {
+    let mut resp = (StatusCode::OK, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(&format!("\"{t}\"")).ok()) {
+        resp.headers_mut().insert(header::ETAG, tag);
+    }
+    resp
+}
+
+async fn index_handler() -> Response {
+    json_ok(&index(), None)
+}
+
+async fn document_handler(Path(gv): Path<String>) -> Response {
+    // `?hash=` only busts caches: every hash gets the current document.
+    match group_version_document(gv.trim_matches('/')) {
+        Some(doc) => {
+            let tag = hash(&doc);
+            json_ok(&doc, Some(tag))
+        }
+        None => not_found(),
+    }
+}
+
+/// The protobuf media type kubectl requests `/openapi/v2` with.
+pub const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The same type as a response `Content-Type`: client-go parses it with Go's `mime` package,
+/// which rejects the `@` of the request form ("unexpected content after media subtype").
+const OPENAPI_V2_PROTOBUF_RESPONSE: &str =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+async fn v2_handler(headers: axum::http::HeaderMap) -> Response {
+    let wants_protobuf = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| {
+            a.split(',').any(|r| {
+                matches!(
+                    r.split(';').next().unwrap_or("").trim(),
+                    OPENAPI_V2_PROTOBUF | OPENAPI_V2_PROTOBUF_RESPONSE
+                )
+            })
+        });
+    if !wants_protobuf {
+        return not_found();
+    }
+    let mut resp = (StatusCode::OK, v2_protobuf_document()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(OPENAPI_V2_PROTOBUF_RESPONSE),
+    );
+    resp
+}
+
+// ---- OpenAPI v2 as gnostic `openapi.v2.Document` protobuf (field numbers of OpenAPIv2.proto) ----
+
+/// A protobuf message being written: length-delimited fields only, plus bools.
+#[derive(Default)]
+struct Pb(Vec<u8>);
+
+impl Pb {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+
+    fn bytes(&mut self, field: u32, bytes: &[u8]) -> &mut Self {
+        self.varint(u64::from(field) << 3 | 2);
+        self.varint(bytes.len() as u64);
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
+    fn string(&mut self, field: u32, s: &str) -> &mut Self {
+        self.bytes(field, s.as_bytes())
+    }
+
+    fn message(&mut self, field: u32, msg: Pb) -> &mut Self {
+        self.bytes(field, &msg.0)
+    }
+
+    fn bool(&mut self, field: u32, b: bool) -> &mut Self {
+        self.varint(u64::from(field) << 3);
+        self.varint(u64::from(b));
+        self
+    }
+}
+
+/// `NamedAny{name, Any{yaml}}`: how vendor extensions travel (kubectl YAML-decodes the value).
+fn named_any(name: &str, yaml: &str) -> Pb {
+    let mut any = Pb::default();
+    any.string(2, yaml);
+    let mut named = Pb::default();
+    named.string(1, name).message(2, any);
+    named
+}
+
+/// `ParametersItem{Parameter{NonBodyParameter{QueryParameterSubSchema}}}` of type string.
+fn v2_query_param(name: &str) -> Pb {
+    let mut query = Pb::default();
+    query
+        .string(2, "query")
+        .string(4, name)
+        .string(6, "string")
+        .bool(20, true);
+    let mut non_body = Pb::default();
+    non_body.message(3, query);
+    let mut param = Pb::default();
+    param.message(2, non_body);
+    let mut item = Pb::default();
+    item.message(1, param);
+    item
+}
+
+/// The v2 document: one PATCH operation per resource, as in the v3 documents.
+fn v2_protobuf_document() -> Vec<u8> {
+    let mut paths = Pb::default();
+    for ri in RESOURCES {
+        let (path, item) = patch_path_item(ri);
+        let patch = &item["patch"];
+        let mut op = Pb::default();
+        op.string(3, patch["description"].as_str().unwrap_or(""));
+        op.string(5, patch["operationId"].as_str().unwrap_or(""));
+        for name in ["dryRun", "fieldManager", "fieldValidation", "force"] {
+            op.message(8, v2_query_param(name));
+        }
+        let mut response = Pb::default();
+        response.string(1, "OK");
+        let mut response_value = Pb::default();
+        response_value.message(1, response);
+        let mut named_response = Pb::default();
+        named_response.string(1, "200").message(2, response_value);
+        let mut responses = Pb::default();
+        responses.message(1, named_response);
+        op.message(9, responses);
+        op.message(13, named_any("x-kubernetes-action", "patch\n"));
+        let group = if ri.group.is_empty() {
+            "\"\""
+        } else {
+            ri.group
+        };
+        let gvk = format!(
+            "group: {group}\nkind: {}\nversion: {}\n",
+            ri.kind, ri.version
+        );
+        op.message(13, named_any("x-kubernetes-group-version-kind", &gvk));
+        let mut path_item = Pb::default();
+        path_item.message(8, op);
+        let mut named = Pb::default();
+        named.string(1, &path).message(2, path_item);
+        paths.message(2, named);
+    }
+    let mut info = Pb::default();
+    info.string(1, "Kubernetes").string(2, GIT_VERSION);
+    let mut doc = Pb::default();
+    doc.string(1, "2.0").message(2, info).message(8, paths);
+    doc.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::kubectl_harness::{Harness, bin_dir};
+    use tower::ServiceExt;
+
+    #[test]
+    fn index_points_at_every_group_version() {
+        let idx = index();
+        let paths = idx["paths"].as_object().unwrap();
+        let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "api/v1",
+                "apis/apps/v1",
+                "apis/batch/v1",
+                "apis/coordination.k8s.io/v1",
+                "apis/events.k8s.io/v1",
+                "apis/policy/v1",
+                "apis/storage.k8s.io/v1"
+            ]
+        );
+        let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();
+        let doc = group_version_document("apis/apps/v1").unwrap();
+        assert_eq!(url, format!("/openapi/v3/apis/apps/v1?hash={}", hash(&doc)));
+        assert_eq!(hash(&doc).len(), 32);
+        assert_ne!(
+            hash(&doc),
+            hash(&group_version_document("api/v1").unwrap()),
+            "hash follows content"
+        );
+        assert_eq!(
+            hash(&doc),
+            hash(&group_version_document("apis/apps/v1").unwrap()),
+            "and is stable"
+        );
+    }
+
+    #[test]
+    fn documents_offer_field_validation_on_patch_for_every_kind() {
+        for ri in RESOURCES {
+            let doc = group_version_document(&gv_path(ri.group, ri.version)).unwrap();
+            assert_eq!(doc["openapi"], "3.0.0");
+            assert!(doc.get("components").is_none());
+            // What kubectl's query-param verifier does: find the PATCH operation for the GVK and
+            // its `fieldValidation` query parameter.
+            let gvk = json!({"group": ri.group, "version": ri.version, "kind": ri.kind});
+            let ops: Vec<&Value> = doc["paths"]
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(|item| item.get("patch"))
+                .filter(|op| op["x-kubernetes-group-version-kind"] == gvk)
+                .collect();
+            assert_eq!(ops.len(), 1, "{}", ri.kind);
+            assert!(
+                ops[0].get("requestBody").is_none(),
+                "a requestBody without components breaks apply"
+            );
+            let params = ops[0]["parameters"].as_array().unwrap();
+            assert!(
+                params
+                    .iter()
+                    .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"),
+                "{}",
+                ri.kind
+            );
+        }
+        let core = group_version_document("api/v1").unwrap();
+        let pod = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        assert_eq!(pod["operationId"], "patchCoreV1NamespacedPod");
+        assert_eq!(
+            core["paths"]["/api/v1/nodes/{name}"]["patch"]["operationId"],
+            "patchCoreV1Node"
+        );
+        let storage = group_version_document("apis/storage.k8s.io/v1").unwrap();
+        assert_eq!(
+            storage["paths"]["/apis/storage.k8s.io/v1/volumeattachments/{name}"]["patch"]["operationId"],
+            "patchStorageV1VolumeAttachment"
+        );
+        assert!(group_version_document("apis/apps/v2").is_none());
+        assert!(group_version_document("apis").is_none());
+    }
+
+    async fn get(uri: &str, accept: Option<&str>) -> (u16, Vec<u8>, axum::http::HeaderMap) {
+        let mut req = axum::http::Request::builder().uri(uri);
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        let resp = routes()
+            .oneshot(req.body(axum::body::Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let code = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (code, body.to_vec(), headers)
+    }
+
+    fn json_of(body: &[u8]) -> Value {
+        serde_json::from_slice(body).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn routes_serve_index_documents_and_v2() {
+        let (code, idx, _) = get("/openapi/v3?timeout=32s", None).await;
+        assert_eq!(code, 200);
+        let url = json_of(&idx)["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (code, doc, headers) =
+            get(&format!("{url}&timeout=32s"), Some("application/json")).await;
+        assert_eq!(code, 200);
+        let doc = json_of(&doc);
+        assert_eq!(doc, group_version_document("api/v1").unwrap());
+        assert_eq!(headers["etag"], format!("\"{}\"", hash(&doc)).as_str());
+        let (code, doc, _) = get("/openapi/v3/apis/coordination.k8s.io/v1?hash=stale", None).await;
+        assert_eq!(code, 200);
+        assert!(
+            json_of(&doc)["paths"]
+                .get("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+                .is_some()
+        );
+        for missing in ["/openapi/v3/apis/nope/v1", "/openapi/v3/apis/apps"] {
+            let (code, status, _) = get(missing, None).await;
+            assert_eq!(code, 404, "{missing}");
+            assert_eq!(json_of(&status)["reason"], "NotFound");
+        }
+        // v2: JSON is not served; protobuf is, with a Content-Type Go's mime package parses.
+        let (code, status, _) = get("/openapi/v2?timeout=32s", Some("application/json")).await;
+        assert_eq!(code, 404);
+        assert_eq!(json_of(&status)["kind"], "Status");
+        let (code, body, headers) = get("/openapi/v2?timeout=32s", Some(OPENAPI_V2_PROTOBUF)).await;
+        assert_eq!(code, 200);
+        assert_eq!(headers["content-type"], OPENAPI_V2_PROTOBUF_RESPONSE);
+        assert!(!OPENAPI_V2_PROTOBUF_RESPONSE.contains('@'));
+        assert_eq!(body, v2_protobuf_document());
+    }
+
+    /// Reads one protobuf message into (field number, payload) pairs (varints as LE bytes).
+    fn pb_fields(mut buf: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        fn varint(buf: &mut &[u8]) -> u64 {
+            let mut v = 0u64;
+            let mut shift = 0;
+            loop {
+                let b = buf[0];
+                *buf = &buf[1..];
+                v |= u64::from(b & 0x7f) << shift;
+                shift += 7;
+                if b < 0x80 {
+                    return v;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while !buf.is_empty() {
+            let key = varint(&mut buf);
+            match key & 7 {
+                0 => {
+                    let v = varint(&mut buf);
+                    out.push((key >> 3, v.to_le_bytes().to_vec()));
+                }
+                2 => {
+                    let len = varint(&mut buf) as usize;
+                    out.push((key >> 3, buf[..len].to_vec()));
+                    buf = &buf[len..];
+                }
+                other => panic!("unexpected wire type {other}"),
+            }
+        }
+        out
+    }
+
+    fn field(msg: &[u8], n: u64) -> Vec<Vec<u8>> {
+        pb_fields(msg)
+            .into_iter()
+            .filter(|(f, _)| *f == n)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn v2_protobuf_carries_gvk_and_field_validation() {
+        let doc = v2_protobuf_document();
+        assert_eq!(field(&doc, 1), [b"2.0".to_vec()]);
+        assert_eq!(text(&field(&field(&doc, 2)[0], 2)[0]), GIT_VERSION);
+        let named = field(&field(&doc, 8)[0], 2);
+        assert_eq!(named.len(), RESOURCES.len());
+        let pod = named
+            .iter()
+            .find(|n| field(n, 1)[0] == b"/api/v1/namespaces/{namespace}/pods/{name}")
+            .expect("pod path");
+        let op = &field(&field(pod, 2)[0], 8)[0];
+        let exts: Vec<(String, String)> = field(op, 13)
+            .iter()
+            .map(|e| (text(&field(e, 1)[0]), text(&field(&field(e, 2)[0], 2)[0])))
+            .collect();
+        assert!(exts.contains(&(
+            "x-kubernetes-group-version-kind".into(),
+            "group: \"\"\nkind: Pod\nversion: v1\n".into()
+        )));
+        // parameters → ParametersItem.parameter → Parameter.non_body → NonBody.query → name
+        let names: Vec<String> = field(op, 8)
+            .iter()
+            .map(|item| {
+                let query = &field(&field(&field(item, 1)[0], 2)[0], 3)[0];
+                assert_eq!(field(query, 2)[0], b"query");
+                text(&field(query, 4)[0])
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["dryRun", "fieldManager", "fieldValidation", "force"]
+        );
+    }
+
+    /// Stands in for the resource routes: POST stores and echoes the object (201), GET and
+    /// PATCH answer with the stored object, else 404.
+    fn stub_resources() -> Router {
+        use std::collections::BTreeMap;
+        use std::sync::{Arc, Mutex};
+        let objects: Arc<Mutex<BTreeMap<String, Value>>> = Arc::default();
+        Router::new().fallback(move |req: axum::extract::Request| {
+            let objects = objects.clone();
+            async move {
+                let path = req.uri().path().to_string();
+                let method = req.method().clone();
+                let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                let (code, obj) = if method == axum::http::Method::POST {
+                    let mut obj: Value = serde_json::from_slice(&body).unwrap();
+                    obj["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000001");
+                    obj["metadata"]["resourceVersion"] = json!("7");
+                    let key = format!("{path}/{}", obj["metadata"]["name"].as_str().unwrap());
+                    objects.lock().unwrap().insert(key, obj.clone());
+                    (StatusCode::CREATED, obj)
+                } else {
+                    let found = objects.lock().unwrap().get(&path).cloned();
+                    match found {
+                        Some(obj) => (StatusCode::OK, obj),
+                        None => return not_found(),
+                    }
+                };
+                let mut resp = (code, obj.to_string()).into_response();
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                resp
+            }
+        })
+    }
+
+    const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n";
+    const DEPLOY: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: nginx\n        image: nginx:1.25\n";
+
+    /// Real kubectl 1.27–1.33 `create -f` and `apply -f` (create, then a client-side SMP patch)
+    /// with default strict validation: no OpenAPI errors or warnings, `fieldValidation=Strict` on
+    /// the wire. Without OpenAPI the same kubectl refuses.
+    #[tokio::test]
+    async fn real_kubectl_create_and_apply_validate_server_side() {
+        let Some(dir) = bin_dir() else {
+            eprintln!("SKIPPED: kubectl.1.27/kubectl.1.33 not found (set KLAB_KUBECTL_DIR)");
+            return;
+        };
+        let app = crate::discovery::routes()
+            .merge(routes())
+            .merge(stub_resources());
+        let h = Harness::start(dir.clone(), app).await;
+        std::fs::write(h.dir.join("pod.yaml"), POD).unwrap();
+        for version in ["1.33", "1.32", "1.31", "1.30", "1.29", "1.28", "1.27"] {
+            let minor = &version[2..];
+            let ns = format!("ns{minor}");
+            let (ok, out, err) = h
+                .kubectl(version, &["create", "-f", "pod.yaml", "-n", &ns])
+                .await;
+            assert!(ok, "kubectl.{version} create: {err}\n{:#?}", h.requests());
+            assert_eq!(out, "pod/p1 created\n");
+            assert_eq!(err, "", "kubectl.{version} create");
+            let file = format!("deploy-{minor}.yaml");
+            std::fs::write(h.dir.join(&file), DEPLOY).unwrap();
+            let (ok, out, err) = h.kubectl(version, &["apply", "-f", &file, "-n", &ns]).await;
+            assert!(ok, "kubectl.{version} apply: {err}\n{:#?}", h.requests());
+            assert_eq!(out, "deployment.apps/web created\n");
+            assert_eq!(err, "", "kubectl.{version} apply");
+            std::fs::write(
+                h.dir.join(&file),
+                DEPLOY.replace("replicas: 2", "replicas: 3"),
+            )
+            .unwrap();
+            let (ok, out, err) = h.kubectl(version, &["apply", "-f", &file, "-n", &ns]).await;
+            assert!(
+                ok,
+                "kubectl.{version} second apply: {err}\n{:#?}",
+                h.requests()
+            );
+            assert_eq!(out, "deployment.apps/web configured\n");
+            assert_eq!(
+                err, "",
+                "kubectl.{version} second apply: no OpenAPI warnings"
+            );
+        }
+        let requests = h.requests();
+        for want in [
+            "POST /api/v1/namespaces/ns27/pods?fieldManager=kubectl-create&fieldValidation=Strict",
+            "POST /api/v1/namespaces/ns33/pods?fieldManager=kubectl-create&fieldValidation=Strict",
+            "POST /apis/apps/v1/namespaces/ns33/deployments?fieldManager=kubectl-client-side-apply&fieldValidation=Strict",
+            "PATCH /apis/apps/v1/namespaces/ns27/deployments/web?fieldManager=kubectl-client-side-apply&fieldValidation=Strict",
+            "PATCH /apis/apps/v1/namespaces/ns33/deployments/web?fieldManager=kubectl-client-side-apply&fieldValidation=Strict",
+            "GET /openapi/v3/apis/apps/v1?hash=",
+            "GET /openapi/v2?",
+        ] {
+            assert!(
+                requests.iter().any(|r| r.starts_with(want)),
+                "missing {want}: {requests:#?}"
+            );
+        }
+
+        // The control: without OpenAPI, kubectl refuses to create (§0.3).
+        let bare = Harness::start(dir, crate::discovery::routes().merge(stub_resources())).await;
+        std::fs::write(bare.dir.join("pod.yaml"), POD).unwrap();
+        let (ok, _, err) = bare.kubectl("1.33", &["create", "-f", "pod.yaml"]).await;
+        assert!(!ok);
+        assert!(err.contains("failed to download openapi"), "{err}");
+    }
+}

@@ -51,7 +51,11 @@ impl ResourceInfo {
 
     /// The storage key prefix for this resource: `/registry/<group or core>/<plural>/`.
     pub fn key_prefix(&self) -> String {
-        let g = if self.group.is_empty() { "core" } else { self.group };
+        let g = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
         format!("/registry/{g}/{}/", self.plural)
     }
 
@@ -86,38 +90,293 @@ const NONE: &[&str] = &[];
 
 /// Every resource klab serves, core first, then groups in discovery order.
 pub static RESOURCES: &[ResourceInfo] = &[
-    ResourceInfo { group: "", version: "v1", kind: "Namespace", plural: "namespaces", singular: "namespace", namespaced: false, short_names: &["ns"], categories: NONE, subresources: &["status", "finalize"], has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "Node", plural: "nodes", singular: "node", namespaced: false, short_names: &["no"], categories: NONE, subresources: &["status", "proxy"], has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "Pod", plural: "pods", singular: "pod", namespaced: true, short_names: &["po"], categories: &["all"], subresources: &["status", "binding", "eviction", "log", "exec", "attach", "portforward", "ephemeralcontainers"], has_generation: true },
-    ResourceInfo { group: "", version: "v1", kind: "Event", plural: "events", singular: "event", namespaced: true, short_names: &["ev"], categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", singular: "configmap", namespaced: true, short_names: &["cm"], categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "Secret", plural: "secrets", singular: "secret", namespaced: true, short_names: NONE, categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "Service", plural: "services", singular: "service", namespaced: true, short_names: &["svc"], categories: &["all"], subresources: STATUS, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "ServiceAccount", plural: "serviceaccounts", singular: "serviceaccount", namespaced: true, short_names: &["sa"], categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "PersistentVolume", plural: "persistentvolumes", singular: "persistentvolume", namespaced: false, short_names: &["pv"], categories: NONE, subresources: STATUS, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "PersistentVolumeClaim", plural: "persistentvolumeclaims", singular: "persistentvolumeclaim", namespaced: true, short_names: &["pvc"], categories: NONE, subresources: STATUS, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "ResourceQuota", plural: "resourcequotas", singular: "resourcequota", namespaced: true, short_names: &["quota"], categories: NONE, subresources: STATUS, has_generation: false },
-    ResourceInfo { group: "", version: "v1", kind: "LimitRange", plural: "limitranges", singular: "limitrange", namespaced: true, short_names: &["limits"], categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "apps", version: "v1", kind: "Deployment", plural: "deployments", singular: "deployment", namespaced: true, short_names: &["deploy"], categories: &["all"], subresources: &["status", "scale"], has_generation: true },
-    ResourceInfo { group: "apps", version: "v1", kind: "ReplicaSet", plural: "replicasets", singular: "replicaset", namespaced: true, short_names: &["rs"], categories: &["all"], subresources: &["status", "scale"], has_generation: true },
-    ResourceInfo { group: "apps", version: "v1", kind: "StatefulSet", plural: "statefulsets", singular: "statefulset", namespaced: true, short_names: &["sts"], categories: &["all"], subresources: &["status", "scale"], has_generation: true },
-    ResourceInfo { group: "apps", version: "v1", kind: "DaemonSet", plural: "daemonsets", singular: "daemonset", namespaced: true, short_names: &["ds"], categories: &["all"], subresources: STATUS, has_generation: true },
-    ResourceInfo { group: "apps", version: "v1", kind: "ControllerRevision", plural: "controllerrevisions", singular: "controllerrevision", namespaced: true, short_names: NONE, categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "batch", version: "v1", kind: "Job", plural: "jobs", singular: "job", namespaced: true, short_names: NONE, categories: &["all"], subresources: STATUS, has_generation: true },
-    ResourceInfo { group: "coordination.k8s.io", version: "v1", kind: "Lease", plural: "leases", singular: "lease", namespaced: true, short_names: NONE, categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "events.k8s.io", version: "v1", kind: "Event", plural: "events", singular: "event", namespaced: true, short_names: &["ev"], categories: NONE, subresources: NONE, has_generation: false },
-    ResourceInfo { group: "policy", version: "v1", kind: "PodDisruptionBudget", plural: "poddisruptionbudgets", singular: "poddisruptionbudget", namespaced: true, short_names: &["pdb"], categories: NONE, subresources: STATUS, has_generation: true },
-    ResourceInfo { group: "storage.k8s.io", version: "v1", kind: "VolumeAttachment", plural: "volumeattachments", singular: "volumeattachment", namespaced: false, short_names: NONE, categories: NONE, subresources: STATUS, has_generation: false },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        singular: "namespace",
+        namespaced: false,
+        short_names: &["ns"],
+        categories: NONE,
+        subresources: &["status", "finalize"],
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        singular: "node",
+        namespaced: false,
+        short_names: &["no"],
+        categories: NONE,
+        subresources: &["status", "proxy"],
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        singular: "pod",
+        namespaced: true,
+        short_names: &["po"],
+        categories: &["all"],
+        subresources: &[
+            "status",
+            "binding",
+            "eviction",
+            "log",
+            "exec",
+            "attach",
+            "portforward",
+            "ephemeralcontainers",
+        ],
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        namespaced: true,
+        short_names: &["ev"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        singular: "configmap",
+        namespaced: true,
+        short_names: &["cm"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        singular: "secret",
+        namespaced: true,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        namespaced: true,
+        short_names: &["svc"],
+        categories: &["all"],
+        subresources: STATUS,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        namespaced: true,
+        short_names: &["sa"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        namespaced: false,
+        short_names: &["pv"],
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        namespaced: true,
+        short_names: &["pvc"],
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ResourceQuota",
+        plural: "resourcequotas",
+        singular: "resourcequota",
+        namespaced: true,
+        short_names: &["quota"],
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "LimitRange",
+        plural: "limitranges",
+        singular: "limitrange",
+        namespaced: true,
+        short_names: &["limits"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        namespaced: true,
+        short_names: &["rs"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        singular: "statefulset",
+        namespaced: true,
+        short_names: &["sts"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        singular: "daemonset",
+        namespaced: true,
+        short_names: &["ds"],
+        categories: &["all"],
+        subresources: STATUS,
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "ControllerRevision",
+        plural: "controllerrevisions",
+        singular: "controllerrevision",
+        namespaced: true,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        namespaced: true,
+        short_names: NONE,
+        categories: &["all"],
+        subresources: STATUS,
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        singular: "lease",
+        namespaced: true,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        namespaced: true,
+        short_names: &["ev"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        namespaced: true,
+        short_names: &["pdb"],
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "storage.k8s.io",
+        version: "v1",
+        kind: "VolumeAttachment",
+        plural: "volumeattachments",
+        singular: "volumeattachment",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: false,
+    },
 ];
 
 /// Finds a resource by group, version and plural name.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Finds a resource by `apiVersion` and `kind` as written in an object.
 pub fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+    RESOURCES
+        .iter()
+        .find(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 /// The groups served under `/apis`, in discovery order (each with one version, `v1`).
@@ -139,12 +398,25 @@ mod tests {
     fn names_and_keys() {
         let pods = lookup("", "v1", "pods").unwrap();
         assert_eq!(pods.api_version(), "v1");
-        assert_eq!(pods.key(Some("default"), "web"), "/registry/core/pods/default/web");
+        assert_eq!(
+            pods.key(Some("default"), "web"),
+            "/registry/core/pods/default/web"
+        );
         let deploy = lookup_kind("apps/v1", "Deployment").unwrap();
         assert_eq!(deploy.qualified_plural(), "deployments.apps");
         assert_eq!(deploy.key_prefix_in(None), "/registry/apps/deployments/");
         let node = lookup("", "v1", "nodes").unwrap();
         assert_eq!(node.key(None, "n1"), "/registry/core/nodes/n1");
-        assert_eq!(groups(), vec!["apps", "batch", "coordination.k8s.io", "events.k8s.io", "policy", "storage.k8s.io"]);
+        assert_eq!(
+            groups(),
+            vec![
+                "apps",
+                "batch",
+                "coordination.k8s.io",
+                "events.k8s.io",
+                "policy",
+                "storage.k8s.io"
+            ]
+        );
     }
 }

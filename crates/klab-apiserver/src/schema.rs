@@ -59,7 +59,11 @@ fn unknown_fields(before: &Value, after: &Value, path: String, out: &mut Vec<Str
                 if bv.is_null() {
                     continue;
                 }
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match a.get(k) {
                     Some(av) => unknown_fields(bv, av, p, out),
                     None => out.push(p),
@@ -88,7 +92,10 @@ mod tests {
             "metadata": {"name": "x", "labels": {"a": "b"}},
             "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicy": "Always", "colour": "red"}], "foo": null}});
         let (out, unknown) = prune(pods, &obj).unwrap();
-        assert_eq!(unknown, vec!["bogus".to_string(), "spec.containers[0].colour".to_string()]);
+        assert_eq!(
+            unknown,
+            vec!["bogus".to_string(), "spec.containers[0].colour".to_string()]
+        );
         assert!(out.get("bogus").is_none());
         assert_eq!(out["spec"]["containers"][0]["imagePullPolicy"], "Always");
         assert_eq!(out["metadata"]["labels"]["a"], "b");
@@ -101,7 +108,10 @@ mod tests {
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}}}});
         let (out, unknown) = prune(deps, &obj).unwrap();
         assert!(unknown.is_empty(), "{unknown:?}");
-        assert_eq!(out["spec"]["strategy"]["rollingUpdate"], json!({"maxSurge": "25%", "maxUnavailable": 1}));
+        assert_eq!(
+            out["spec"]["strategy"]["rollingUpdate"],
+            json!({"maxSurge": "25%", "maxUnavailable": 1})
+        );
     }
 
     #[test]

@@ -208,14 +208,14 @@ fn split_terms(s: &str) -> Vec<String> {
 /// Finds the first operator (`!=`, `==`, `=`, checked in that order at each position) not inside
 /// an escape (upstream `splitTerm`).
 fn split_term(term: &str) -> Option<(String, FieldOp, String)> {
-    let bytes = term.as_bytes();
     let mut in_slash = false;
-    for i in 0..bytes.len() {
+    // char_indices, not bytes: slicing must stay on UTF-8 boundaries (input is untrusted).
+    for (i, c) in term.char_indices() {
         if in_slash {
             in_slash = false;
             continue;
         }
-        if bytes[i] == b'\\' {
+        if c == '\\' {
             in_slash = true;
             continue;
         }
@@ -225,8 +225,8 @@ fn split_term(term: &str) -> Option<(String, FieldOp, String)> {
             ("==", FieldOp::Equals),
             ("=", FieldOp::Equals),
         ] {
-            if rest.starts_with(op) {
-                return Some((term[..i].to_string(), fo, rest[op.len()..].to_string()));
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((term[..i].to_string(), fo, value.to_string()));
             }
         }
     }
@@ -403,12 +403,19 @@ mod tests {
             "spec.nodeName "
         );
         assert!(FieldSelector::parse("").unwrap().is_everything());
+        let s = FieldSelector::parse("metadata.name=ä-ö").unwrap();
+        assert_eq!(
+            (s.terms()[0].field.as_str(), s.terms()[0].value.as_str()),
+            ("metadata.name", "ä-ö")
+        );
     }
 
     #[test]
     fn parse_errors() {
         let cases = [
             ("foo", "invalid selector: 'foo'; can't understand 'foo'"),
+            // Multi-byte characters must not split (no panic on untrusted input).
+            ("ä=ö,ü", "invalid selector: 'ä=ö,ü'; can't understand 'ü'"),
             ("a=b,c", "invalid selector: 'a=b,c'; can't understand 'c'"),
             (
                 "a=b\\x",

@@ -66,12 +66,25 @@ pub struct ApiServer {
 }
 
 /// The namespaces every cluster has from the start.
-pub const BOOTSTRAP_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ApiServer {
     /// Builds the server over `store` and creates the bootstrap namespaces that are missing.
-    pub async fn new(store: DynStorage, clock: Clock, rng: DetRng, config: ApiServerConfig) -> ApiResult<Self> {
-        let api = ApiServer { inner: Arc::new(Inner { store, clock, rng, config }) };
+    pub async fn new(
+        store: DynStorage,
+        clock: Clock,
+        rng: DetRng,
+        config: ApiServerConfig,
+    ) -> ApiResult<Self> {
+        let api = ApiServer {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                rng,
+                config,
+            }),
+        };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
         for name in BOOTSTRAP_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
@@ -99,10 +112,10 @@ impl ApiServer {
             let mut previous = store.current_revision();
             loop {
                 clock.sleep(interval).await;
-                if previous > store.compacted_revision() {
-                    if let Err(e) = store.compact(previous).await {
-                        tracing::warn!("compaction to revision {previous} failed: {e}");
-                    }
+                if previous > store.compacted_revision()
+                    && let Err(e) = store.compact(previous).await
+                {
+                    tracing::warn!("compaction to revision {previous} failed: {e}");
                 }
                 previous = store.current_revision();
             }
@@ -120,8 +133,12 @@ impl ApiServer {
     /// The Router with no identity attached (the TLS server attaches one per connection; requests
     /// without one are treated as the cluster admin by in-process callers).
     pub fn router(&self) -> Router {
-        let resources = Router::new().fallback(dispatch).with_state(self.inner.clone());
-        crate::discovery::routes().merge(crate::openapi::routes()).merge(resources)
+        let resources = Router::new()
+            .fallback(dispatch)
+            .with_state(self.inner.clone());
+        crate::discovery::routes()
+            .merge(crate::openapi::routes())
+            .merge(resources)
     }
 
     /// The Router as seen by one component: every request carries `identity`.
@@ -152,26 +169,56 @@ pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
     }
     let owned = |s: &&str| Some(s.to_string());
     // `/namespaces/<ns>/<resource>[/<name>[/<sub>]]` when <resource> is a namespaced resource.
-    if let ["namespaces", ns, res, tail @ ..] = rest {
-        if let Some(ri) = registry::lookup(group, version, res).filter(|ri| ri.namespaced) {
-            return match tail {
-                [] => Ok(Target { ri, namespace: owned(ns), name: None, sub: None }),
-                [name] => Ok(Target { ri, namespace: owned(ns), name: owned(name), sub: None }),
-                [name, sub] => Ok(Target { ri, namespace: owned(ns), name: owned(name), sub: owned(sub) }),
-                _ => Err(ApiError::no_such_path()),
-            };
-        }
+    if let ["namespaces", ns, res, tail @ ..] = rest
+        && let Some(ri) = registry::lookup(group, version, res).filter(|ri| ri.namespaced)
+    {
+        return match tail {
+            [] => Ok(Target {
+                ri,
+                namespace: owned(ns),
+                name: None,
+                sub: None,
+            }),
+            [name] => Ok(Target {
+                ri,
+                namespace: owned(ns),
+                name: owned(name),
+                sub: None,
+            }),
+            [name, sub] => Ok(Target {
+                ri,
+                namespace: owned(ns),
+                name: owned(name),
+                sub: owned(sub),
+            }),
+            _ => Err(ApiError::no_such_path()),
+        };
     }
     let ri = match rest.first() {
         Some(res) => registry::lookup(group, version, res).ok_or_else(ApiError::no_such_path)?,
         None => return Err(ApiError::no_such_path()),
     };
     match &rest[1..] {
-        [] => Ok(Target { ri, namespace: None, name: None, sub: None }),
+        [] => Ok(Target {
+            ri,
+            namespace: None,
+            name: None,
+            sub: None,
+        }),
         // A namespaced resource has no object URLs outside a namespace.
         _ if ri.namespaced => Err(ApiError::no_such_path()),
-        [name] => Ok(Target { ri, namespace: None, name: owned(name), sub: None }),
-        [name, sub] => Ok(Target { ri, namespace: None, name: owned(name), sub: owned(sub) }),
+        [name] => Ok(Target {
+            ri,
+            namespace: None,
+            name: owned(name),
+            sub: None,
+        }),
+        [name, sub] => Ok(Target {
+            ri,
+            namespace: None,
+            name: owned(name),
+            sub: owned(sub),
+        }),
         _ => Err(ApiError::no_such_path()),
     }
 }
@@ -196,11 +243,17 @@ impl Ctx {
     }
 
     pub fn accept(&self) -> &str {
-        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     pub fn content_type(&self) -> &str {
-        self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     /// `fieldValidation=Strict`: unknown fields are an error rather than dropped.
@@ -214,11 +267,13 @@ impl Ctx {
 }
 
 fn parse_query(uri: &axum::http::Uri) -> ApiResult<BTreeMap<String, String>> {
-    let Some(q) = uri.query() else { return Ok(BTreeMap::new()) };
+    let Some(q) = uri.query() else {
+        return Ok(BTreeMap::new());
+    };
     let pairs: Vec<(String, String)> =
-        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri).map(|q| q.0).map_err(|_| {
-            ApiError::bad_request(format!("invalid query string {q:?}"))
-        })?;
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(uri)
+            .map(|q| q.0)
+            .map_err(|_| ApiError::bad_request(format!("invalid query string {q:?}")))?;
     Ok(pairs.into_iter().filter(|(k, _)| !k.is_empty()).collect())
 }
 
@@ -235,9 +290,17 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
     let query = parse_query(&parts.uri)?;
     let identity = parts.extensions.get::<Identity>().cloned();
     let limit = inner.config.max_request_bytes;
-    let ctx = Ctx { inner, target, query, headers: parts.headers, identity };
+    let ctx = Ctx {
+        inner,
+        target,
+        query,
+        headers: parts.headers,
+        identity,
+    };
     let read_body = || async move {
-        axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::too_large())
+        axum::body::to_bytes(body, limit)
+            .await
+            .map_err(|_| ApiError::too_large())
     };
     let t = &ctx.target;
     let sub = t.sub.as_deref();
@@ -250,10 +313,16 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
             }
         }
         (&Method::POST, false, _) => crate::crud::create(&ctx, read_body().await?).await,
-        (&Method::DELETE, false, _) => crate::crud::delete_collection(&ctx, read_body().await?).await,
+        (&Method::DELETE, false, _) => {
+            crate::crud::delete_collection(&ctx, read_body().await?).await
+        }
         (&Method::GET, true, None | Some("status")) => crate::crud::get(&ctx).await,
-        (&Method::PUT, true, None | Some("status")) => crate::crud::update(&ctx, read_body().await?).await,
-        (&Method::PATCH, true, None | Some("status")) => crate::crud::patch(&ctx, read_body().await?).await,
+        (&Method::PUT, true, None | Some("status")) => {
+            crate::crud::update(&ctx, read_body().await?).await
+        }
+        (&Method::PATCH, true, None | Some("status")) => {
+            crate::crud::patch(&ctx, read_body().await?).await
+        }
         (&Method::DELETE, true, None) => crate::crud::delete(&ctx, read_body().await?).await,
         (m, true, Some(s)) if ctx.target.ri.has_subresource(s) => {
             crate::subresources::handle(&ctx, m.clone(), s, read_body().await?).await
@@ -267,7 +336,9 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
 mod tests {
     use super::*;
 
-    fn t(path: &str) -> ApiResult<(String, Option<String>, Option<String>, Option<String>)> {
+    type Parsed = (String, Option<String>, Option<String>, Option<String>);
+
+    fn t(path: &str) -> ApiResult<Parsed> {
         parse_path(path).map(|t| (t.ri.plural.to_string(), t.namespace, t.name, t.sub))
     }
 
@@ -277,20 +348,38 @@ mod tests {
 
     #[test]
     fn parses_resource_paths() {
-        assert_eq!(t("/api/v1/pods").unwrap(), ("pods".into(), None, None, None));
-        assert_eq!(t("/api/v1/namespaces/default/pods").unwrap(), ("pods".into(), s("default"), None, None));
-        assert_eq!(t("/api/v1/namespaces/default/pods/web").unwrap(), ("pods".into(), s("default"), s("web"), None));
+        assert_eq!(
+            t("/api/v1/pods").unwrap(),
+            ("pods".into(), None, None, None)
+        );
+        assert_eq!(
+            t("/api/v1/namespaces/default/pods").unwrap(),
+            ("pods".into(), s("default"), None, None)
+        );
+        assert_eq!(
+            t("/api/v1/namespaces/default/pods/web").unwrap(),
+            ("pods".into(), s("default"), s("web"), None)
+        );
         assert_eq!(
             t("/api/v1/namespaces/default/pods/web/status").unwrap(),
             ("pods".into(), s("default"), s("web"), s("status"))
         );
-        assert_eq!(t("/api/v1/namespaces").unwrap(), ("namespaces".into(), None, None, None));
-        assert_eq!(t("/api/v1/namespaces/kube-system").unwrap(), ("namespaces".into(), None, s("kube-system"), None));
+        assert_eq!(
+            t("/api/v1/namespaces").unwrap(),
+            ("namespaces".into(), None, None, None)
+        );
+        assert_eq!(
+            t("/api/v1/namespaces/kube-system").unwrap(),
+            ("namespaces".into(), None, s("kube-system"), None)
+        );
         assert_eq!(
             t("/api/v1/namespaces/x/finalize").unwrap(),
             ("namespaces".into(), None, s("x"), s("finalize"))
         );
-        assert_eq!(t("/api/v1/nodes/n1/status").unwrap(), ("nodes".into(), None, s("n1"), s("status")));
+        assert_eq!(
+            t("/api/v1/nodes/n1/status").unwrap(),
+            ("nodes".into(), None, s("n1"), s("status"))
+        );
         assert_eq!(
             t("/apis/apps/v1/namespaces/default/deployments/web/scale").unwrap(),
             ("deployments".into(), s("default"), s("web"), s("scale"))
@@ -299,7 +388,15 @@ mod tests {
             t("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").unwrap(),
             ("leases".into(), s("kube-node-lease"), None, None)
         );
-        for bad in ["/api/v1/widgets", "/api/v1/pods/web", "/apis/apps/v1/nodes", "/api/v1/namespaces/a/nodes/n1", "/foo", "/api/v1/namespaces/a/pods/b/c/d", "/api/v1/nodes//status"] {
+        for bad in [
+            "/api/v1/widgets",
+            "/api/v1/pods/web",
+            "/apis/apps/v1/nodes",
+            "/api/v1/namespaces/a/nodes/n1",
+            "/foo",
+            "/api/v1/namespaces/a/pods/b/c/d",
+            "/api/v1/nodes//status",
+        ] {
             assert_eq!(t(bad).unwrap_err().code, 404, "{bad}");
         }
     }

@@ -10,20 +10,27 @@ use serde_json::{Value, json};
 use klab_api::clock::format_time;
 use klab_api::selector::LabelSelector;
 
-use crate::crud::{self, DeleteOptions, WriteOutcome, WriteScope, guarded_update, json_response};
+use crate::crud::{
+    self, DeleteOptions, WriteMode, WriteOutcome, WriteScope, guarded_update, json_response,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::object;
 use crate::registry::{self, ResourceInfo};
 use crate::server::Ctx;
 
-pub(crate) async fn handle(ctx: &Ctx, method: Method, sub: &str, body: Bytes) -> ApiResult<Response> {
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    method: Method,
+    sub: &str,
+    body: Bytes,
+) -> ApiResult<Response> {
     match (sub, method) {
         ("scale", Method::GET) => get_scale(ctx).await,
         ("scale", Method::PUT) | ("scale", Method::PATCH) => write_scale(ctx, body).await,
         ("binding", Method::POST) => bind(ctx, body).await,
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
-        (s, m) if matches!(s, "scale" | "binding" | "eviction" | "finalize") => {
+        ("scale" | "binding" | "eviction" | "finalize", m) => {
             Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri))
         }
         // log, exec, attach, portforward, proxy, ephemeralcontainers: served by the kubelet server
@@ -67,7 +74,12 @@ fn scale_of(ri: &ResourceInfo, obj: &Value) -> Value {
 async fn get_scale(ctx: &Ctx) -> ApiResult<Response> {
     let t = &ctx.target;
     let key = t.ri.key(t.namespace.as_deref(), name(ctx));
-    let kv = ctx.inner.store.get(&key).await?.ok_or_else(|| ApiError::not_found(t.ri, name(ctx)))?;
+    let kv = ctx
+        .inner
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(t.ri, name(ctx)))?;
     let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
     Ok(json_response(StatusCode::OK, &scale_of(t.ri, &obj)))
 }
@@ -82,33 +94,49 @@ async fn write_scale(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     } else {
         None
     };
-    let put_body = if patch.is_none() { Some(crud::decode_body_any(&body)?) } else { None };
-    let outcome = guarded_update(&ctx.inner, ri, t.namespace.as_deref(), name(ctx), WriteScope::Main, ctx.dry_run(), false, |current| {
-        let scale = scale_of(ri, current);
-        let new_scale = match (&patch, &put_body) {
-            (Some((kind, p)), _) => {
-                let scale_ri = registry::lookup(ri.group, ri.version, ri.plural).expect("served");
-                crate::patch::apply_patch(scale_ri, *kind, &scale, p)?
-            }
-            (None, Some(b)) => {
-                if let Some(rv) = object::resource_version(b) {
-                    if Some(rv) != object::resource_version(current) {
+    let put_body = if patch.is_none() {
+        Some(crud::decode_body_any(&body)?)
+    } else {
+        None
+    };
+    let outcome = guarded_update(
+        &ctx.inner,
+        ri,
+        t.namespace.as_deref(),
+        name(ctx),
+        WriteMode {
+            scope: WriteScope::Main,
+            dry_run: ctx.dry_run(),
+            strict: false,
+        },
+        |current| {
+            let scale = scale_of(ri, current);
+            let new_scale = match (&patch, &put_body) {
+                (Some((kind, p)), _) => {
+                    let scale_ri =
+                        registry::lookup(ri.group, ri.version, ri.plural).expect("served");
+                    crate::patch::apply_patch(scale_ri, *kind, &scale, p)?
+                }
+                (None, Some(b)) => {
+                    if let Some(rv) = object::resource_version(b)
+                        && Some(rv) != object::resource_version(current)
+                    {
                         return Err(ApiError::conflict(ri, object::name(current)));
                     }
+                    b.clone()
                 }
-                b.clone()
-            }
-            (None, None) => scale,
-        };
-        let replicas = new_scale
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| ApiError::bad_request("spec.replicas: Required value"))?;
-        let mut next = current.clone();
-        object::strip_for_storage(&mut next);
-        next["spec"]["replicas"] = json!(replicas);
-        Ok(next)
-    })
+                (None, None) => scale,
+            };
+            let replicas = new_scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| ApiError::bad_request("spec.replicas: Required value"))?;
+            let mut next = current.clone();
+            object::strip_for_storage(&mut next);
+            next["spec"]["replicas"] = json!(replicas);
+            Ok(next)
+        },
+    )
     .await?;
     let (WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj)) = outcome;
     Ok(json_response(StatusCode::OK, &scale_of(ri, &obj)))
@@ -127,7 +155,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let pod_name = name(ctx).to_string();
     let now = format_time(ctx.inner.clock.now());
     let ri = t.ri;
-    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteScope::Internal, ctx.dry_run(), false, |current| {
+    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false }, |current| {
         if object::deletion_timestamp(current).is_some() {
             return Err(ApiError::new(
                 409,
@@ -150,7 +178,10 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     })
     .await
     .map_err(|e| if e.code == 404 { ApiError::not_found(ri, name(ctx)) } else { e })?;
-    Ok(json_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
 /// Replaces or appends a pod condition by type.
@@ -159,7 +190,11 @@ pub(crate) fn set_pod_condition(pod: &mut Value, cond: Value) {
     if !pod.get("status").is_some_and(Value::is_object) {
         pod["status"] = json!({});
     }
-    let list = pod["status"].as_object_mut().expect("object").entry("conditions").or_insert_with(|| json!([]));
+    let list = pod["status"]
+        .as_object_mut()
+        .expect("object")
+        .entry("conditions")
+        .or_insert_with(|| json!([]));
     if let Some(a) = list.as_array_mut() {
         if let Some(existing) = a.iter_mut().find(|c| c.get("type") == ty.as_ref()) {
             if existing.get("status") == cond.get("status") {
@@ -195,17 +230,31 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         opts.dry_run = true;
     }
     let key = pod_ri.key(Some(&ns), &pod_name);
-    let kv = ctx.inner.store.get(&key).await?.ok_or_else(|| ApiError::not_found(pod_ri, &pod_name))?;
+    let kv = ctx
+        .inner
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(pod_ri, &pod_name))?;
     let pod = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
-    let skip_pdb = matches!(phase, "Succeeded" | "Failed" | "Pending") || object::deletion_timestamp(&pod).is_some();
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let skip_pdb = matches!(phase, "Succeeded" | "Failed" | "Pending")
+        || object::deletion_timestamp(&pod).is_some();
     if !skip_pdb {
         let pdb_ri = registry::lookup("policy", "v1", "poddisruptionbudgets").expect("served");
-        let pdbs = ctx.inner.store.list(&pdb_ri.key_prefix_in(Some(&ns)), Default::default()).await?;
+        let pdbs = ctx
+            .inner
+            .store
+            .list(&pdb_ri.key_prefix_in(Some(&ns)), Default::default())
+            .await?;
         let labels = pod.pointer("/metadata/labels");
         let mut matching = Vec::new();
         for pkv in &pdbs.kvs {
-            let pdb = object::decode_stored(&pkv.value, pkv.mod_revision).map_err(ApiError::internal)?;
+            let pdb =
+                object::decode_stored(&pkv.value, pkv.mod_revision).map_err(ApiError::internal)?;
             let sel = pdb
                 .pointer("/spec/selector")
                 .and_then(|s| serde_json::from_value(s.clone()).ok())
@@ -226,8 +275,14 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         }
         if let Some((pdb, _)) = matching.pop() {
             let pdb_name = object::name(&pdb).to_string();
-            let generation = pdb.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
-            let observed = pdb.pointer("/status/observedGeneration").and_then(Value::as_i64).unwrap_or(0);
+            let generation = pdb
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let observed = pdb
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             let blocked = |cause: String| {
                 ApiError::too_many_requests(
                     "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -235,12 +290,23 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
                 )
             };
             if observed < generation {
-                return Err(blocked(format!("The disruption budget {pdb_name} is still being processed by the server.")));
+                return Err(blocked(format!(
+                    "The disruption budget {pdb_name} is still being processed by the server."
+                )));
             }
-            let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+            let allowed = pdb
+                .pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if allowed <= 0 {
-                let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
-                let current = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+                let desired = pdb
+                    .pointer("/status/desiredHealthy")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let current = pdb
+                    .pointer("/status/currentHealthy")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
                 return Err(blocked(format!(
                     "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
                 )));
@@ -248,28 +314,50 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             if !opts.dry_run {
                 let now = format_time(ctx.inner.clock.now());
                 let pn = pod_name.clone();
-                guarded_update(&ctx.inner, pdb_ri, Some(&ns), &pdb_name, WriteScope::Status, false, false, |cur| {
-                    let mut next = cur.clone();
-                    object::strip_for_storage(&mut next);
-                    let allowed = next.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
-                    if allowed <= 0 {
-                        return Err(blocked(format!("The disruption budget {pdb_name} needs more healthy pods")));
-                    }
-                    next["status"]["disruptionsAllowed"] = json!(allowed - 1);
-                    if !next["status"].get("disruptedPods").is_some_and(Value::is_object) {
-                        next["status"]["disruptedPods"] = json!({});
-                    }
-                    next["status"]["disruptedPods"][pn.as_str()] = json!(now);
-                    Ok(next)
-                })
+                guarded_update(
+                    &ctx.inner,
+                    pdb_ri,
+                    Some(&ns),
+                    &pdb_name,
+                    WriteMode {
+                        scope: WriteScope::Status,
+                        dry_run: false,
+                        strict: false,
+                    },
+                    |cur| {
+                        let mut next = cur.clone();
+                        object::strip_for_storage(&mut next);
+                        let allowed = next
+                            .pointer("/status/disruptionsAllowed")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0);
+                        if allowed <= 0 {
+                            return Err(blocked(format!(
+                                "The disruption budget {pdb_name} needs more healthy pods"
+                            )));
+                        }
+                        next["status"]["disruptionsAllowed"] = json!(allowed - 1);
+                        if !next["status"]
+                            .get("disruptedPods")
+                            .is_some_and(Value::is_object)
+                        {
+                            next["status"]["disruptedPods"] = json!({});
+                        }
+                        next["status"]["disruptedPods"][pn.as_str()] = json!(now);
+                        Ok(next)
+                    },
+                )
                 .await?;
             }
         }
     }
     // Mark the pod as a disruption target before deleting it, as upstream does.
-    if !opts.dry_run && object::deletion_timestamp(&pod).is_none() && !matches!(phase, "Succeeded" | "Failed") {
+    if !opts.dry_run
+        && object::deletion_timestamp(&pod).is_none()
+        && !matches!(phase, "Succeeded" | "Failed")
+    {
         let now = format_time(ctx.inner.clock.now());
-        let _ = guarded_update(&ctx.inner, pod_ri, Some(&ns), &pod_name, WriteScope::Status, false, false, |cur| {
+        let _ = guarded_update(&ctx.inner, pod_ri, Some(&ns), &pod_name, WriteMode { scope: WriteScope::Status, dry_run: false, strict: false }, |cur| {
             let mut next = cur.clone();
             object::strip_for_storage(&mut next);
             set_pod_condition(
@@ -282,7 +370,10 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         .await;
     }
     crud::delete_object(&ctx.inner, pod_ri, Some(&ns), &pod_name, &opts).await?;
-    Ok(json_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
 /// `PUT namespaces/<name>/finalize`: only `spec.finalizers` changes; an empty list on a
@@ -290,17 +381,38 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
 async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let new = crud::decode_body_any(&body)?;
     let ri = ctx.target.ri;
-    let finalizers = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
-    let outcome = guarded_update(&ctx.inner, ri, None, name(ctx), WriteScope::Main, ctx.dry_run(), false, |cur| {
-        let mut next = cur.clone();
-        object::strip_for_storage(&mut next);
-        next["spec"]["finalizers"] = finalizers.clone();
-        Ok(next)
-    })
+    let finalizers = new
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
+    let outcome = guarded_update(
+        &ctx.inner,
+        ri,
+        None,
+        name(ctx),
+        WriteMode {
+            scope: WriteScope::Main,
+            dry_run: ctx.dry_run(),
+            strict: false,
+        },
+        |cur| {
+            let mut next = cur.clone();
+            object::strip_for_storage(&mut next);
+            next["spec"]["finalizers"] = finalizers.clone();
+            Ok(next)
+        },
+    )
     .await?;
     let (WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj)) = outcome;
-    let empty = obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty);
-    if empty && object::deletion_timestamp(&obj).is_some() && object::finalizers(&obj).is_empty() && !ctx.dry_run() {
+    let empty = obj
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if empty
+        && object::deletion_timestamp(&obj).is_some()
+        && object::finalizers(&obj).is_empty()
+        && !ctx.dry_run()
+    {
         let opts = DeleteOptions::default();
         let key = ri.key(None, name(ctx));
         if let Some(kv) = ctx.inner.store.get(&key).await? {

@@ -10,11 +10,18 @@ use crate::server::{ApiServer, ApiServerConfig};
 
 /// An API server on a fresh memory store with a virtual clock (use on a paused runtime).
 pub async fn memory_server() -> ApiServer {
-    memory_server_with(Clock::virtual_default(), DetRng::seeded(1), ApiServerConfig::default()).await
+    memory_server_with(
+        Clock::virtual_default(),
+        DetRng::seeded(1),
+        ApiServerConfig::default(),
+    )
+    .await
 }
 
 /// An API server on a fresh memory store with the given clock, RNG and configuration.
 pub async fn memory_server_with(clock: Clock, rng: DetRng, config: ApiServerConfig) -> ApiServer {
     let store: klab_store::DynStorage = MemoryStore::new() as Arc<dyn klab_store::Storage>;
-    ApiServer::new(store, clock, rng, config).await.expect("bootstrap of an empty memory store cannot fail")
+    ApiServer::new(store, clock, rng, config)
+        .await
+        .expect("bootstrap of an empty memory store cannot fail")
 }

@@ -54,7 +54,7 @@ impl Encoder {
                 let t = table::table(
                     self.ri,
                     std::slice::from_ref(obj),
-                    include.clone(),
+                    *include,
                     json!({"resourceVersion": rv}),
                     self.clock.now(),
                     self.first_table,
@@ -63,7 +63,8 @@ impl Encoder {
                 t
             }
         };
-        let mut bytes = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
+        let mut bytes =
+            serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
         bytes.push(b'\n');
         Bytes::from(bytes)
     }
@@ -73,14 +74,17 @@ impl Encoder {
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object = json!({"kind": self.ri.kind, "apiVersion": self.ri.api_version(), "metadata": meta});
-        let mut bytes = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
+        let object =
+            json!({"kind": self.ri.kind, "apiVersion": self.ri.api_version(), "metadata": meta});
+        let mut bytes =
+            serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
         bytes.push(b'\n');
         Bytes::from(bytes)
     }
 
     fn error(&self, e: &ApiError) -> Bytes {
-        let mut bytes = serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()})).unwrap_or_default();
+        let mut bytes = serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()}))
+            .unwrap_or_default();
         bytes.push(b'\n');
         Bytes::from(bytes)
     }
@@ -108,31 +112,49 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         ));
     }
     let start = if send_initial {
-        Start::InitialState { initial_events_end_bookmark: true }
+        Start::InitialState {
+            initial_events_end_bookmark: true,
+        }
     } else if rv.is_empty() || rv == "0" {
-        Start::InitialState { initial_events_end_bookmark: false }
+        Start::InitialState {
+            initial_events_end_bookmark: false,
+        }
     } else {
-        Start::After(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?)
+        Start::After(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        )
     };
     let render = if table::wants_table(ctx.accept()) {
-        Render::Table { include: IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)? }
+        Render::Table {
+            include: IncludeObject::parse(ctx.q("includeObject")).map_err(ApiError::bad_request)?,
+        }
     } else {
         Render::Object
     };
     let timeout = match ctx.q("timeoutSeconds") {
         Some(s) => std::time::Duration::from_secs(
-            s.parse().map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?,
+            s.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?,
         ),
         None => ctx.inner.config.default_watch_timeout,
     };
-    let prefix = crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
+    let prefix =
+        crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
     let inner = ctx.inner.clone();
-    let mut enc = Encoder { ri, render, first_table: true, clock: inner.clock.clone() };
+    let mut enc = Encoder {
+        ri,
+        render,
+        first_table: true,
+        clock: inner.clock.clone(),
+    };
 
     // Everything that can fail with a plain HTTP error happens before the 200 is sent.
     let mut initial: Vec<Bytes> = Vec::new();
     let (after, stream) = match start {
-        Start::InitialState { initial_events_end_bookmark } => {
+        Start::InitialState {
+            initial_events_end_bookmark,
+        } => {
             let res = inner.store.list(&prefix, ListOptions::default()).await?;
             for kv in &res.kvs {
                 let obj = crate::crud::decode_kv(ri, kv)?;
@@ -193,10 +215,10 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                         }
                     };
                     last_rv = ev.revision;
-                    if let Some(line) = event_line(&mut enc, &sel, &ev) {
-                        if tx.send(Ok(line)).await.is_err() {
-                            return;
-                        }
+                    if let Some(line) = event_line(&mut enc, &sel, &ev)
+                        && tx.send(Ok(line)).await.is_err()
+                    {
+                        return;
                     }
                 }
                 _ = &mut next_bookmark, if allow_bookmarks => {
@@ -229,7 +251,9 @@ fn event_line(enc: &mut Encoder, sel: &Selectors, ev: &klab_store::Event) -> Opt
     let old = ev.prev_value.as_ref().and_then(decode);
     let matches = |o: &Option<Value>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
     match ev.kind {
-        EventKind::Create => matches(&new).then(|| enc.line("ADDED", new.as_ref().expect("matched"))),
+        EventKind::Create => {
+            matches(&new).then(|| enc.line("ADDED", new.as_ref().expect("matched")))
+        }
         EventKind::Delete => {
             // The DELETED object is the last state, stamped with the deletion's revision.
             matches(&old).then(|| enc.line("DELETED", old.as_ref().expect("matched")))

@@ -26,7 +26,12 @@ const ACCEPTED: [&str; 4] = [
 
 impl PatchKind {
     pub fn from_content_type(ct: &str) -> ApiResult<Self> {
-        let base = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let base = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         match base.as_str() {
             "application/json-patch+json" => Ok(PatchKind::Json),
             "application/merge-patch+json" => Ok(PatchKind::Merge),
@@ -41,18 +46,25 @@ impl PatchKind {
 pub fn decode_patch(kind: PatchKind, body: &[u8]) -> ApiResult<Value> {
     let v: Value = match kind {
         PatchKind::Apply => {
-            let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+            let text =
+                std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
         }
-        _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        _ => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
     };
     match kind {
-        PatchKind::Json if !v.is_array() => {
-            Err(ApiError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch"))
-        }
+        PatchKind::Json if !v.is_array() => Err(ApiError::bad_request(
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        )),
         PatchKind::Json => {
             if v.as_array().map_or(0, Vec::len) > 10_000 {
-                return Err(ApiError::new(422, "RequestEntityTooLarge", "The allowed maximum operations in a JSON patch is 10000"));
+                return Err(ApiError::new(
+                    422,
+                    "RequestEntityTooLarge",
+                    "The allowed maximum operations in a JSON patch is 10000",
+                ));
             }
             Ok(v)
         }
@@ -62,7 +74,12 @@ pub fn decode_patch(kind: PatchKind, body: &[u8]) -> ApiResult<Value> {
 }
 
 /// Applies a decoded patch to the current object (without its resourceVersion).
-pub fn apply_patch(ri: &ResourceInfo, kind: PatchKind, current: &Value, patch: &Value) -> ApiResult<Value> {
+pub fn apply_patch(
+    ri: &ResourceInfo,
+    kind: PatchKind,
+    current: &Value,
+    patch: &Value,
+) -> ApiResult<Value> {
     match kind {
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
@@ -70,7 +87,11 @@ pub fn apply_patch(ri: &ResourceInfo, kind: PatchKind, current: &Value, patch: &
             let mut doc = current.clone();
             json_patch::patch(&mut doc, &ops).map_err(|e| {
                 let _ = e;
-                ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
             })?;
             Ok(doc)
         }

@@ -118,7 +118,7 @@ fn map_replaces(ri: &ResourceInfo, path: &[String]) -> bool {
 /// The result of merging a patch map into a live map.
 enum MapOutcome {
     Map(Map<String, Value>),
-    /// `$patch: delete`: the map is removed from its parent.
+    /// `$patch: delete`: upstream empties the live map (`{}`); a list element is removed.
     Delete,
 }
 
@@ -189,14 +189,9 @@ impl Patcher<'_> {
             let Some(keys) = rk.as_array() else {
                 return Err(format!("invalid retainKeys directive: {rk}"));
             };
+            // Drop every live key not listed; the patch's own keys then merge as usual (kubectl
+            // sends `rollingUpdate: null` beside the directive, which must not be an error).
             let keys: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
-            for k in patch.keys().filter(|k| !k.starts_with('$')) {
-                if !keys.contains(&k.as_str()) {
-                    return Err(format!(
-                        "the key {k:?} in the patch is not listed in $retainKeys: {rk}"
-                    ));
-                }
-            }
             orig.retain(|k, _| keys.contains(&k.as_str()));
         }
 
@@ -284,7 +279,8 @@ impl Patcher<'_> {
             (Some(Value::Object(lm)), Value::Object(pm)) if !map_replaces(self.ri, path) => {
                 match self.merge_map(path, lm, pm)? {
                     MapOutcome::Map(m) => Ok(Some(Value::Object(m))),
-                    MapOutcome::Delete => Ok(None),
+                    // Upstream (`handleDirectiveInMergeMap`) turns the live map into `{}`.
+                    MapOutcome::Delete => Ok(Some(Value::Object(Map::new()))),
                 }
             }
             (live, Value::Array(pl)) => {
@@ -396,7 +392,8 @@ impl Patcher<'_> {
                     }
                 }
             }
-            ListStrategy::Replace => unreachable!("handled above"),
+            // Handled (returned) above.
+            ListStrategy::Replace => {}
         }
         Ok(out)
     }
@@ -623,6 +620,13 @@ mod tests {
                 json!({"spec": {"replicas": 2, "strategy": {"type": "Recreate"}}}),
             ),
             (
+                "retainKeys as kubectl apply sends it (rollingUpdate: null beside the directive)",
+                ri("apps/v1", "Deployment"),
+                json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}}}),
+                json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": null, "type": "Recreate"}}}),
+                json!({"spec": {"strategy": {"type": "Recreate"}}}),
+            ),
+            (
                 "retainKeys without the directive is an ordinary merge",
                 ri("apps/v1", "Deployment"),
                 json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}}),
@@ -637,11 +641,11 @@ mod tests {
                 json!({"metadata": {"labels": {"c": "3"}}}),
             ),
             (
-                "$patch: delete in a map",
+                "$patch: delete in a map empties it, as upstream",
                 pods,
                 json!({"metadata": {"name": "p", "labels": {"a": "1"}}}),
                 json!({"metadata": {"labels": {"$patch": "delete"}}}),
-                json!({"metadata": {"name": "p"}}),
+                json!({"metadata": {"name": "p", "labels": {}}}),
             ),
             (
                 "$patch: replace as a list element",
@@ -846,8 +850,8 @@ mod tests {
                 "Unknown patch type",
             ),
             (
-                json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": {}}}}),
-                "not listed in $retainKeys",
+                json!({"spec": {"strategy": {"$retainKeys": "type"}}}),
+                "invalid retainKeys directive",
             ),
             (
                 json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}}),
