@@ -128,21 +128,17 @@ fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
 }
 
-/// Replaces the AGE-like column values (`5s`, `2m3s`, `<unknown>`) so outputs compare exactly.
+/// Normalises a kubectl table for comparison: AGE-like cells (`5s`, `2m3s`) become `AGE` and
+/// runs of spaces one space, since column widths follow the ages' lengths.
 pub fn mask_ages(s: &str) -> String {
+    let is_age = |t: &str| {
+        !t.is_empty()
+            && t.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
+            && t.starts_with(|c: char| c.is_ascii_digit())
+            && t.ends_with(|c: char| "smhdy".contains(c))
+    };
     s.lines()
-        .map(|l| {
-            l.split_inclusive(' ')
-                .map(|w| {
-                    let t = w.trim_end();
-                    let is_age = !t.is_empty()
-                        && t.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
-                        && t.chars().next().is_some_and(|c| c.is_ascii_digit())
-                        && t.chars().last().is_some_and(|c| "smhdy".contains(c));
-                    if is_age { format!("{}{}", "AGE", &w[t.len()..]) } else { w.to_string() }
-                })
-                .collect::<String>()
-        })
+        .map(|l| l.split_whitespace().map(|t| if is_age(t) { "AGE" } else { t }).collect::<Vec<_>>().join(" "))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -4,3 +4,4 @@
 mod harness;
 mod clients;
 mod kubectl_basics;
+mod kubectl_verbs;

@@ -1,0 +1,63 @@
+//! `klab node …`: node faults against a running `klab up`, through its admin endpoint.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {} (is `klab up` running with this data directory?)", kubeconfig.display()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.context("loading the kubeconfig")?;
+    kube::Client::try_from(cfg).context("building a client")
+}
+
+fn describe(s: &Value) -> String {
+    let yes = |k: &str| s.get(k).and_then(Value::as_bool).unwrap_or(false);
+    format!(
+        "power {}, kubelet {}, network {}{}",
+        if yes("powered") { "on" } else { "off" },
+        if yes("kubeletRunning") { "running" } else { "stopped" },
+        if yes("partitioned") { "partitioned" } else { "connected" },
+        if yes("frozen") { ", frozen" } else { "" },
+    )
+}
+
+fn api_error(e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(s) => anyhow::anyhow!("{}", s.message),
+        other => anyhow::anyhow!(other),
+    }
+}
+
+/// Lists the cluster's simulated nodes.
+pub async fn list(kubeconfig: &Path) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::get("/klab/v1/nodes").body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    println!("{:<20} {:<6} {:<8} {:<12} {:<7} {:<38} CONTAINERS", "NAME", "POWER", "KUBELET", "NETWORK", "FROZEN", "BOOT-ID");
+    for n in v.get("items").and_then(Value::as_array).into_iter().flatten() {
+        let b = |k: &str| n.get(k).and_then(Value::as_bool).unwrap_or(false);
+        println!(
+            "{:<20} {:<6} {:<8} {:<12} {:<7} {:<38} {}",
+            n.get("name").and_then(Value::as_str).unwrap_or(""),
+            if b("powered") { "on" } else { "off" },
+            if b("kubeletRunning") { "running" } else { "stopped" },
+            if b("partitioned") { "partitioned" } else { "connected" },
+            if b("frozen") { "yes" } else { "no" },
+            n.get("bootID").and_then(Value::as_str).unwrap_or(""),
+            n.get("runningContainers").and_then(Value::as_array).map_or(0, Vec::len),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies one fault to one node.
+pub async fn fault(kubeconfig: &Path, fault: &str, node: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::post(format!("/klab/v1/nodes/{node}/{fault}")).body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    println!("node/{node}: {fault} done ({})", describe(&v));
+    Ok(ExitCode::SUCCESS)
+}
