@@ -180,3 +180,4 @@ pub const JOB_MSG_DEADLINE_EXCEEDED: &str = "Job was active longer than specifie
 pub const JOB_REASON_POD_FAILURE_POLICY: &str = "PodFailurePolicy";
 pub const JOB_REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
 pub const JOB_MSG_COMPLETIONS_REACHED: &str = "Reached expected number of succeeded pods";
+pub const LABEL_CONTROLLER_REVISION_OBJECT_HASH: &str = "controller.kubernetes.io/hash";

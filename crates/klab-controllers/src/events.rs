@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use klab_api::{Clock, DetRng};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 
 /// How many distinct (object, reason, message) keys the de-duplication cache remembers. client-go
 /// uses an LRU of 4096; we drop the oldest-recorded entry when full (deterministic).
@@ -71,7 +71,9 @@ pub struct EventRecorder {
 
 impl std::fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventRecorder").field("component", &self.component).finish()
+        f.debug_struct("EventRecorder")
+            .field("component", &self.component)
+            .finish()
     }
 }
 
@@ -79,7 +81,13 @@ impl EventRecorder {
     /// `component` is the event source, e.g. `node-controller`, `taint-eviction-controller`,
     /// `replicaset-controller`. `rng` is only used to pick a fresh name when a name collides.
     pub fn new(client: kube::Client, clock: Clock, rng: DetRng, component: &str) -> Self {
-        EventRecorder { client, clock, rng, component: component.to_string(), state: Arc::default() }
+        EventRecorder {
+            client,
+            clock,
+            rng,
+            component: component.to_string(),
+            state: Arc::default(),
+        }
     }
 
     /// The event source component.
@@ -88,7 +96,13 @@ impl EventRecorder {
     }
 
     /// Records one event about `regarding`. Never fails: errors are logged.
-    pub async fn record(&self, regarding: &ObjectReference, type_: &str, reason: &str, message: String) {
+    pub async fn record(
+        &self,
+        regarding: &ObjectReference,
+        type_: &str,
+        reason: &str,
+        message: String,
+    ) {
         let key = EventKey {
             kind: regarding.kind.clone().unwrap_or_default(),
             namespace: regarding.namespace.clone().unwrap_or_default(),
@@ -105,7 +119,14 @@ impl EventRecorder {
             let count = prev.count.saturating_add(1);
             let api: Api<Event> = Api::namespaced(self.client.clone(), &prev.namespace);
             let patch = serde_json::json!({ "count": count, "lastTimestamp": now });
-            match api.patch(&prev.event_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match api
+                .patch(
+                    &prev.event_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
                 Ok(_) => {
                     self.remember(key, prev.namespace, prev.event_name, count);
                     return;
@@ -120,7 +141,8 @@ impl EventRecorder {
                 }
             }
         }
-        self.create(key, regarding, type_, reason, message, now).await;
+        self.create(key, regarding, type_, reason, message, now)
+            .await;
     }
 
     async fn create(
@@ -150,13 +172,16 @@ impl EventRecorder {
                 involved_object: regarding.clone(),
                 reason: Some(reason.to_string()),
                 message: Some(message.clone()),
-                source: Some(EventSource { component: Some(self.component.clone()), host: None }),
+                source: Some(EventSource {
+                    component: Some(self.component.clone()),
+                    host: None,
+                }),
                 first_timestamp: Some(now.clone()),
                 last_timestamp: Some(now.clone()),
                 count: Some(1),
                 type_: Some(type_.to_string()),
                 reporting_component: Some(self.component.clone()),
-                reporting_instance: Some(String::new()),
+                reporting_instance: None,
                 ..Default::default()
             };
             match api.create(&PostParams::default(), &ev).await {
@@ -184,7 +209,11 @@ impl EventRecorder {
     fn next_suffix(&self) -> i128 {
         let nanos = self.clock.now().as_nanosecond();
         let mut st = self.lock();
-        let n = if nanos <= st.last_nanos { st.last_nanos + 1 } else { nanos };
+        let n = if nanos <= st.last_nanos {
+            st.last_nanos + 1
+        } else {
+            nanos
+        };
         st.last_nanos = n;
         n
     }
@@ -195,17 +224,32 @@ impl EventRecorder {
         let seq = st.seq;
         if !st.seen.contains_key(&key)
             && st.seen.len() >= MAX_CACHE_ENTRIES
-            && let Some(oldest) = st.seen.iter().min_by_key(|(_, v)| v.seq).map(|(k, _)| k.clone())
+            && let Some(oldest) = st
+                .seen
+                .iter()
+                .min_by_key(|(_, v)| v.seq)
+                .map(|(k, _)| k.clone())
         {
             st.seen.remove(&oldest);
         }
-        st.seen.insert(key, Seen { namespace, event_name, count, seq });
+        st.seen.insert(
+            key,
+            Seen {
+                namespace,
+                event_name,
+                count,
+                seq,
+            },
+        );
     }
 }
 
 /// The reference NLC uses for Node events (`RecordNodeEvent`): cluster-scoped, so no namespace.
 pub fn object_ref_for_node(node: &Node) -> ObjectReference {
-    node_ref(node.metadata.name.as_deref().unwrap_or_default(), node.metadata.uid.as_deref().unwrap_or_default())
+    node_ref(
+        node.metadata.name.as_deref().unwrap_or_default(),
+        node.metadata.uid.as_deref().unwrap_or_default(),
+    )
 }
 
 /// A Node reference from a name and UID (for nodes no longer in the cache).
@@ -240,7 +284,11 @@ mod tests {
     #[test]
     fn node_reference_is_cluster_scoped() {
         let node = Node {
-            metadata: ObjectMeta { name: Some("n1".into()), uid: Some("u1".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let r = object_ref_for_node(&node);
@@ -262,6 +310,69 @@ mod tests {
             ..Default::default()
         };
         let r = object_ref_for_pod(&pod);
-        assert_eq!((r.kind.as_deref(), r.namespace.as_deref(), r.name.as_deref()), (Some("Pod"), Some("ns"), Some("a")));
+        assert_eq!(
+            (r.kind.as_deref(), r.namespace.as_deref(), r.name.as_deref()),
+            (Some("Pod"), Some("ns"), Some("a"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn repeats_are_aggregated_and_names_are_unique() {
+        let c = crate::node_lifecycle::tests::Cluster::new().await;
+        let rec = EventRecorder::new(
+            c.client.clone(),
+            c.clock.clone(),
+            DetRng::seeded(3),
+            "node-controller",
+        );
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = object_ref_for_node(&node);
+        rec.record(
+            &r,
+            "Normal",
+            "NodeNotReady",
+            "Node n1 status is now: NodeNotReady".into(),
+        )
+        .await;
+        // Same instant, other reason: a distinct name.
+        rec.record(
+            &r,
+            "Normal",
+            "RegisteredNode",
+            "Node n1 event: Registered Node n1 in Controller".into(),
+        )
+        .await;
+        c.at(7.0).await;
+        rec.record(
+            &r,
+            "Normal",
+            "NodeNotReady",
+            "Node n1 status is now: NodeNotReady".into(),
+        )
+        .await;
+        let events = c.events("default").await;
+        assert_eq!(events.len(), 2);
+        let e = events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("NodeNotReady"))
+            .unwrap();
+        assert_eq!(e.count, Some(2));
+        assert_eq!(c.secs(e.first_timestamp.as_ref().unwrap().0), 0.0);
+        assert_eq!(c.secs(e.last_timestamp.as_ref().unwrap().0), 7.0);
+        assert!(e.metadata.name.as_deref().unwrap().starts_with("n1."));
+        assert_eq!(e.involved_object.namespace, None);
+        assert_eq!(
+            e.source.as_ref().and_then(|s| s.component.as_deref()),
+            Some("node-controller")
+        );
+        assert_eq!(e.reporting_component.as_deref(), Some("node-controller"));
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
     }
 }

@@ -3,7 +3,7 @@
 //! reaction of a pass (§1.5, §1.7), taint-list edits and the pod Ready=False update
 //! (`MarkPodsNotReady`). Everything takes `now` and returns a decision; the shell does the I/O.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -29,7 +29,13 @@ pub struct LeaseSnapshot {
 
 impl LeaseSnapshot {
     pub fn of(lease: &Lease) -> Self {
-        LeaseSnapshot { renew_time: lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0) }
+        LeaseSnapshot {
+            renew_time: lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0),
+        }
     }
 }
 
@@ -58,8 +64,15 @@ pub struct HealthEvaluation {
 }
 
 /// The node condition of the given type.
-pub fn node_condition<'a>(status: Option<&'a NodeStatus>, type_: &str) -> Option<&'a NodeCondition> {
-    status?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+pub fn node_condition<'a>(
+    status: Option<&'a NodeStatus>,
+    type_: &str,
+) -> Option<&'a NodeCondition> {
+    status?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// The node's Ready condition.
@@ -69,13 +82,21 @@ pub fn ready_condition(node: &Node) -> Option<&NodeCondition> {
 
 fn creation(node: &Node) -> Timestamp {
     // A node without creationTimestamp behaves like Go's zero time: always long ago.
-    node.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(Timestamp::MIN)
+    node.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(Timestamp::MIN)
 }
 
 /// The condition types NLC forces to Unknown, in upstream order. NetworkUnavailable and custom
 /// conditions are never touched.
-pub const CONDITIONS_FORCED_UNKNOWN: [&str; 4] =
-    [names::COND_READY, names::COND_MEMORY_PRESSURE, names::COND_DISK_PRESSURE, names::COND_PID_PRESSURE];
+pub const CONDITIONS_FORCED_UNKNOWN: [&str; 4] = [
+    names::COND_READY,
+    names::COND_MEMORY_PRESSURE,
+    names::COND_DISK_PRESSURE,
+    names::COND_PID_PRESSURE,
+];
 
 /// `tryUpdateNodeHealth` (§1.4) without the I/O: evaluates `node` against its record `rec`, the
 /// node's Lease from the cache, and `now` on the controller's clock.
@@ -101,7 +122,10 @@ pub fn evaluate_health(
                 ..Default::default()
             };
             let record = match rec {
-                Some(r) => HealthRecord { status: status.clone(), ..r.clone() },
+                Some(r) => HealthRecord {
+                    status: status.clone(),
+                    ..r.clone()
+                },
                 None => HealthRecord {
                     probe_timestamp: created,
                     ready_transition_timestamp: created,
@@ -115,7 +139,10 @@ pub fn evaluate_health(
     };
 
     // Step 3: what the record says about Ready and the Lease.
-    let saved = record.as_ref().and_then(|r| node_condition(Some(&r.status), names::COND_READY)).cloned();
+    let saved = record
+        .as_ref()
+        .and_then(|r| node_condition(Some(&r.status), names::COND_READY))
+        .cloned();
     let saved_lease = record.as_ref().and_then(|r| r.lease.clone());
     let fresh = |transition: Timestamp| HealthRecord {
         probe_timestamp: now,
@@ -129,8 +156,11 @@ pub fn evaluate_health(
         (None, _, _) => fresh(now),
         (Some(_), None, Some(_)) | (Some(_), Some(_), None) => fresh(now),
         (Some(r), Some(s), Some(c)) if s.last_heartbeat_time != c.last_heartbeat_time => {
-            let transition =
-                if s.last_transition_time != c.last_transition_time { now } else { r.ready_transition_timestamp };
+            let transition = if s.last_transition_time != c.last_transition_time {
+                now
+            } else {
+                r.ready_transition_timestamp
+            };
             fresh(transition)
         }
         (Some(r), _, _) => r,
@@ -184,7 +214,13 @@ pub fn evaluate_health(
             write = Some(new_status);
         }
     }
-    HealthEvaluation { grace, observed, current, write, record }
+    HealthEvaluation {
+        grace,
+        observed,
+        current,
+        write,
+        record,
+    }
 }
 
 /// The record after a successful status write (§1.4 step 6): probe unchanged, transition = now,
@@ -207,7 +243,12 @@ pub fn record_after_write(
 
 /// A taint template (key + effect, no value).
 pub fn taint(key: &str, effect: &str) -> Taint {
-    Taint { key: key.into(), effect: effect.into(), value: None, time_added: None }
+    Taint {
+        key: key.into(),
+        effect: effect.into(),
+        value: None,
+        time_added: None,
+    }
 }
 
 /// Whether `taints` has a taint with this key and effect (`TaintExists`).
@@ -217,18 +258,32 @@ pub fn has_taint(taints: &[Taint], key: &str, effect: &str) -> bool {
 
 /// The node's taints.
 pub fn node_taints(node: &Node) -> &[Taint] {
-    node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[])
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or(&[])
 }
 
 /// Adds `add` (each with `timeAdded = now`, replacing a same key+effect taint in place, or appended)
 /// and then removes `remove` (by key+effect): upstream `SwapNodeControllerTaint`. Returns the new
 /// list, or None when nothing changed (no API call is then made).
-pub fn swap_taints(existing: &[Taint], add: &[Taint], remove: &[Taint], now: Timestamp) -> Option<Vec<Taint>> {
+pub fn swap_taints(
+    existing: &[Taint],
+    add: &[Taint],
+    remove: &[Taint],
+    now: Timestamp,
+) -> Option<Vec<Taint>> {
     let mut out: Vec<Taint> = existing.to_vec();
     let stamp = Time(truncate_to_second(now));
     for a in add {
-        let a = Taint { time_added: Some(stamp.clone()), ..a.clone() };
-        match out.iter_mut().find(|t| t.key == a.key && t.effect == a.effect) {
+        let a = Taint {
+            time_added: Some(stamp.clone()),
+            ..a.clone()
+        };
+        match out
+            .iter_mut()
+            .find(|t| t.key == a.key && t.effect == a.effect)
+        {
             Some(t) => {
                 if *t != a {
                     *t = a;
@@ -237,7 +292,11 @@ pub fn swap_taints(existing: &[Taint], add: &[Taint], remove: &[Taint], now: Tim
             None => out.push(a),
         }
     }
-    out.retain(|t| !remove.iter().any(|r| r.key == t.key && r.effect == t.effect));
+    out.retain(|t| {
+        !remove
+            .iter()
+            .any(|r| r.key == t.key && r.effect == t.effect)
+    });
     (out != existing).then_some(out)
 }
 
@@ -269,17 +328,30 @@ const MANAGED_NO_SCHEDULE_KEYS: [&str; 7] = [
 /// remove (empty when in sync).
 pub fn no_schedule_taint_diff(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
     let mut desired: Vec<Taint> = Vec::new();
-    for c in node.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]) {
+    for c in node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[])
+    {
         if let Some(key) = condition_taint_key(&c.type_, &c.status) {
             desired.push(taint(key, names::EFFECT_NO_SCHEDULE));
         }
     }
-    if node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+    if node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+    {
         desired.push(taint(names::TAINT_UNSCHEDULABLE, names::EFFECT_NO_SCHEDULE));
     }
     let managed: Vec<&Taint> = node_taints(node)
         .iter()
-        .filter(|t| t.effect == names::EFFECT_NO_SCHEDULE && MANAGED_NO_SCHEDULE_KEYS.contains(&t.key.as_str()))
+        .filter(|t| {
+            t.effect == names::EFFECT_NO_SCHEDULE
+                && MANAGED_NO_SCHEDULE_KEYS.contains(&t.key.as_str())
+        })
         .collect();
     let mut seen = BTreeSet::new();
     let to_add: Vec<Taint> = desired
@@ -288,8 +360,11 @@ pub fn no_schedule_taint_diff(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
         .filter(|d| seen.insert(d.key.clone()))
         .cloned()
         .collect();
-    let to_remove: Vec<Taint> =
-        managed.iter().filter(|m| !desired.iter().any(|d| d.key == m.key)).map(|m| (*m).clone()).collect();
+    let to_remove: Vec<Taint> = managed
+        .iter()
+        .filter(|m| !desired.iter().any(|d| d.key == m.key))
+        .map(|m| (*m).clone())
+        .collect();
     (to_add, to_remove)
 }
 
@@ -297,7 +372,10 @@ pub fn no_schedule_taint_diff(node: &Node) -> (Vec<Taint>, Vec<Taint>) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoExecuteAction {
     /// Immediately (bypassing the limiter) add `add:NoExecute` and remove `remove:NoExecute`.
-    Swap { add: &'static str, remove: &'static str },
+    Swap {
+        add: &'static str,
+        remove: &'static str,
+    },
     /// `markNodeForTainting(node, status)`: (re-)enqueue in the zone queue.
     MarkForTainting { status: ReadyStatus },
     /// `markNodeAsReachable`: remove both NoExecute taints and drop the node from its zone queue.
@@ -318,16 +396,26 @@ pub fn no_execute_action(observed_status: &str, taints: &[Taint]) -> NoExecuteAc
     match observed_status {
         "False" => {
             if has_taint(taints, names::TAINT_UNREACHABLE, names::EFFECT_NO_EXECUTE) {
-                NoExecuteAction::Swap { add: names::TAINT_NOT_READY, remove: names::TAINT_UNREACHABLE }
+                NoExecuteAction::Swap {
+                    add: names::TAINT_NOT_READY,
+                    remove: names::TAINT_UNREACHABLE,
+                }
             } else {
-                NoExecuteAction::MarkForTainting { status: ReadyStatus::False }
+                NoExecuteAction::MarkForTainting {
+                    status: ReadyStatus::False,
+                }
             }
         }
         "Unknown" => {
             if has_taint(taints, names::TAINT_NOT_READY, names::EFFECT_NO_EXECUTE) {
-                NoExecuteAction::Swap { add: names::TAINT_UNREACHABLE, remove: names::TAINT_NOT_READY }
+                NoExecuteAction::Swap {
+                    add: names::TAINT_UNREACHABLE,
+                    remove: names::TAINT_NOT_READY,
+                }
             } else {
-                NoExecuteAction::MarkForTainting { status: ReadyStatus::Unknown }
+                NoExecuteAction::MarkForTainting {
+                    status: ReadyStatus::Unknown,
+                }
             }
         }
         "True" => NoExecuteAction::MarkReachable,
@@ -340,7 +428,9 @@ pub fn no_execute_action(observed_status: &str, taints: &[Taint]) -> NoExecuteAc
 pub fn requeue_before_tainting(status: ReadyStatus, taints: &[Taint]) -> bool {
     match status {
         ReadyStatus::False => !has_taint(taints, names::TAINT_NOT_READY, names::EFFECT_NO_EXECUTE),
-        ReadyStatus::Unknown => !has_taint(taints, names::TAINT_UNREACHABLE, names::EFFECT_NO_EXECUTE),
+        ReadyStatus::Unknown => {
+            !has_taint(taints, names::TAINT_UNREACHABLE, names::EFFECT_NO_EXECUTE)
+        }
     }
 }
 
@@ -352,22 +442,37 @@ pub enum TaintingStep {
     /// No Ready condition: retry in 50 ms.
     Retry,
     /// Swap to this NoExecute taint (add, remove).
-    Swap { add: &'static str, remove: &'static str },
+    Swap {
+        add: &'static str,
+        remove: &'static str,
+    },
 }
 
 /// The processing function of the NoExecute tainting pass for one node.
 pub fn tainting_step(node: Option<&Node>) -> TaintingStep {
-    let Some(node) = node else { return TaintingStep::Done };
+    let Some(node) = node else {
+        return TaintingStep::Done;
+    };
     match ready_condition(node).map(|c| c.status.as_str()) {
         None => TaintingStep::Retry,
-        Some("False") => TaintingStep::Swap { add: names::TAINT_NOT_READY, remove: names::TAINT_UNREACHABLE },
-        Some("Unknown") => TaintingStep::Swap { add: names::TAINT_UNREACHABLE, remove: names::TAINT_NOT_READY },
+        Some("False") => TaintingStep::Swap {
+            add: names::TAINT_NOT_READY,
+            remove: names::TAINT_UNREACHABLE,
+        },
+        Some("Unknown") => TaintingStep::Swap {
+            add: names::TAINT_UNREACHABLE,
+            remove: names::TAINT_NOT_READY,
+        },
         Some(_) => TaintingStep::Done,
     }
 }
 
 /// Pod readiness decisions of §1.5 step 5: `(record NodeNotReady event, run MarkPodsNotReady)`.
-pub fn pod_readiness_action(observed: &str, current: Option<&str>, in_retry_set: bool) -> (bool, bool) {
+pub fn pod_readiness_action(
+    observed: &str,
+    current: Option<&str>,
+    in_retry_set: bool,
+) -> (bool, bool) {
     let current_true = current == Some("True");
     if !current_true && observed == "True" {
         (true, true)
@@ -378,16 +483,49 @@ pub fn pod_readiness_action(observed: &str, current: Option<&str>, in_retry_set:
     }
 }
 
+// ---- label reconciliation ----
+
+/// `reconcileNodeLabels` (node update worker, after the NoSchedule pass): the beta os/arch labels
+/// follow the GA ones — set when missing, corrected when different; nothing when the GA label is
+/// absent. Returns the labels to write (empty = in sync).
+pub fn labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(labels) = node.metadata.labels.as_ref() else {
+        return out;
+    };
+    for (primary, secondary) in [
+        (names::LABEL_OS, names::LABEL_OS_BETA),
+        (names::LABEL_ARCH, names::LABEL_ARCH_BETA),
+    ] {
+        let Some(value) = labels.get(primary) else {
+            continue;
+        };
+        if labels.get(secondary) != Some(value) {
+            out.insert(secondary.to_string(), value.clone());
+        }
+    }
+    out
+}
+
 // ---- pod conditions ----
 
 /// The pod condition of the given type.
 pub fn pod_condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// Upstream `UpdatePodCondition`: sets `cond` into `conditions` (lastTransitionTime = now unless
 /// the status is unchanged) and tells whether anything changed.
-pub fn update_pod_condition(conditions: &mut Vec<PodCondition>, mut cond: PodCondition, now: Timestamp) -> bool {
+pub fn update_pod_condition(
+    conditions: &mut Vec<PodCondition>,
+    mut cond: PodCondition,
+    now: Timestamp,
+) -> bool {
     cond.last_transition_time = Some(Time(truncate_to_second(now)));
     match conditions.iter_mut().find(|c| c.type_ == cond.type_) {
         None => {
@@ -414,7 +552,10 @@ pub fn update_pod_condition(conditions: &mut Vec<PodCondition>, mut cond: PodCon
 pub fn mark_pod_not_ready(pod: &Pod, now: Timestamp) -> Option<Vec<PodCondition>> {
     let ready = pod_condition(pod, names::POD_COND_READY)?;
     let mut conditions = pod.status.as_ref()?.conditions.clone()?;
-    let cond = PodCondition { status: "False".into(), ..ready.clone() };
+    let cond = PodCondition {
+        status: "False".into(),
+        ..ready.clone()
+    };
     update_pod_condition(&mut conditions, cond, now).then_some(conditions)
 }
 

@@ -26,7 +26,11 @@ pub struct TimedValue {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Limiter {
     /// Accepts at `qps` per second; the bucket starts full.
-    TokenBucket { qps: f32, tokens: f64, last: Option<Timestamp> },
+    TokenBucket {
+        qps: f32,
+        tokens: f64,
+        last: Option<Timestamp>,
+    },
     /// Never accepts. Quirk kept from upstream: it reports `QPS() == 1`.
     Never,
     /// Always accepts (upstream `NewFakeAlwaysRateLimiter`, used by tests); reports `QPS() == 1`.
@@ -39,7 +43,15 @@ pub const BURST: f64 = 1.0;
 impl Limiter {
     /// `qps <= 0` gives the never limiter (`flowcontrol.NewFakeNeverRateLimiter`).
     pub fn new(qps: f32) -> Self {
-        if qps <= 0.0 { Limiter::Never } else { Limiter::TokenBucket { qps, tokens: BURST, last: None } }
+        if qps <= 0.0 {
+            Limiter::Never
+        } else {
+            Limiter::TokenBucket {
+                qps,
+                tokens: BURST,
+                last: None,
+            }
+        }
     }
 
     /// The rate the limiter reports (`QPS()`); the never limiter reports 1.
@@ -101,12 +113,22 @@ pub enum Outcome {
 
 impl RateLimitedTimedQueue {
     pub fn new(qps: f32) -> Self {
-        RateLimitedTimedQueue { items: Vec::new(), set: BTreeSet::new(), seq: 0, limiter: Limiter::new(qps) }
+        RateLimitedTimedQueue {
+            items: Vec::new(),
+            set: BTreeSet::new(),
+            seq: 0,
+            limiter: Limiter::new(qps),
+        }
     }
 
     /// A queue with a given limiter (tests use [`Limiter::Always`]).
     pub fn with_limiter(limiter: Limiter) -> Self {
-        RateLimitedTimedQueue { items: Vec::new(), set: BTreeSet::new(), seq: 0, limiter }
+        RateLimitedTimedQueue {
+            items: Vec::new(),
+            set: BTreeSet::new(),
+            seq: 0,
+            limiter,
+        }
     }
 
     pub fn limiter(&self) -> &Limiter {
@@ -119,7 +141,12 @@ impl RateLimitedTimedQueue {
             return false;
         }
         self.set.insert(value.to_string());
-        let item = TimedValue { value: value.to_string(), uid: uid.to_string(), added_at: now, process_at: now };
+        let item = TimedValue {
+            value: value.to_string(),
+            uid: uid.to_string(),
+            added_at: now,
+            process_at: now,
+        };
         self.push(item);
         true
     }
@@ -127,7 +154,9 @@ impl RateLimitedTimedQueue {
     fn push(&mut self, item: TimedValue) {
         self.seq += 1;
         let key = (item.process_at, self.seq);
-        let pos = self.items.partition_point(|(it, s)| (it.process_at, *s) <= key);
+        let pos = self
+            .items
+            .partition_point(|(it, s)| (it.process_at, *s) <= key);
         self.items.insert(pos, (item, self.seq));
     }
 
@@ -184,7 +213,9 @@ impl RateLimitedTimedQueue {
                 };
                 let (mut it, _) = self.items.remove(pos);
                 let wait = SignedDuration::try_from(wait).unwrap_or(SignedDuration::MAX);
-                it.process_at = now.saturating_add(wait + SignedDuration::from_nanos(1)).unwrap_or(now);
+                it.process_at = now
+                    .saturating_add(wait + SignedDuration::from_nanos(1))
+                    .unwrap_or(now);
                 self.push(it);
             }
         }
@@ -223,7 +254,11 @@ mod tests {
     }
 
     /// Drives one `Try` with a processing function, as the shell does.
-    fn try_all(q: &mut RateLimitedTimedQueue, now: Timestamp, mut f: impl FnMut(&TimedValue, &mut RateLimitedTimedQueue) -> Outcome) {
+    fn try_all(
+        q: &mut RateLimitedTimedQueue,
+        now: Timestamp,
+        mut f: impl FnMut(&TimedValue, &mut RateLimitedTimedQueue) -> Outcome,
+    ) {
         while let Some(item) = q.next_due(now) {
             let out = f(&item, q);
             q.complete(&item, out, now);
@@ -283,7 +318,10 @@ mod tests {
         let items = q.items();
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].value, "second");
-        assert_eq!(items[0].process_at, now + SignedDuration::from_nanos(2_000_001));
+        assert_eq!(
+            items[0].process_at,
+            now + SignedDuration::from_nanos(2_000_001)
+        );
         assert!(q.next_due(t(2)).is_none(), "not yet due");
     }
 

@@ -23,12 +23,19 @@ pub fn zone_key(node: &Node) -> String {
     };
     let zone = get(names::LABEL_ZONE_BETA, names::LABEL_ZONE);
     let region = get(names::LABEL_REGION_BETA, names::LABEL_REGION);
-    if zone.is_empty() && region.is_empty() { String::new() } else { format!("{region}:\x00:{zone}") }
+    if zone.is_empty() && region.is_empty() {
+        String::new()
+    } else {
+        format!("{region}:\x00:{zone}")
+    }
 }
 
 /// Whether the node is excluded from zone accounting (label presence only).
 pub fn excluded_from_disruption(node: &Node) -> bool {
-    node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(names::LABEL_EXCLUDE_DISRUPTION))
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(names::LABEL_EXCLUDE_DISRUPTION))
 }
 
 /// The disruption state of a zone.
@@ -46,12 +53,17 @@ pub enum ZoneState {
 
 /// `ComputeZoneState`: `(notReady count, state)` from the Ready statuses of the zone's counted
 /// nodes (`None` = no Ready condition, counts as not ready). The ratio is computed in f32.
-pub fn compute_zone_state(statuses: &[Option<&str>], unhealthy_zone_threshold: f32) -> (usize, ZoneState) {
+pub fn compute_zone_state(
+    statuses: &[Option<&str>],
+    unhealthy_zone_threshold: f32,
+) -> (usize, ZoneState) {
     let ready = statuses.iter().filter(|s| **s == Some("True")).count();
     let not_ready = statuses.len() - ready;
     let state = if ready == 0 && not_ready > 0 {
         ZoneState::FullDisruption
-    } else if not_ready > 2 && (not_ready as f32) / ((not_ready + ready) as f32) >= unhealthy_zone_threshold {
+    } else if not_ready > 2
+        && (not_ready as f32) / ((not_ready + ready) as f32) >= unhealthy_zone_threshold
+    {
         ZoneState::PartialDisruption
     } else {
         ZoneState::Normal
@@ -65,8 +77,13 @@ pub fn zone_rate(state: ZoneState, zone_size: usize, cfg: &NodeLifecycleConfig) 
         ZoneState::Initial => None,
         ZoneState::Normal | ZoneState::FullDisruption => Some(cfg.node_eviction_rate),
         ZoneState::PartialDisruption => {
-            let large = i64::try_from(zone_size).unwrap_or(i64::MAX) > i64::from(cfg.large_cluster_size_threshold);
-            Some(if large { cfg.secondary_node_eviction_rate } else { 0.0 })
+            let large = i64::try_from(zone_size).unwrap_or(i64::MAX)
+                > i64::from(cfg.large_cluster_size_threshold);
+            Some(if large {
+                cfg.secondary_node_eviction_rate
+            } else {
+                0.0
+            })
         }
     }
 }
@@ -97,14 +114,19 @@ impl Zones {
             return false;
         }
         self.states.insert(zone.to_string(), ZoneState::Initial);
-        self.tainters.insert(zone.to_string(), RateLimitedTimedQueue::new(cfg.node_eviction_rate));
+        self.tainters.insert(
+            zone.to_string(),
+            RateLimitedTimedQueue::new(cfg.node_eviction_rate),
+        );
         true
     }
 
     /// The queue of a zone, created on demand (upstream would crash on a missing zone; a node whose
     /// zone labels changed between passes lands here).
     pub fn tainter(&mut self, zone: &str, cfg: &NodeLifecycleConfig) -> &mut RateLimitedTimedQueue {
-        self.tainters.entry(zone.to_string()).or_insert_with(|| RateLimitedTimedQueue::new(cfg.node_eviction_rate))
+        self.tainters
+            .entry(zone.to_string())
+            .or_insert_with(|| RateLimitedTimedQueue::new(cfg.node_eviction_rate))
     }
 
     /// Removes a node from every zone queue (`markNodeAsReachable` removes it from its own zone's;
@@ -115,7 +137,14 @@ impl Zones {
         }
     }
 
-    fn set_limiter(&mut self, zone: &str, size: usize, state: ZoneState, now: Timestamp, cfg: &NodeLifecycleConfig) {
+    fn set_limiter(
+        &mut self,
+        zone: &str,
+        size: usize,
+        state: ZoneState,
+        now: Timestamp,
+        cfg: &NodeLifecycleConfig,
+    ) {
         if let Some(rate) = zone_rate(state, size, cfg) {
             self.tainter(zone, cfg).swap_limiter(rate, now);
         }
@@ -139,11 +168,14 @@ impl Zones {
                 all_are_full = false;
             }
             new_states.insert(zone.clone(), state);
-            self.states.entry(zone.clone()).or_insert(ZoneState::Initial);
+            self.states
+                .entry(zone.clone())
+                .or_insert(ZoneState::Initial);
         }
 
         let mut all_was_full = true;
-        let stored: Vec<(String, ZoneState)> = self.states.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let stored: Vec<(String, ZoneState)> =
+            self.states.iter().map(|(k, v)| (k.clone(), *v)).collect();
         for (zone, state) in stored {
             if !zone_statuses.contains_key(&zone) {
                 self.states.remove(&zone);
@@ -161,7 +193,9 @@ impl Zones {
         let size = |zone: &str| zone_statuses.get(zone).map_or(0, Vec::len);
         let zones: Vec<String> = self.states.keys().cloned().collect();
         if all_are_full {
-            tracing::info!("Controller detected that all Nodes are not-Ready. Entering master disruption mode");
+            tracing::info!(
+                "Controller detected that all Nodes are not-Ready. Entering master disruption mode"
+            );
             for zone in &zones {
                 self.tainter(zone, cfg).swap_limiter(0.0, now);
                 self.states.insert(zone.clone(), ZoneState::FullDisruption);
@@ -169,7 +203,9 @@ impl Zones {
             return DisruptionOutcome::EnteredMasterDisruption;
         }
         if all_was_full {
-            tracing::info!("Controller detected that some Nodes are Ready. Exiting master disruption mode");
+            tracing::info!(
+                "Controller detected that some Nodes are Ready. Exiting master disruption mode"
+            );
             for zone in &zones {
                 // A stored zone absent from this pass has no new state: upstream's map lookup then
                 // yields the zero value, which is stateInitial (no limiter change).
@@ -204,7 +240,12 @@ mod tests {
         Node {
             metadata: ObjectMeta {
                 name: Some("n".into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
             ..Default::default()
@@ -214,11 +255,20 @@ mod tests {
     #[test]
     fn cp37_zone_key_composition() {
         let cases: [(&[(&str, &str)], &str); 5] = [
-            (&[(names::LABEL_REGION, "r1"), (names::LABEL_ZONE, "z1")], "r1:\x00:z1"),
-            (&[(names::LABEL_ZONE_BETA, "a"), (names::LABEL_ZONE, "b")], ":\x00:a"),
+            (
+                &[(names::LABEL_REGION, "r1"), (names::LABEL_ZONE, "z1")],
+                "r1:\x00:z1",
+            ),
+            (
+                &[(names::LABEL_ZONE_BETA, "a"), (names::LABEL_ZONE, "b")],
+                ":\x00:a",
+            ),
             (&[(names::LABEL_REGION, "r1")], "r1:\x00:"),
             (&[], ""),
-            (&[(names::LABEL_ZONE_BETA, ""), (names::LABEL_ZONE, "z1")], ""),
+            (
+                &[(names::LABEL_ZONE_BETA, ""), (names::LABEL_ZONE, "z1")],
+                "",
+            ),
         ];
         for (labels, want) in cases {
             assert_eq!(zone_key(&node_with_labels(labels)), want, "{labels:?}");
@@ -247,7 +297,11 @@ mod tests {
             for i in 0..not_ready {
                 v.push([Some("False"), Some("Unknown"), None][i % 3]);
             }
-            assert_eq!(compute_zone_state(&v, 0.55), (not_ready, want), "ready {ready}, notReady {not_ready}");
+            assert_eq!(
+                compute_zone_state(&v, 0.55),
+                (not_ready, want),
+                "ready {ready}, notReady {not_ready}"
+            );
         }
     }
 
@@ -258,7 +312,12 @@ mod tests {
     fn statuses(zones: &[(&str, &[Option<&str>])]) -> BTreeMap<String, Vec<Option<String>>> {
         zones
             .iter()
-            .map(|(z, s)| (z.to_string(), s.iter().map(|x| x.map(str::to_string)).collect()))
+            .map(|(z, s)| {
+                (
+                    z.to_string(),
+                    s.iter().map(|x| x.map(str::to_string)).collect(),
+                )
+            })
             .collect()
     }
 
@@ -297,14 +356,32 @@ mod tests {
         assert_eq!(a, states(&[("z1", FullDisruption), ("z2", FullDisruption)]));
         assert_eq!(b, states(&[("z1", FullDisruption), ("z2", Normal)]));
         // 3. 4 nodes without conditions; then 3 unhealthy + 1 healthy.
-        let (a, b) = two_passes(&[("z1", &[None, None, None, None])], &[("z1", &[u, u, u, r])]);
-        assert_eq!((a, b), (states(&[("z1", FullDisruption)]), states(&[("z1", PartialDisruption)])));
+        let (a, b) = two_passes(
+            &[("z1", &[None, None, None, None])],
+            &[("z1", &[u, u, u, r])],
+        );
+        assert_eq!(
+            (a, b),
+            (
+                states(&[("z1", FullDisruption)]),
+                states(&[("z1", PartialDisruption)])
+            )
+        );
         // 4. 2 Unknown + 3 Ready; then 3 Unknown + 2 Ready.
         let (a, b) = two_passes(&[("z1", &[u, u, r, r, r])], &[("z1", &[u, u, u, r, r])]);
-        assert_eq!((a, b), (states(&[("z1", Normal)]), states(&[("z1", PartialDisruption)])));
+        assert_eq!(
+            (a, b),
+            (
+                states(&[("z1", Normal)]),
+                states(&[("z1", PartialDisruption)])
+            )
+        );
         // 5. 2 Unknown + 1 Ready; then all Unknown.
         let (a, b) = two_passes(&[("z1", &[u, u, r])], &[("z1", &[u, u, u])]);
-        assert_eq!((a, b), (states(&[("z1", Normal)]), states(&[("z1", FullDisruption)])));
+        assert_eq!(
+            (a, b),
+            (states(&[("z1", Normal)]), states(&[("z1", FullDisruption)]))
+        );
         // 6. zone1 Unknown, zone2 Ready.
         let (a, b) = two_passes(&[("z1", &[u]), ("z2", &[r])], &[("z1", &[u]), ("z2", &[r])]);
         assert_eq!(a, states(&[("z1", FullDisruption), ("z2", Normal)]));
@@ -315,10 +392,19 @@ mod tests {
         assert_eq!(b, a);
         // 8. one Ready node whose Ready condition is then removed.
         let (a, b) = two_passes(&[("", &[r])], &[("", &[None])]);
-        assert_eq!((a, b), (states(&[("", Normal)]), states(&[("", FullDisruption)])));
+        assert_eq!(
+            (a, b),
+            (states(&[("", Normal)]), states(&[("", FullDisruption)]))
+        );
         // 9. the excluded master is not counted: zone1 holds only the Unknown node.
         let (a, b) = two_passes(&[("z1", &[u])], &[("z1", &[u])]);
-        assert_eq!((a, b), (states(&[("z1", FullDisruption)]), states(&[("z1", FullDisruption)])));
+        assert_eq!(
+            (a, b),
+            (
+                states(&[("z1", FullDisruption)]),
+                states(&[("z1", FullDisruption)])
+            )
+        );
     }
 
     #[test]
@@ -327,10 +413,16 @@ mod tests {
         let mut z = Zones::default();
         z.ensure_zone("", &cfg);
         let out = z.handle_disruption(&statuses(&[("", &[Some("True")])]), t(0), &cfg);
-        assert_eq!(out, DisruptionOutcome::Changed(vec![("".into(), ZoneState::Normal)]));
+        assert_eq!(
+            out,
+            DisruptionOutcome::Changed(vec![("".into(), ZoneState::Normal)])
+        );
         let out = z.handle_disruption(&statuses(&[("", &[Some("Unknown")])]), t(55), &cfg);
         assert_eq!(out, DisruptionOutcome::EnteredMasterDisruption);
-        assert_eq!(z.tainters[""].limiter(), &super::super::queue::Limiter::Never);
+        assert_eq!(
+            z.tainters[""].limiter(),
+            &super::super::queue::Limiter::Never
+        );
         // Steady: nothing more.
         let out = z.handle_disruption(&statuses(&[("", &[Some("Unknown")])]), t(60), &cfg);
         assert_eq!(out, DisruptionOutcome::Changed(vec![]));
@@ -361,10 +453,17 @@ mod tests {
             let mut sick: Vec<Option<&str>> = vec![Some("Unknown"); 30];
             sick.extend(vec![Some("True"); size - 30]);
             let out = z.handle_disruption(&statuses(&[("", &sick)]), t(55), &cfg);
-            assert_eq!(out, DisruptionOutcome::Changed(vec![("".into(), ZoneState::PartialDisruption)]));
+            assert_eq!(
+                out,
+                DisruptionOutcome::Changed(vec![("".into(), ZoneState::PartialDisruption)])
+            );
             let qps = z.tainters[""].limiter().qps();
             if want == 0.0 {
-                assert_eq!(z.tainters[""].limiter(), &super::super::queue::Limiter::Never, "size {size}");
+                assert_eq!(
+                    z.tainters[""].limiter(),
+                    &super::super::queue::Limiter::Never,
+                    "size {size}"
+                );
             } else {
                 assert_eq!(qps, want, "size {size}");
             }
@@ -381,7 +480,10 @@ mod tests {
         let u = Some("Unknown");
         z.handle_disruption(&statuses(&[("a", &[r, r]), ("b", &[r, r])]), t(0), &cfg);
         let out = z.handle_disruption(&statuses(&[("a", &[u, u]), ("b", &[r, r])]), t(55), &cfg);
-        assert_eq!(out, DisruptionOutcome::Changed(vec![("a".into(), ZoneState::FullDisruption)]));
+        assert_eq!(
+            out,
+            DisruptionOutcome::Changed(vec![("a".into(), ZoneState::FullDisruption)])
+        );
         assert_eq!(z.tainters["a"].limiter().qps(), 0.1);
     }
 
@@ -392,12 +494,19 @@ mod tests {
         z.ensure_zone("a", &cfg);
         z.ensure_zone("b", &cfg);
         z.tainter("a", &cfg).add("x", "", t(0));
-        z.handle_disruption(&statuses(&[("a", &[Some("True")]), ("b", &[Some("True")])]), t(0), &cfg);
+        z.handle_disruption(
+            &statuses(&[("a", &[Some("True")]), ("b", &[Some("True")])]),
+            t(0),
+            &cfg,
+        );
         // Zone "a" is absent from the second pass: the scan (key order) drops it before stopping
         // at the first non-Full zone "b".
         z.handle_disruption(&statuses(&[("b", &[Some("True")])]), t(5), &cfg);
         assert!(!z.states.contains_key("a"));
         assert!(z.ensure_zone("a", &cfg));
-        assert!(z.tainters["a"].items().is_empty(), "a new queue replaces the old one");
+        assert!(
+            z.tainters["a"].items().is_empty(),
+            "a new queue replaces the old one"
+        );
     }
 }

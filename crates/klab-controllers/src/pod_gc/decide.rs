@@ -74,11 +74,17 @@ pub struct FailedStatus {
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
 }
 
 fn node_name(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
 }
 
 /// `isPodTerminated`: any phase other than Pending, Running, Unknown (an empty phase counts).
@@ -87,7 +93,8 @@ pub fn is_terminated(pod: &Pod) -> bool {
 }
 
 fn is_evicted(pod: &Pod) -> bool {
-    phase(pod) == "Failed" && pod.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Evicted")
+    phase(pod) == "Failed"
+        && pod.status.as_ref().and_then(|s| s.reason.as_deref()) == Some("Evicted")
 }
 
 fn is_terminating(pod: &Pod) -> bool {
@@ -106,16 +113,28 @@ fn by_eviction_and_creation(a: &&Pod, b: &&Pod) -> Ordering {
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
 
-fn force_delete(pod: &Pod, reason: GcReason, condition: Option<PodCondition>, now: Timestamp) -> ForceDelete {
+fn force_delete(
+    pod: &Pod,
+    reason: GcReason,
+    condition: Option<PodCondition>,
+    now: Timestamp,
+) -> ForceDelete {
     let status_patch = if matches!(phase(pod), "Succeeded" | "Failed") {
         None
     } else {
         let conditions = condition.map(|c| {
-            let mut conds = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            let mut conds = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
             update_pod_condition(&mut conds, c, now);
             conds
         });
-        Some(FailedStatus { phase: "Failed".into(), conditions })
+        Some(FailedStatus {
+            phase: "Failed".into(),
+            conditions,
+        })
     };
     ForceDelete {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
@@ -132,12 +151,18 @@ pub fn gc_terminated(pods: &[Pod], threshold: i32, now: Timestamp) -> Vec<ForceD
         return Vec::new();
     }
     let mut terminated: Vec<&Pod> = pods.iter().filter(|p| is_terminated(p)).collect();
-    let surplus = terminated.len().saturating_sub(usize::try_from(threshold).unwrap_or(usize::MAX));
+    let surplus = terminated
+        .len()
+        .saturating_sub(usize::try_from(threshold).unwrap_or(usize::MAX));
     if surplus == 0 {
         return Vec::new();
     }
     terminated.sort_by(by_eviction_and_creation);
-    terminated.iter().take(surplus).map(|p| force_delete(p, GcReason::Terminated, None, now)).collect()
+    terminated
+        .iter()
+        .take(surplus)
+        .map(|p| force_delete(p, GcReason::Terminated, None, now))
+        .collect()
 }
 
 /// Whether the node has the out-of-service taint (any effect, any value).
@@ -155,14 +180,25 @@ pub fn is_node_ready(node: &Node) -> bool {
 
 /// `gcTerminating`: terminating pods on a cached node that is not Ready and has the out-of-service
 /// taint, sorted like `gc_terminated`; phase Failed without extra condition.
-pub fn gc_terminating(pods: &[Pod], nodes: &BTreeMap<String, Node>, now: Timestamp) -> Vec<ForceDelete> {
+pub fn gc_terminating(
+    pods: &[Pod],
+    nodes: &BTreeMap<String, Node>,
+    now: Timestamp,
+) -> Vec<ForceDelete> {
     let mut chosen: Vec<&Pod> = pods
         .iter()
         .filter(|p| is_terminating(p))
-        .filter(|p| nodes.get(node_name(p)).is_some_and(|n| !is_node_ready(n) && has_out_of_service_taint(n)))
+        .filter(|p| {
+            nodes
+                .get(node_name(p))
+                .is_some_and(|n| !is_node_ready(n) && has_out_of_service_taint(n))
+        })
         .collect();
     chosen.sort_by(by_eviction_and_creation);
-    chosen.iter().map(|p| force_delete(p, GcReason::TerminatingOutOfService, None, now)).collect()
+    chosen
+        .iter()
+        .map(|p| force_delete(p, GcReason::TerminatingOutOfService, None, now))
+        .collect()
 }
 
 /// `gcUnscheduledTerminating`: terminating pods without a node, phase Failed.
@@ -183,7 +219,13 @@ pub struct OrphanQuarantine {
 impl OrphanQuarantine {
     /// Enqueues every node named by a pod but absent from the cache (`existing`), ready after the
     /// quarantine.
-    pub fn observe(&mut self, pods: &[Pod], existing: &BTreeSet<String>, now: Timestamp, quarantine: Duration) {
+    pub fn observe(
+        &mut self,
+        pods: &[Pod],
+        existing: &BTreeSet<String>,
+        now: Timestamp,
+        quarantine: Duration,
+    ) {
         let ready = add(now, quarantine);
         for p in pods {
             let n = node_name(p);
@@ -199,11 +241,19 @@ impl OrphanQuarantine {
     /// Takes the nodes whose quarantine is over and that are still absent from the cache; the shell
     /// then GETs each from the API (NotFound ⇒ deleted). Items still present are dropped too.
     pub fn take_ready(&mut self, existing: &BTreeSet<String>, now: Timestamp) -> Vec<String> {
-        let ready: Vec<String> = self.waiting.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
+        let ready: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in &ready {
             self.waiting.remove(k);
         }
-        ready.into_iter().filter(|k| !existing.contains(k)).collect()
+        ready
+            .into_iter()
+            .filter(|k| !existing.contains(k))
+            .collect()
     }
 
     pub fn is_waiting(&self, node: &str) -> bool {
@@ -213,7 +263,11 @@ impl OrphanQuarantine {
 
 /// `gcOrphaned`'s deletions: every pod bound to a node confirmed deleted, phase Failed plus
 /// `DisruptionTarget / DeletionByPodGC`.
-pub fn gc_orphaned(pods: &[Pod], deleted_nodes: &BTreeSet<String>, now: Timestamp) -> Vec<ForceDelete> {
+pub fn gc_orphaned(
+    pods: &[Pod],
+    deleted_nodes: &BTreeSet<String>,
+    now: Timestamp,
+) -> Vec<ForceDelete> {
     pods.iter()
         .filter(|p| deleted_nodes.contains(node_name(p)))
         .map(|p| {
@@ -232,7 +286,9 @@ pub fn gc_orphaned(pods: &[Pod], deleted_nodes: &BTreeSet<String>, now: Timestam
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus, Taint};
+    use k8s_openapi::api::core::v1::{
+        NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus, Taint,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn t(s: i64) -> Timestamp {
@@ -247,8 +303,14 @@ mod tests {
                 creation_timestamp: Some(Time(t(created))),
                 ..Default::default()
             },
-            spec: Some(PodSpec { node_name: (!node.is_empty()).then(|| node.into()), ..Default::default() }),
-            status: Some(PodStatus { phase: (!phase.is_empty()).then(|| phase.into()), ..Default::default() }),
+            spec: Some(PodSpec {
+                node_name: (!node.is_empty()).then(|| node.into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: (!phase.is_empty()).then(|| phase.into()),
+                ..Default::default()
+            }),
         }
     }
 
@@ -269,27 +331,84 @@ mod tests {
     #[test]
     fn cp49_terminated_threshold() {
         let cases: Vec<(Vec<Pod>, i32, Vec<&str>)> = vec![
-            (vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2), pod("c", "Failed", "n", 3)], 1, vec!["a", "b"]),
-            (vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)], 0, vec![]),
-            (vec![pod("a", "Running", "n", 1), pod("b", "Succeeded", "n", 2), pod("c", "Failed", "n", 3)], 1, vec!["b"]),
-            (vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)], 1, vec!["a"]),
-            (vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)], 5, vec![]),
-            (vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2), evicted(pod("c", "Failed", "n", 3))], 1, vec!["c", "a"]),
-            (vec![pod("a", "Running", "n", 1), pod("b", "Succeeded", "n", 2), evicted(pod("c", "Failed", "n", 3))], 1, vec!["c"]),
+            (
+                vec![
+                    pod("a", "Failed", "n", 1),
+                    pod("b", "Succeeded", "n", 2),
+                    pod("c", "Failed", "n", 3),
+                ],
+                1,
+                vec!["a", "b"],
+            ),
+            (
+                vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)],
+                0,
+                vec![],
+            ),
+            (
+                vec![
+                    pod("a", "Running", "n", 1),
+                    pod("b", "Succeeded", "n", 2),
+                    pod("c", "Failed", "n", 3),
+                ],
+                1,
+                vec!["b"],
+            ),
+            (
+                vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)],
+                1,
+                vec!["a"],
+            ),
+            (
+                vec![pod("a", "Failed", "n", 1), pod("b", "Succeeded", "n", 2)],
+                5,
+                vec![],
+            ),
+            (
+                vec![
+                    pod("a", "Failed", "n", 1),
+                    pod("b", "Succeeded", "n", 2),
+                    evicted(pod("c", "Failed", "n", 3)),
+                ],
+                1,
+                vec!["c", "a"],
+            ),
+            (
+                vec![
+                    pod("a", "Running", "n", 1),
+                    pod("b", "Succeeded", "n", 2),
+                    evicted(pod("c", "Failed", "n", 3)),
+                ],
+                1,
+                vec!["c"],
+            ),
         ];
         for (i, (pods, threshold, want)) in cases.iter().enumerate() {
             let got = gc_terminated(pods, *threshold, t(100));
             assert_eq!(names_of(&got), *want, "case {i}");
-            assert!(got.iter().all(|d| d.status_patch.is_none()), "terminal pods are not patched");
+            assert!(
+                got.iter().all(|d| d.status_patch.is_none()),
+                "terminal pods are not patched"
+            );
         }
     }
 
     fn node(name: &str, ready: &str, taints: Vec<Taint>) -> (String, Node) {
         let n = Node {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-            spec: Some(NodeSpec { taints: Some(taints), ..Default::default() }),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(taints),
+                ..Default::default()
+            }),
             status: Some(NodeStatus {
-                conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: ready.into(), ..Default::default() }]),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: ready.into(),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
         };
@@ -327,10 +446,16 @@ mod tests {
         }
         let got = gc_terminating(&pods, &nodes, t(100));
         assert_eq!(names_of(&got), ["b-w0", "b-w3", "b-w4", "b-w5"]);
-        assert!(got.iter().all(|d| d.status_patch == Some(FailedStatus { phase: "Failed".into(), conditions: None })));
+        assert!(got.iter().all(|d| d.status_patch
+            == Some(FailedStatus {
+                phase: "Failed".into(),
+                conditions: None
+            })));
 
         // Second table: terminal pods are deleted too, only the Running one is patched.
-        let nodes: BTreeMap<String, Node> = [node("w", "False", vec![oos("", "NoExecute")])].into_iter().collect();
+        let nodes: BTreeMap<String, Node> = [node("w", "False", vec![oos("", "NoExecute")])]
+            .into_iter()
+            .collect();
         let pods = vec![
             deleting(pod("a", "Running", "w", 1)),
             deleting(pod("b", "Failed", "w", 2)),
@@ -365,7 +490,11 @@ mod tests {
     fn cp50_orphan_quarantine() {
         let q40 = Duration::from_secs(40);
         let none = BTreeSet::new();
-        let pods = vec![pod("a", "Failed", "deleted", 1), pod("b", "Succeeded", "deleted", 2), pod("c", "Running", "deleted", 3)];
+        let pods = vec![
+            pod("a", "Failed", "deleted", 1),
+            pod("b", "Succeeded", "deleted", 2),
+            pod("c", "Running", "deleted", 3),
+        ];
         // Delay 20 s (< quarantine) ⇒ nothing ready.
         let mut q = OrphanQuarantine::default();
         q.observe(&pods, &none, t(0), q40);
@@ -381,8 +510,18 @@ mod tests {
         assert_eq!(c.phase, "Failed");
         let cond = &c.conditions.as_ref().unwrap()[0];
         assert_eq!(
-            (cond.type_.as_str(), cond.status.as_str(), cond.reason.as_deref(), cond.message.as_deref()),
-            ("DisruptionTarget", "True", Some("DeletionByPodGC"), Some("PodGC: node no longer exists"))
+            (
+                cond.type_.as_str(),
+                cond.status.as_str(),
+                cond.reason.as_deref(),
+                cond.message.as_deref()
+            ),
+            (
+                "DisruptionTarget",
+                "True",
+                Some("DeletionByPodGC"),
+                Some("PodGC: node no longer exists")
+            )
         );
         // Node added to the cache after quarantine ⇒ nothing.
         let mut q = OrphanQuarantine::default();

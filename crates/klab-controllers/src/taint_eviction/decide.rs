@@ -25,7 +25,10 @@ pub enum Window {
 
 /// `GetMatchingTolerations`: for each taint, the **first** toleration (pod order) that tolerates it;
 /// None when some taint has none. No taints → all tolerated with none used.
-pub fn matching_tolerations<'a>(taints: &[Taint], tolerations: &'a [Toleration]) -> Option<Vec<&'a Toleration>> {
+pub fn matching_tolerations<'a>(
+    taints: &[Taint],
+    tolerations: &'a [Toleration],
+) -> Option<Vec<&'a Toleration>> {
     if taints.is_empty() {
         return Some(Vec::new());
     }
@@ -70,7 +73,12 @@ pub fn no_execute_taints(node: &Node) -> Vec<Taint> {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
-        .map(|ts| ts.iter().filter(|t| t.effect == names::EFFECT_NO_EXECUTE).cloned().collect())
+        .map(|ts| {
+            ts.iter()
+                .filter(|t| t.effect == names::EFFECT_NO_EXECUTE)
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -123,17 +131,37 @@ impl EvictionQueue {
     }
 
     /// `AddWork`.
-    pub fn add_work(&mut self, key: &str, created_at: Timestamp, fire_at: Timestamp, now: Timestamp) -> Added {
+    pub fn add_work(
+        &mut self,
+        key: &str,
+        created_at: Timestamp,
+        fire_at: Timestamp,
+        now: Timestamp,
+    ) -> Added {
         if self.works.contains_key(key) {
             return Added::Skipped;
         }
         if fire_at <= created_at {
-            self.works.insert(key.to_string(), Work { created_at, fire_at, timer: false });
+            self.works.insert(
+                key.to_string(),
+                Work {
+                    created_at,
+                    fire_at,
+                    timer: false,
+                },
+            );
             return Added::RunNow;
         }
         let delay = fire_at.duration_since(created_at);
         let at = now.checked_add(delay).unwrap_or(Timestamp::MAX);
-        self.works.insert(key.to_string(), Work { created_at, fire_at: at, timer: true });
+        self.works.insert(
+            key.to_string(),
+            Work {
+                created_at,
+                fire_at: at,
+                timer: true,
+            },
+        );
         Added::Timer(at)
     }
 
@@ -149,15 +177,23 @@ impl EvictionQueue {
 
     /// Timer-backed works due at `now`, earliest first (ties by key).
     pub fn due(&self, now: Timestamp) -> Vec<String> {
-        let mut v: Vec<(&Timestamp, &String)> =
-            self.works.iter().filter(|(_, w)| w.timer && w.fire_at <= now).map(|(k, w)| (&w.fire_at, k)).collect();
+        let mut v: Vec<(&Timestamp, &String)> = self
+            .works
+            .iter()
+            .filter(|(_, w)| w.timer && w.fire_at <= now)
+            .map(|(k, w)| (&w.fire_at, k))
+            .collect();
         v.sort();
         v.into_iter().map(|(_, k)| k.clone()).collect()
     }
 
     /// The earliest pending timer.
     pub fn next_fire(&self) -> Option<Timestamp> {
-        self.works.values().filter(|w| w.timer).map(|w| w.fire_at).min()
+        self.works
+            .values()
+            .filter(|w| w.timer)
+            .map(|w| w.fire_at)
+            .min()
     }
 
     /// Keys of all works (for "cancel every pod of the node").
@@ -180,13 +216,19 @@ impl EvictionQueue {
         let Some(used) = matching_tolerations(taints, tolerations) else {
             cancelled |= self.cancel_work(key);
             let added = self.add_work(key, now, now, now);
-            return PodOutcome { cancelled, added: Some(added) };
+            return PodOutcome {
+                cancelled,
+                added: Some(added),
+            };
         };
         let window = min_toleration_time(&used);
         let m = match window {
             Window::Forever => {
                 cancelled |= self.cancel_work(key);
-                return PodOutcome { cancelled, added: None };
+                return PodOutcome {
+                    cancelled,
+                    added: None,
+                };
             }
             Window::Immediate => Duration::ZERO,
             Window::After(d) => d,
@@ -194,15 +236,31 @@ impl EvictionQueue {
         let mut start = now;
         let trigger = add(now, m);
         if let Some(w) = self.works.get(key).filter(|w| w.timer) {
+            // Upstream reprocesses a pod in real time, so a second look is strictly later than the
+            // first; in virtual time both can share one instant. Recomputing the very same fire
+            // time at the instant the work was created is a no-op here (newer upstream
+            // `UpdateWork` keeps such work too) instead of a spurious cancel event + re-add.
+            if w.created_at == now && w.fire_at == trigger {
+                return PodOutcome {
+                    cancelled,
+                    added: None,
+                };
+            }
             start = w.created_at;
             if add(start, m) < trigger {
                 // An earlier countdown is kept unchanged (longer or shorter toleration alike).
-                return PodOutcome { cancelled, added: None };
+                return PodOutcome {
+                    cancelled,
+                    added: None,
+                };
             }
             cancelled |= self.cancel_work(key);
         }
         let added = self.add_work(key, start, trigger, now);
-        PodOutcome { cancelled, added: Some(added) }
+        PodOutcome {
+            cancelled,
+            added: Some(added),
+        }
     }
 }
 
@@ -217,18 +275,33 @@ pub fn pod_key(pod: &Pod) -> String {
 
 /// The pod's tolerations.
 pub fn pod_tolerations(pod: &Pod) -> &[Toleration] {
-    pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or(&[])
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[])
 }
 
 /// The pod's node name ("" when unscheduled).
 pub fn pod_node_name(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
 }
 
 /// The conditions after adding `DisruptionTarget=True` with the given reason and message, or None
 /// if the pod already carries exactly that condition (then no status patch is sent).
-pub fn with_disruption_target(pod: &Pod, reason: &str, message: &str, now: Timestamp) -> Option<Vec<PodCondition>> {
-    let mut conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+pub fn with_disruption_target(
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> Option<Vec<PodCondition>> {
+    let mut conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     let cond = PodCondition {
         type_: names::POD_COND_DISRUPTION_TARGET.into(),
         status: "True".into(),
@@ -245,7 +318,12 @@ mod tests {
     use jiff::SignedDuration;
 
     fn taint(key: &str) -> Taint {
-        Taint { key: key.into(), effect: "NoExecute".into(), value: None, time_added: None }
+        Taint {
+            key: key.into(),
+            effect: "NoExecute".into(),
+            value: None,
+            time_added: None,
+        }
     }
 
     fn tol(key: &str, seconds: Option<i64>) -> Toleration {
@@ -267,7 +345,10 @@ mod tests {
         let cases: [(Vec<Option<i64>>, Window); 7] = [
             (vec![], Window::Immediate),
             (vec![None], Window::Forever),
-            (vec![Some(1), Some(2)], Window::After(Duration::from_secs(1))),
+            (
+                vec![Some(1), Some(2)],
+                Window::After(Duration::from_secs(1)),
+            ),
             (vec![Some(1), None], Window::After(Duration::from_secs(1))),
             (vec![None, Some(1)], Window::After(Duration::from_secs(1))),
             (vec![Some(0)], Window::Immediate),
@@ -283,8 +364,14 @@ mod tests {
     #[test]
     fn cp25_only_first_matching_toleration_counts() {
         let taints = [taint(names::TAINT_UNREACHABLE)];
-        let tols = [tol(names::TAINT_UNREACHABLE, Some(600)), tol(names::TAINT_UNREACHABLE, Some(10))];
-        assert_eq!(toleration_window(&taints, &tols), Window::After(Duration::from_secs(600)));
+        let tols = [
+            tol(names::TAINT_UNREACHABLE, Some(600)),
+            tol(names::TAINT_UNREACHABLE, Some(10)),
+        ];
+        assert_eq!(
+            toleration_window(&taints, &tols),
+            Window::After(Duration::from_secs(600))
+        );
         let tols = [tol("", None), tol(names::TAINT_UNREACHABLE, Some(10))];
         assert_eq!(toleration_window(&taints, &tols), Window::Forever);
     }
@@ -292,17 +379,33 @@ mod tests {
     #[test]
     fn cp01_toleration_windows_of_the_pods() {
         let unreachable = [taint(names::TAINT_UNREACHABLE)];
-        let default_pod = [tol(names::TAINT_NOT_READY, Some(300)), tol(names::TAINT_UNREACHABLE, Some(300))];
-        let ds_pod = [tol(names::TAINT_NOT_READY, None), tol(names::TAINT_UNREACHABLE, None)];
-        let c_pod = [tol(names::TAINT_UNREACHABLE, Some(0)), tol(names::TAINT_NOT_READY, Some(300)), tol(names::TAINT_UNREACHABLE, Some(300))];
+        let default_pod = [
+            tol(names::TAINT_NOT_READY, Some(300)),
+            tol(names::TAINT_UNREACHABLE, Some(300)),
+        ];
+        let ds_pod = [
+            tol(names::TAINT_NOT_READY, None),
+            tol(names::TAINT_UNREACHABLE, None),
+        ];
+        let c_pod = [
+            tol(names::TAINT_UNREACHABLE, Some(0)),
+            tol(names::TAINT_NOT_READY, Some(300)),
+            tol(names::TAINT_UNREACHABLE, Some(300)),
+        ];
         let d_pod = [tol("", None)];
-        assert_eq!(toleration_window(&unreachable, &default_pod), Window::After(Duration::from_secs(300)));
+        assert_eq!(
+            toleration_window(&unreachable, &default_pod),
+            Window::After(Duration::from_secs(300))
+        );
         assert_eq!(toleration_window(&unreachable, &ds_pod), Window::Forever);
         assert_eq!(toleration_window(&unreachable, &c_pod), Window::Immediate);
         assert_eq!(toleration_window(&unreachable, &d_pod), Window::Forever);
         assert_eq!(toleration_window(&unreachable, &[]), Window::Immediate);
         // CP-13: for not-ready, C's first match is the defaulted 300 s.
-        assert_eq!(toleration_window(&[taint(names::TAINT_NOT_READY)], &c_pod), Window::After(Duration::from_secs(300)));
+        assert_eq!(
+            toleration_window(&[taint(names::TAINT_NOT_READY)], &c_pod),
+            Window::After(Duration::from_secs(300))
+        );
     }
 
     #[test]
@@ -310,13 +413,32 @@ mod tests {
         let mut q = EvictionQueue::default();
         let t1 = [taint("T1")];
         let now = t(0);
-        assert_eq!(q.process_pod_on_node("ns/pod1", &t1, &[], now).added, Some(Added::RunNow));
-        assert_eq!(q.process_pod_on_node("ns/pod2", &t1, &[tol("T1", Some(1))], now).added, Some(Added::Timer(t(1))));
-        assert_eq!(q.process_pod_on_node("ns/pod3", &t1, &[tol("T1", None)], now).added, None);
+        assert_eq!(
+            q.process_pod_on_node("ns/pod1", &t1, &[], now).added,
+            Some(Added::RunNow)
+        );
+        assert_eq!(
+            q.process_pod_on_node("ns/pod2", &t1, &[tol("T1", Some(1))], now)
+                .added,
+            Some(Added::Timer(t(1)))
+        );
+        assert_eq!(
+            q.process_pod_on_node("ns/pod3", &t1, &[tol("T1", None)], now)
+                .added,
+            None
+        );
         let mut q = EvictionQueue::default();
         let both = [taint("T1"), taint("T2")];
-        for (k, tols) in [("ns/pod1", vec![]), ("ns/pod2", vec![tol("T1", Some(1))]), ("ns/pod3", vec![tol("T1", None)])] {
-            assert_eq!(q.process_pod_on_node(k, &both, &tols, now).added, Some(Added::RunNow), "{k}");
+        for (k, tols) in [
+            ("ns/pod1", vec![]),
+            ("ns/pod2", vec![tol("T1", Some(1))]),
+            ("ns/pod3", vec![tol("T1", None)]),
+        ] {
+            assert_eq!(
+                q.process_pod_on_node(k, &both, &tols, now).added,
+                Some(Added::RunNow),
+                "{k}"
+            );
         }
     }
 
@@ -338,7 +460,12 @@ mod tests {
         assert!(q.due(t(2)).is_empty());
         // (e) T1 for 1 s and T2 for 100 s → after 1 s.
         let mut q = EvictionQueue::default();
-        let o = q.process_pod_on_node("p", &[taint("T1"), taint("T2")], &[tol("T1", Some(1)), tol("T2", Some(100))], now);
+        let o = q.process_pod_on_node(
+            "p",
+            &[taint("T1"), taint("T2")],
+            &[tol("T1", Some(1)), tol("T2", Some(100))],
+            now,
+        );
         assert_eq!(o.added, Some(Added::Timer(t(1))));
         assert_eq!(q.due(t(1)), ["p"]);
     }
@@ -350,12 +477,29 @@ mod tests {
         let mut q = EvictionQueue::default();
         q.process_pod_on_node("p", &t1, &[tol("T1", Some(100))], t(0));
         let o = q.process_pod_on_node("p", &t1, &[], t(1));
-        assert_eq!(o, PodOutcome { cancelled: true, added: Some(Added::RunNow) });
+        assert_eq!(
+            o,
+            PodOutcome {
+                cancelled: true,
+                added: Some(Added::RunNow)
+            }
+        );
         // (d) lengthened from 1 s to 100 s → still fires at 1 s.
         let mut q = EvictionQueue::default();
         q.process_pod_on_node("p", &t1, &[tol("T1", Some(1))], t(0));
-        let o = q.process_pod_on_node("p", &t1, &[tol("T1", Some(100))], t(0) + SignedDuration::from_millis(500));
-        assert_eq!(o, PodOutcome { cancelled: false, added: None });
+        let o = q.process_pod_on_node(
+            "p",
+            &t1,
+            &[tol("T1", Some(100))],
+            t(0) + SignedDuration::from_millis(500),
+        );
+        assert_eq!(
+            o,
+            PodOutcome {
+                cancelled: false,
+                added: None
+            }
+        );
         assert_eq!(q.get("p").unwrap().fire_at, t(1));
         // Shortened later: the original fire time is kept too (quirk).
         let mut q = EvictionQueue::default();
@@ -364,7 +508,13 @@ mod tests {
         assert_eq!(q.get("p").unwrap().fire_at, t(100));
         // Becoming infinitely tolerant cancels with an event.
         let o = q.process_pod_on_node("p", &t1, &[tol("T1", None)], t(6));
-        assert_eq!(o, PodOutcome { cancelled: true, added: None });
+        assert_eq!(
+            o,
+            PodOutcome {
+                cancelled: true,
+                added: None
+            }
+        );
         assert!(q.is_empty());
     }
 
@@ -374,7 +524,28 @@ mod tests {
         let mut q = EvictionQueue::default();
         q.process_pod_on_node("p", &[taint("T1")], &[tol("T1", Some(100))], t(0));
         let o = q.process_pod_on_node("p", &[taint("T1")], &[tol("T1", Some(50))], t(0));
-        assert_eq!(o, PodOutcome { cancelled: true, added: Some(Added::Timer(t(50))) });
+        assert_eq!(
+            o,
+            PodOutcome {
+                cancelled: true,
+                added: Some(Added::Timer(t(50)))
+            }
+        );
+    }
+
+    #[test]
+    fn same_instant_same_fire_time_is_a_no_op() {
+        let mut q = EvictionQueue::default();
+        q.process_pod_on_node("p", &[taint("T1")], &[tol("T1", Some(100))], t(0));
+        let o = q.process_pod_on_node("p", &[taint("T1")], &[tol("T1", Some(100))], t(0));
+        assert_eq!(
+            o,
+            PodOutcome {
+                cancelled: false,
+                added: None
+            }
+        );
+        assert_eq!(q.get("p").unwrap().fire_at, t(100));
     }
 
     #[test]
@@ -389,12 +560,34 @@ mod tests {
     #[test]
     fn disruption_target_condition_added_once() {
         let pod = Pod::default();
-        let c = with_disruption_target(&pod, names::REASON_DELETION_BY_TAINT_MANAGER, names::MSG_DELETION_BY_TAINT_MANAGER, t(60)).unwrap();
+        let c = with_disruption_target(
+            &pod,
+            names::REASON_DELETION_BY_TAINT_MANAGER,
+            names::MSG_DELETION_BY_TAINT_MANAGER,
+            t(60),
+        )
+        .unwrap();
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].type_, "DisruptionTarget");
-        assert_eq!(c[0].message.as_deref(), Some("Taint manager: deleting due to NoExecute taint"));
-        let mut pod = Pod::default();
-        pod.status = Some(k8s_openapi::api::core::v1::PodStatus { conditions: Some(c), ..Default::default() });
-        assert_eq!(with_disruption_target(&pod, names::REASON_DELETION_BY_TAINT_MANAGER, names::MSG_DELETION_BY_TAINT_MANAGER, t(61)), None);
+        assert_eq!(
+            c[0].message.as_deref(),
+            Some("Taint manager: deleting due to NoExecute taint")
+        );
+        let pod = Pod {
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                conditions: Some(c),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            with_disruption_target(
+                &pod,
+                names::REASON_DELETION_BY_TAINT_MANAGER,
+                names::MSG_DELETION_BY_TAINT_MANAGER,
+                t(61)
+            ),
+            None
+        );
     }
 }
