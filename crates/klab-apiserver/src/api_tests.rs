@@ -966,3 +966,22 @@ async fn history_is_compacted_every_five_minutes() {
         WatchEvent::Modified(_)
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn patch_resource_version_preconditions() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let p = pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    let rv = p.metadata.resource_version.unwrap();
+    // A JSON patch may test the current resourceVersion.
+    let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, {"op": "add", "path": "/metadata/labels/t", "value": "1"}]);
+    let p2 = pods.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(ops.clone()).unwrap())).await.unwrap();
+    // The same test against the now-stale version fails.
+    let e = api_err(pods.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(ops).unwrap())).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    // A merge patch carrying a stale resourceVersion is a Conflict; a current one succeeds.
+    let stale = json!({"metadata": {"resourceVersion": rv, "labels": {"u": "1"}}});
+    assert_eq!(api_err(pods.patch("a", &PatchParams::default(), &Patch::Merge(stale)).await.unwrap_err()).code, 409);
+    let fresh = json!({"metadata": {"resourceVersion": p2.metadata.resource_version.unwrap(), "labels": {"u": "1"}}});
+    pods.patch("a", &PatchParams::default(), &Patch::Merge(fresh)).await.unwrap();
+}

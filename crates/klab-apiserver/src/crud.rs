@@ -844,6 +844,7 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let patch_doc = crate::patch::decode_patch(kind, &body)?;
     let name = t.name.as_deref().unwrap_or("");
     let ri = t.ri;
+    let pins_rv = crate::patch::pins_resource_version(kind, &patch_doc);
     let outcome = guarded_update(
         &ctx.inner,
         ri,
@@ -855,11 +856,14 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             strict: ctx.strict(),
         },
         |current| {
-            // A patch without a resourceVersion applies to whatever is current; drop the stamped one so
-            // only an explicit resourceVersion in the patch acts as a precondition.
-            let mut base = current.clone();
-            object::strip_for_storage(&mut base);
-            crate::patch::apply_patch(ri, kind, &base, &patch_doc)
+            // The patch applies to the whole current object (a JSON patch may `test` its
+            // resourceVersion). Only a resourceVersion the patch itself sets is a precondition;
+            // otherwise the stamped one is dropped, so a concurrent write makes the server retry.
+            let mut out = crate::patch::apply_patch(ri, kind, current, &patch_doc)?;
+            if !pins_rv {
+                object::strip_for_storage(&mut out);
+            }
+            Ok(out)
         },
     )
     .await?;

@@ -14,6 +14,7 @@ use klab_store::DynStorage;
 
 pub mod admin;
 
+pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
@@ -42,6 +43,8 @@ impl NodeSpec {
 pub struct ClusterConfig {
     pub nodes: Vec<NodeSpec>,
     pub apiserver: ApiServerConfig,
+    /// The controller manager's controllers.
+    pub controllers: ControllerManagerConfig,
     /// Configuration shared by every node's kubelet.
     pub kubelet: KubeletConfig,
     /// Modelled latencies of the simulated container runtime.
@@ -73,6 +76,8 @@ pub struct Cluster {
     /// The simulated nodes, by name. `SimNode::apply` is synchronous, so a plain mutex is enough
     /// and is never held across an await.
     nodes: BTreeMap<String, Mutex<SimNode>>,
+    controller_metrics: ControllerMetrics,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Cluster {
@@ -80,7 +85,14 @@ impl Cluster {
     /// that will drive the cluster (a paused current-thread runtime for sim).
     pub async fn start(store: DynStorage, clock: Clock, rng: DetRng, config: ClusterConfig) -> Result<Cluster, ClusterError> {
         let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone()).await.map_err(ClusterError::Api)?;
-        let mut cluster = Cluster { api, clock, rng, config, nodes: BTreeMap::new() };
+        let client_api = api.clone();
+        let (tasks, controller_metrics) = klab_controllers::manager::start(
+            move |sa| kube::Client::new(client_api.router_as(service_account(sa)), "default"),
+            clock.clone(),
+            rng.clone(),
+            config.controllers.clone(),
+        );
+        let mut cluster = Cluster { api, clock, rng, config, nodes: BTreeMap::new(), controller_metrics, tasks };
         for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
             cluster.add_node(&spec, i)?;
         }
@@ -116,6 +128,11 @@ impl Cluster {
         node.start();
         self.nodes.insert(spec.name.clone(), Mutex::new(node));
         Ok(())
+    }
+
+    /// Metrics of the controller manager's controllers.
+    pub fn controller_metrics(&self) -> &ControllerMetrics {
+        &self.controller_metrics
     }
 
     pub fn api(&self) -> &ApiServer {
@@ -161,16 +178,26 @@ impl Cluster {
         Ok(n.state())
     }
 
-    /// Sets a component flag by its upstream name (`node-monitor-grace-period`,
-    /// `default-unreachable-toleration-seconds`, kubelet `nodeStatusUpdateFrequency`, …).
+    /// Sets a component flag by its upstream name: kube-apiserver
+    /// (`default-unreachable-toleration-seconds`, …), kube-controller-manager
+    /// (`node-monitor-grace-period`, …) and kubelet configuration (`nodeStatusUpdateFrequency`, …).
     pub fn set_flag(config: &mut ClusterConfig, name: &str, value: &str) -> Result<(), ClusterError> {
-        let int = |v: &str| {
-            v.parse::<i64>().map_err(|e| ClusterError::InvalidFlag { flag: name.into(), value: v.into(), reason: e.to_string() })
-        };
+        let invalid = |reason: String| ClusterError::InvalidFlag { flag: name.into(), value: value.into(), reason };
+        let int = |v: &str| v.parse::<i64>().map_err(|e| invalid(e.to_string()));
+        let dur = |v: &str| klab_api::duration::parse_duration(v).map_err(invalid);
         match name {
             "default-not-ready-toleration-seconds" => config.apiserver.default_toleration_seconds.not_ready_seconds = int(value)?,
             "default-unreachable-toleration-seconds" => config.apiserver.default_toleration_seconds.unreachable_seconds = int(value)?,
-            other => return Err(ClusterError::UnknownFlag(other.to_string())),
+            "nodeStatusUpdateFrequency" | "node-status-update-frequency" => config.kubelet.node_status_update_frequency = dur(value)?,
+            "nodeStatusReportFrequency" => config.kubelet.node_status_report_frequency = Some(dur(value)?),
+            "nodeLeaseDurationSeconds" => {
+                config.kubelet.node_lease_duration_seconds = i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
+            }
+            other => {
+                if !config.controllers.set_flag(other, value).map_err(invalid)? {
+                    return Err(ClusterError::UnknownFlag(other.to_string()));
+                }
+            }
         }
         Ok(())
     }
@@ -178,6 +205,22 @@ impl Cluster {
     /// Names of the cluster's nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.keys().cloned().collect()
+    }
+}
+
+/// The identity upstream gives a controller: its service account in kube-system.
+fn service_account(name: &str) -> Identity {
+    Identity::new(
+        format!("system:serviceaccount:kube-system:{name}"),
+        &["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+    )
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! with upstream flag names and defaults). `manager` starts them all from one entry point.
 
 pub mod events;
+pub mod manager;
 pub mod node_lifecycle;
 pub mod taint_eviction;
 pub mod pod_gc;

@@ -73,6 +73,19 @@ pub fn decode_patch(kind: PatchKind, body: &[u8]) -> ApiResult<Value> {
     }
 }
 
+/// Whether a patch sets `metadata.resourceVersion`, which makes it a precondition.
+pub fn pins_resource_version(kind: PatchKind, patch: &Value) -> bool {
+    match kind {
+        PatchKind::Json => patch.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion")
+                    && matches!(op.get("op").and_then(Value::as_str), Some("add" | "replace"))
+            })
+        }),
+        _ => patch.pointer("/metadata/resourceVersion").is_some_and(|v| !v.is_null()),
+    }
+}
+
 /// Applies a decoded patch to the current object (without its resourceVersion).
 pub fn apply_patch(
     ri: &ResourceInfo,

@@ -13,6 +13,9 @@ pub struct ReplicaSetControllerConfig {
 
 impl Default for ReplicaSetControllerConfig {
     fn default() -> Self {
-        ReplicaSetControllerConfig { burst_replicas: 500, deployment_replica_set_terminating_replicas: false }
+        ReplicaSetControllerConfig {
+            burst_replicas: 500,
+            deployment_replica_set_terminating_replicas: false,
+        }
     }
 }

@@ -53,7 +53,12 @@ pub fn manage_replicas(
         Ordering::Greater => {
             let diff = (active.len() - desired).min(burst_replicas);
             let victims = pods_to_delete(active, related, diff, now);
-            Manage::Delete(victims.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect())
+            Manage::Delete(
+                victims
+                    .iter()
+                    .map(|p| p.metadata.name.clone().unwrap_or_default())
+                    .collect(),
+            )
         }
     }
 }
@@ -70,15 +75,20 @@ pub fn pods_to_delete<'a>(
         *on_node.entry(node_name(p)).or_default() += 1;
     }
     // Name order first so the (otherwise unstable upstream) sort is deterministic.
-    let mut ranked: Vec<(&Pod, usize)> =
-        active.iter().map(|p| (*p, on_node.get(node_name(p)).copied().unwrap_or(0))).collect();
+    let mut ranked: Vec<(&Pod, usize)> = active
+        .iter()
+        .map(|p| (*p, on_node.get(node_name(p)).copied().unwrap_or(0)))
+        .collect();
     ranked.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
     ranked.sort_by(|a, b| compare_for_deletion(a.0, a.1, b.0, b.1, now));
     ranked.into_iter().take(diff).map(|(p, _)| p).collect()
 }
 
 fn node_name(p: &Pod) -> &str {
-    p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("")
 }
 
 fn phase_ordinal(p: &Pod) -> u8 {
@@ -86,7 +96,8 @@ fn phase_ordinal(p: &Pod) -> u8 {
         PHASE_PENDING => 0,
         PHASE_UNKNOWN => 1,
         PHASE_RUNNING => 2,
-        _ => 3,
+        // upstream's map lookup yields 0 for any other phase (e.g. an empty one)
+        _ => 0,
     }
 }
 
@@ -109,14 +120,24 @@ fn log_rank_diff(t1: Timestamp, t2: Timestamp, now: Timestamp) -> i64 {
 }
 
 /// Upstream `ActivePodsWithRanks.Less` (LogarithmicScaleDown and PodDeletionCost on): `Less`
-/// means "delete first". The cases, in order:
-/// 1. unassigned < assigned; 2. Pending < Unknown < Running; 3. not Ready < Ready;
-/// 4. lower deletion cost first; 5. more co-located related pods first; 6. Ready for less time
-/// first (log scale, UID tie-break); 7. more restarts first; 8. newer first (log scale, UID tie).
-pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize, now: Timestamp) -> Ordering {
+/// means "delete first". The cases, in order: (1) unassigned < assigned; (2) Pending < Unknown <
+/// Running; (3) not Ready < Ready; (4) lower deletion cost first; (5) more co-located related pods
+/// first; (6) Ready for less time first (log scale, UID tie-break); (7) more restarts first;
+/// (8) newer first (log scale, UID tie-break).
+pub fn compare_for_deletion(
+    a: &Pod,
+    rank_a: usize,
+    b: &Pod,
+    rank_b: usize,
+    now: Timestamp,
+) -> Ordering {
     let (na, nb) = (node_name(a), node_name(b));
     if na != nb && (na.is_empty() || nb.is_empty()) {
-        return if na.is_empty() { Ordering::Less } else { Ordering::Greater };
+        return if na.is_empty() {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
     }
     let (pa, pb) = (phase_ordinal(a), phase_ordinal(b));
     if pa != pb {
@@ -124,7 +145,11 @@ pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize, now:
     }
     let (ra, rb) = (is_pod_ready(a), is_pod_ready(b));
     if ra != rb {
-        return if !ra { Ordering::Less } else { Ordering::Greater };
+        return if !ra {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
     }
     let (ca, cb) = (deletion_cost(a), deletion_cost(b));
     if ca != cb {
@@ -152,7 +177,10 @@ pub fn compare_for_deletion(a: &Pod, rank_a: usize, b: &Pod, rank_b: usize, now:
             }
         }
     }
-    let (xa, xb) = (util::max_container_restarts(a), util::max_container_restarts(b));
+    let (xa, xb) = (
+        util::max_container_restarts(a),
+        util::max_container_restarts(b),
+    );
     if xa != xb {
         return xb.cmp(&xa);
     }
@@ -201,10 +229,18 @@ pub struct Expectations {
 
 impl Expectations {
     pub fn expect_creations(n: usize, now: Timestamp) -> Self {
-        Expectations { adds: n as i64, deletes: BTreeSet::new(), set_at: Some(now) }
+        Expectations {
+            adds: n as i64,
+            deletes: BTreeSet::new(),
+            set_at: Some(now),
+        }
     }
     pub fn expect_deletions(names: &[String], now: Timestamp) -> Self {
-        Expectations { adds: 0, deletes: names.iter().cloned().collect(), set_at: Some(now) }
+        Expectations {
+            adds: 0,
+            deletes: names.iter().cloned().collect(),
+            set_at: Some(now),
+        }
     }
     pub fn creation_observed(&mut self) {
         self.adds -= 1;
@@ -212,6 +248,12 @@ impl Expectations {
     pub fn deletion_observed(&mut self, name: &str) {
         self.deletes.remove(name);
     }
+    /// When these expectations stop mattering (set time + [`EXPECTATIONS_TIMEOUT`]).
+    pub fn expires_at(&self) -> Option<Timestamp> {
+        let d = jiff::SignedDuration::try_from(EXPECTATIONS_TIMEOUT).ok()?;
+        self.set_at?.checked_add(d).ok()
+    }
+
     /// Upstream `SatisfiedExpectations`: fulfilled, or expired.
     pub fn satisfied(&self, now: Timestamp) -> bool {
         if self.adds <= 0 && self.deletes.is_empty() {
@@ -238,7 +280,12 @@ pub enum Claim {
 }
 
 /// The claim rule. `owner_deleting`: the owner has a deletionTimestamp (no adoption/release then).
-pub fn claim(owner_uid: &str, owner_deleting: bool, selector: &LabelSelector, obj: &ObjectMeta) -> Claim {
+pub fn claim(
+    owner_uid: &str,
+    owner_deleting: bool,
+    selector: &LabelSelector,
+    obj: &ObjectMeta,
+) -> Claim {
     let matches = util::selector_matches(selector, &util::labels(obj));
     match util::controller_ref(obj) {
         Some(r) if r.uid == owner_uid => {
@@ -283,7 +330,8 @@ pub fn calculate_status(
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    let min_ready = Duration::from_secs(spec.and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u64);
+    let min_ready =
+        Duration::from_secs(spec.and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u64);
     let mut fully_labeled = 0;
     let mut ready = 0;
     let mut available = 0;
@@ -306,19 +354,29 @@ pub fn calculate_status(
         ready_replicas: util::omit_zero(ready),
         available_replicas: util::omit_zero(available),
         observed_generation: rs.metadata.generation,
-        terminating_replicas: if gates.terminating_replicas { Some(terminating as i32) } else { None },
+        terminating_replicas: if gates.terminating_replicas {
+            Some(terminating as i32)
+        } else {
+            None
+        },
         conditions: old.conditions,
     }
 }
 
 /// Counts the claimed pods that are being deleted in a non-terminal phase.
 pub fn count_terminating(pods: &[&Pod]) -> usize {
-    pods.iter().filter(|p| is_pod_terminating_nonterminal(p)).count()
+    pods.iter()
+        .filter(|p| is_pod_terminating_nonterminal(p))
+        .count()
 }
 
 /// When the controller must look again for pods becoming available (minReadySeconds): the
 /// earliest instant a Ready-but-not-yet-available pod turns available.
-pub fn next_availability_check(active: &[&Pod], min_ready: Duration, now: Timestamp) -> Option<Timestamp> {
+pub fn next_availability_check(
+    active: &[&Pod],
+    min_ready: Duration,
+    now: Timestamp,
+) -> Option<Timestamp> {
     if min_ready.is_zero() {
         return None;
     }
@@ -364,19 +422,35 @@ mod tests {
         let now = ts(1000);
         let a = pod("a").node("n1").running_ready(10).build();
         let b = pod("b").node("n2").running_ready(10).build();
-        let c = pod("c").node("n1").running_ready(10).ready(false, 500).build();
+        let c = pod("c")
+            .node("n1")
+            .running_ready(10)
+            .ready(false, 500)
+            .build();
         let active = [&a, &b, &c];
         let cases: Vec<(i32, usize, Manage)> = vec![
             (3, 500, Manage::Nothing),
             (5, 500, Manage::Create(2)),
             (700, 500, Manage::Create(500)),
             (2, 500, Manage::Delete(vec!["c".into()])),
-            (0, 500, Manage::Delete(vec!["c".into(), "a".into(), "b".into()])),
+            (
+                0,
+                500,
+                Manage::Delete(vec!["c".into(), "a".into(), "b".into()]),
+            ),
             (0, 1, Manage::Delete(vec!["c".into()])),
-            (-1, 500, Manage::Delete(vec!["c".into(), "a".into(), "b".into()])),
+            (
+                -1,
+                500,
+                Manage::Delete(vec!["c".into(), "a".into(), "b".into()]),
+            ),
         ];
         for (desired, burst, want) in cases {
-            assert_eq!(manage_replicas(desired, &active, &active, burst, now), want, "desired {desired}");
+            assert_eq!(
+                manage_replicas(desired, &active, &active, burst, now),
+                want,
+                "desired {desired}"
+            );
         }
     }
 
@@ -385,21 +459,73 @@ mod tests {
     fn ranking_rules() {
         let now = ts(100_000);
         let cases: Vec<(&str, Pod, Pod)> = vec![
-            ("unassigned first", pod("x").build(), pod("y").node("n1").build()),
-            ("pending before unknown", pod("x").node("n").build(), pod("y").node("n").phase(PHASE_UNKNOWN).build()),
-            ("unknown before running", pod("x").node("n").phase(PHASE_UNKNOWN).build(), pod("y").node("n").phase(PHASE_RUNNING).build()),
-            ("not ready before ready", pod("x").node("n").phase(PHASE_RUNNING).ready(false, 5).build(), pod("y").node("n").running_ready(5).build()),
-            ("lower cost first", pod("x").node("n").running_ready(5).cost("-5").build(), pod("y").node("n").running_ready(5).build()),
-            ("invalid cost is 0", pod("x").node("n").running_ready(5).cost("zz").build(), pod("y").node("n").running_ready(5).cost("1").build()),
-            ("ready shorter first", pod("x").node("n").running_ready(99_000).build(), pod("y").node("n").running_ready(10).build()),
-            ("more restarts first", pod("x").node("n").running_ready(5).restarts(3).build(), pod("y").node("n").running_ready(5).build()),
-            ("newer first", pod("x").node("n").running_ready(5).created(90_000).build(), pod("y").node("n").running_ready(5).created(10).build()),
+            (
+                "unassigned first",
+                pod("x").build(),
+                pod("y").node("n1").build(),
+            ),
+            (
+                "pending before unknown",
+                pod("x").node("n").build(),
+                pod("y").node("n").phase(PHASE_UNKNOWN).build(),
+            ),
+            (
+                "unknown before running",
+                pod("x").node("n").phase(PHASE_UNKNOWN).build(),
+                pod("y").node("n").phase(PHASE_RUNNING).build(),
+            ),
+            (
+                "not ready before ready",
+                pod("x")
+                    .node("n")
+                    .phase(PHASE_RUNNING)
+                    .ready(false, 5)
+                    .build(),
+                pod("y").node("n").running_ready(5).build(),
+            ),
+            (
+                "lower cost first",
+                pod("x").node("n").running_ready(5).cost("-5").build(),
+                pod("y").node("n").running_ready(5).build(),
+            ),
+            (
+                "invalid cost is 0",
+                pod("x").node("n").running_ready(5).cost("zz").build(),
+                pod("y").node("n").running_ready(5).cost("1").build(),
+            ),
+            (
+                "ready shorter first",
+                pod("x").node("n").running_ready(99_000).build(),
+                pod("y").node("n").running_ready(10).build(),
+            ),
+            (
+                "more restarts first",
+                pod("x").node("n").running_ready(5).restarts(3).build(),
+                pod("y").node("n").running_ready(5).build(),
+            ),
+            (
+                "newer first",
+                pod("x").node("n").running_ready(5).created(90_000).build(),
+                pod("y").node("n").running_ready(5).created(10).build(),
+            ),
             // same log2 bucket of age: UID order decides
-            ("same bucket uid", pod("a").node("n").created(99_000).build(), pod("b").node("n").created(99_001).build()),
+            (
+                "same bucket uid",
+                pod("a").node("n").created(99_000).build(),
+                pod("b").node("n").created(99_001).build(),
+            ),
         ];
         for (name, first, second) in cases {
-            assert_eq!(compare_for_deletion(&first, 0, &second, 0, now), Ordering::Less, "{name}");
-            assert_eq!(compare_for_deletion(&second, 0, &first, 0, now), Ordering::Greater, "{name} (reversed)");
+            assert_eq!(
+                compare_for_deletion(&first, 0, &second, 0, now),
+                Ordering::Less,
+                "{name}"
+            );
+            assert_eq!(
+                compare_for_deletion(&second, 0, &first, 0, now),
+                Ordering::Greater,
+                "{name} (reversed)"
+            );
         }
         // co-location: the pod on the crowded node goes first
         let x = pod("x").node("n1").running_ready(5).build();
@@ -423,11 +549,18 @@ mod tests {
     fn cp57_not_ready_pod_on_dead_node_is_deleted_first() {
         // p1 on the failed node is Running but Ready=False since t=55; p2/p3 healthy.
         let now = ts(120);
-        let p1 = pod("p1").node("n1").running_ready(0).ready(false, 55).build();
+        let p1 = pod("p1")
+            .node("n1")
+            .running_ready(0)
+            .ready(false, 55)
+            .build();
         let p2 = pod("p2").node("n2").running_ready(0).build();
         let p3 = pod("p3").node("n3").running_ready(0).build();
         let all = [&p2, &p1, &p3];
-        assert_eq!(manage_replicas(2, &all, &all, 500, now), Manage::Delete(vec!["p1".into()]));
+        assert_eq!(
+            manage_replicas(2, &all, &all, 500, now),
+            Manage::Delete(vec!["p1".into()])
+        );
     }
 
     #[test]
@@ -435,7 +568,10 @@ mod tests {
         assert_eq!(slow_start_batches(0, 1), Vec::<usize>::new());
         assert_eq!(slow_start_batches(1, 1), vec![1]);
         assert_eq!(slow_start_batches(10, 1), vec![1, 2, 4, 3]);
-        assert_eq!(slow_start_batches(500, 1), vec![1, 2, 4, 8, 16, 32, 64, 128, 245]);
+        assert_eq!(
+            slow_start_batches(500, 1),
+            vec![1, 2, 4, 8, 16, 32, 64, 128, 245]
+        );
     }
 
     #[test]
@@ -450,6 +586,7 @@ mod tests {
         let mut d = Expectations::expect_deletions(&["a".into()], t0);
         assert!(!d.satisfied(ts(299)));
         assert!(d.satisfied(ts(300)), "expired after 5 minutes");
+        assert_eq!(d.expires_at(), Some(ts(300)));
         d.deletion_observed("a");
         assert!(d.satisfied(ts(1)));
         assert!(Expectations::default().satisfied(t0));
@@ -457,12 +594,22 @@ mod tests {
 
     #[test]
     fn claim_table() {
-        let sel = LabelSelector { match_labels: Some([("app".into(), "web".into())].into()), ..Default::default() };
+        let sel = LabelSelector {
+            match_labels: Some([("app".into(), "web".into())].into()),
+            ..Default::default()
+        };
         let mine = pod("a").owned_by("ReplicaSet", "rs", "u1").build().metadata;
-        let theirs = pod("a").owned_by("ReplicaSet", "rs2", "u2").build().metadata;
+        let theirs = pod("a")
+            .owned_by("ReplicaSet", "rs2", "u2")
+            .build()
+            .metadata;
         let orphan = pod("a").build().metadata;
         let orphan_other = pod("a").label("app", "db").build().metadata;
-        let mine_other = pod("a").label("app", "db").owned_by("ReplicaSet", "rs", "u1").build().metadata;
+        let mine_other = pod("a")
+            .label("app", "db")
+            .owned_by("ReplicaSet", "rs", "u1")
+            .build()
+            .metadata;
         let orphan_deleting = pod("a").deleting(1).build().metadata;
         let cases = [
             (&mine, false, Claim::Owned),
@@ -481,14 +628,20 @@ mod tests {
 
     fn rs(replicas: i32, min_ready: i32) -> ReplicaSet {
         ReplicaSet {
-            metadata: ObjectMeta { name: Some("rs".into()), generation: Some(3), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("rs".into()),
+                generation: Some(3),
+                ..Default::default()
+            },
             spec: Some(ReplicaSetSpec {
                 replicas: Some(replicas),
                 min_ready_seconds: Some(min_ready),
                 selector: LabelSelector::default(),
                 template: Some(PodTemplateSpec {
                     metadata: Some(ObjectMeta {
-                        labels: Some([("app".into(), "web".into()), ("tier".into(), "fe".into())].into()),
+                        labels: Some(
+                            [("app".into(), "web".into()), ("tier".into(), "fe".into())].into(),
+                        ),
                         ..Default::default()
                     }),
                     spec: None,
@@ -508,12 +661,30 @@ mod tests {
         assert_eq!(s.replicas, 3);
         assert_eq!(s.fully_labeled_replicas, Some(1));
         assert_eq!(s.ready_replicas, Some(2));
-        assert_eq!(s.available_replicas, Some(1), "b is Ready for only 5s of minReadySeconds 10");
+        assert_eq!(
+            s.available_replicas,
+            Some(1),
+            "b is Ready for only 5s of minReadySeconds 10"
+        );
         assert_eq!(s.observed_generation, Some(3));
         assert_eq!(s.terminating_replicas, None, "gate off in v1.33");
-        let s = calculate_status(&rs(3, 10), &[], 1, now, StatusGates { terminating_replicas: true });
-        assert_eq!((s.replicas, s.ready_replicas, s.terminating_replicas), (0, None, Some(1)));
-        assert_eq!(next_availability_check(&[&a, &b, &c], Duration::from_secs(10), now), Some(ts(105) + jiff::SignedDuration::from_millis(1)));
+        let s = calculate_status(
+            &rs(3, 10),
+            &[],
+            1,
+            now,
+            StatusGates {
+                terminating_replicas: true,
+            },
+        );
+        assert_eq!(
+            (s.replicas, s.ready_replicas, s.terminating_replicas),
+            (0, None, Some(1))
+        );
+        assert_eq!(
+            next_availability_check(&[&a, &b, &c], Duration::from_secs(10), now),
+            Some(ts(105) + jiff::SignedDuration::from_millis(1))
+        );
         assert_eq!(next_availability_check(&[&a], Duration::ZERO, now), None);
     }
 

@@ -18,7 +18,10 @@ pub type ObjKey = (String, String);
 /// The key of an object.
 pub fn key_of<K: Resource>(obj: &K) -> ObjKey {
     let m = obj.meta();
-    (m.namespace.clone().unwrap_or_default(), m.name.clone().unwrap_or_default())
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
 }
 
 /// One change seen by the cache: `(old, new)`; `new == None` is a deletion.
@@ -35,7 +38,11 @@ pub struct Cache<K> {
 
 impl<K> Default for Cache<K> {
     fn default() -> Self {
-        Cache { objects: BTreeMap::new(), relist: None, synced: false }
+        Cache {
+            objects: BTreeMap::new(),
+            relist: None,
+            synced: false,
+        }
     }
 }
 
@@ -81,7 +88,9 @@ impl<K: Resource + Clone> Cache<K> {
             }
             watcher::Event::InitApply(obj) => {
                 let obj = Arc::new(obj);
-                self.relist.get_or_insert_with(BTreeMap::new).insert(key_of(obj.as_ref()), obj);
+                self.relist
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(key_of(obj.as_ref()), obj);
                 Vec::new()
             }
             watcher::Event::InitDone => {
@@ -92,7 +101,9 @@ impl<K: Resource + Clone> Cache<K> {
                 for (k, o) in &old {
                     match self.objects.get(k) {
                         None => out.push((Some(o.clone()), None)),
-                        Some(n) if rv(n.as_ref()) != rv(o.as_ref()) => out.push((Some(o.clone()), Some(n.clone()))),
+                        Some(n) if rv(n.as_ref()) != rv(o.as_ref()) => {
+                            out.push((Some(o.clone()), Some(n.clone())))
+                        }
                         Some(_) => {}
                     }
                 }
@@ -137,7 +148,12 @@ impl Queue {
 
     /// Moves due timers into the dirty set.
     pub fn fire_due(&mut self, now: Timestamp) {
-        let due: Vec<ObjKey> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| k.clone()).collect();
+        let due: Vec<ObjKey> = self
+            .timers
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in due {
             self.timers.remove(&k);
             self.dirty.insert(k);
@@ -213,7 +229,10 @@ mod tests {
         assert_eq!(ch.len(), 2);
         let ch = c.apply(watcher::Event::Apply(p("a", "z", "2")));
         assert!(ch[0].0.is_none());
-        let names: Vec<_> = c.in_namespace("a").map(|o| o.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> = c
+            .in_namespace("a")
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(names, vec!["x", "z"]);
         // relist: x changed, z gone, y same
         c.apply(watcher::Event::Init);
@@ -221,7 +240,11 @@ mod tests {
         c.apply(watcher::Event::InitApply(p("b", "y", "1")));
         let ch = c.apply(watcher::Event::InitDone);
         assert_eq!(ch.len(), 2);
-        assert!(ch.iter().any(|(o, n)| n.is_none() && o.as_ref().unwrap().metadata.name.as_deref() == Some("z")));
+        assert!(
+            ch.iter()
+                .any(|(o, n)| n.is_none()
+                    && o.as_ref().unwrap().metadata.name.as_deref() == Some("z"))
+        );
         let ch = c.apply(watcher::Event::Delete(p("a", "x", "4")));
         assert!(ch[0].1.is_none());
         assert_eq!(c.iter().count(), 1);

@@ -10,6 +10,11 @@ pub mod decide;
 pub mod informer;
 pub mod util;
 
+#[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +49,13 @@ pub async fn run(
     config: ReplicaSetControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), Error> {
-    let mut rs_stream = watcher(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default()).boxed();
-    let mut pod_stream = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let mut rs_stream = watcher(
+        Api::<ReplicaSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .boxed();
+    let mut pod_stream =
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
     let mut c = Rsc {
         client,
         clock: clock.clone(),
@@ -167,13 +177,12 @@ impl Rsc {
                 }
             }
             (Some(o), Some(n)) => {
-                let newly_deleting = o.metadata.deletion_timestamp.is_none() && n.metadata.deletion_timestamp.is_some();
+                let newly_deleting = o.metadata.deletion_timestamp.is_none()
+                    && n.metadata.deletion_timestamp.is_some();
                 for p in [o, n] {
                     if let Some(k) = owner_rs_key(&self.rss, p) {
-                        if newly_deleting {
-                            if let Some(e) = self.expectations.get_mut(&k) {
-                                e.deletion_observed(&n.name_any());
-                            }
+                        if newly_deleting && let Some(e) = self.expectations.get_mut(&k) {
+                            e.deletion_observed(&n.name_any());
                         }
                         keys.push(k);
                     } else {
@@ -208,7 +217,10 @@ impl Rsc {
         self.rss
             .in_namespace(&ns)
             .filter(|rs| {
-                rs.spec.as_ref().is_some_and(|s| !util::selector_is_empty(&s.selector) && util::selector_matches(&s.selector, &labels))
+                rs.spec.as_ref().is_some_and(|s| {
+                    !util::selector_is_empty(&s.selector)
+                        && util::selector_matches(&s.selector, &labels)
+                })
             })
             .map(|rs| key_of(rs.as_ref()))
             .collect()
@@ -229,6 +241,12 @@ impl Rsc {
             return;
         }
         let satisfied = self.expectations.get(&key).is_none_or(|e| e.satisfied(now));
+        if !satisfied {
+            // A lost watch event must not wedge the set: look again when the expectations expire.
+            if let Some(t) = self.expectations.get(&key).and_then(|e| e.expires_at()) {
+                self.queue.add_at(key.clone(), t);
+            }
+        }
 
         // Claim pods: active ones may be adopted or released; terminating ones only counted.
         let candidates: Vec<Arc<Pod>> = self.pods.in_namespace(&ns).cloned().collect();
@@ -267,7 +285,13 @@ impl Rsc {
             let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
             let related_refs: Vec<&Pod> = related_owned.iter().map(|p| p.as_ref()).collect();
             let desired = spec.replicas.unwrap_or(1);
-            match decide::manage_replicas(desired, &active_refs, &related_refs, self.config.burst_replicas, now) {
+            match decide::manage_replicas(
+                desired,
+                &active_refs,
+                &related_refs,
+                self.config.burst_replicas,
+                now,
+            ) {
                 Manage::Nothing => {}
                 Manage::Create(n) => create_error = self.create_pods(&key, &rs, n).await,
                 Manage::Delete(victims) => self.delete_pods(&key, &rs, &victims).await,
@@ -277,8 +301,16 @@ impl Rsc {
         // Status from the pods seen at the start of the sync, as upstream does.
         let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
         let owned_refs: Vec<&Pod> = owned_all.iter().map(|p| p.as_ref()).collect();
-        let gates = StatusGates { terminating_replicas: self.config.deployment_replica_set_terminating_replicas };
-        let status = decide::calculate_status(&rs, &active_refs, decide::count_terminating(&owned_refs), now, gates);
+        let gates = StatusGates {
+            terminating_replicas: self.config.deployment_replica_set_terminating_replicas,
+        };
+        let status = decide::calculate_status(
+            &rs,
+            &active_refs,
+            decide::count_terminating(&owned_refs),
+            now,
+            gates,
+        );
         let failure_changed = self.replica_failure_patch(&rs, create_error.as_deref());
         if decide::status_changed(rs.status.as_ref(), &status) || failure_changed.is_some() {
             let mut body = json!({
@@ -295,7 +327,14 @@ impl Rsc {
                 body["conditions"] = conds;
             }
             let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
-            if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": body }))).await {
+            if let Err(e) = api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": body })),
+                )
+                .await
+            {
                 tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
             }
         }
@@ -314,11 +353,20 @@ impl Rsc {
     /// The new `status.conditions` when the ReplicaFailure condition must change (upstream sets it
     /// on a create error and removes it once creating works again).
     fn replica_failure_patch(&self, rs: &ReplicaSet, create_error: Option<&str>) -> Option<Value> {
-        let conds = rs.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-        let has = conds.iter().any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE);
+        let conds = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let has = conds
+            .iter()
+            .any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE);
         match create_error {
             Some(msg) => {
-                if conds.iter().any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE && c.message.as_deref() == Some(msg)) {
+                if conds.iter().any(|c| {
+                    c.type_ == names::DEPLOY_COND_REPLICA_FAILURE
+                        && c.message.as_deref() == Some(msg)
+                }) {
                     return None;
                 }
                 let mut out: Vec<Value> = conds
@@ -341,7 +389,11 @@ impl Rsc {
                     .filter(|c| c.type_ != names::DEPLOY_COND_REPLICA_FAILURE)
                     .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
                     .collect();
-                Some(if out.is_empty() { Value::Null } else { Value::Array(out) })
+                Some(if out.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Array(out)
+                })
             }
             None => None,
         }
@@ -350,7 +402,9 @@ impl Rsc {
     /// Upstream `getIndirectlyRelatedPods`: pods of every ReplicaSet with the same controller as
     /// `rs` (siblings under one Deployment), for the co-location rank.
     fn related_pods(&self, rs: &ReplicaSet, own: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
-        let Some(owner) = util::controller_ref(&rs.metadata) else { return own.to_vec() };
+        let Some(owner) = util::controller_ref(&rs.metadata) else {
+            return own.to_vec();
+        };
         let ns = rs.namespace().unwrap_or_default();
         let sibling_uids: Vec<String> = self
             .rss
@@ -360,7 +414,9 @@ impl Rsc {
             .collect();
         self.pods
             .in_namespace(&ns)
-            .filter(|p| util::controller_ref(&p.metadata).is_some_and(|r| sibling_uids.contains(&r.uid)))
+            .filter(|p| {
+                util::controller_ref(&p.metadata).is_some_and(|r| sibling_uids.contains(&r.uid))
+            })
             .cloned()
             .collect()
     }
@@ -370,7 +426,10 @@ impl Rsc {
     async fn owner_still_current(&self, ns: &str, name: &str, uid: &str) -> bool {
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         match api.get(name).await {
-            Ok(fresh) => fresh.metadata.uid.as_deref() == Some(uid) && fresh.metadata.deletion_timestamp.is_none(),
+            Ok(fresh) => {
+                fresh.metadata.uid.as_deref() == Some(uid)
+                    && fresh.metadata.deletion_timestamp.is_none()
+            }
             Err(_) => false,
         }
     }
@@ -378,11 +437,16 @@ impl Rsc {
     /// Adds (adopt) or removes (release) our controllerRef on a pod with a JSON patch guarded by
     /// the pod's UID and resourceVersion. Returns whether it took effect.
     async fn set_owner(&self, rs: &ReplicaSet, pod: &Pod, adopt: bool) -> bool {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
         let rs_uid = rs.metadata.uid.clone().unwrap_or_default();
         let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
         if adopt {
-            refs.push(util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata));
+            refs.push(util::new_controller_ref(
+                "apps/v1",
+                "ReplicaSet",
+                &rs.metadata,
+            ));
         } else {
             refs.retain(|r| r.uid != rs_uid);
         }
@@ -391,8 +455,9 @@ impl Rsc {
 
     async fn create_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, n: usize) -> Option<String> {
         let now = self.clock.now();
-        self.expectations.insert(key.clone(), Expectations::expect_creations(n, now));
-        let Some(template) = rs.spec.as_ref().and_then(|s| s.template.clone()) else { return None };
+        self.expectations
+            .insert(key.clone(), Expectations::expect_creations(n, now));
+        let template = rs.spec.as_ref().and_then(|s| s.template.clone())?;
         let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
@@ -406,12 +471,24 @@ impl Rsc {
                     Ok(p) => {
                         created += 1;
                         self.recorder
-                            .record(&rs_ref, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_CREATE, format!("Created pod: {}", p.name_any()))
+                            .record(
+                                &rs_ref,
+                                names::EVENT_NORMAL,
+                                names::EVENT_SUCCESSFUL_CREATE,
+                                format!("Created pod: {}", p.name_any()),
+                            )
                             .await;
                     }
                     Err(e) => {
                         let msg = format!("Error creating: {}", api_error_text(&e));
-                        self.recorder.record(&rs_ref, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg.clone()).await;
+                        self.recorder
+                            .record(
+                                &rs_ref,
+                                names::EVENT_WARNING,
+                                names::EVENT_FAILED_CREATE,
+                                msg.clone(),
+                            )
+                            .await;
                         if let Some(x) = self.expectations.get_mut(key) {
                             x.creation_observed();
                         }
@@ -432,14 +509,22 @@ impl Rsc {
     }
 
     async fn delete_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, victims: &[String]) {
-        self.expectations.insert(key.clone(), Expectations::expect_deletions(victims, self.clock.now()));
+        self.expectations.insert(
+            key.clone(),
+            Expectations::expect_deletions(victims, self.clock.now()),
+        );
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
         for name in victims {
             match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {
                     self.recorder
-                        .record(&rs_ref, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_DELETE, format!("Deleted pod: {name}"))
+                        .record(
+                            &rs_ref,
+                            names::EVENT_NORMAL,
+                            names::EVENT_SUCCESSFUL_DELETE,
+                            format!("Deleted pod: {name}"),
+                        )
                         .await;
                 }
                 Err(e) => {
@@ -462,8 +547,9 @@ impl Rsc {
     }
 }
 
-/// Replaces `metadata.ownerReferences` guarded by `test` operations on uid and resourceVersion, so
-/// that a concurrent change makes the patch fail instead of clobbering it.
+/// Replaces `metadata.ownerReferences` with a JSON patch guarded by `test` operations on the UID
+/// and on the list as last seen (a compare-and-swap on exactly the field we change), so that a
+/// concurrent change makes the patch fail instead of clobbering it.
 pub(crate) async fn set_owner_refs<K>(
     api: &Api<K>,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -474,8 +560,8 @@ where
 {
     let name = meta.name.clone().unwrap_or_default();
     let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": meta.uid})];
-    if let Some(rv) = &meta.resource_version {
-        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    if let Some(old) = &meta.owner_references {
+        ops.push(json!({"op": "test", "path": "/metadata/ownerReferences", "value": old}));
     }
     if refs.is_empty() {
         if meta.owner_references.is_some() {
@@ -484,8 +570,13 @@ where
     } else {
         ops.push(json!({"op": "add", "path": "/metadata/ownerReferences", "value": refs}));
     }
-    let Ok(patch) = serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) else { return false };
-    match api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+    let Ok(patch) = serde_json::from_value::<json_patch::Patch>(Value::Array(ops)) else {
+        return false;
+    };
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+    {
         Ok(_) => true,
         Err(e) => {
             tracing::debug!(object = %name, error = %e, "ownerReferences patch failed");

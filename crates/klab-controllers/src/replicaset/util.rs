@@ -19,7 +19,10 @@ pub const PHASE_UNKNOWN: &str = "Unknown";
 
 /// The phase of a pod ("" when the status is missing; the API server defaults it to Pending).
 pub fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 /// `deletionTimestamp` is set: the pod is Terminating (kubectl's rendering).
@@ -43,8 +46,13 @@ pub fn is_pod_terminating_nonterminal(pod: &Pod) -> bool {
 /// The pod's `Ready` condition as (status is True, lastTransitionTime).
 fn ready_condition(pod: &Pod) -> Option<(bool, Option<Timestamp>)> {
     let conds = pod.status.as_ref()?.conditions.as_ref()?;
-    let c = conds.iter().find(|c| c.type_ == klab_api::names::POD_COND_READY)?;
-    Some((c.status == "True", c.last_transition_time.as_ref().map(|t| t.0)))
+    let c = conds
+        .iter()
+        .find(|c| c.type_ == klab_api::names::POD_COND_READY)?;
+    Some((
+        c.status == "True",
+        c.last_transition_time.as_ref().map(|t| t.0),
+    ))
 }
 
 /// Upstream `podutil.IsPodReady`: the Ready condition is True.
@@ -79,7 +87,10 @@ pub fn available_at(pod: &Pod, min_ready: Duration) -> Option<Timestamp> {
     let d = jiff::SignedDuration::try_from(min_ready).ok()?;
     // Available strictly after `t + minReady` (upstream compares with `Before(now)`); real clocks
     // are never exactly on the second, so wake a millisecond later, not a whole period later.
-    t.checked_add(d).ok()?.checked_add(jiff::SignedDuration::from_millis(1)).ok()
+    t.checked_add(d)
+        .ok()?
+        .checked_add(jiff::SignedDuration::from_millis(1))
+        .ok()
 }
 
 /// `status.phase == Running` and Ready (upstream statefulset `isRunningAndReady`).
@@ -98,7 +109,10 @@ pub fn max_container_restarts(pod: &Pod) -> i32 {
 
 /// The controller owner reference (`controller: true`), if any.
 pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true))
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
 }
 
 /// A controller owner reference as upstream `metav1.NewControllerRef` builds it.
@@ -122,10 +136,10 @@ pub fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
 /// An empty selector matches everything; a malformed expression matches nothing (upstream's
 /// conversion error makes the controller skip the object).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    if let Some(ml) = &sel.match_labels {
-        if ml.iter().any(|(k, v)| labels.get(k) != Some(v)) {
-            return false;
-        }
+    if let Some(ml) = &sel.match_labels
+        && ml.iter().any(|(k, v)| labels.get(k) != Some(v))
+    {
+        return false;
     }
     for e in sel.match_expressions.iter().flatten() {
         let vals = e.values.as_deref().unwrap_or(&[]);
@@ -257,7 +271,10 @@ pub(crate) mod testutil {
                 ..Default::default()
             },
             spec: Some(PodSpec::default()),
-            status: Some(PodStatus { phase: Some(PHASE_PENDING.into()), ..Default::default() }),
+            status: Some(PodStatus {
+                phase: Some(PHASE_PENDING.into()),
+                ..Default::default()
+            }),
         })
     }
 
@@ -294,19 +311,32 @@ pub(crate) mod testutil {
             self
         }
         pub fn restarts(mut self, n: i32) -> Self {
-            self.0.status.get_or_insert_with(Default::default).container_statuses =
-                Some(vec![ContainerStatus { restart_count: n, ..Default::default() }]);
+            self.0
+                .status
+                .get_or_insert_with(Default::default)
+                .container_statuses = Some(vec![ContainerStatus {
+                restart_count: n,
+                ..Default::default()
+            }]);
             self
         }
         pub fn cost(mut self, c: &str) -> Self {
-            self.0.metadata.annotations.get_or_insert_with(Default::default).insert(
-                "controller.kubernetes.io/pod-deletion-cost".into(),
-                c.into(),
-            );
+            self.0
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    "controller.kubernetes.io/pod-deletion-cost".into(),
+                    c.into(),
+                );
             self
         }
         pub fn label(mut self, k: &str, v: &str) -> Self {
-            self.0.metadata.labels.get_or_insert_with(Default::default).insert(k.into(), v.into());
+            self.0
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(k.into(), v.into());
             self
         }
         pub fn owned_by(mut self, kind: &str, name: &str, uid: &str) -> Self {
@@ -344,7 +374,9 @@ mod tests {
         assert!(!is_pod_available(&p, Duration::from_secs(10), now));
         assert!(!is_pod_active(&pod("b").deleting(5).build()));
         assert!(!is_pod_active(&pod("c").phase(PHASE_FAILED).build()));
-        assert!(is_pod_terminating_nonterminal(&pod("d").running_ready(0).deleting(5).build()));
+        assert!(is_pod_terminating_nonterminal(
+            &pod("d").running_ready(0).deleting(5).build()
+        ));
         assert!(!is_pod_ready(&pod("e").ready(false, 3).build()));
     }
 
@@ -359,19 +391,67 @@ mod tests {
         };
         let cases = [
             (LabelSelector::default(), true),
-            (LabelSelector { match_labels: Some([("app".into(), "web".into())].into()), ..Default::default() }, true),
-            (LabelSelector { match_labels: Some([("app".into(), "db".into())].into()), ..Default::default() }, false),
-            (LabelSelector { match_expressions: Some(vec![req("tier", "In", &["fe", "be"])]), ..Default::default() }, true),
-            (LabelSelector { match_expressions: Some(vec![req("tier", "NotIn", &["fe"])]), ..Default::default() }, false),
-            (LabelSelector { match_expressions: Some(vec![req("x", "DoesNotExist", &[])]), ..Default::default() }, true),
-            (LabelSelector { match_expressions: Some(vec![req("x", "Exists", &[])]), ..Default::default() }, false),
-            (LabelSelector { match_expressions: Some(vec![req("x", "Bogus", &[])]), ..Default::default() }, false),
+            (
+                LabelSelector {
+                    match_labels: Some([("app".into(), "web".into())].into()),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_labels: Some([("app".into(), "db".into())].into()),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![req("tier", "In", &["fe", "be"])]),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![req("tier", "NotIn", &["fe"])]),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![req("x", "DoesNotExist", &[])]),
+                    ..Default::default()
+                },
+                true,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![req("x", "Exists", &[])]),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                LabelSelector {
+                    match_expressions: Some(vec![req("x", "Bogus", &[])]),
+                    ..Default::default()
+                },
+                false,
+            ),
         ];
         for (i, (sel, want)) in cases.iter().enumerate() {
             assert_eq!(selector_matches(sel, &l), *want, "case {i}");
         }
         let s = LabelSelector {
-            match_labels: Some([("app".into(), "web".into()), ("pod-template-hash".into(), "x".into())].into()),
+            match_labels: Some(
+                [
+                    ("app".into(), "web".into()),
+                    ("pod-template-hash".into(), "x".into()),
+                ]
+                .into(),
+            ),
             ..Default::default()
         };
         assert_eq!(selector_string(&s), "app=web,pod-template-hash=x");

@@ -1,0 +1,160 @@
+//! The controller manager: one entry point that starts every controller with its own client
+//! identity, and one place that maps kube-controller-manager flag names onto controller configs.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use klab_api::{Clock, DetRng, duration::parse_duration};
+
+use klab_api::names;
+
+use crate::deployment::DeploymentControllerConfig;
+use crate::events::EventRecorder;
+use crate::garbage_collector::GarbageCollectorConfig;
+use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleMetrics};
+use crate::replicaset::ReplicaSetControllerConfig;
+use crate::statefulset::StatefulSetControllerConfig;
+use crate::pod_gc::{PodGcConfig, PodGcMetrics};
+use crate::taint_eviction::{TaintEvictionConfig, TaintEvictionMetrics};
+
+/// Configuration of every controller, set from kube-controller-manager flags.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerManagerConfig {
+    pub node_lifecycle: NodeLifecycleConfig,
+    pub taint_eviction: TaintEvictionConfig,
+    pub pod_gc: PodGcConfig,
+    pub replicaset: ReplicaSetControllerConfig,
+    pub deployment: DeploymentControllerConfig,
+    pub statefulset: StatefulSetControllerConfig,
+    pub garbage_collector: GarbageCollectorConfig,
+}
+
+/// The flags `set_flag` understands, with upstream names.
+pub const FLAGS: &[&str] = &[
+    "node-monitor-period",
+    "node-monitor-grace-period",
+    "node-startup-grace-period",
+    "node-eviction-rate",
+    "secondary-node-eviction-rate",
+    "large-cluster-size-threshold",
+    "unhealthy-zone-threshold",
+    "terminated-pod-gc-threshold",
+];
+
+impl ControllerManagerConfig {
+    /// Sets one kube-controller-manager flag. `Ok(false)` means the flag is not one of ours.
+    pub fn set_flag(&mut self, name: &str, value: &str) -> Result<bool, String> {
+        let dur = |v: &str| -> Result<Duration, String> { parse_duration(v) };
+        let f32v = |v: &str| v.parse::<f32>().map_err(|e| format!("{e}"));
+        let i32v = |v: &str| v.parse::<i32>().map_err(|e| format!("{e}"));
+        let nlc = &mut self.node_lifecycle;
+        match name {
+            "node-monitor-period" => nlc.node_monitor_period = dur(value)?,
+            "node-monitor-grace-period" => nlc.node_monitor_grace_period = dur(value)?,
+            "node-startup-grace-period" => nlc.node_startup_grace_period = dur(value)?,
+            "node-eviction-rate" => nlc.node_eviction_rate = f32v(value)?,
+            "secondary-node-eviction-rate" => nlc.secondary_node_eviction_rate = f32v(value)?,
+            "large-cluster-size-threshold" => nlc.large_cluster_size_threshold = i32v(value)?,
+            "unhealthy-zone-threshold" => nlc.unhealthy_zone_threshold = f32v(value)?,
+            "terminated-pod-gc-threshold" => self.pod_gc.terminated_pod_gc_threshold = i32v(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Metrics handles of the running controllers.
+#[derive(Clone, Default)]
+pub struct ControllerMetrics {
+    pub node_lifecycle: NodeLifecycleMetrics,
+    pub taint_eviction: TaintEvictionMetrics,
+    pub pod_gc: PodGcMetrics,
+}
+
+/// Starts every controller. `client_for(service_account)` returns the in-process client for one
+/// controller's identity (upstream runs each controller under its own service account in
+/// kube-system, e.g. `node-controller`).
+pub fn start(
+    client_for: impl Fn(&str) -> kube::Client,
+    clock: Clock,
+    rng: DetRng,
+    config: ControllerManagerConfig,
+) -> (Vec<JoinHandle<()>>, ControllerMetrics) {
+    let metrics = ControllerMetrics::default();
+    let mut tasks = Vec::new();
+    let log = |name: &'static str| move |r: Result<(), String>| {
+        if let Err(e) = r {
+            tracing::error!("{name} stopped: {e}");
+        }
+    };
+    {
+        let (c, clock, rng, cfg, m) = (client_for("node-controller"), clock.clone(), rng.clone(), config.node_lifecycle.clone(), metrics.node_lifecycle.clone());
+        let done = log("node lifecycle controller");
+        tasks.push(tokio::spawn(async move { done(crate::node_lifecycle::run(c, clock, rng, cfg, m).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let (c, clock, rng, cfg, m) = (client_for("taint-eviction-controller"), clock.clone(), rng.clone(), config.taint_eviction.clone(), metrics.taint_eviction.clone());
+        let done = log("taint eviction controller");
+        tasks.push(tokio::spawn(async move { done(crate::taint_eviction::run(c, clock, rng, cfg, m).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let (c, clock, cfg, m) = (client_for("pod-garbage-collector"), clock.clone(), config.pod_gc.clone(), metrics.pod_gc.clone());
+        let done = log("pod garbage collector");
+        tasks.push(tokio::spawn(async move { done(crate::pod_gc::run(c, clock, cfg, m).await.map_err(|e| e.to_string())) }));
+    }
+    // Workload controllers: each with its own identity and event recorder.
+    {
+        let c = client_for("replicaset-controller");
+        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_REPLICASET);
+        let (clock, cfg) = (clock.clone(), config.replicaset.clone());
+        let done = log("replicaset controller");
+        tasks.push(tokio::spawn(async move { done(crate::replicaset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let c = client_for("deployment-controller");
+        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_DEPLOYMENT);
+        let (clock, cfg) = (clock.clone(), config.deployment.clone());
+        let done = log("deployment controller");
+        tasks.push(tokio::spawn(async move { done(crate::deployment::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let c = client_for("statefulset-controller");
+        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_STATEFULSET);
+        let (clock, cfg) = (clock.clone(), config.statefulset.clone());
+        let done = log("statefulset controller");
+        tasks.push(tokio::spawn(async move { done(crate::statefulset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let (c, clock, cfg) = (client_for("generic-garbage-collector"), clock.clone(), config.garbage_collector.clone());
+        let done = log("garbage collector");
+        tasks.push(tokio::spawn(async move { done(crate::garbage_collector::run(c, clock, cfg).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let (c, clock) = (client_for("namespace-controller"), clock.clone());
+        let done = log("namespace controller");
+        tasks.push(tokio::spawn(async move { done(crate::namespace::run(c, clock).await.map_err(|e| e.to_string())) }));
+    }
+    (tasks, metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_map_onto_configs() {
+        let mut c = ControllerManagerConfig::default();
+        assert_eq!(c.set_flag("node-monitor-grace-period", "40s"), Ok(true));
+        assert_eq!(c.node_lifecycle.node_monitor_grace_period, Duration::from_secs(40));
+        assert_eq!(c.set_flag("node-eviction-rate", "0.5"), Ok(true));
+        assert_eq!(c.node_lifecycle.node_eviction_rate, 0.5);
+        assert_eq!(c.set_flag("terminated-pod-gc-threshold", "10"), Ok(true));
+        assert_eq!(c.pod_gc.terminated_pod_gc_threshold, 10);
+        assert_eq!(c.set_flag("not-a-flag", "1"), Ok(false));
+        assert!(c.set_flag("node-monitor-period", "soon").is_err());
+        for f in FLAGS {
+            assert!(c.set_flag(f, if f.contains("period") { "5s" } else { "1" }).is_ok(), "{f}");
+        }
+    }
+}
