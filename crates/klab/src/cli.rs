@@ -1,4 +1,4 @@
-//! Command-line interface: `klab up`, with component flags under their upstream names.
+//! Command-line interface: `klab up` (component flags under their upstream names) and `klab sim`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,6 +18,45 @@ pub struct Cli {
 pub enum Command {
     /// Start a live cluster served over TLS for kubectl.
     Up(UpArgs),
+    /// Play a scenario in deterministic virtual time and print its trace.
+    Sim(SimArgs),
+    /// Apply a fault to a node of a running `klab up`, or list the nodes.
+    Node(NodeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze, thaw
+    pub action: String,
+    /// The node (not needed for `list`).
+    pub name: Option<String>,
+    /// Kubeconfig of the running cluster (default: <data-dir>/kubeconfig).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Data directory of the running cluster.
+    #[arg(long, default_value = ".klab")]
+    pub data_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The scenario file (YAML).
+    pub file: PathBuf,
+    /// Seed of the run (default: the scenario's `seed`, else 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Trace format: aligned text or JSON lines.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TraceFormat,
+    /// Stop the run at this virtual time (e.g. `90s`); later expectations are skipped.
+    #[arg(long)]
+    pub until: Option<String>,
 }
 
 /// Flags of kube-apiserver that klab honours, under their upstream names.
@@ -42,11 +81,69 @@ pub struct UpArgs {
     /// Where to write the kubeconfig (default: <data-dir>/kubeconfig).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Number of simulated nodes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
     /// Run the cluster's time this many times faster than the wall clock.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
     #[command(flatten)]
     pub apiserver: ApiServerFlags,
+    #[command(flatten)]
+    pub components: ComponentFlags,
+}
+
+/// kube-controller-manager and kubelet flags, under their upstream names; each is passed to
+/// `Cluster::set_flag`, which owns the mapping onto component configurations.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ComponentFlags {
+    /// How often the node lifecycle controller checks node health (default 5s).
+    #[arg(long = "node-monitor-period")]
+    pub node_monitor_period: Option<String>,
+    /// How long a node may stay silent before it is marked Unknown (default 50s).
+    #[arg(long = "node-monitor-grace-period")]
+    pub node_monitor_grace_period: Option<String>,
+    /// How long a new node may stay silent before it is marked Unknown (default 60s).
+    #[arg(long = "node-startup-grace-period")]
+    pub node_startup_grace_period: Option<String>,
+    /// NoExecute tainting rate per zone, nodes/s (default 0.1).
+    #[arg(long = "node-eviction-rate")]
+    pub node_eviction_rate: Option<String>,
+    /// Tainting rate in a partially disrupted large zone (default 0.01).
+    #[arg(long = "secondary-node-eviction-rate")]
+    pub secondary_node_eviction_rate: Option<String>,
+    /// Zones larger than this use the secondary rate when partially disrupted (default 50).
+    #[arg(long = "large-cluster-size-threshold")]
+    pub large_cluster_size_threshold: Option<String>,
+    /// Fraction of not-ready nodes that makes a zone partially disrupted (default 0.55).
+    #[arg(long = "unhealthy-zone-threshold")]
+    pub unhealthy_zone_threshold: Option<String>,
+    /// Terminated pods kept before PodGC deletes the oldest (default 12500).
+    #[arg(long = "terminated-pod-gc-threshold")]
+    pub terminated_pod_gc_threshold: Option<String>,
+    /// Kubelet nodeStatusUpdateFrequency (default 10s).
+    #[arg(long = "node-status-update-frequency")]
+    pub node_status_update_frequency: Option<String>,
+}
+
+impl ComponentFlags {
+    /// The flags that were given, as (upstream name, value).
+    pub fn given(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("node-monitor-period", &self.node_monitor_period),
+            ("node-monitor-grace-period", &self.node_monitor_grace_period),
+            ("node-startup-grace-period", &self.node_startup_grace_period),
+            ("node-eviction-rate", &self.node_eviction_rate),
+            ("secondary-node-eviction-rate", &self.secondary_node_eviction_rate),
+            ("large-cluster-size-threshold", &self.large_cluster_size_threshold),
+            ("unhealthy-zone-threshold", &self.unhealthy_zone_threshold),
+            ("terminated-pod-gc-threshold", &self.terminated_pod_gc_threshold),
+            ("node-status-update-frequency", &self.node_status_update_frequency),
+        ]
+        .into_iter()
+        .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))
+        .collect()
+    }
 }
 
 impl ApiServerFlags {
@@ -62,16 +159,50 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(a) => {
             anyhow::ensure!(a.speed > 0.0 && a.speed.is_finite(), "--speed must be a positive number");
+            let mut cluster = klab_cluster::ClusterConfig {
+                nodes: klab_server::up::default_node_names(a.nodes).into_iter().map(klab_cluster::NodeSpec::new).collect(),
+                apiserver: a.apiserver.config(),
+                ..Default::default()
+            };
+            for (name, value) in a.components.given() {
+                klab_cluster::Cluster::set_flag(&mut cluster, name, value).with_context(|| format!("--{name}"))?;
+            }
             let opts = klab_server::up::UpOptions {
                 data_dir: a.data_dir,
                 listen: a.listen,
                 kubeconfig: a.kubeconfig,
                 speed: a.speed,
-                apiserver: a.apiserver.config(),
+                cluster,
             };
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
             rt.block_on(klab_server::up::run(opts))?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Node(a) => {
+            let kubeconfig = a.kubeconfig.unwrap_or_else(|| a.data_dir.join("kubeconfig"));
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
+            match (a.action.as_str(), a.name.as_deref()) {
+                ("list", _) => rt.block_on(crate::node_cmd::list(&kubeconfig)),
+                (action, Some(name)) if klab_cluster::parse_fault(action).is_some() => {
+                    rt.block_on(crate::node_cmd::fault(&kubeconfig, action, name))
+                }
+                (action, None) if klab_cluster::parse_fault(action).is_some() => {
+                    anyhow::bail!("`klab node {action}` needs a node name")
+                }
+                (action, _) => anyhow::bail!(
+                    "unknown node action {action:?}: one of list, {}",
+                    klab_cluster::FAULT_NAMES.join(", ")
+                ),
+            }
+        }
+        Command::Sim(a) => {
+            let format = match a.format {
+                TraceFormat::Text => klab_sim::Format::Text,
+                TraceFormat::Json => klab_sim::Format::Json,
+            };
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            let code = klab_sim::cli(&a.file, a.seed, format, a.until.as_deref(), &mut out, &mut err);
+            Ok(ExitCode::from(code))
         }
     }
 }

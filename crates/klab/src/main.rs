@@ -1,6 +1,7 @@
 //! The `klab` binary: parse the command line, call one library entry point, map errors to exit codes.
 
 mod cli;
+mod node_cmd;
 
 use clap::Parser;
 
