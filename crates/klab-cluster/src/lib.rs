@@ -16,6 +16,7 @@ pub mod admin;
 
 pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
+pub use klab_scheduler::SchedulerConfig;
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
 
@@ -45,6 +46,8 @@ pub struct ClusterConfig {
     pub apiserver: ApiServerConfig,
     /// The controller manager's controllers.
     pub controllers: ControllerManagerConfig,
+    /// The default scheduler.
+    pub scheduler: SchedulerConfig,
     /// Configuration shared by every node's kubelet.
     pub kubelet: KubeletConfig,
     /// Modelled latencies of the simulated container runtime.
@@ -86,12 +89,19 @@ impl Cluster {
     pub async fn start(store: DynStorage, clock: Clock, rng: DetRng, config: ClusterConfig) -> Result<Cluster, ClusterError> {
         let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone()).await.map_err(ClusterError::Api)?;
         let client_api = api.clone();
-        let (tasks, controller_metrics) = klab_controllers::manager::start(
+        let (mut tasks, controller_metrics) = klab_controllers::manager::start(
             move |sa| kube::Client::new(client_api.router_as(service_account(sa)), "default"),
             clock.clone(),
             rng.clone(),
             config.controllers.clone(),
         );
+        let scheduler_client = kube::Client::new(api.router_as(Identity::component("kube-scheduler")), "default");
+        let (sclock, srng, scfg) = (clock.clone(), rng.clone(), config.scheduler.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = klab_scheduler::run(scheduler_client, sclock, srng, scfg).await {
+                tracing::error!("scheduler stopped: {e}");
+            }
+        }));
         let mut cluster = Cluster { api, clock, rng, config, nodes: BTreeMap::new(), controller_metrics, tasks };
         for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
             cluster.add_node(&spec, i)?;

@@ -9,9 +9,11 @@ use klab_api::{Clock, DetRng, duration::parse_duration};
 
 use klab_api::names;
 
+use crate::daemonset::DaemonSetControllerConfig;
 use crate::deployment::DeploymentControllerConfig;
 use crate::events::EventRecorder;
 use crate::garbage_collector::GarbageCollectorConfig;
+use crate::job::JobControllerConfig;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleMetrics};
 use crate::replicaset::ReplicaSetControllerConfig;
 use crate::statefulset::StatefulSetControllerConfig;
@@ -28,6 +30,8 @@ pub struct ControllerManagerConfig {
     pub deployment: DeploymentControllerConfig,
     pub statefulset: StatefulSetControllerConfig,
     pub garbage_collector: GarbageCollectorConfig,
+    pub daemonset: DaemonSetControllerConfig,
+    pub job: JobControllerConfig,
 }
 
 /// The flags `set_flag` understands, with upstream names.
@@ -124,6 +128,20 @@ pub fn start(
         let (clock, cfg) = (clock.clone(), config.statefulset.clone());
         let done = log("statefulset controller");
         tasks.push(tokio::spawn(async move { done(crate::statefulset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let c = client_for("daemon-set-controller");
+        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_DAEMONSET);
+        let (clock, cfg) = (clock.clone(), config.daemonset.clone());
+        let done = log("daemonset controller");
+        tasks.push(tokio::spawn(async move { done(crate::daemonset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+    }
+    {
+        let c = client_for("job-controller");
+        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_JOB);
+        let (clock, cfg) = (clock.clone(), config.job.clone());
+        let done = log("job controller");
+        tasks.push(tokio::spawn(async move { done(crate::job::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
     }
     {
         let (c, clock, cfg) = (client_for("generic-garbage-collector"), clock.clone(), config.garbage_collector.clone());

@@ -48,7 +48,11 @@ pub struct FitError {
 impl FitError {
     /// Plugins that rejected the pod somewhere (drives requeueing on cluster events).
     pub fn rejector_plugins(&self) -> std::collections::BTreeSet<Plugin> {
-        self.node_statuses.values().chain(self.absent_status.iter()).map(|r| r.plugin).collect()
+        self.node_statuses
+            .values()
+            .chain(self.absent_status.iter())
+            .map(|r| r.plugin)
+            .collect()
     }
 
     /// Upstream `FitError.Error()` (v1.30+: the PostFilter message is appended after a space, with
@@ -94,7 +98,11 @@ fn histogram(counts: &BTreeMap<&str, usize>) -> Vec<String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScheduleOutcome {
     /// Bind the pod to this node.
-    Feasible { node: String, evaluated: usize, feasible: usize },
+    Feasible {
+        node: String,
+        evaluated: usize,
+        feasible: usize,
+    },
     /// No node fits; the FitError carries the event / condition message.
     Unschedulable(FitError),
     /// There are no nodes at all (upstream `ErrNoNodesAvailable`, reason Unschedulable).
@@ -124,24 +132,34 @@ pub fn num_feasible_nodes_to_find(num_all: usize) -> usize {
     n.max(MIN_FEASIBLE)
 }
 
-fn pod_priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
-
 /// Owner used for default topology spreading: the controlling ReplicaSet, StatefulSet or
 /// ReplicationController (upstream's `DefaultSelector` uses their selectors; klab matches by owner).
 fn spread_owner(pod: &Pod) -> Option<(String, String, String)> {
-    let owner = pod.metadata.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))?;
-    if !matches!(owner.kind.as_str(), "ReplicaSet" | "StatefulSet" | "ReplicationController") {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    if !matches!(
+        owner.kind.as_str(),
+        "ReplicaSet" | "StatefulSet" | "ReplicationController"
+    ) {
         return None;
     }
-    Some((pod.metadata.namespace.clone().unwrap_or_default(), owner.kind.clone(), owner.name.clone()))
+    Some((
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        owner.kind.clone(),
+        owner.name.clone(),
+    ))
 }
 
 fn count_owned(ni: &NodeInfo, owner: &(String, String, String)) -> i64 {
     ni.pods
         .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && spread_owner(p).as_ref() == Some(owner))
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none() && spread_owner(p).as_ref() == Some(owner)
+        })
         .count() as i64
 }
 
@@ -150,7 +168,10 @@ fn count_owned(ni: &NodeInfo, owner: &(String, String, String)) -> i64 {
 /// Returns `None` when the plugin is skipped (no owner to spread by).
 fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Option<Vec<i64>> {
     let owner = spread_owner(pod)?;
-    let constraints: [(&str, i64); 2] = [(klab_api::names::LABEL_HOSTNAME, 3), (klab_api::names::LABEL_ZONE, 5)];
+    let constraints: [(&str, i64); 2] = [
+        (klab_api::names::LABEL_HOSTNAME, 3),
+        (klab_api::names::LABEL_ZONE, 5),
+    ];
     let label = |ni: &NodeInfo, k: &str| ni.labels().and_then(|l| l.get(k)).cloned();
     // Topology sizes over the feasible nodes (hostname: the number of feasible nodes).
     let mut weights = [0f64; 2];
@@ -179,7 +200,11 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
         let mut score = 0f64;
         for (ci, (key, max_skew)) in constraints.iter().enumerate() {
             let Some(v) = label(ni, key) else { continue };
-            let cnt = if ci == 0 { count_owned(ni, &owner) } else { zone_counts.get(&v).copied().unwrap_or(0) };
+            let cnt = if ci == 0 {
+                count_owned(ni, &owner)
+            } else {
+                zone_counts.get(&v).copied().unwrap_or(0)
+            };
             score += cnt as f64 * weights[ci] + (*max_skew - 1) as f64;
         }
         raw.push(score.round() as i64);
@@ -188,7 +213,13 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
     let max = raw.iter().copied().max().unwrap_or(0);
     Some(
         raw.iter()
-            .map(|&s| if max == 0 { plugins::MAX_NODE_SCORE } else { plugins::MAX_NODE_SCORE * (max + min - s) / max })
+            .map(|&s| {
+                if max == 0 {
+                    plugins::MAX_NODE_SCORE
+                } else {
+                    plugins::MAX_NODE_SCORE * (max + min - s) / max
+                }
+            })
             .collect(),
     )
 }
@@ -198,9 +229,15 @@ pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> 
     let actual = pod_requests(pod, false);
     let non_zero = pod_requests(pod, true);
     let mut total = vec![0i64; feasible.len()];
-    let mut taint: Vec<i64> = feasible.iter().map(|&i| plugins::score_taint_toleration(pod, &all[i])).collect();
+    let mut taint: Vec<i64> = feasible
+        .iter()
+        .map(|&i| plugins::score_taint_toleration(pod, &all[i]))
+        .collect();
     plugins::default_normalize(&mut taint, true);
-    let mut aff: Vec<i64> = feasible.iter().map(|&i| nodeaffinity::preferred_score(pod, &all[i].node)).collect();
+    let mut aff: Vec<i64> = feasible
+        .iter()
+        .map(|&i| nodeaffinity::preferred_score(pod, &all[i].node))
+        .collect();
     plugins::default_normalize(&mut aff, false);
     let spread = score_topology_spread(pod, all, feasible);
     for (k, &i) in feasible.iter().enumerate() {
@@ -222,28 +259,44 @@ pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> 
 /// node rejected with `Unschedulable` reports "No preemption victims found" when no lower-priority
 /// pod runs there; when there are lower-priority pods upstream would try to evict them
 /// (not modelled: reported the same way).
-fn preemption_message(pod: &Pod, all: &[NodeInfo], statuses: &BTreeMap<String, Rejection>) -> String {
-    if pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+fn preemption_message(
+    pod: &Pod,
+    all: &[NodeInfo],
+    statuses: &BTreeMap<String, Rejection>,
+) -> String {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.preemption_policy.as_deref())
+        == Some("Never")
+    {
         return "preemption: not eligible due to preemptionPolicy=Never.".into();
     }
-    let prio = pod_priority(pod);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for ni in all {
         let reason = match statuses.get(ni.name()) {
-            Some(r) if r.code == Code::Unschedulable => {
-                let _has_victims = ni.pods.iter().any(|p| pod_priority(p) < prio);
-                PREEMPTION_NO_VICTIMS
-            }
+            // With lower-priority pods on the node upstream would look for victims; klab does not
+            // preempt, so it reports no victims either way.
+            Some(r) if r.code == Code::Unschedulable => PREEMPTION_NO_VICTIMS,
             _ => PREEMPTION_NOT_HELPFUL,
         };
         *counts.entry(reason).or_default() += 1;
     }
-    format!("preemption: 0/{} nodes are available: {}.", all.len(), histogram(&counts).join(", "))
+    format!(
+        "preemption: 0/{} nodes are available: {}.",
+        all.len(),
+        histogram(&counts).join(", ")
+    )
 }
 
 /// One scheduling cycle for `pod` over `nodes` (in snapshot order). Pure apart from the tie-break
 /// draw from `rng` (upstream picks uniformly among the top-scored nodes).
-pub fn schedule_one(pod: &Pod, nodes: &[NodeInfo], state: &mut AlgorithmState, rng: &DetRng) -> ScheduleOutcome {
+pub fn schedule_one(
+    pod: &Pod,
+    nodes: &[NodeInfo],
+    state: &mut AlgorithmState,
+    rng: &DetRng,
+) -> ScheduleOutcome {
     if nodes.is_empty() {
         return ScheduleOutcome::NoNodes;
     }
@@ -267,19 +320,32 @@ pub fn schedule_one(pod: &Pod, nodes: &[NodeInfo], state: &mut AlgorithmState, r
         return ScheduleOutcome::Unschedulable(fe);
     }
     let candidates: Vec<usize> = match &pinned {
-        Some(names) => (0..nodes.len()).filter(|&i| names.iter().any(|n| n == nodes[i].name())).collect(),
+        Some(names) => (0..nodes.len())
+            .filter(|&i| names.iter().any(|n| n == nodes[i].name()))
+            .collect(),
         None => (0..nodes.len()).collect(),
     };
     let absent_status = pinned.as_ref().map(|_| Rejection {
         plugin: Plugin::NodeAffinity,
         code: Code::UnschedulableAndUnresolvable,
-        reasons: vec![format!("node(s) didn't satisfy plugin(s) [{}]", Plugin::NodeAffinity.name())],
+        reasons: vec![format!(
+            "node(s) didn't satisfy plugin(s) [{}]",
+            Plugin::NodeAffinity.name()
+        )],
     });
     // Filter, starting where the previous cycle stopped, until enough feasible nodes are found.
-    let want = if pinned.is_some() { candidates.len() } else { num_feasible_nodes_to_find(candidates.len()) };
+    let want = if pinned.is_some() {
+        candidates.len()
+    } else {
+        num_feasible_nodes_to_find(candidates.len())
+    };
     let mut feasible = Vec::new();
     let mut statuses = BTreeMap::new();
-    let start = if candidates.is_empty() { 0 } else { state.next_start_node_index % candidates.len() };
+    let start = if candidates.is_empty() {
+        0
+    } else {
+        state.next_start_node_index % candidates.len()
+    };
     let mut processed = 0;
     for k in 0..candidates.len() {
         if feasible.len() >= want {
@@ -310,14 +376,31 @@ pub fn schedule_one(pod: &Pod, nodes: &[NodeInfo], state: &mut AlgorithmState, r
     let evaluated = processed;
     let n_feasible = feasible.len();
     if feasible.len() == 1 {
-        return ScheduleOutcome::Feasible { node: nodes[feasible[0]].name().into(), evaluated, feasible: 1 };
+        return ScheduleOutcome::Feasible {
+            node: nodes[feasible[0]].name().into(),
+            evaluated,
+            feasible: 1,
+        };
     }
     let scores = score_nodes(pod, nodes, &feasible);
     let best = scores.iter().copied().max().unwrap_or(0);
-    let mut top: Vec<&str> = feasible.iter().zip(&scores).filter(|(_, s)| **s == best).map(|(&i, _)| nodes[i].name()).collect();
+    let mut top: Vec<&str> = feasible
+        .iter()
+        .zip(&scores)
+        .filter(|(_, s)| **s == best)
+        .map(|(&i, _)| nodes[i].name())
+        .collect();
     top.sort();
-    let pick = if top.len() == 1 { 0 } else { rng.range(0, top.len() as u64) as usize };
-    ScheduleOutcome::Feasible { node: top[pick].to_string(), evaluated, feasible: n_feasible }
+    let pick = if top.len() == 1 {
+        0
+    } else {
+        rng.range(0, top.len() as u64) as usize
+    };
+    ScheduleOutcome::Feasible {
+        node: top[pick].to_string(),
+        evaluated,
+        feasible: n_feasible,
+    }
 }
 
 #[cfg(test)]
@@ -337,7 +420,10 @@ mod tests {
         NodeInfo::new(serde_json::from_value(v).unwrap(), vec![])
     }
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})).unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "p", "namespace": "default"}, "spec": spec}),
+        )
+        .unwrap()
     }
     fn unreachable() -> serde_json::Value {
         json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}, {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}})
@@ -347,18 +433,36 @@ mod tests {
     fn failure_message_taint_and_cpu() {
         let nodes = vec![
             node("n1", unreachable()),
-            node("n2", json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}})),
-            node("n3", json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}})),
+            node(
+                "n2",
+                json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}),
+            ),
+            node(
+                "n3",
+                json!({"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}),
+            ),
         ];
-        let p = pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}));
-        let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
+        let p = pod(
+            json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}),
+        );
+        let out = schedule_one(
+            &p,
+            &nodes,
+            &mut AlgorithmState::default(),
+            &DetRng::seeded(1),
+        );
         assert_eq!(
             out.failure_message().unwrap(),
             "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 Insufficient cpu. \
              preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
         );
-        let ScheduleOutcome::Unschedulable(fe) = out else { panic!("expected failure") };
-        assert_eq!(fe.rejector_plugins().into_iter().collect::<Vec<_>>(), vec![Plugin::TaintToleration, Plugin::NodeResourcesFit]);
+        let ScheduleOutcome::Unschedulable(fe) = out else {
+            panic!("expected failure")
+        };
+        assert_eq!(
+            fe.rejector_plugins().into_iter().collect::<Vec<_>>(),
+            vec![Plugin::TaintToleration, Plugin::NodeResourcesFit]
+        );
     }
 
     #[test]
@@ -366,12 +470,22 @@ mod tests {
         let cordoned = json!({"spec": {"unschedulable": true}});
         let cases: Vec<(Vec<NodeInfo>, Pod, &str)> = vec![
             (
-                vec![node("n1", unreachable()), node("n2", unreachable()), node("n3", unreachable())],
+                vec![
+                    node("n1", unreachable()),
+                    node("n2", unreachable()),
+                    node("n3", unreachable()),
+                ],
                 pod(json!({"containers": []})),
                 "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/unreachable: }. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             ),
             (
-                vec![node("n1", cordoned.clone()), node("n2", json!({"spec": {"taints": [{"key": "K", "value": "v", "effect": "NoExecute"}]}}))],
+                vec![
+                    node("n1", cordoned.clone()),
+                    node(
+                        "n2",
+                        json!({"spec": {"taints": [{"key": "K", "value": "v", "effect": "NoExecute"}]}}),
+                    ),
+                ],
                 pod(json!({"containers": [], "nodeSelector": {"disk": "ssd"}})),
                 "0/2 nodes are available: 1 node(s) had untolerated taint {K: v}, 1 node(s) were unschedulable. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
             ),
@@ -382,24 +496,45 @@ mod tests {
             ),
             (
                 vec![node("n1", json!({}))],
-                pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "5Gi"}}}], "preemptionPolicy": "Never"})),
+                pod(
+                    json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "5Gi"}}}], "preemptionPolicy": "Never"}),
+                ),
                 "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption: not eligible due to preemptionPolicy=Never.",
             ),
             // A DaemonSet-style pod pinned to a dead node: the other nodes are absent from Filter.
             (
-                vec![node("n1", unreachable()), node("n2", json!({})), node("n3", json!({}))],
-                pod(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})),
+                vec![
+                    node("n1", unreachable()),
+                    node("n2", json!({})),
+                    node("n3", json!({})),
+                ],
+                pod(
+                    json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}}),
+                ),
                 "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
             ),
         ];
         for (i, (nodes, p, want)) in cases.into_iter().enumerate() {
-            let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
+            let out = schedule_one(
+                &p,
+                &nodes,
+                &mut AlgorithmState::default(),
+                &DetRng::seeded(1),
+            );
             assert_eq!(out.failure_message().as_deref(), Some(want), "case {i}");
         }
-        let out = schedule_one(&pod(json!({"containers": []})), &[], &mut AlgorithmState::default(), &DetRng::seeded(1));
+        let out = schedule_one(
+            &pod(json!({"containers": []})),
+            &[],
+            &mut AlgorithmState::default(),
+            &DetRng::seeded(1),
+        );
         assert_eq!(out, ScheduleOutcome::NoNodes);
-        assert_eq!(out.failure_message().as_deref(), Some("no nodes available to schedule pods"));
+        assert_eq!(
+            out.failure_message().as_deref(),
+            Some("no nodes available to schedule pods")
+        );
     }
 
     #[test]
@@ -413,10 +548,27 @@ mod tests {
     #[test]
     fn tolerating_pod_can_land_on_dead_node() {
         // Seed 000 §3: a pod that tolerates the unreachable NoSchedule taint may be bound there.
-        let nodes = vec![node("n1", json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]}}))];
-        let p = pod(json!({"containers": [], "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]}));
-        let out = schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(1));
-        assert_eq!(out, ScheduleOutcome::Feasible { node: "n1".into(), evaluated: 1, feasible: 1 });
+        let nodes = vec![node(
+            "n1",
+            json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]}}),
+        )];
+        let p = pod(
+            json!({"containers": [], "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}]}),
+        );
+        let out = schedule_one(
+            &p,
+            &nodes,
+            &mut AlgorithmState::default(),
+            &DetRng::seeded(1),
+        );
+        assert_eq!(
+            out,
+            ScheduleOutcome::Feasible {
+                node: "n1".into(),
+                evaluated: 1,
+                feasible: 1
+            }
+        );
     }
 
     fn owned_pod(name: &str) -> Pod {
@@ -429,15 +581,33 @@ mod tests {
     fn spreading_prefers_nodes_without_siblings() {
         // Identical nodes; n1 already has one sibling, so n2/n3 score higher.
         let mk = |name: &str, pods: Vec<Pod>| {
-            NodeInfo::new(serde_json::from_value(json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})).unwrap(), pods)
+            NodeInfo::new(
+                serde_json::from_value(
+                    json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}),
+                )
+                .unwrap(),
+                pods,
+            )
         };
-        let nodes = vec![mk("n1", vec![owned_pod("web-a")]), mk("n2", vec![]), mk("n3", vec![])];
+        let nodes = vec![
+            mk("n1", vec![owned_pod("web-a")]),
+            mk("n2", vec![]),
+            mk("n3", vec![]),
+        ];
         let p = owned_pod("web-b");
         let scores = score_nodes(&p, &nodes, &[0, 1, 2]);
-        assert!(scores[0] < scores[1] && scores[1] == scores[2], "{scores:?}");
+        assert!(
+            scores[0] < scores[1] && scores[1] == scores[2],
+            "{scores:?}"
+        );
         // Tie between n2 and n3 is broken by the seeded rng, deterministically.
-        let pick = |seed| match schedule_one(&p, &nodes, &mut AlgorithmState::default(), &DetRng::seeded(seed)) {
+        let pick = |seed| match schedule_one(
+            &p,
+            &nodes,
+            &mut AlgorithmState::default(),
+            &DetRng::seeded(seed),
+        ) {
             ScheduleOutcome::Feasible { node, .. } => node,
             o => panic!("{o:?}"),
         };

@@ -4,9 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
 
-fn label_requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> Option<bool> {
+fn label_requirement_matches(
+    r: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> Option<bool> {
     let values = r.values.as_deref().unwrap_or(&[]);
     let v = labels.get(&r.key);
     Some(match r.operator.as_str() {
@@ -62,22 +67,33 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     let empty = BTreeMap::new();
     let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
     let name = node.metadata.name.as_deref().unwrap_or("");
-    exprs.iter().all(|r| label_requirement_matches(r, labels) == Some(true))
-        && fields.iter().all(|r| field_requirement_matches(r, name) == Some(true))
+    exprs
+        .iter()
+        .all(|r| label_requirement_matches(r, labels) == Some(true))
+        && fields
+            .iter()
+            .all(|r| field_requirement_matches(r, name) == Some(true))
 }
 
 /// A NodeSelector matches when any of its terms matches (no terms: nothing matches).
 pub fn node_selector_matches(sel: &NodeSelector, node: &Node) -> bool {
-    sel.node_selector_terms.iter().any(|t| term_matches(t, node))
+    sel.node_selector_terms
+        .iter()
+        .any(|t| term_matches(t, node))
 }
 
 /// Upstream `GetRequiredNodeAffinity(pod).Match(node)`: `spec.nodeSelector` labels all equal, and
 /// the required node affinity (when set) matches.
 pub fn required_node_affinity_matches(pod: &Pod, node: &Node) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return true };
+    let Some(spec) = pod.spec.as_ref() else {
+        return true;
+    };
     if let Some(sel) = spec.node_selector.as_ref() {
         let labels = node.metadata.labels.as_ref();
-        if !sel.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) {
+        if !sel
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        {
             return false;
         }
     }
@@ -85,8 +101,10 @@ pub fn required_node_affinity_matches(pod: &Pod, node: &Node) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
-    {
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }) {
         Some(req) => node_selector_matches(req, node),
         None => true,
     }
@@ -100,11 +118,18 @@ pub fn preferred_score(pod: &Pod, node: &Node) -> i64 {
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
     else {
         return 0;
     };
-    prefs.iter().filter(|p| p.weight != 0 && term_matches(&p.preference, node)).map(|p| i64::from(p.weight)).sum()
+    prefs
+        .iter()
+        .filter(|p| p.weight != 0 && term_matches(&p.preference, node))
+        .map(|p| i64::from(p.weight))
+        .sum()
 }
 
 /// The node names a pod's required affinity pins it to through `matchFields metadata.name In`
@@ -129,7 +154,8 @@ pub fn pinned_node_names(pod: &Pod) -> Option<Vec<String>> {
         let mut term_names: Option<std::collections::BTreeSet<String>> = None;
         for r in term.match_fields.iter().flatten() {
             if r.key == "metadata.name" && r.operator == "In" {
-                let s: std::collections::BTreeSet<String> = r.values.iter().flatten().cloned().collect();
+                let s: std::collections::BTreeSet<String> =
+                    r.values.iter().flatten().cloned().collect();
                 term_names = Some(match term_names {
                     None => s,
                     Some(prev) => prev.intersection(&s).cloned().collect(),
@@ -165,40 +191,89 @@ mod tests {
             (json!({"nodeSelector": {"zone": "a"}}), true),
             (json!({"nodeSelector": {"zone": "b"}}), false),
             (json!({"nodeSelector": {"missing": "x"}}), false),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]))}), true),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}]))}), false),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "other", "operator": "NotIn", "values": ["a"]}]}]))}), true),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}), true),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}]))}), false),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}]}]))}), true),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["4"]}]}]))}), false),
-            (json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["x"]}]}]))}), false),
-            (json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]))}), true),
-            (json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]))}), false),
-            (json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}]}]))}), true),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]))}),
+                true,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}]))}),
+                false,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "other", "operator": "NotIn", "values": ["a"]}]}]))}),
+                true,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}),
+                true,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}]))}),
+                false,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}]}]))}),
+                true,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Lt", "values": ["4"]}]}]))}),
+                false,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["x"]}]}]))}),
+                false,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]))}),
+                true,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]))}),
+                false,
+            ),
+            (
+                json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n2"]}]}]))}),
+                true,
+            ),
             // terms are ORed; an empty term matches nothing; no terms match nothing
-            (json!({"affinity": req(json!([{}, {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]))}), true),
+            (
+                json!({"affinity": req(json!([{}, {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]))}),
+                true,
+            ),
             (json!({"affinity": req(json!([{}]))}), false),
             (json!({"affinity": req(json!([]))}), false),
             // nodeSelector and affinity must both hold
-            (json!({"nodeSelector": {"zone": "b"}, "affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}), false),
+            (
+                json!({"nodeSelector": {"zone": "b"}, "affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}),
+                false,
+            ),
         ];
         for (i, (spec, want)) in cases.into_iter().enumerate() {
-            assert_eq!(required_node_affinity_matches(&pod(spec.clone()), &n1), want, "case {i}: {spec}");
+            assert_eq!(
+                required_node_affinity_matches(&pod(spec.clone()), &n1),
+                want,
+                "case {i}: {spec}"
+            );
         }
     }
 
     #[test]
     fn preferred_and_pinned() {
         let n1 = node("n1", json!({"zone": "a"}));
-        let p = pod(json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        let p = pod(
+            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
             {"weight": 7, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}},
-            {"weight": 3, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}}));
+            {"weight": 3, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}}),
+        );
         assert_eq!(preferred_score(&p, &n1), 8);
-        let ds = pod(json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]))}));
+        let ds = pod(
+            json!({"affinity": req(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}]))}),
+        );
         assert_eq!(pinned_node_names(&ds), Some(vec!["n3".to_string()]));
-        let free = pod(json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}));
+        let free = pod(
+            json!({"affinity": req(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]))}),
+        );
         assert_eq!(pinned_node_names(&free), None);
     }
 }

@@ -31,7 +31,7 @@ impl Resources {
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
-fn list_get(list: Option<&BTreeMap<String, Quantity>>, name: &str) -> Option<&Quantity> {
+fn list_get<'a>(list: Option<&'a BTreeMap<String, Quantity>>, name: &str) -> Option<&'a Quantity> {
     list.and_then(|l| l.get(name))
 }
 
@@ -41,7 +41,11 @@ fn container_requests(c: &Container, non_zero: bool) -> Resources {
     let mem = list_get(reqs, "memory").and_then(|q| quantity::value(&q.0));
     // Upstream applies the non-zero defaults only when the request is missing, not when it is "0".
     Resources {
-        milli_cpu: cpu.unwrap_or(if non_zero { DEFAULT_MILLI_CPU_REQUEST } else { 0 }),
+        milli_cpu: cpu.unwrap_or(if non_zero {
+            DEFAULT_MILLI_CPU_REQUEST
+        } else {
+            0
+        }),
         memory: mem.unwrap_or(if non_zero { DEFAULT_MEMORY_REQUEST } else { 0 }),
     }
 }
@@ -50,7 +54,9 @@ fn container_requests(c: &Container, non_zero: bool) -> Resources {
 /// raised to the largest init container (restartable "sidecar" init containers add to both the
 /// running total and every later init container), plus `spec.overhead`.
 pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
-    let Some(spec) = pod.spec.as_ref() else { return Resources::default() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Resources::default();
+    };
     let mut reqs = Resources::default();
     for c in &spec.containers {
         reqs.add(container_requests(c, non_zero));
@@ -71,8 +77,12 @@ pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
     reqs.max(init_max);
     if let Some(o) = spec.overhead.as_ref() {
         reqs.add(Resources {
-            milli_cpu: list_get(Some(o), "cpu").and_then(|q| quantity::milli_value(&q.0)).unwrap_or(0),
-            memory: list_get(Some(o), "memory").and_then(|q| quantity::value(&q.0)).unwrap_or(0),
+            milli_cpu: list_get(Some(o), "cpu")
+                .and_then(|q| quantity::milli_value(&q.0))
+                .unwrap_or(0),
+            memory: list_get(Some(o), "memory")
+                .and_then(|q| quantity::value(&q.0))
+                .unwrap_or(0),
         });
     }
     reqs
@@ -89,14 +99,24 @@ pub struct HostPort {
 
 /// The host ports of the pod's containers (upstream `GetHostPorts`).
 pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for c in &spec.containers {
         for p in c.ports.iter().flatten() {
             if let Some(port) = p.host_port.filter(|p| *p > 0) {
                 out.push(HostPort {
-                    ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
-                    protocol: p.protocol.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "TCP".into()),
+                    ip: p
+                        .host_ip
+                        .clone()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or_else(|| "0.0.0.0".into()),
+                    protocol: p
+                        .protocol
+                        .clone()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or_else(|| "TCP".into()),
                     port,
                 });
             }
@@ -107,7 +127,9 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
 
 /// Whether two host ports collide: same protocol and port, and the same IP or either is `0.0.0.0`.
 pub fn ports_conflict(a: &HostPort, b: &HostPort) -> bool {
-    a.port == b.port && a.protocol == b.protocol && (a.ip == b.ip || a.ip == "0.0.0.0" || b.ip == "0.0.0.0")
+    a.port == b.port
+        && a.protocol == b.protocol
+        && (a.ip == b.ip || a.ip == "0.0.0.0" || b.ip == "0.0.0.0")
 }
 
 /// A node and the scheduler's accounting of the pods on it.
@@ -137,13 +159,30 @@ impl NodeInfo {
             non_zero_requested.add(pod_requests(p, true));
             used_ports.extend(host_ports(p));
         }
-        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+        let alloc = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
         let allocatable = Resources {
-            milli_cpu: list_get(alloc, "cpu").and_then(|q| quantity::milli_value(&q.0)).unwrap_or(0),
-            memory: list_get(alloc, "memory").and_then(|q| quantity::value(&q.0)).unwrap_or(0),
+            milli_cpu: list_get(alloc, "cpu")
+                .and_then(|q| quantity::milli_value(&q.0))
+                .unwrap_or(0),
+            memory: list_get(alloc, "memory")
+                .and_then(|q| quantity::value(&q.0))
+                .unwrap_or(0),
         };
-        let allowed_pods = list_get(alloc, "pods").and_then(|q| quantity::value(&q.0)).unwrap_or(0);
-        NodeInfo { node, pods, requested, non_zero_requested, allocatable, allowed_pods, used_ports }
+        let allowed_pods = list_get(alloc, "pods")
+            .and_then(|q| quantity::value(&q.0))
+            .unwrap_or(0);
+        NodeInfo {
+            node,
+            pods,
+            requested,
+            non_zero_requested,
+            allocatable,
+            allowed_pods,
+            used_ports,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -168,7 +207,11 @@ mod tests {
     fn pod_requests_table() {
         // (pod spec, actual requests, non-zero requests)
         let cases = [
-            (json!({"containers": [{"name": "a"}]}), (0, 0), (100, DEFAULT_MEMORY_REQUEST)),
+            (
+                json!({"containers": [{"name": "a"}]}),
+                (0, 0),
+                (100, DEFAULT_MEMORY_REQUEST),
+            ),
             (
                 json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
                                        {"name": "b", "resources": {"requests": {"cpu": "1"}}}]}),
@@ -197,20 +240,55 @@ mod tests {
         ];
         for (i, (spec, actual, nz)) in cases.into_iter().enumerate() {
             let p = pod(json!({"metadata": {"name": "p"}, "spec": spec}));
-            assert_eq!(pod_requests(&p, false), Resources { milli_cpu: actual.0, memory: actual.1 }, "case {i}");
-            assert_eq!(pod_requests(&p, true), Resources { milli_cpu: nz.0, memory: nz.1 }, "case {i} non-zero");
+            assert_eq!(
+                pod_requests(&p, false),
+                Resources {
+                    milli_cpu: actual.0,
+                    memory: actual.1
+                },
+                "case {i}"
+            );
+            assert_eq!(
+                pod_requests(&p, true),
+                Resources {
+                    milli_cpu: nz.0,
+                    memory: nz.1
+                },
+                "case {i} non-zero"
+            );
         }
     }
 
     #[test]
     fn host_port_conflicts() {
-        let p = |ip: &str, proto: &str, port| HostPort { ip: ip.into(), protocol: proto.into(), port };
-        assert!(ports_conflict(&p("0.0.0.0", "TCP", 80), &p("10.0.0.1", "TCP", 80)));
-        assert!(ports_conflict(&p("10.0.0.1", "TCP", 80), &p("10.0.0.1", "TCP", 80)));
-        assert!(!ports_conflict(&p("10.0.0.1", "TCP", 80), &p("10.0.0.2", "TCP", 80)));
-        assert!(!ports_conflict(&p("0.0.0.0", "TCP", 80), &p("0.0.0.0", "UDP", 80)));
-        assert!(!ports_conflict(&p("0.0.0.0", "TCP", 80), &p("0.0.0.0", "TCP", 81)));
-        let pod = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}]}]}}));
+        let p = |ip: &str, proto: &str, port| HostPort {
+            ip: ip.into(),
+            protocol: proto.into(),
+            port,
+        };
+        assert!(ports_conflict(
+            &p("0.0.0.0", "TCP", 80),
+            &p("10.0.0.1", "TCP", 80)
+        ));
+        assert!(ports_conflict(
+            &p("10.0.0.1", "TCP", 80),
+            &p("10.0.0.1", "TCP", 80)
+        ));
+        assert!(!ports_conflict(
+            &p("10.0.0.1", "TCP", 80),
+            &p("10.0.0.2", "TCP", 80)
+        ));
+        assert!(!ports_conflict(
+            &p("0.0.0.0", "TCP", 80),
+            &p("0.0.0.0", "UDP", 80)
+        ));
+        assert!(!ports_conflict(
+            &p("0.0.0.0", "TCP", 80),
+            &p("0.0.0.0", "TCP", 81)
+        ));
+        let pod = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}]}]}}),
+        );
         assert_eq!(host_ports(&pod), vec![p("0.0.0.0", "TCP", 8080)]);
     }
 }

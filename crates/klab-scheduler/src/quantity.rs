@@ -18,7 +18,9 @@ fn parse_exact(s: &str) -> Option<Exact> {
         b'+' => (1, &s[1..]),
         _ => (1, s),
     };
-    let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let num_len = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
     let (digits, suffix) = rest.split_at(num_len);
     if digits.is_empty() || digits.matches('.').count() > 1 || digits == "." {
         return None;
@@ -27,7 +29,9 @@ fn parse_exact(s: &str) -> Option<Exact> {
     let mut num: i128 = 0;
     let mut den: i128 = 1;
     for c in int_part.chars().chain(frac_part.chars()) {
-        num = num.checked_mul(10)?.checked_add(i128::from(c.to_digit(10)?))?;
+        num = num
+            .checked_mul(10)?
+            .checked_add(i128::from(c.to_digit(10)?))?;
     }
     for _ in 0..frac_part.len() {
         den = den.checked_mul(10)?;
@@ -56,12 +60,19 @@ fn parse_exact(s: &str) -> Option<Exact> {
         }
         _ => return None,
     };
-    Some(Exact { num: sign * num.checked_mul(mul)?, den: den.checked_mul(div)? })
+    Some(Exact {
+        num: sign * num.checked_mul(mul)?,
+        den: den.checked_mul(div)?,
+    })
 }
 
 fn ceil_div(n: i128, d: i128) -> i128 {
     let q = n / d;
-    if (n % d != 0) && ((n < 0) == (d < 0)) { q + 1 } else { q }
+    if (n % d != 0) && ((n < 0) == (d < 0)) {
+        q + 1
+    } else {
+        q
+    }
 }
 
 fn clamp(v: i128) -> i64 {

@@ -66,6 +66,9 @@ struct Entry {
     /// Scheduling cycle in which the pod was popped.
     cycle: u64,
     seq: u64,
+    /// Whether the pod may be popped from backoffQ before its backoff expires (moved there by a
+    /// cluster event rather than by an error).
+    early_pop: bool,
 }
 
 /// Active queue ordering: higher priority first, then earlier timestamp, then FIFO.
@@ -85,7 +88,10 @@ pub struct SchedulingQueue {
 
 impl SchedulingQueue {
     pub fn new(config: QueueConfig) -> Self {
-        SchedulingQueue { config, ..Default::default() }
+        SchedulingQueue {
+            config,
+            ..Default::default()
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -111,7 +117,8 @@ impl SchedulingQueue {
             e.location = Location::Active;
             e.timestamp = now;
             e.seq = seq;
-            self.active.insert((std::cmp::Reverse(e.priority), now, seq, key.to_string()));
+            self.active
+                .insert((std::cmp::Reverse(e.priority), now, seq, key.to_string()));
         }
     }
 
@@ -157,6 +164,7 @@ impl SchedulingQueue {
                 location: Location::Active,
                 cycle: 0,
                 seq: 0,
+                early_pop: false,
             },
         );
         self.push_active(key, now);
@@ -187,10 +195,13 @@ impl SchedulingQueue {
 
     /// Move an unschedulable pod to backoffQ or activeQ depending on its backoff.
     fn requeue(&mut self, key: &str, now: Duration) {
-        let Some(e) = self.entries.get(key) else { return };
+        let Some(e) = self.entries.get(key) else {
+            return;
+        };
         if self.backoff_expiry(e) > now {
             if let Some(e) = self.entries.get_mut(key) {
                 e.location = Location::Backoff;
+                e.early_pop = true;
             }
         } else {
             self.push_active(key, now);
@@ -204,14 +215,19 @@ impl SchedulingQueue {
             self.active.remove(&first);
             first.3
         } else if self.config.pop_from_backoff_q {
-            // Earliest backoff expiry first, then priority.
-            let k = self
-                .entries
+            // Earliest backoff expiry first, then priority. Pods backing off after an error are
+            // not popped early, so that a failing API call cannot spin in zero virtual time.
+            self.entries
                 .iter()
-                .filter(|(_, e)| e.location == Location::Backoff)
-                .min_by_key(|(k, e)| (self.backoff_expiry(e), std::cmp::Reverse(e.priority), (*k).clone()))
-                .map(|(k, _)| k.clone())?;
-            k
+                .filter(|(_, e)| e.location == Location::Backoff && e.early_pop)
+                .min_by_key(|(k, e)| {
+                    (
+                        self.backoff_expiry(e),
+                        std::cmp::Reverse(e.priority),
+                        (*k).clone(),
+                    )
+                })
+                .map(|(k, _)| k.clone())?
         } else {
             return None;
         };
@@ -229,7 +245,9 @@ impl SchedulingQueue {
     /// for an error such as a failed API call, which always goes to backoff).
     pub fn failed(&mut self, key: &str, rejectors: BTreeSet<Plugin>, now: Duration) {
         let event_during_flight = self.in_flight_events.remove(key).unwrap_or(false);
-        let Some(e) = self.entries.get_mut(key) else { return };
+        let Some(e) = self.entries.get_mut(key) else {
+            return;
+        };
         e.timestamp = now;
         e.unschedulable_count += 1;
         let is_error = rejectors.is_empty();
@@ -238,6 +256,7 @@ impl SchedulingQueue {
         // (upstream re-runs the hints over the recorded events; klab retries on any event).
         if is_error || event_during_flight {
             e.location = Location::Backoff;
+            e.early_pop = !is_error;
         } else {
             e.location = Location::Unschedulable;
         }
@@ -251,7 +270,11 @@ impl SchedulingQueue {
     /// A cluster event happened; `may_help(key, rejectors)` is the queueing hint deciding whether
     /// it may make that pod schedulable. Moves matching unschedulable pods, and remembers the event
     /// for in-flight pods.
-    pub fn on_cluster_event(&mut self, now: Duration, mut may_help: impl FnMut(&str, &BTreeSet<Plugin>) -> bool) {
+    pub fn on_cluster_event(
+        &mut self,
+        now: Duration,
+        mut may_help: impl FnMut(&str, &BTreeSet<Plugin>) -> bool,
+    ) {
         let keys: Vec<PodKey> = self
             .entries
             .iter()
@@ -282,7 +305,10 @@ impl SchedulingQueue {
         let expired: Vec<PodKey> = self
             .entries
             .iter()
-            .filter(|(_, e)| e.location == Location::Backoff && tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD) <= now)
+            .filter(|(_, e)| {
+                e.location == Location::Backoff
+                    && tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD) <= now
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for k in expired {
@@ -293,7 +319,10 @@ impl SchedulingQueue {
             .iter()
             .filter(|(_, e)| {
                 e.location == Location::Unschedulable
-                    && tick_after(e.timestamp + self.config.pod_max_in_unschedulable_pods_duration, LEFTOVER_FLUSH_PERIOD) <= now
+                    && tick_after(
+                        e.timestamp + self.config.pod_max_in_unschedulable_pods_duration,
+                        LEFTOVER_FLUSH_PERIOD,
+                    ) <= now
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -308,9 +337,10 @@ impl SchedulingQueue {
         for e in self.entries.values() {
             let t = match e.location {
                 Location::Backoff => tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD),
-                Location::Unschedulable => {
-                    tick_after(e.timestamp + self.config.pod_max_in_unschedulable_pods_duration, LEFTOVER_FLUSH_PERIOD)
-                }
+                Location::Unschedulable => tick_after(
+                    e.timestamp + self.config.pod_max_in_unschedulable_pods_duration,
+                    LEFTOVER_FLUSH_PERIOD,
+                ),
                 _ => continue,
             };
             best = Some(best.map_or(t, |b| b.min(t)));
@@ -320,7 +350,12 @@ impl SchedulingQueue {
 
     /// Whether a pod is ready to pop now.
     pub fn has_ready(&self) -> bool {
-        !self.active.is_empty() || (self.config.pop_from_backoff_q && self.entries.values().any(|e| e.location == Location::Backoff))
+        !self.active.is_empty()
+            || (self.config.pop_from_backoff_q
+                && self
+                    .entries
+                    .values()
+                    .any(|e| e.location == Location::Backoff && e.early_pop))
     }
 }
 
@@ -398,10 +433,17 @@ mod tests {
         // SchedulerPopFromBackoffQ: activeQ is empty, so the pod is popped at once.
         assert_eq!(q.pop(s(10)).as_deref(), Some("ns/p"));
 
-        let mut q = SchedulingQueue::new(QueueConfig { pop_from_backoff_q: false, ..Default::default() });
+        let mut q = SchedulingQueue::new(QueueConfig {
+            pop_from_backoff_q: false,
+            ..Default::default()
+        });
         q.add("ns/p", 0, s(0));
         q.pop(s(0));
-        q.failed("ns/p", plugins(&[Plugin::NodeResourcesFit]), Duration::from_millis(10_500));
+        q.failed(
+            "ns/p",
+            plugins(&[Plugin::NodeResourcesFit]),
+            Duration::from_millis(10_500),
+        );
         q.on_cluster_event(s(11), |_, _| true);
         assert_eq!(q.pop(s(11)), None);
         // backoff 1 s expires at 11.5 s; flushed on the next 1 s tick (12 s)
@@ -412,13 +454,29 @@ mod tests {
 
     #[test]
     fn event_while_in_flight_sends_failure_to_backoff() {
-        let mut q = SchedulingQueue::new(QueueConfig { pop_from_backoff_q: false, ..Default::default() });
+        let mut q = SchedulingQueue::new(QueueConfig {
+            pop_from_backoff_q: false,
+            ..Default::default()
+        });
         q.add("ns/p", 0, s(0));
         q.pop(s(0));
         q.on_cluster_event(s(0), |_, _| false);
         q.failed("ns/p", plugins(&[Plugin::TaintToleration]), s(0));
         assert_eq!(q.location("ns/p"), Some(Location::Backoff));
         assert_eq!(q.next_wakeup(), Some(s(1)));
+    }
+
+    #[test]
+    fn error_backoff_is_not_popped_early() {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add("ns/p", 0, s(0));
+        q.pop(s(0));
+        q.failed("ns/p", BTreeSet::new(), s(0));
+        assert_eq!(q.location("ns/p"), Some(Location::Backoff));
+        assert!(!q.has_ready());
+        assert_eq!(q.pop(s(0)), None);
+        assert_eq!(q.next_wakeup(), Some(s(1)));
+        assert_eq!(q.pop(s(1)).as_deref(), Some("ns/p"));
     }
 
     #[test]

@@ -1,1 +1,489 @@
-//! The daemonset controller (shell); decisions live in decide.rs.
+//! The DaemonSet controller (shell); decisions live in decide.rs.
+//!
+//! Watches DaemonSets, Pods and Nodes into sorted caches; each dirty DaemonSet is synced in name
+//! order: upstream-style expectations gate `manage` (create a pod per eligible node, pinned with a
+//! `matchFields metadata.name` affinity and left to the default scheduler; delete failed,
+//! succeeded, duplicate and misplaced pods), then the RollingUpdate step, then the status PATCH.
+//! Pods are matched by controllerRef UID only (no adoption of orphans). ControllerRevisions are not
+//! written: the revision hash is computed from the template (see `decide::template_hash`).
+
+pub mod config;
+pub mod decide;
+mod nodeaffinity;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use klab_api::{Clock, names};
+
+pub use config::DaemonSetControllerConfig;
+use decide::FailedPodsBackoff;
+
+use crate::events::EventRecorder;
+use crate::replicaset::decide::{Expectations, slow_start_batches};
+use crate::replicaset::informer::{self, Cache, Change, ObjKey, Polled, Queue, key_of};
+use crate::replicaset::util;
+
+/// The controller's name (event source, field manager).
+pub const CONTROLLER_NAME: &str = names::CONTROLLER_DAEMONSET;
+
+/// Why the DaemonSet controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonSetError {
+    #[error("the {0} watch stream ended")]
+    WatchEnded(&'static str),
+}
+
+/// Whether a node change can change any DaemonSet's decisions (upstream `shouldIgnoreNodeUpdate`:
+/// labels, taints, unschedulable, or a condition's status; heartbeats alone are ignored).
+pub fn node_change_matters(old: &Node, new: &Node) -> bool {
+    let conds = |n: &Node| -> Vec<(String, String)> {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|c| {
+                c.iter()
+                    .map(|c| (c.type_.clone(), c.status.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    old.metadata.labels != new.metadata.labels || old.spec != new.spec || conds(old) != conds(new)
+}
+
+/// Runs the DaemonSet controller until a watch stream ends.
+pub async fn run(
+    client: kube::Client,
+    clock: Clock,
+    config: DaemonSetControllerConfig,
+    recorder: EventRecorder,
+) -> Result<(), DaemonSetError> {
+    let mut ds_stream = watcher(
+        Api::<DaemonSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .boxed();
+    let mut pod_stream =
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let mut node_stream =
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).boxed();
+    let mut c = Dsc {
+        client,
+        clock: clock.clone(),
+        config,
+        recorder,
+        dss: Cache::default(),
+        pods: Cache::default(),
+        nodes: Cache::default(),
+        queue: Queue::default(),
+        expectations: BTreeMap::new(),
+        backoff: BTreeMap::new(),
+    };
+    loop {
+        let deadline = c.queue.next_deadline();
+        tokio::select! {
+            biased;
+            ev = ds_stream.next() => c.on_ds(ev.into()).await?,
+            ev = node_stream.next() => c.on_node(ev.into()).await?,
+            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
+            _ = informer::sleep_until(&clock, deadline) => {}
+        }
+        loop {
+            if let Some(ev) = ds_stream.next().now_or_never() {
+                c.on_ds(ev.into()).await?;
+            } else if let Some(ev) = node_stream.next().now_or_never() {
+                c.on_node(ev.into()).await?;
+            } else if let Some(ev) = pod_stream.next().now_or_never() {
+                c.on_pod(ev.into()).await?;
+            } else {
+                break;
+            }
+        }
+        c.queue.fire_due(clock.now());
+        if c.dss.synced() && c.pods.synced() && c.nodes.synced() {
+            while let Some(key) = c.queue.pop() {
+                c.sync(key).await;
+            }
+        }
+    }
+}
+
+struct Dsc {
+    client: kube::Client,
+    clock: Clock,
+    config: DaemonSetControllerConfig,
+    recorder: EventRecorder,
+    dss: Cache<DaemonSet>,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    queue: Queue,
+    expectations: BTreeMap<ObjKey, Expectations>,
+    backoff: BTreeMap<ObjKey, FailedPodsBackoff>,
+}
+
+fn owner_ds_key(dss: &Cache<DaemonSet>, pod: &Pod) -> Option<ObjKey> {
+    let r = util::controller_ref(&pod.metadata)?;
+    if r.kind != "DaemonSet" {
+        return None;
+    }
+    let key = (pod.namespace().unwrap_or_default(), r.name.clone());
+    let ds = dss.get(&key)?;
+    (ds.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(key)
+}
+
+fn ds_ref(ds: &DaemonSet) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some("DaemonSet".into()),
+        namespace: ds.metadata.namespace.clone(),
+        name: ds.metadata.name.clone(),
+        uid: ds.metadata.uid.clone(),
+        resource_version: ds.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+impl Dsc {
+    async fn watch_error(&self, what: &str, e: watcher::Error) {
+        tracing::warn!(error = %e, "{what} watch error");
+        self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
+    }
+
+    async fn on_ds(&mut self, p: Polled<DaemonSet>) -> Result<(), DaemonSetError> {
+        match p {
+            Polled::Event(ev) => {
+                for (old, new) in self.dss.apply(ev) {
+                    match (old, new) {
+                        (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
+                        (Some(o), None) => {
+                            let k = key_of(o.as_ref());
+                            self.expectations.remove(&k);
+                            self.backoff.remove(&k);
+                        }
+                        (None, None) => {}
+                    }
+                }
+                Ok(())
+            }
+            Polled::Error(e) => {
+                self.watch_error("daemonset", e).await;
+                Ok(())
+            }
+            Polled::Ended => Err(DaemonSetError::WatchEnded("daemonsets")),
+        }
+    }
+
+    async fn on_node(&mut self, p: Polled<Node>) -> Result<(), DaemonSetError> {
+        match p {
+            Polled::Event(ev) => {
+                let mut any = false;
+                for (old, new) in self.nodes.apply(ev) {
+                    any |= match (&old, &new) {
+                        (Some(o), Some(n)) => node_change_matters(o, n),
+                        _ => true,
+                    };
+                }
+                if any {
+                    let keys: Vec<ObjKey> = self.dss.iter().map(|d| key_of(d.as_ref())).collect();
+                    for k in keys {
+                        self.queue.add(k);
+                    }
+                }
+                Ok(())
+            }
+            Polled::Error(e) => {
+                self.watch_error("node", e).await;
+                Ok(())
+            }
+            Polled::Ended => Err(DaemonSetError::WatchEnded("nodes")),
+        }
+    }
+
+    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), DaemonSetError> {
+        match p {
+            Polled::Event(ev) => {
+                for ch in self.pods.apply(ev) {
+                    self.pod_changed(ch);
+                }
+                Ok(())
+            }
+            Polled::Error(e) => {
+                self.watch_error("pod", e).await;
+                Ok(())
+            }
+            Polled::Ended => Err(DaemonSetError::WatchEnded("pods")),
+        }
+    }
+
+    /// Observe expectations and enqueue the owning DaemonSet.
+    fn pod_changed(&mut self, (old, new): Change<Pod>) {
+        match (&old, &new) {
+            (None, Some(n)) => {
+                if let Some(k) = owner_ds_key(&self.dss, n) {
+                    let e = self.expectations.entry(k.clone()).or_default();
+                    if n.metadata.deletion_timestamp.is_some() {
+                        e.deletion_observed(&n.name_any());
+                    } else {
+                        e.creation_observed();
+                    }
+                    self.queue.add(k);
+                }
+            }
+            (Some(o), Some(n)) => {
+                let newly_deleting = o.metadata.deletion_timestamp.is_none()
+                    && n.metadata.deletion_timestamp.is_some();
+                if let Some(k) = owner_ds_key(&self.dss, n).or_else(|| owner_ds_key(&self.dss, o)) {
+                    if newly_deleting && let Some(e) = self.expectations.get_mut(&k) {
+                        e.deletion_observed(&n.name_any());
+                    }
+                    self.queue.add(k);
+                }
+            }
+            (Some(o), None) => {
+                if let Some(k) = owner_ds_key(&self.dss, o) {
+                    if let Some(e) = self.expectations.get_mut(&k) {
+                        e.deletion_observed(&o.name_any());
+                    }
+                    self.queue.add(k);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    async fn sync(&mut self, key: ObjKey) {
+        let Some(ds) = self.dss.get(&key).cloned() else {
+            self.expectations.remove(&key);
+            self.backoff.remove(&key);
+            return;
+        };
+        if ds.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let now = self.clock.now();
+        let (ns, _) = key.clone();
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let owned: Vec<Arc<Pod>> = self
+            .pods
+            .in_namespace(&ns)
+            .filter(|p| {
+                util::controller_ref(&p.metadata)
+                    .is_some_and(|r| r.uid == uid && r.kind == "DaemonSet")
+            })
+            .cloned()
+            .collect();
+        let owned_refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
+        let by_node = decide::pods_by_node(&owned_refs);
+        let nodes: Vec<Arc<Node>> = self.nodes.iter().cloned().collect();
+        let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+        let Some(spec) = ds.spec.as_ref() else { return };
+        let hash = decide::template_hash(
+            &spec.template,
+            ds.status.as_ref().and_then(|s| s.collision_count),
+        );
+
+        let satisfied = self.expectations.get(&key).is_none_or(|e| e.satisfied(now));
+        if !satisfied && let Some(t) = self.expectations.get(&key).and_then(|e| e.expires_at()) {
+            self.queue.add_at(key.clone(), t);
+        }
+        if satisfied {
+            let backoff = self.backoff.entry(key.clone()).or_default();
+            let mut plan = decide::manage(&ds, &node_refs, &by_node, now, backoff, &self.config);
+            if plan.create_on.is_empty() && plan.delete.is_empty() && decide::is_rolling_update(&ds)
+            {
+                plan.delete =
+                    decide::rolling_update_deletions(&ds, &node_refs, &by_node, &hash, now);
+            }
+            let r = ds_ref(&ds);
+            for ev in &plan.events {
+                self.recorder
+                    .record(&r, ev.type_, ev.reason, ev.message.clone())
+                    .await;
+            }
+            if let Some(d) = plan.requeue_after {
+                self.queue.add_at(key.clone(), add(now, d));
+            }
+            self.apply(&ds, &key, &hash, &plan.create_on, &plan.delete, now)
+                .await;
+        }
+        if let Some(t) = decide::next_availability_check(&ds, &by_node, now) {
+            self.queue.add_at(key.clone(), t);
+        }
+        let status = decide::compute_status(&ds, &node_refs, &by_node, &hash, now);
+        if ds.status.as_ref() != Some(&status) {
+            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+            let patch = json!({"status": status});
+            if let Err(e) = api
+                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::info!(ds = %format!("{}/{}", key.0, key.1), error = %e, "updating daemonset status");
+                self.queue
+                    .add_at(key.clone(), add(now, Duration::from_secs(1)));
+            }
+        }
+    }
+
+    /// Creates (slow-start batches) and deletes pods, recording expectations and events.
+    async fn apply(
+        &mut self,
+        ds: &DaemonSet,
+        key: &ObjKey,
+        hash: &str,
+        create_on: &[String],
+        delete: &[String],
+        now: Timestamp,
+    ) {
+        if create_on.is_empty() && delete.is_empty() {
+            return;
+        }
+        let ns = key.0.clone();
+        let mut exp = Expectations::expect_deletions(delete, now);
+        exp.adds = create_on.len() as i64;
+        self.expectations.insert(key.clone(), exp);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let r = ds_ref(ds);
+        let template = decide::daemon_pod_template(ds, hash);
+        let owner = util::new_controller_ref("apps/v1", "DaemonSet", &ds.metadata);
+        let mut next = 0;
+        'batches: for batch in slow_start_batches(create_on.len(), 1) {
+            let mut failed = false;
+            for node in &create_on[next..next + batch] {
+                let mut t = template.clone();
+                let meta = t.metadata.take().unwrap_or_default();
+                let mut spec = t.spec.take().unwrap_or_default();
+                spec.affinity = Some(decide::replace_node_name_affinity(
+                    spec.affinity.take(),
+                    node,
+                ));
+                let pod = Pod {
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        generate_name: Some(format!("{}-", key.1)),
+                        namespace: Some(ns.clone()),
+                        labels: meta.labels,
+                        annotations: meta.annotations,
+                        finalizers: meta.finalizers,
+                        owner_references: Some(vec![owner.clone()]),
+                        ..Default::default()
+                    },
+                    spec: Some(spec),
+                    status: None,
+                };
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(created) => {
+                        self.recorder
+                            .record(
+                                &r,
+                                names::EVENT_NORMAL,
+                                names::EVENT_SUCCESSFUL_CREATE,
+                                format!("Created pod: {}", created.name_any()),
+                            )
+                            .await;
+                    }
+                    Err(e) => {
+                        failed = true;
+                        if let Some(x) = self.expectations.get_mut(key) {
+                            x.creation_observed();
+                        }
+                        self.recorder
+                            .record(
+                                &r,
+                                names::EVENT_WARNING,
+                                names::EVENT_FAILED_CREATE,
+                                format!("Error creating: {e}"),
+                            )
+                            .await;
+                    }
+                }
+            }
+            next += batch;
+            if failed {
+                // Upstream stops at the first failing batch and lowers expectations for the rest.
+                if let Some(x) = self.expectations.get_mut(key) {
+                    x.adds -= (create_on.len() - next) as i64;
+                }
+                break 'batches;
+            }
+        }
+        for name in delete {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    self.recorder
+                        .record(
+                            &r,
+                            names::EVENT_NORMAL,
+                            names::EVENT_SUCCESSFUL_DELETE,
+                            format!("Deleted pod: {name}"),
+                        )
+                        .await;
+                }
+                Err(e) => {
+                    if let Some(x) = self.expectations.get_mut(key) {
+                        x.deletion_observed(name);
+                    }
+                    if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                        self.recorder
+                            .record(
+                                &r,
+                                names::EVENT_WARNING,
+                                names::EVENT_FAILED_DELETE,
+                                format!("Error deleting: {e}"),
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_heartbeats_do_not_matter() {
+        let n = |ready: &str, hb: &str, taints: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {"taints": taints},
+                "status": {"conditions": [{"type": "Ready", "status": ready, "lastHeartbeatTime": hb}]}})).unwrap()
+        };
+        let a = n("True", "2026-01-01T00:00:00Z", json!([]));
+        assert!(!node_change_matters(
+            &a,
+            &n("True", "2026-01-01T00:00:10Z", json!([]))
+        ));
+        assert!(node_change_matters(
+            &a,
+            &n("Unknown", "2026-01-01T00:00:00Z", json!([]))
+        ));
+        assert!(node_change_matters(
+            &a,
+            &n(
+                "True",
+                "2026-01-01T00:00:00Z",
+                json!([{"key": "k", "effect": "NoSchedule"}])
+            )
+        ));
+    }
+}
+
+#[cfg(test)]
+mod it_tests;

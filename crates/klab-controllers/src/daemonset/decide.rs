@@ -1,0 +1,1053 @@
+//! DaemonSet decisions as pure functions (upstream `pkg/controller/daemon`): which nodes should run
+//! a daemon pod (`node_should_run_daemon_pod`), the tolerations every daemon pod gets, the pod
+//! template with its node pin, what to create and delete on each node (`manage`), the rolling
+//! update step, and the status that `kubectl get ds` / `rollout status` read.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::core::v1::{
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodSpec, PodTemplateSpec, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use klab_api::names;
+use klab_api::taints::untolerated;
+
+use super::nodeaffinity::required_node_affinity_matches;
+use crate::replicaset::util;
+
+/// Label with the DaemonSet's template hash (upstream `apps.DefaultDaemonSetUniqueLabelKey`).
+pub const LABEL_CONTROLLER_REVISION_HASH: &str = names::LABEL_CONTROLLER_REVISION_HASH;
+/// Label with the template generation (upstream `extensions.DaemonSetTemplateGenerationKey`).
+pub const LABEL_POD_TEMPLATE_GENERATION: &str = names::LABEL_POD_TEMPLATE_GENERATION;
+/// Annotation the API server keeps the template generation in.
+pub const ANNOTATION_TEMPLATE_GENERATION: &str = names::ANN_DS_TEMPLATE_GENERATION;
+/// Event reasons (upstream `daemon_controller.go`).
+pub const REASON_FAILED_DAEMON_POD: &str = names::EVENT_FAILED_DAEMON_POD;
+pub const REASON_SUCCEEDED_DAEMON_POD: &str = names::EVENT_SUCCEEDED_DAEMON_POD;
+
+fn exists_toleration(key: &str, effect: &str) -> Toleration {
+    Toleration {
+        key: Some(key.into()),
+        operator: Some(names::OP_EXISTS.into()),
+        effect: Some(effect.into()),
+        value: None,
+        toleration_seconds: None,
+    }
+}
+
+/// Upstream `Toleration.MatchToleration`: same key, effect, operator and value.
+fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    s(&a.key) == s(&b.key)
+        && s(&a.effect) == s(&b.effect)
+        && s(&a.operator) == s(&b.operator)
+        && s(&a.value) == s(&b.value)
+}
+
+/// Upstream `AddOrUpdateTolerationInPodSpec`: replace a matching toleration in place (dropping its
+/// `tolerationSeconds`), or append.
+fn add_or_update_toleration(spec: &mut PodSpec, t: Toleration) {
+    let list = spec.tolerations.get_or_insert_with(Vec::new);
+    let mut updated = false;
+    for existing in list.iter_mut() {
+        if same_toleration(existing, &t) {
+            *existing = t.clone();
+            updated = true;
+        }
+    }
+    if !updated {
+        list.push(t);
+    }
+}
+
+/// Upstream `AddOrUpdateDaemonPodTolerations`: infinite not-ready/unreachable NoExecute, and
+/// disk-pressure, memory-pressure, pid-pressure, unschedulable (and network-unavailable with
+/// `hostNetwork`) NoSchedule, all `Exists` without seconds, in this order.
+pub fn add_or_update_daemon_pod_tolerations(spec: &mut PodSpec) {
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_NOT_READY, names::EFFECT_NO_EXECUTE),
+    );
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_UNREACHABLE, names::EFFECT_NO_EXECUTE),
+    );
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_DISK_PRESSURE, names::EFFECT_NO_SCHEDULE),
+    );
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_MEMORY_PRESSURE, names::EFFECT_NO_SCHEDULE),
+    );
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_PID_PRESSURE, names::EFFECT_NO_SCHEDULE),
+    );
+    add_or_update_toleration(
+        spec,
+        exists_toleration(names::TAINT_UNSCHEDULABLE, names::EFFECT_NO_SCHEDULE),
+    );
+    if spec.host_network == Some(true) {
+        add_or_update_toleration(
+            spec,
+            exists_toleration(names::TAINT_NETWORK_UNAVAILABLE, names::EFFECT_NO_SCHEDULE),
+        );
+    }
+}
+
+/// Upstream `NodeShouldRunDaemonPod(node, ds)` → `(shouldRun, shouldContinueRunning)`:
+/// - template `nodeName` set to another node, or nodeSelector/required affinity not matching →
+///   `(false, false)`;
+/// - some NoSchedule/NoExecute taint not tolerated (with the daemon tolerations added) →
+///   `(false, true)` unless an untolerated taint is NoExecute (`(false, false)`);
+/// - otherwise `(true, true)`.
+pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> (bool, bool) {
+    let node_name = node.metadata.name.as_deref().unwrap_or("");
+    let mut spec = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.clone())
+        .unwrap_or_default();
+    if let Some(n) = spec.node_name.as_deref()
+        && !n.is_empty()
+        && n != node_name
+    {
+        return (false, false);
+    }
+    add_or_update_daemon_pod_tolerations(&mut spec);
+    let pod = Pod {
+        spec: Some(spec),
+        ..Default::default()
+    };
+    if !required_node_affinity_matches(&pod, node) {
+        return (false, false);
+    }
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or(&[]);
+    let tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[]);
+    if untolerated(
+        taints,
+        tolerations,
+        &[names::EFFECT_NO_SCHEDULE, names::EFFECT_NO_EXECUTE],
+    )
+    .is_empty()
+    {
+        return (true, true);
+    }
+    let no_execute = untolerated(taints, tolerations, &[names::EFFECT_NO_EXECUTE]);
+    (false, no_execute.is_empty())
+}
+
+/// Upstream `ReplaceDaemonSetPodNodeNameNodeAffinity`: pin the pod to `node` with a single required
+/// term `matchFields metadata.name In [node]`, keeping preferred terms and other affinities.
+pub fn replace_node_name_affinity(affinity: Option<Affinity>, node: &str) -> Affinity {
+    let term = NodeSelectorTerm {
+        match_expressions: None,
+        match_fields: Some(vec![NodeSelectorRequirement {
+            key: "metadata.name".into(),
+            operator: "In".into(),
+            values: Some(vec![node.into()]),
+        }]),
+    };
+    let mut a = affinity.unwrap_or_default();
+    let na = a.node_affinity.get_or_insert_with(NodeAffinity::default);
+    na.required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: vec![term],
+    });
+    a
+}
+
+/// Upstream `GetTargetNodeName`: `spec.nodeName`, else the node pinned by the required affinity.
+pub fn target_node_name(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        return Some(n.to_string());
+    }
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    for t in terms {
+        for r in t.match_fields.iter().flatten() {
+            if r.key == "metadata.name"
+                && r.operator == "In"
+                && let Some([v]) = r.values.as_deref()
+            {
+                return Some(v.clone());
+            }
+        }
+    }
+    None
+}
+
+/// The template generation (annotation kept by the API server, else `metadata.generation`).
+pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
+    ds.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TEMPLATE_GENERATION))
+        .and_then(|v| v.parse().ok())
+        .or(ds.metadata.generation)
+}
+
+/// Upstream `rand.SafeEncodeString` alphabet.
+const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The template hash stored in `controller-revision-hash`: FNV-32a over the template's JSON (plus
+/// the collision count), encoded like upstream. Upstream hashes Go's object dump, so the value
+/// differs from a real cluster's; its shape (a short safe string) is the same.
+pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    let json = serde_json::to_vec(template).unwrap_or_default();
+    let extra = collision_count
+        .map(|c| c.to_le_bytes().to_vec())
+        .unwrap_or_default();
+    for b in json.iter().chain(extra.iter()) {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h.to_string()
+        .bytes()
+        .map(|c| SAFE_ALPHABET[usize::from(c) % SAFE_ALPHABET.len()] as char)
+        .collect()
+}
+
+/// Upstream `IsPodUpdated`: the hash label matches, or the template-generation label does.
+pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    let gen_matches = generation
+        .is_some_and(|g| get(LABEL_POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str()));
+    let hash_matches = !hash.is_empty() && get(LABEL_CONTROLLER_REVISION_HASH) == Some(hash);
+    hash_matches || gen_matches
+}
+
+/// The template new daemon pods are made from (upstream `CreatePodTemplate`): the DaemonSet's
+/// template with the generation and hash labels and the daemon tolerations. The node pin is added
+/// per node with [`replace_node_name_affinity`].
+pub fn daemon_pod_template(ds: &DaemonSet, hash: &str) -> PodTemplateSpec {
+    let mut t = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let labels = t
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels
+        .get_or_insert_with(BTreeMap::new);
+    if let Some(g) = template_generation(ds) {
+        labels.insert(LABEL_POD_TEMPLATE_GENERATION.into(), g.to_string());
+    }
+    if !hash.is_empty() {
+        labels.insert(LABEL_CONTROLLER_REVISION_HASH.into(), hash.into());
+    }
+    add_or_update_daemon_pod_tolerations(t.spec.get_or_insert_with(PodSpec::default));
+    t
+}
+
+/// The DaemonSet's pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
+/// oldest first (creation time, then name). Pods that are both terminal and deleting are left out.
+pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<String, Vec<&'a Pod>> {
+    let mut out: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
+    for p in pods {
+        let terminal = matches!(util::phase(p), util::PHASE_SUCCEEDED | util::PHASE_FAILED);
+        if terminal && p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(n) = target_node_name(p) {
+            out.entry(n).or_default().push(p);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| {
+            let ka = (
+                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                a.metadata.name.as_deref(),
+            );
+            let kb = (
+                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                b.metadata.name.as_deref(),
+            );
+            ka.cmp(&kb)
+        });
+    }
+    out
+}
+
+/// Per-(DaemonSet, node) back-off for replacing failed daemon pods (client-go `flowcontrol.Backoff`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FailedPodsBackoff {
+    /// node name → (current delay, last update)
+    entries: BTreeMap<String, (Duration, Timestamp)>,
+}
+
+impl FailedPodsBackoff {
+    /// `IsInBackOffSinceUpdate`: still within the current delay since the last `next`.
+    pub fn in_backoff(&self, node: &str, now: Timestamp) -> Option<Duration> {
+        let (d, at) = self.entries.get(node)?;
+        let elapsed = Duration::try_from(now.duration_since(*at)).unwrap_or_default();
+        (elapsed < *d).then_some(*d - elapsed)
+    }
+
+    /// `Next`: start at `initial` or double up to `max` (reset after 2 × max of quiet).
+    pub fn next(&mut self, node: &str, now: Timestamp, initial: Duration, max: Duration) {
+        let e = self
+            .entries
+            .entry(node.to_string())
+            .or_insert((Duration::ZERO, now));
+        let quiet = Duration::try_from(now.duration_since(e.1)).unwrap_or_default();
+        e.0 = if e.0.is_zero() || quiet > 2 * max {
+            initial
+        } else {
+            (e.0 * 2).min(max)
+        };
+        e.1 = now;
+    }
+}
+
+/// An event the controller emits about the DaemonSet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DsEvent {
+    pub type_: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one sync should do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManagePlan {
+    /// Nodes that need a daemon pod, in name order.
+    pub create_on: Vec<String>,
+    /// Pods to delete (names), in decision order.
+    pub delete: Vec<String>,
+    pub events: Vec<DsEvent>,
+    /// Sync again after this long (failed-pod back-off).
+    pub requeue_after: Option<Duration>,
+}
+
+/// Upstream `manage` → `podsShouldBeOnNode` over every node, plus the daemon pods pinned to nodes
+/// that no longer exist. On a NotReady/unreachable node (NoSchedule taint not tolerated, NoExecute
+/// tolerated) nothing is created and the existing pod is kept.
+pub fn manage(
+    ds: &DaemonSet,
+    nodes: &[&Node],
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+    now: Timestamp,
+    backoff: &mut FailedPodsBackoff,
+    config: &super::config::DaemonSetControllerConfig,
+) -> ManagePlan {
+    let mut plan = ManagePlan::default();
+    let surge = max_surge(ds) > 0;
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let (should_run, should_continue) = node_should_run_daemon_pod(node, ds);
+        let pods = by_node.get(&name);
+        let exists = pods.is_some_and(|p| !p.is_empty());
+        if should_run && !exists {
+            plan.create_on.push(name);
+        } else if should_continue {
+            let mut running: Vec<&Pod> = Vec::new();
+            for p in pods.into_iter().flatten() {
+                if p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let pname = p.metadata.name.clone().unwrap_or_default();
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                match util::phase(p) {
+                    util::PHASE_FAILED => {
+                        if let Some(left) = backoff.in_backoff(&name, now) {
+                            plan.requeue_after =
+                                Some(plan.requeue_after.map_or(left, |r| r.min(left)));
+                            continue;
+                        }
+                        backoff.next(
+                            &name,
+                            now,
+                            config.failed_pods_backoff_initial,
+                            config.failed_pods_backoff_max,
+                        );
+                        plan.events.push(DsEvent {
+                            type_: names::EVENT_WARNING,
+                            reason: REASON_FAILED_DAEMON_POD,
+                            message: format!("Found failed daemon pod {ns}/{pname} on node {name}, will try to kill it"),
+                        });
+                        plan.delete.push(pname);
+                    }
+                    util::PHASE_SUCCEEDED => {
+                        plan.events.push(DsEvent {
+                            type_: names::EVENT_NORMAL,
+                            reason: REASON_SUCCEEDED_DAEMON_POD,
+                            message: format!("Found succeeded daemon pod {ns}/{pname} on node {name}, will try to delete it"),
+                        });
+                        plan.delete.push(pname);
+                    }
+                    _ => running.push(p),
+                }
+            }
+            // Without surge, keep only the oldest running pod on a node.
+            if !surge && running.len() > 1 {
+                plan.delete.extend(
+                    running[1..]
+                        .iter()
+                        .map(|p| p.metadata.name.clone().unwrap_or_default()),
+                );
+            }
+        } else if exists {
+            for p in pods.into_iter().flatten() {
+                if p.metadata.deletion_timestamp.is_none() {
+                    plan.delete
+                        .push(p.metadata.name.clone().unwrap_or_default());
+                }
+            }
+        }
+    }
+    // Daemon pods bound by affinity to nodes that do not exist and never scheduled: delete.
+    for (node, pods) in by_node {
+        if nodes
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(node))
+        {
+            continue;
+        }
+        for p in pods {
+            let unscheduled = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty);
+            if unscheduled && p.metadata.deletion_timestamp.is_none() {
+                plan.delete
+                    .push(p.metadata.name.clone().unwrap_or_default());
+            }
+        }
+    }
+    plan.create_on.truncate(config.burst_replicas);
+    plan.delete.truncate(config.burst_replicas);
+    plan
+}
+
+fn scaled(v: Option<&IntOrString>, total: i64, default: i64) -> i64 {
+    match v {
+        None => default,
+        Some(IntOrString::Int(i)) => i64::from(*i),
+        Some(IntOrString::String(s)) => {
+            match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+                // Upstream rounds up for the DaemonSet's maxUnavailable/maxSurge.
+                Some(p) => (p * total + 99) / 100,
+                None => default,
+            }
+        }
+    }
+}
+
+fn max_surge(ds: &DaemonSet) -> i64 {
+    let ru = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref());
+    scaled(ru.and_then(|r| r.max_surge.as_ref()), 0, 0)
+}
+
+/// Whether the update strategy is RollingUpdate (the default).
+pub fn is_rolling_update(ds: &DaemonSet) -> bool {
+    ds.spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        .unwrap_or("RollingUpdate")
+        == "RollingUpdate"
+}
+
+/// Upstream `rollingUpdate` without surge: delete just enough old pods to stay within
+/// `maxUnavailable` (default 1, percentages of desiredNumberScheduled rounded up); unavailable old
+/// pods are always replaced. The manage step recreates them from the new template.
+pub fn rolling_update_deletions(
+    ds: &DaemonSet,
+    nodes: &[&Node],
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+    hash: &str,
+    now: Timestamp,
+) -> Vec<String> {
+    let desired = nodes
+        .iter()
+        .filter(|n| node_should_run_daemon_pod(n, ds).0)
+        .count() as i64;
+    let ru = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref());
+    let mut max_unavailable = scaled(ru.and_then(|r| r.max_unavailable.as_ref()), desired, 1);
+    if max_unavailable == 0 && max_surge(ds) == 0 {
+        max_unavailable = 1;
+    }
+    let min_ready = Duration::from_secs(
+        ds.spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+            .max(0) as u64,
+    );
+    let generation = template_generation(ds);
+    let mut unavailable = 0i64;
+    let mut replace: Vec<String> = Vec::new();
+    let mut candidates: Vec<String> = Vec::new();
+    for pods in by_node.values() {
+        let live: Vec<&&Pod> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let (new, old): (Vec<&&Pod>, Vec<&&Pod>) = live
+            .iter()
+            .partition(|p| is_pod_updated(p, hash, generation));
+        if new.len() > 1 || old.len() > 1 {
+            unavailable += 1;
+            continue;
+        }
+        match (new.first(), old.first()) {
+            (None, None) | (Some(_), Some(_)) => unavailable += 1,
+            (Some(n), None) => {
+                if !util::is_pod_available(n, min_ready, now) {
+                    unavailable += 1;
+                }
+            }
+            (None, Some(o)) => {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if !util::is_pod_available(o, min_ready, now) {
+                    replace.push(name);
+                } else if unavailable < max_unavailable {
+                    candidates.push(name);
+                }
+            }
+        }
+    }
+    let room = (max_unavailable - unavailable).clamp(0, candidates.len() as i64) as usize;
+    replace.extend(candidates.into_iter().take(room));
+    replace
+}
+
+/// Upstream `updateDaemonSetStatus`: counts over the nodes (a node that should not run the daemon
+/// but has a pod counts as misscheduled), `observedGeneration` = generation.
+pub fn compute_status(
+    ds: &DaemonSet,
+    nodes: &[&Node],
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+    hash: &str,
+    now: Timestamp,
+) -> DaemonSetStatus {
+    let min_ready = Duration::from_secs(
+        ds.spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+            .max(0) as u64,
+    );
+    let generation = template_generation(ds);
+    let mut st = DaemonSetStatus {
+        observed_generation: ds.metadata.generation,
+        ..Default::default()
+    };
+    let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
+        (0, 0, 0, 0, 0, 0);
+    for node in nodes {
+        let name = node.metadata.name.as_deref().unwrap_or("");
+        let (should_run, _) = node_should_run_daemon_pod(node, ds);
+        let pods = by_node.get(name).filter(|p| !p.is_empty());
+        if should_run {
+            desired += 1;
+            let Some(pods) = pods else { continue };
+            current += 1;
+            // Oldest first; upstream also prefers the better phase among equally old pods.
+            let pod = pods[0];
+            if util::is_pod_ready(pod) {
+                ready += 1;
+                if util::is_pod_available(pod, min_ready, now) {
+                    available += 1;
+                }
+            }
+            if is_pod_updated(pod, hash, generation) {
+                updated += 1;
+            }
+        } else if pods.is_some() {
+            misscheduled += 1;
+        }
+    }
+    st.desired_number_scheduled = desired;
+    st.current_number_scheduled = current;
+    st.number_misscheduled = misscheduled;
+    st.number_ready = ready;
+    st.number_available = Some(available);
+    st.number_unavailable = Some(desired - available);
+    st.updated_number_scheduled = Some(updated);
+    st.collision_count = ds.status.as_ref().and_then(|s| s.collision_count);
+    st.conditions = ds.status.as_ref().and_then(|s| s.conditions.clone());
+    st
+}
+
+/// When a Ready-but-not-yet-available daemon pod becomes available (re-sync then, as upstream's
+/// `enqueueDaemonSetAfter(minReadySeconds)`).
+pub fn next_availability_check(
+    ds: &DaemonSet,
+    by_node: &BTreeMap<String, Vec<&Pod>>,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let secs = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0);
+    if secs <= 0 {
+        return None;
+    }
+    let min_ready = Duration::from_secs(secs as u64);
+    by_node
+        .values()
+        .filter_map(|v| v.first())
+        .filter(|p| util::is_pod_ready(p) && !util::is_pod_available(p, min_ready, now))
+        .filter_map(|p| util::available_at(p, min_ready))
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, spec: serde_json::Value, labels: serde_json::Value) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": spec}))
+            .unwrap()
+    }
+    fn ds(tmpl_spec: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(json!({"metadata": {"name": "ds", "namespace": "kube-system", "uid": "ds-uid", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": tmpl_spec}}})).unwrap()
+    }
+    fn taint(key: &str, effect: &str) -> serde_json::Value {
+        json!({"key": key, "effect": effect})
+    }
+    fn tol_keys(spec: &PodSpec) -> Vec<String> {
+        spec.tolerations
+            .iter()
+            .flatten()
+            .map(|t| {
+                format!(
+                    "{}:{}:{}",
+                    t.key.clone().unwrap_or_default(),
+                    t.effect.clone().unwrap_or_default(),
+                    t.toleration_seconds
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn daemon_tolerations_cp46() {
+        // CP-46: the user's 30 s not-ready toleration is replaced by the infinite one; no
+        // network-unavailable toleration without hostNetwork.
+        let mut spec: PodSpec = serde_json::from_value(json!({"containers": [], "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+            {"key": "CriticalAddonsOnly", "operator": "Exists"}]})).unwrap();
+        add_or_update_daemon_pod_tolerations(&mut spec);
+        assert_eq!(
+            tol_keys(&spec),
+            vec![
+                "node.kubernetes.io/not-ready:NoExecute:",
+                "CriticalAddonsOnly::",
+                "node.kubernetes.io/unreachable:NoExecute:",
+                "node.kubernetes.io/disk-pressure:NoSchedule:",
+                "node.kubernetes.io/memory-pressure:NoSchedule:",
+                "node.kubernetes.io/pid-pressure:NoSchedule:",
+                "node.kubernetes.io/unschedulable:NoSchedule:",
+            ]
+        );
+        let mut host: PodSpec =
+            serde_json::from_value(json!({"containers": [], "hostNetwork": true})).unwrap();
+        add_or_update_daemon_pod_tolerations(&mut host);
+        assert_eq!(
+            tol_keys(&host).last().map(String::as_str),
+            Some("node.kubernetes.io/network-unavailable:NoSchedule:")
+        );
+        // idempotent
+        let before = tol_keys(&host);
+        add_or_update_daemon_pod_tolerations(&mut host);
+        assert_eq!(tol_keys(&host), before);
+    }
+
+    #[test]
+    fn node_should_run_daemon_pod_table() {
+        let plain = ds(json!({"containers": []}));
+        let cases = [
+            (
+                "ready node",
+                node("n1", json!({}), json!({})),
+                plain.clone(),
+                (true, true),
+            ),
+            // NotReady / unreachable: NoSchedule not tolerated, NoExecute tolerated → keep, don't create
+            (
+                "unreachable",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/unreachable", "NoSchedule"), taint("node.kubernetes.io/unreachable", "NoExecute")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (false, true),
+            ),
+            (
+                "not-ready",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/not-ready", "NoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (false, true),
+            ),
+            (
+                "cordoned",
+                node(
+                    "n1",
+                    json!({"unschedulable": true, "taints": [taint("node.kubernetes.io/unschedulable", "NoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (true, true),
+            ),
+            (
+                "memory pressure",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/memory-pressure", "NoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (true, true),
+            ),
+            (
+                "network unavailable, no hostNetwork",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/network-unavailable", "NoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (false, true),
+            ),
+            (
+                "network unavailable, hostNetwork",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/network-unavailable", "NoSchedule")]}),
+                    json!({}),
+                ),
+                ds(json!({"containers": [], "hostNetwork": true})),
+                (true, true),
+            ),
+            (
+                "out-of-service NoExecute",
+                node(
+                    "n1",
+                    json!({"taints": [taint("node.kubernetes.io/out-of-service", "NoExecute")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (false, false),
+            ),
+            (
+                "custom NoSchedule",
+                node(
+                    "n1",
+                    json!({"taints": [taint("dedicated", "NoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (false, true),
+            ),
+            (
+                "custom PreferNoSchedule",
+                node(
+                    "n1",
+                    json!({"taints": [taint("dedicated", "PreferNoSchedule")]}),
+                    json!({}),
+                ),
+                plain.clone(),
+                (true, true),
+            ),
+            (
+                "nodeSelector mismatch",
+                node("n1", json!({}), json!({"role": "db"})),
+                ds(json!({"containers": [], "nodeSelector": {"role": "web"}})),
+                (false, false),
+            ),
+            (
+                "nodeSelector match",
+                node("n1", json!({}), json!({"role": "web"})),
+                ds(json!({"containers": [], "nodeSelector": {"role": "web"}})),
+                (true, true),
+            ),
+            (
+                "template nodeName other",
+                node("n1", json!({}), json!({})),
+                ds(json!({"containers": [], "nodeName": "n2"})),
+                (false, false),
+            ),
+            (
+                "template nodeName same",
+                node("n1", json!({}), json!({})),
+                ds(json!({"containers": [], "nodeName": "n1"})),
+                (true, true),
+            ),
+            (
+                "affinity mismatch",
+                node("n1", json!({}), json!({"zone": "a"})),
+                ds(
+                    json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}}),
+                ),
+                (false, false),
+            ),
+            (
+                "tolerated custom taint",
+                node(
+                    "n1",
+                    json!({"taints": [taint("dedicated", "NoExecute")]}),
+                    json!({}),
+                ),
+                ds(
+                    json!({"containers": [], "tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+                ),
+                (true, true),
+            ),
+        ];
+        for (what, n, d, want) in cases {
+            assert_eq!(node_should_run_daemon_pod(&n, &d), want, "{what}");
+        }
+    }
+
+    fn dpod(
+        name: &str,
+        node: &str,
+        phase: &str,
+        ready: bool,
+        labels: serde_json::Value,
+        created: &str,
+    ) -> Pod {
+        let aff = replace_node_name_affinity(None, node);
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "kube-system", "labels": labels, "creationTimestamp": created,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds-uid", "controller": true}]},
+            "spec": {"containers": [], "nodeName": node, "affinity": aff},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}})).unwrap()
+    }
+
+    #[test]
+    fn manage_and_status_with_a_dead_node() {
+        let d = ds(json!({"containers": []}));
+        let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+        let lbl =
+            json!({"app": "d", "controller-revision-hash": hash, "pod-template-generation": "1"});
+        let n1 = node("n1", json!({}), json!({}));
+        let n2 = node(
+            "n2",
+            json!({"taints": [taint("node.kubernetes.io/unreachable", "NoSchedule"), taint("node.kubernetes.io/unreachable", "NoExecute")]}),
+            json!({}),
+        );
+        let n3 = node("n3", json!({}), json!({}));
+        let n4 = node(
+            "n4",
+            json!({"taints": [taint("node.kubernetes.io/not-ready", "NoSchedule")]}),
+            json!({}),
+        );
+        let p1 = dpod(
+            "ds-a",
+            "n1",
+            "Running",
+            true,
+            lbl.clone(),
+            "2026-01-01T00:00:00Z",
+        );
+        let p2 = dpod(
+            "ds-b",
+            "n2",
+            "Running",
+            false,
+            lbl.clone(),
+            "2026-01-01T00:00:00Z",
+        );
+        let pods = [&p1, &p2];
+        let by = pods_by_node(&pods);
+        let nodes = [&n1, &n2, &n3, &n4];
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let mut backoff = FailedPodsBackoff::default();
+        let plan = manage(&d, &nodes, &by, now, &mut backoff, &Default::default());
+        // n3 gets a pod; the dead n2 keeps its pod; n4 (NotReady, no pod) gets none.
+        assert_eq!(plan.create_on, vec!["n3"]);
+        assert!(plan.delete.is_empty());
+        let st = compute_status(&d, &nodes, &by, &hash, now);
+        assert_eq!(st.desired_number_scheduled, 2); // n1, n3
+        assert_eq!(st.current_number_scheduled, 1);
+        assert_eq!(st.number_misscheduled, 1); // n2
+        assert_eq!(st.number_ready, 1);
+        assert_eq!(st.number_available, Some(1));
+        assert_eq!(st.updated_number_scheduled, Some(1));
+        assert_eq!(st.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn failed_and_duplicate_pods() {
+        let d = ds(json!({"containers": []}));
+        let n1 = node("n1", json!({}), json!({}));
+        let failed = dpod(
+            "ds-f",
+            "n1",
+            "Failed",
+            false,
+            json!({}),
+            "2026-01-01T00:00:00Z",
+        );
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let mut backoff = FailedPodsBackoff::default();
+        let cfg = super::super::config::DaemonSetControllerConfig::default();
+        let pods = [&failed];
+        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        assert_eq!(plan.delete, vec!["ds-f"]);
+        assert_eq!(
+            plan.events[0].message,
+            "Found failed daemon pod kube-system/ds-f on node n1, will try to kill it"
+        );
+        // immediately again: in back-off, requeued for the rest of the 1 s
+        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(1)));
+        // two running pods on one node: the younger is deleted
+        let old = dpod(
+            "ds-old",
+            "n1",
+            "Running",
+            true,
+            json!({}),
+            "2026-01-01T00:00:00Z",
+        );
+        let young = dpod(
+            "ds-young",
+            "n1",
+            "Running",
+            true,
+            json!({}),
+            "2026-01-01T00:05:00Z",
+        );
+        let pods = [&young, &old];
+        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        assert_eq!(plan.delete, vec!["ds-young"]);
+        // a pod pinned to a node that no longer exists and never scheduled is deleted
+        let mut ghost = dpod(
+            "ds-ghost",
+            "gone",
+            "Pending",
+            false,
+            json!({}),
+            "2026-01-01T00:00:00Z",
+        );
+        ghost.spec.as_mut().unwrap().node_name = None;
+        let pods = [&ghost];
+        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        assert_eq!(plan.create_on, vec!["n1"]);
+        assert_eq!(plan.delete, vec!["ds-ghost"]);
+    }
+
+    #[test]
+    fn rolling_update_respects_max_unavailable() {
+        let d = ds(json!({"containers": [{"name": "c", "image": "v2"}]}));
+        let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+        let mut d2 = d.clone();
+        d2.metadata.generation = Some(2);
+        let old_lbl = json!({"controller-revision-hash": "old", "pod-template-generation": "1"});
+        let nodes: Vec<Node> = ["n1", "n2", "n3"]
+            .iter()
+            .map(|n| node(n, json!({}), json!({})))
+            .collect();
+        let nrefs: Vec<&Node> = nodes.iter().collect();
+        let pods: Vec<Pod> = ["n1", "n2", "n3"]
+            .iter()
+            .map(|n| {
+                dpod(
+                    &format!("ds-{n}"),
+                    n,
+                    "Running",
+                    true,
+                    old_lbl.clone(),
+                    "2026-01-01T00:00:00Z",
+                )
+            })
+            .collect();
+        let prefs: Vec<&Pod> = pods.iter().collect();
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        assert_eq!(
+            rolling_update_deletions(&d2, &nrefs, &pods_by_node(&prefs), &hash, now),
+            vec!["ds-n1"]
+        );
+        // one new pod not yet ready: no further deletions
+        let new_lbl = json!({"controller-revision-hash": hash});
+        let mut pods2 = pods.clone();
+        pods2[0] = dpod(
+            "ds-new",
+            "n1",
+            "Running",
+            false,
+            new_lbl,
+            "2026-01-01T00:09:00Z",
+        );
+        let prefs2: Vec<&Pod> = pods2.iter().collect();
+        assert!(
+            rolling_update_deletions(&d2, &nrefs, &pods_by_node(&prefs2), &hash, now).is_empty()
+        );
+    }
+
+    #[test]
+    fn target_node_and_hash() {
+        let p = dpod(
+            "x",
+            "n7",
+            "Pending",
+            false,
+            json!({}),
+            "2026-01-01T00:00:00Z",
+        );
+        let mut unbound = p.clone();
+        unbound.spec.as_mut().unwrap().node_name = None;
+        assert_eq!(target_node_name(&unbound).as_deref(), Some("n7"));
+        let d = ds(json!({"containers": []}));
+        let h = template_hash(&d.spec.as_ref().unwrap().template, None);
+        assert!(!h.is_empty() && h.bytes().all(|c| SAFE_ALPHABET.contains(&c)));
+        assert_eq!(h, template_hash(&d.spec.as_ref().unwrap().template, None));
+        assert_ne!(
+            h,
+            template_hash(&d.spec.as_ref().unwrap().template, Some(1))
+        );
+        let t = daemon_pod_template(&d, &h);
+        let labels = t.metadata.unwrap().labels.unwrap();
+        assert_eq!(labels.get("controller-revision-hash"), Some(&h));
+        assert_eq!(
+            labels.get("pod-template-generation").map(String::as_str),
+            Some("1")
+        );
+    }
+}

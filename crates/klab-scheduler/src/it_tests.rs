@@ -1,0 +1,278 @@
+//! Virtual-time tests of the scheduler against klab's in-process API server: spreading a
+//! 3-replica set, refusing a tainted node with the exact upstream message, and binding once the
+//! taint goes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use klab_api::DetRng;
+use klab_apiserver::identity::Identity;
+
+use crate::{SchedulerConfig, run};
+
+async fn add_node(admin: &kube::Client, name: &str, cpu: &str, taints: serde_json::Value) {
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let n: Node = serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": taints}}),
+    )
+    .unwrap();
+    nodes.create(&PostParams::default(), &n).await.unwrap();
+    let status = json!({"status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+        "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+fn replica(name: &str, cpu: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}))
+    .unwrap()
+}
+
+fn node_of(p: &Pod) -> Option<String> {
+    p.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn spreads_three_replicas_over_three_nodes() {
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    for n in ["n1", "n2", "n3"] {
+        add_node(&admin, n, "4", json!([])).await;
+    }
+    let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
+    tokio::spawn(run(
+        sched,
+        clock.clone(),
+        DetRng::seeded(7),
+        SchedulerConfig::default(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    for i in 0..3 {
+        pods.create(
+            &PostParams::default(),
+            &replica(&format!("web-{i}"), "100m"),
+        )
+        .await
+        .unwrap();
+    }
+    // Pods for another scheduler, and gated pods, are left alone.
+    let mut other = replica("other", "100m");
+    other.spec.as_mut().unwrap().scheduler_name = Some("my-scheduler".into());
+    pods.create(&PostParams::default(), &other).await.unwrap();
+    let start = clock.elapsed();
+    clock.sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        clock.elapsed() - start,
+        Duration::from_secs(1),
+        "virtual time advanced"
+    );
+    assert_eq!(node_of(&pods.get("other").await.unwrap()), None);
+    pods.delete("other", &Default::default()).await.unwrap();
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let nodes: BTreeSet<String> = list.items.iter().filter_map(node_of).collect();
+    assert_eq!(
+        nodes,
+        BTreeSet::from(["n1".to_string(), "n2".to_string(), "n3".to_string()])
+    );
+    for p in &list.items {
+        let conds = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        assert!(
+            conds
+                .iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True"),
+            "{:?}",
+            p.metadata.name
+        );
+    }
+    // events.k8s.io/v1 Scheduled events, as upstream kube-scheduler writes them
+    let ar = kube::api::ApiResource {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "events.k8s.io/v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let events: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "default", &ar);
+    let evs = events.list(&ListParams::default()).await.unwrap();
+    let notes: BTreeSet<String> = evs
+        .items
+        .iter()
+        .filter(|e| e.data["reason"] == "Scheduled")
+        .map(|e| e.data["note"].as_str().unwrap_or("").to_string())
+        .collect();
+    // The same events seen through core/v1 (what `kubectl describe pod` reads).
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), "default");
+    let core_events = core.list(&ListParams::default()).await.unwrap().items;
+    let scheduled: Vec<_> = core_events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .collect();
+    assert_eq!(scheduled.len(), 3);
+    assert!(scheduled.iter().all(|e| e.reporting_component.as_deref()
+        == Some("default-scheduler")
+        && e.type_.as_deref() == Some("Normal")));
+    for p in &list.items {
+        let want = format!(
+            "Successfully assigned default/{} to {}",
+            p.metadata.name.as_deref().unwrap(),
+            node_of(p).unwrap()
+        );
+        assert!(notes.contains(&want), "missing event {want:?} in {notes:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn refuses_tainted_and_full_nodes_then_binds_when_the_taint_goes() {
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    add_node(
+        &admin,
+        "n1",
+        "4",
+        json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]),
+    )
+    .await;
+    add_node(&admin, "n2", "1", json!([])).await;
+    add_node(&admin, "n3", "1", json!([])).await;
+    let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
+    tokio::spawn(run(
+        sched,
+        clock.clone(),
+        DetRng::seeded(7),
+        SchedulerConfig::default(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    pods.create(&PostParams::default(), &replica("big", "1500m"))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(5)).await;
+    let p = pods.get("big").await.unwrap();
+    assert_eq!(node_of(&p), None);
+    let cond = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert_eq!(
+        cond.message.as_deref(),
+        Some(
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 2 Insufficient cpu. \
+             preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod."
+        )
+    );
+    let ar = kube::api::ApiResource {
+        group: "events.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "events.k8s.io/v1".into(),
+        kind: "Event".into(),
+        plural: "events".into(),
+    };
+    let events: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "default", &ar);
+    let failed: Vec<DynamicObject> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.data["reason"] == "FailedScheduling")
+        .collect();
+    // One attempt, no retry loop: nothing changed in the cluster for 5 s.
+    assert_eq!(failed.len(), 1);
+    let e = &failed[0].data;
+    assert_eq!(e["type"], "Warning");
+    assert_eq!(e["action"], "Scheduling");
+    assert_eq!(e["reportingController"], "default-scheduler");
+    assert_eq!(e["note"].as_str(), cond.message.as_deref());
+    assert!(e.get("series").is_none_or(|s| s.is_null()));
+    let t_fail = clock.elapsed();
+    // Heal n1 (taint removed): the queueing hint moves the pod and it binds without waiting.
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"taints": null}})),
+        )
+        .await
+        .unwrap();
+    let healed_at = clock.elapsed();
+    clock.sleep(Duration::from_millis(10)).await;
+    let p = pods.get("big").await.unwrap();
+    assert_eq!(node_of(&p).as_deref(), Some("n1"));
+    assert!(healed_at >= t_fail);
+}
+
+/// Places six identical replicas on three identical nodes (ties everywhere) and returns where
+/// each went.
+async fn placements(seed: u64) -> Vec<(String, String)> {
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    for n in ["n1", "n2", "n3"] {
+        add_node(&admin, n, "4", json!([])).await;
+    }
+    let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
+    let handle = tokio::spawn(run(
+        sched,
+        clock.clone(),
+        DetRng::seeded(seed),
+        SchedulerConfig::default(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    for i in 0..6 {
+        pods.create(
+            &PostParams::default(),
+            &replica(&format!("web-{i}"), "100m"),
+        )
+        .await
+        .unwrap();
+    }
+    clock.sleep(Duration::from_secs(1)).await;
+    handle.abort();
+    let mut out: Vec<(String, String)> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap(),
+                node_of(p).unwrap_or_default(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn same_seed_same_placements() {
+    let a = placements(11).await;
+    assert_eq!(a, placements(11).await);
+    // two per node: default spreading
+    for n in ["n1", "n2", "n3"] {
+        assert_eq!(a.iter().filter(|(_, node)| node == n).count(), 2, "{a:?}");
+    }
+}

@@ -1,0 +1,695 @@
+//! The scheduler's async shell: watches Nodes and Pods, keeps the cache (with "assumed" pods so that
+//! consecutive decisions see each other before the watch catches up), feeds the queue, runs
+//! [`schedule_one`](crate::framework::schedule_one), binds through `pods/{name}/binding`, records
+//! `Scheduled` / `FailedScheduling` events and sets `PodScheduled=False` (reason `Unschedulable`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use klab_api::clock::format_time;
+use klab_api::{Clock, DetRng, names};
+
+use crate::events::{EventRecorder, EventSpec};
+use crate::framework::{AlgorithmState, ScheduleOutcome, schedule_one};
+use crate::nodeinfo::{NodeInfo, pod_requests};
+use crate::plugins::{self, Plugin};
+use crate::queue::{PodKey, SchedulingQueue};
+use crate::{SchedulerConfig, SchedulerError};
+
+fn key_of(pod: &Pod) -> PodKey {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// Whether a given rejecting plugin would accept the pod on this node.
+pub fn plugin_passes(plugin: Plugin, pod: &Pod, ni: &NodeInfo) -> bool {
+    match plugin {
+        Plugin::NodeUnschedulable => plugins::filter_node_unschedulable(pod, ni).is_none(),
+        Plugin::NodeName => plugins::filter_node_name(pod, ni).is_none(),
+        Plugin::TaintToleration => plugins::filter_taint_toleration(pod, ni).is_none(),
+        Plugin::NodeAffinity => plugins::filter_node_affinity(pod, ni).is_none(),
+        Plugin::NodePorts => plugins::filter_node_ports(pod, ni).is_none(),
+        Plugin::NodeResourcesFit => {
+            plugins::filter_node_resources_fit(pod_requests(pod, false), ni).is_none()
+        }
+    }
+}
+
+/// Queueing hint for a node add (`old = None`) or update: the event may help when some plugin that
+/// rejected the pod rejected it on the old node (or the node is new) and accepts it on the new one.
+pub fn node_event_may_help(
+    pod: &Pod,
+    rejectors: &BTreeSet<Plugin>,
+    old: Option<&NodeInfo>,
+    new: &NodeInfo,
+) -> bool {
+    rejectors
+        .iter()
+        .any(|&p| plugin_passes(p, pod, new) && old.is_none_or(|o| !plugin_passes(p, pod, o)))
+}
+
+/// Queueing hint for an assigned pod leaving a node (deleted or terminal): frees resources/ports.
+pub fn pod_removal_may_help(rejectors: &BTreeSet<Plugin>) -> bool {
+    rejectors.contains(&Plugin::NodeResourcesFit) || rejectors.contains(&Plugin::NodePorts)
+}
+
+/// The scheduler's view of the cluster. Node infos are kept up to date incrementally (only nodes
+/// whose Node object or pods changed are recomputed), so a scheduling cycle costs no full copy.
+#[derive(Debug, Default)]
+pub struct Cache {
+    nodes: BTreeMap<String, Node>,
+    /// Non-terminal pods with a node (bound, or assumed by us).
+    assigned: BTreeMap<PodKey, Pod>,
+    by_node: BTreeMap<String, BTreeMap<PodKey, Pod>>,
+    /// Unbound pods this scheduler is responsible for.
+    pub pending: BTreeMap<PodKey, Pod>,
+    infos: Vec<NodeInfo>,
+    index: BTreeMap<String, usize>,
+    dirty: BTreeSet<String>,
+    structure_dirty: bool,
+}
+
+impl Cache {
+    fn pods_on(&self, node: &str) -> Vec<Pod> {
+        self.by_node
+            .get(node)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A fresh NodeInfo of one node (None if the node is unknown).
+    pub fn node_info(&self, name: &str) -> Option<NodeInfo> {
+        self.nodes
+            .get(name)
+            .map(|n| NodeInfo::new(n.clone(), self.pods_on(name)))
+    }
+
+    pub fn set_node(&mut self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if self.nodes.insert(name.clone(), node).is_none() {
+            self.structure_dirty = true;
+        }
+        self.dirty.insert(name);
+    }
+
+    pub fn remove_node(&mut self, name: &str) {
+        if self.nodes.remove(name).is_some() {
+            self.structure_dirty = true;
+        }
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    pub fn is_assigned(&self, key: &str) -> bool {
+        self.assigned.contains_key(key)
+    }
+
+    pub fn assigned_keys(&self) -> Vec<PodKey> {
+        self.assigned.keys().cloned().collect()
+    }
+
+    /// Records a pod bound (or assumed bound) to its `spec.nodeName`.
+    pub fn set_assigned(&mut self, key: PodKey, pod: Pod) {
+        let node = node_name(&pod).unwrap_or("").to_string();
+        if let Some(old) = self.assigned.insert(key.clone(), pod.clone()) {
+            let old_node = node_name(&old).unwrap_or("").to_string();
+            if old_node != node
+                && let Some(m) = self.by_node.get_mut(&old_node)
+            {
+                m.remove(&key);
+                self.dirty.insert(old_node);
+            }
+        }
+        self.by_node
+            .entry(node.clone())
+            .or_default()
+            .insert(key, pod);
+        self.dirty.insert(node);
+    }
+
+    pub fn remove_assigned(&mut self, key: &str) -> Option<Pod> {
+        let old = self.assigned.remove(key)?;
+        let node = node_name(&old).unwrap_or("").to_string();
+        if let Some(m) = self.by_node.get_mut(&node) {
+            m.remove(key);
+        }
+        self.dirty.insert(node);
+        Some(old)
+    }
+
+    /// Every node with its pods, sorted by node name.
+    pub fn snapshot(&mut self) -> &[NodeInfo] {
+        if self.structure_dirty {
+            self.infos = self
+                .nodes
+                .iter()
+                .map(|(n, node)| NodeInfo::new(node.clone(), self.pods_on(n)))
+                .collect();
+            self.index = self
+                .nodes
+                .keys()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect();
+            self.structure_dirty = false;
+            self.dirty.clear();
+        } else {
+            for name in std::mem::take(&mut self.dirty) {
+                if let (Some(&i), Some(node)) = (self.index.get(&name), self.nodes.get(&name)) {
+                    self.infos[i] = NodeInfo::new(node.clone(), self.pods_on(&name));
+                }
+            }
+        }
+        &self.infos
+    }
+}
+
+fn spec_changed(old: &Pod, new: &Pod) -> bool {
+    old.spec != new.spec
+        || old.metadata.labels != new.metadata.labels
+        || old.metadata.annotations != new.metadata.annotations
+}
+
+struct Scheduler {
+    client: kube::Client,
+    clock: Clock,
+    rng: DetRng,
+    config: SchedulerConfig,
+    cache: Cache,
+    queue: SchedulingQueue,
+    algo: AlgorithmState,
+    recorder: EventRecorder,
+    nodes_synced: bool,
+    pods_synced: bool,
+    /// Pods we bound whose assigned state the watch has not delivered yet (key → uid): older
+    /// unassigned versions of them still in flight must not requeue them.
+    bound: BTreeMap<PodKey, String>,
+    relist_nodes: Option<BTreeMap<String, Node>>,
+    relist_pods: Option<Vec<Pod>>,
+}
+
+impl Scheduler {
+    fn responsible(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or(names::DEFAULT_SCHEDULER_NAME);
+        let gated = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
+        name == self.config.scheduler_name && !gated
+    }
+
+    fn now(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    fn apply_pod(&mut self, pod: Pod) {
+        let key = key_of(&pod);
+        let now = self.now();
+        if is_terminal(&pod)
+            || (node_name(&pod).is_none() && pod.metadata.deletion_timestamp.is_some())
+        {
+            self.remove_pod(&key);
+            return;
+        }
+        if node_name(&pod).is_some() {
+            self.bound.remove(&key);
+            self.cache.pending.remove(&key);
+            self.queue.delete(&key);
+            self.cache.set_assigned(key, pod);
+            return;
+        }
+        if self
+            .bound
+            .get(&key)
+            .is_some_and(|u| pod.metadata.uid.as_ref() == Some(u))
+        {
+            // A stale, pre-binding version of a pod we already bound.
+            return;
+        }
+        if !self.responsible(&pod) {
+            self.cache.pending.remove(&key);
+            self.queue.delete(&key);
+            return;
+        }
+        match self.cache.pending.insert(key.clone(), pod.clone()) {
+            None => self.queue.add(&key, priority(&pod), now),
+            Some(old) if spec_changed(&old, &pod) => self.queue.update(&key, priority(&pod), now),
+            Some(_) => {}
+        }
+    }
+
+    fn remove_pod(&mut self, key: &str) {
+        self.bound.remove(key);
+        self.cache.pending.remove(key);
+        self.queue.delete(key);
+        if self.cache.remove_assigned(key).is_some() {
+            let now = self.now();
+            self.queue
+                .on_cluster_event(now, |_, r| pod_removal_may_help(r));
+        }
+    }
+
+    fn apply_node(&mut self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let old = self.cache.node_info(&name);
+        self.cache.set_node(node);
+        let Some(new) = self.cache.node_info(&name) else {
+            return;
+        };
+        let now = self.now();
+        let pending = &self.cache.pending;
+        self.queue.on_cluster_event(now, |k, r| {
+            pending
+                .get(k)
+                .is_some_and(|p| node_event_may_help(p, r, old.as_ref(), &new))
+        });
+    }
+
+    fn on_node_event(&mut self, ev: watcher::Event<Node>) {
+        match ev {
+            watcher::Event::Apply(n) => self.apply_node(n),
+            watcher::Event::Delete(n) => {
+                self.cache
+                    .remove_node(n.metadata.name.as_deref().unwrap_or(""));
+            }
+            watcher::Event::Init => self.relist_nodes = Some(BTreeMap::new()),
+            watcher::Event::InitApply(n) => {
+                if let Some(m) = self.relist_nodes.as_mut() {
+                    m.insert(n.metadata.name.clone().unwrap_or_default(), n);
+                }
+            }
+            watcher::Event::InitDone => {
+                let fresh = self.relist_nodes.take().unwrap_or_default();
+                let gone: Vec<String> = self
+                    .cache
+                    .node_names()
+                    .into_iter()
+                    .filter(|k| !fresh.contains_key(k))
+                    .collect();
+                for g in gone {
+                    self.cache.remove_node(&g);
+                }
+                for (_, n) in fresh {
+                    self.apply_node(n);
+                }
+                self.nodes_synced = true;
+            }
+        }
+    }
+
+    fn on_pod_event(&mut self, ev: watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Apply(p) => self.apply_pod(p),
+            watcher::Event::Delete(p) => self.remove_pod(&key_of(&p)),
+            watcher::Event::Init => self.relist_pods = Some(Vec::new()),
+            watcher::Event::InitApply(p) => {
+                if let Some(v) = self.relist_pods.as_mut() {
+                    v.push(p);
+                }
+            }
+            watcher::Event::InitDone => {
+                let mut fresh = self.relist_pods.take().unwrap_or_default();
+                fresh.sort_by_key(key_of);
+                let keys: BTreeSet<PodKey> = fresh.iter().map(key_of).collect();
+                let gone: Vec<PodKey> = self
+                    .cache
+                    .assigned
+                    .keys()
+                    .chain(self.cache.pending.keys())
+                    .filter(|k| !keys.contains(*k))
+                    .cloned()
+                    .collect();
+                for g in gone {
+                    self.remove_pod(&g);
+                }
+                for p in fresh {
+                    self.apply_pod(p);
+                }
+                self.pods_synced = true;
+            }
+        }
+    }
+
+    fn pod_ref(pod: &Pod) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            field_path: None,
+        }
+    }
+
+    async fn schedule(&mut self, key: PodKey) {
+        let Some(pod) = self.cache.pending.get(&key).cloned() else {
+            self.queue.delete(&key);
+            return;
+        };
+        let snapshot = self.cache.snapshot();
+        let outcome = schedule_one(&pod, snapshot, &mut self.algo, &self.rng);
+        match outcome {
+            ScheduleOutcome::Feasible { node, .. } => self.bind(key, pod, node).await,
+            ScheduleOutcome::Unschedulable(ref fe) => {
+                let msg = fe.message();
+                self.report_failure(&pod, names::POD_REASON_UNSCHEDULABLE, &msg)
+                    .await;
+                let now = self.now();
+                self.queue.failed(&key, fe.rejector_plugins(), now);
+            }
+            ScheduleOutcome::NoNodes => {
+                let msg = outcome.failure_message().unwrap_or_default();
+                self.report_failure(&pod, names::POD_REASON_UNSCHEDULABLE, &msg)
+                    .await;
+                let now = self.now();
+                // No rejecting plugin: retried after backoff (a node add also helps).
+                self.queue
+                    .failed(&key, BTreeSet::from([Plugin::NodeUnschedulable]), now);
+            }
+        }
+    }
+
+    async fn bind(&mut self, key: PodKey, pod: Pod, node: String) {
+        // Assume: account the pod on the node before the API confirms it.
+        let mut assumed = pod.clone();
+        if let Some(spec) = assumed.spec.as_mut() {
+            spec.node_name = Some(node.clone());
+        }
+        self.cache.pending.remove(&key);
+        self.cache.set_assigned(key.clone(), assumed);
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let binding = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        match api
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+        {
+            Ok(_) => {
+                self.queue.done(&key);
+                self.bound
+                    .insert(key.clone(), pod.metadata.uid.clone().unwrap_or_default());
+                let note = format!("Successfully assigned {ns}/{name} to {node}");
+                let r = Self::pod_ref(&pod);
+                self.recorder
+                    .record(EventSpec {
+                        regarding: &r,
+                        type_: names::EVENT_NORMAL,
+                        reason: names::EVENT_SCHEDULED,
+                        action: "Binding",
+                        note: &note,
+                    })
+                    .await;
+            }
+            Err(e) => {
+                // Forget the assumption and retry after backoff, as upstream's binding-cycle error path.
+                self.cache.remove_assigned(&key);
+                let msg = match &e {
+                    kube::Error::Api(s) => s.message.clone(),
+                    other => other.to_string(),
+                };
+                tracing::info!(pod = %key, error = %msg, "binding failed");
+                if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                    self.queue.delete(&key);
+                    return;
+                }
+                self.cache.pending.insert(key.clone(), pod.clone());
+                self.report_failure(&pod, names::POD_REASON_SCHEDULER_ERROR, &msg)
+                    .await;
+                let now = self.now();
+                self.queue.failed(&key, BTreeSet::new(), now);
+            }
+        }
+    }
+
+    /// `FailedScheduling` event, then `PodScheduled=False` (only when it changes, as upstream's
+    /// `UpdatePodCondition`; lastTransitionTime kept while the status stays False).
+    async fn report_failure(&mut self, pod: &Pod, reason: &str, msg: &str) {
+        let r = Self::pod_ref(pod);
+        self.recorder
+            .record(EventSpec {
+                regarding: &r,
+                type_: names::EVENT_WARNING,
+                reason: names::EVENT_FAILED_SCHEDULING,
+                action: "Scheduling",
+                note: msg,
+            })
+            .await;
+        let conds = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let old = conds.iter().find(|c| c.type_ == names::POD_COND_SCHEDULED);
+        let now = format_time(self.clock.now_time().0);
+        let ltt = match old {
+            Some(c) if c.status == "False" => c
+                .last_transition_time
+                .as_ref()
+                .map(|t| format_time(t.0))
+                .unwrap_or(now),
+            _ => now,
+        };
+        if let Some(c) = old
+            && c.status == "False"
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(msg)
+            && c.last_probe_time.is_none()
+        {
+            return;
+        }
+        let mut list: Vec<serde_json::Value> = conds
+            .iter()
+            .filter(|c| c.type_ != names::POD_COND_SCHEDULED)
+            .map(|c| serde_json::to_value(c).unwrap_or(serde_json::Value::Null))
+            .collect();
+        list.push(
+            json!({"type": names::POD_COND_SCHEDULED, "status": "False", "lastProbeTime": null,
+                         "lastTransitionTime": ltt, "reason": reason, "message": msg}),
+        );
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let patch = json!({"status": {"conditions": list}});
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            tracing::info!(pod = %format!("{ns}/{name}"), error = %e, "updating PodScheduled condition");
+        }
+    }
+}
+
+enum Ev {
+    Node(Box<Result<watcher::Event<Node>, watcher::Error>>),
+    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+}
+
+/// Runs the scheduler until its watch streams end. Build the client inside the runtime that runs
+/// this future; on a paused runtime everything happens in virtual time.
+pub async fn run(
+    client: kube::Client,
+    clock: Clock,
+    rng: DetRng,
+    config: SchedulerConfig,
+) -> Result<(), SchedulerError> {
+    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .map(|e| Ev::Node(Box::new(e)))
+        .boxed();
+    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .map(|e| Ev::Pod(Box::new(e)))
+        .boxed();
+    let mut events = futures::stream::select(nodes, pods);
+    let recorder = EventRecorder::new(
+        client.clone(),
+        clock.clone(),
+        config.events_api,
+        &config.scheduler_name,
+        &config.reporting_instance,
+    );
+    let mut s = Scheduler {
+        client,
+        clock: clock.clone(),
+        rng,
+        queue: SchedulingQueue::new(config.queue.clone()),
+        config,
+        cache: Cache::default(),
+        algo: AlgorithmState::default(),
+        recorder,
+        nodes_synced: false,
+        pods_synced: false,
+        bound: BTreeMap::new(),
+        relist_nodes: None,
+        relist_pods: None,
+    };
+    loop {
+        // Take in everything already delivered before deciding, so decisions see the latest state.
+        while let Some(ev) = events.next().now_or_never() {
+            match ev {
+                Some(ev) => s.handle(ev).await,
+                None => return Err(SchedulerError::WatchEnded("nodes/pods")),
+            }
+        }
+        s.recorder.maintain().await;
+        if s.nodes_synced && s.pods_synced {
+            let now = s.now();
+            if let Some(key) = s.queue.pop(now) {
+                s.schedule(key).await;
+                continue;
+            }
+        }
+        let wake = s.queue.next_wakeup().map(|t| t.saturating_sub(s.now()));
+        let sleep = async {
+            match wake {
+                Some(d) => clock.sleep(d).await,
+                None => futures::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            ev = events.next() => match ev {
+                Some(ev) => s.handle(ev).await,
+                None => return Err(SchedulerError::WatchEnded("nodes/pods")),
+            },
+            _ = sleep => {}
+        }
+    }
+}
+
+impl Scheduler {
+    async fn handle(&mut self, ev: Ev) {
+        let err = match ev {
+            Ev::Node(e) => match *e {
+                Ok(e) => return self.on_node_event(e),
+                Err(e) => e,
+            },
+            Ev::Pod(e) => match *e {
+                Ok(e) => return self.on_pod_event(e),
+                Err(e) => e,
+            },
+        };
+        // The watcher retries by itself; pace it in virtual time instead of spinning.
+        tracing::warn!(error = %err, "scheduler watch error");
+        self.clock.sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ni(v: serde_json::Value) -> NodeInfo {
+        NodeInfo::new(serde_json::from_value(v).unwrap(), vec![])
+    }
+
+    #[test]
+    fn cache_snapshot_is_incremental_and_exact() {
+        let node = |n: &str| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": n}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "10"}}})).unwrap()
+        };
+        let pod = |name: &str, on: &str| -> Pod {
+            serde_json::from_value(
+                json!({"metadata": {"name": name, "namespace": "d"}, "spec": {"nodeName": on,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}}),
+            )
+            .unwrap()
+        };
+        let mut c = Cache::default();
+        c.set_node(node("b"));
+        c.set_node(node("a"));
+        c.set_assigned("d/p1".into(), pod("p1", "a"));
+        let snap: Vec<(String, i64)> = c
+            .snapshot()
+            .iter()
+            .map(|ni| (ni.name().to_string(), ni.requested.milli_cpu))
+            .collect();
+        assert_eq!(snap, vec![("a".to_string(), 500), ("b".to_string(), 0)]);
+        // the pod moves (a re-created pod with the same name), then another is added and removed
+        c.set_assigned("d/p1".into(), pod("p1", "b"));
+        c.set_assigned("d/p2".into(), pod("p2", "b"));
+        c.remove_assigned("d/p2");
+        let snap: Vec<(String, i64)> = c
+            .snapshot()
+            .iter()
+            .map(|ni| (ni.name().to_string(), ni.requested.milli_cpu))
+            .collect();
+        assert_eq!(snap, vec![("a".to_string(), 0), ("b".to_string(), 500)]);
+        c.remove_node("a");
+        assert_eq!(c.snapshot().len(), 1);
+        assert_eq!(c.node_info("b").unwrap().pods.len(), 1);
+    }
+
+    #[test]
+    fn node_event_hints() {
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+                .unwrap();
+        let tainted = ni(
+            json!({"metadata": {"name": "n1"}, "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}),
+        );
+        let healed = ni(
+            json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}),
+        );
+        let taint = BTreeSet::from([Plugin::TaintToleration]);
+        assert!(node_event_may_help(&pod, &taint, Some(&tainted), &healed));
+        // a heartbeat on a still-tainted node does not help
+        assert!(!node_event_may_help(&pod, &taint, Some(&tainted), &tainted));
+        assert!(node_event_may_help(&pod, &taint, None, &healed));
+        assert!(!node_event_may_help(
+            &pod,
+            &BTreeSet::from([Plugin::NodeAffinity]),
+            Some(&healed),
+            &healed
+        ));
+        assert!(pod_removal_may_help(&BTreeSet::from([
+            Plugin::NodeResourcesFit
+        ])));
+        assert!(!pod_removal_may_help(&taint));
+    }
+}
