@@ -5,3 +5,4 @@ mod harness;
 mod clients;
 mod kubectl_basics;
 mod kubectl_verbs;
+mod seed000_live;
