@@ -7,42 +7,8 @@ use std::time::Duration;
 
 use crate::harness::Klab;
 
-const MANIFESTS: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: nginx-deployment
-spec:
-  replicas: 3
-  selector:
-    matchLabels: {app: nginx}
-  template:
-    metadata:
-      labels: {app: nginx}
-    spec:
-      containers:
-      - name: nginx
-        image: nginx:1.14.2
-        ports:
-        - containerPort: 80
----
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: mysql
-spec:
-  serviceName: mysql
-  replicas: 3
-  selector:
-    matchLabels: {app: mysql}
-  template:
-    metadata:
-      labels: {app: mysql}
-    spec:
-      containers:
-      - name: mysql
-        image: mysql:5.7
-"#;
+/// The manifests the README tells users to apply.
+const MANIFESTS: &str = include_str!("../../../../examples/seed-000.yaml");
 
 /// `get pods -o wide` rows as (name, status, node).
 fn pods(k: &Klab) -> Vec<(String, String, String)> {
