@@ -37,7 +37,11 @@ impl Doubling {
 
 /// `period × (1 + jitter × u)` with `u ∈ [0, 1)` (upstream `wait.Jitter`).
 pub fn jittered(period: Duration, jitter: f64, u: f64) -> Duration {
-    if jitter <= 0.0 { period } else { period.mul_f64(1.0 + jitter * u) }
+    if jitter <= 0.0 {
+        period
+    } else {
+        period.mul_f64(1.0 + jitter * u)
+    }
 }
 
 /// One crash-loop entry: the current delay and when it was last advanced (the container's start).
@@ -66,25 +70,35 @@ pub enum RestartDecision {
 impl CrashLoopBackoff {
     /// Whether an entry is expired: the container ran more than 2 × max (10 min) after its last start.
     fn expired(entry: &BackoffEntry, finished_at: Timestamp) -> bool {
-        finished_at.duration_since(entry.last_update) > jiff::SignedDuration::try_from(MAX_CONTAINER_BACKOFF * 2).unwrap_or_default()
+        finished_at.duration_since(entry.last_update)
+            > jiff::SignedDuration::try_from(MAX_CONTAINER_BACKOFF * 2).unwrap_or_default()
     }
 
     /// Decide for a container that exited at `finished_at`, at time `now`. On `StartNow` the entry
     /// is advanced: new or expired → 10 s, else doubled up to 5 min; `last_update = now`.
     pub fn decide(&mut self, key: &str, finished_at: Timestamp, now: Timestamp) -> RestartDecision {
-        if let Some(e) = self.entries.get(key) {
-            if !Self::expired(e, finished_at) {
-                let until = finished_at + jiff::SignedDuration::try_from(e.backoff).unwrap_or_default();
-                if now < until {
-                    return RestartDecision::Wait { until, delay: e.backoff };
-                }
+        if let Some(e) = self.entries.get(key)
+            && !Self::expired(e, finished_at)
+        {
+            let until = finished_at + jiff::SignedDuration::try_from(e.backoff).unwrap_or_default();
+            if now < until {
+                return RestartDecision::Wait {
+                    until,
+                    delay: e.backoff,
+                };
             }
         }
         let next = match self.entries.get(key) {
             Some(e) if !Self::expired(e, finished_at) => (e.backoff * 2).min(MAX_CONTAINER_BACKOFF),
             _ => CONTAINER_BACKOFF_PERIOD,
         };
-        self.entries.insert(key.to_string(), BackoffEntry { backoff: next, last_update: now });
+        self.entries.insert(
+            key.to_string(),
+            BackoffEntry {
+                backoff: next,
+                last_update: now,
+            },
+        );
         RestartDecision::StartNow
     }
 
@@ -144,7 +158,10 @@ mod tests {
                 RestartDecision::StartNow => delays.push(0),
                 RestartDecision::Wait { until, delay } => {
                     delays.push(delay.as_secs());
-                    assert_eq!(until, finished + jiff::SignedDuration::try_from(delay).unwrap());
+                    assert_eq!(
+                        until,
+                        finished + jiff::SignedDuration::try_from(delay).unwrap()
+                    );
                     now = until;
                     assert_eq!(b.decide("k", finished, now), RestartDecision::StartNow);
                 }
@@ -157,15 +174,30 @@ mod tests {
     fn backoff_resets_after_ten_minutes_of_running() {
         // N-28: at 5m0s backoff; restarted at t=0; runs 11 min → restart immediately, next 10 s.
         let mut b = CrashLoopBackoff::default();
-        b.entries.insert("k".into(), BackoffEntry { backoff: MAX_CONTAINER_BACKOFF, last_update: t(0) });
+        b.entries.insert(
+            "k".into(),
+            BackoffEntry {
+                backoff: MAX_CONTAINER_BACKOFF,
+                last_update: t(0),
+            },
+        );
         assert_eq!(b.decide("k", t(660), t(660)), RestartDecision::StartNow);
         assert_eq!(b.entry("k").unwrap().backoff, Duration::from_secs(10));
         // A 9-minute run waits the full 5m0s.
         let mut b = CrashLoopBackoff::default();
-        b.entries.insert("k".into(), BackoffEntry { backoff: MAX_CONTAINER_BACKOFF, last_update: t(0) });
+        b.entries.insert(
+            "k".into(),
+            BackoffEntry {
+                backoff: MAX_CONTAINER_BACKOFF,
+                last_update: t(0),
+            },
+        );
         assert_eq!(
             b.decide("k", t(540), t(540)),
-            RestartDecision::Wait { until: t(840), delay: MAX_CONTAINER_BACKOFF }
+            RestartDecision::Wait {
+                until: t(840),
+                delay: MAX_CONTAINER_BACKOFF
+            }
         );
     }
 }

@@ -205,19 +205,34 @@ mod tests {
         // N-16: nothing → 10s/5m; only update 4s → 4s/4s; 10s + 1m → 1m.
         let c = KubeletConfig::default();
         assert_eq!(c.effective_report_frequency(), Duration::from_secs(300));
-        let c = KubeletConfig { node_status_update_frequency: Duration::from_secs(4), ..Default::default() };
+        let c = KubeletConfig {
+            node_status_update_frequency: Duration::from_secs(4),
+            ..Default::default()
+        };
         assert_eq!(c.effective_report_frequency(), Duration::from_secs(4));
-        let c = KubeletConfig { node_status_report_frequency: Some(Duration::from_secs(60)), ..Default::default() };
+        let c = KubeletConfig {
+            node_status_report_frequency: Some(Duration::from_secs(60)),
+            ..Default::default()
+        };
         assert_eq!(c.effective_report_frequency(), Duration::from_secs(60));
     }
 
     #[test]
     fn lease_interval_and_pods() {
-        assert_eq!(KubeletConfig::default().lease_renew_interval(), Duration::from_secs(10));
-        let c = KubeletConfig { node_lease_duration_seconds: 60, ..Default::default() };
+        assert_eq!(
+            KubeletConfig::default().lease_renew_interval(),
+            Duration::from_secs(10)
+        );
+        let c = KubeletConfig {
+            node_lease_duration_seconds: 60,
+            ..Default::default()
+        };
         assert_eq!(c.lease_renew_interval(), Duration::from_secs(15));
         assert_eq!(KubeletConfig::default().pod_capacity(4000), 110);
-        let c = KubeletConfig { pods_per_core: 10, ..Default::default() };
+        let c = KubeletConfig {
+            pods_per_core: 10,
+            ..Default::default()
+        };
         assert_eq!(c.pod_capacity(4000), 40);
     }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
@@ -94,16 +95,29 @@ pub const REASON_KUBELET_NOT_READY: &str = "KubeletNotReady";
 /// Runs the four condition setters on `existing` at `now`. Existing conditions keep their position;
 /// missing ones are appended in setter order (MemoryPressure, DiskPressure, PIDPressure, Ready:
 /// Ready last). Returns the new list and the events to record.
-pub fn set_conditions(node: &str, existing: &[NodeCondition], health: &NodeHealth, now: &Time) -> (Vec<NodeCondition>, Vec<NodeEvent>) {
+pub fn set_conditions(
+    node: &str,
+    existing: &[NodeCondition],
+    health: &NodeHealth,
+    now: &Time,
+) -> (Vec<NodeCondition>, Vec<NodeEvent>) {
     let mut conds = existing.to_vec();
     let mut events = Vec::new();
-    for (s, pressure) in [(&MEMORY, health.memory_pressure), (&DISK, health.disk_pressure), (&PID, health.pid_pressure)] {
+    for (s, pressure) in [
+        (&MEMORY, health.memory_pressure),
+        (&DISK, health.disk_pressure),
+        (&PID, health.pid_pressure),
+    ] {
         let idx = match conds.iter().position(|c| c.type_ == s.type_) {
             Some(i) => i,
             None => {
                 // A missing pressure condition starts as Unknown, so its first computation is a
                 // transition (and records an event).
-                conds.push(NodeCondition { type_: s.type_.into(), status: "Unknown".into(), ..Default::default() });
+                conds.push(NodeCondition {
+                    type_: s.type_.into(),
+                    status: "Unknown".into(),
+                    ..Default::default()
+                });
                 conds.len() - 1
             }
         };
@@ -127,17 +141,33 @@ pub fn set_conditions(node: &str, existing: &[NodeCondition], health: &NodeHealt
     // Ready: reason and message rewritten on every computation; events only for an existing
     // condition that changes status.
     let (status, reason, message) = if health.ready_errors.is_empty() {
-        ("True", REASON_KUBELET_READY.to_string(), MSG_KUBELET_READY.to_string())
+        (
+            "True",
+            REASON_KUBELET_READY.to_string(),
+            MSG_KUBELET_READY.to_string(),
+        )
     } else if health.ready_errors.len() == 1 {
-        ("False", REASON_KUBELET_NOT_READY.to_string(), health.ready_errors[0].clone())
+        (
+            "False",
+            REASON_KUBELET_NOT_READY.to_string(),
+            health.ready_errors[0].clone(),
+        )
     } else {
-        ("False", REASON_KUBELET_NOT_READY.to_string(), format!("[{}]", health.ready_errors.join(", ")))
+        (
+            "False",
+            REASON_KUBELET_NOT_READY.to_string(),
+            format!("[{}]", health.ready_errors.join(", ")),
+        )
     };
     match conds.iter_mut().find(|c| c.type_ == names::COND_READY) {
         Some(c) => {
             if c.status != status {
                 c.last_transition_time = Some(now.clone());
-                let ev = if status == "True" { "NodeReady" } else { "NodeNotReady" };
+                let ev = if status == "True" {
+                    "NodeReady"
+                } else {
+                    "NodeNotReady"
+                };
                 events.push(NodeEvent::status_now(node, ev));
             }
             c.status = status.into();
@@ -166,6 +196,21 @@ pub fn rebooted_event(node: &str, new_boot_id: &str) -> NodeEvent {
     }
 }
 
+/// `NodeSchedulable` / `NodeNotSchedulable` when `spec.unschedulable` differs from the last
+/// observation (which is updated).
+pub fn schedulable_event(node: &str, last: &mut bool, unschedulable: bool) -> Option<NodeEvent> {
+    if *last == unschedulable {
+        return None;
+    }
+    *last = unschedulable;
+    let reason = if unschedulable {
+        "NodeNotSchedulable"
+    } else {
+        "NodeSchedulable"
+    };
+    Some(NodeEvent::status_now(node, reason))
+}
+
 /// Upstream `nodeStatusHasChanged`: conditions compared by type with `lastHeartbeatTime` blanked;
 /// every other status field compared for equality.
 pub fn node_status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
@@ -175,20 +220,31 @@ pub fn node_status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
             c.last_heartbeat_time = None;
         }
         conds.sort_by(|a, b| a.type_.cmp(&b.type_));
-        let rest = NodeStatus { conditions: None, ..s.clone() };
+        let rest = NodeStatus {
+            conditions: None,
+            ..s.clone()
+        };
         (rest, conds)
     }
     normalized(old) != normalized(new)
 }
 
 /// PATCH iff the status changed or the last report is at least `report_frequency` old.
-pub fn should_report(changed: bool, now: Timestamp, last_report: Option<Timestamp>, report_frequency: Duration) -> bool {
+pub fn should_report(
+    changed: bool,
+    now: Timestamp,
+    last_report: Option<Timestamp>,
+    report_frequency: Duration,
+) -> bool {
     if changed {
         return true;
     }
     match last_report {
         None => true,
-        Some(t) => now.duration_since(t) >= jiff::SignedDuration::try_from(report_frequency).unwrap_or_default(),
+        Some(t) => {
+            now.duration_since(t)
+                >= jiff::SignedDuration::try_from(report_frequency).unwrap_or_default()
+        }
     }
 }
 
@@ -202,27 +258,49 @@ pub struct MachineIdentity {
 
 /// The non-condition status fields every computation sets (addresses, capacity, allocatable,
 /// nodeInfo, daemonEndpoints).
-pub fn machine_status(name: &str, spec: &NodeSpecConfig, cfg: &KubeletConfig, id: &MachineIdentity) -> NodeStatus {
+pub fn machine_status(
+    name: &str,
+    spec: &NodeSpecConfig,
+    cfg: &KubeletConfig,
+    id: &MachineIdentity,
+) -> NodeStatus {
     let pods = cfg.pod_capacity(spec.cpu_millis);
     let mut capacity = BTreeMap::new();
     capacity.insert("cpu".to_string(), Quantity(format_cpu(spec.cpu_millis)));
-    capacity.insert("memory".to_string(), Quantity(format_bytes(spec.memory_bytes)));
-    capacity.insert("ephemeral-storage".to_string(), Quantity(format_bytes(spec.ephemeral_storage_bytes)));
+    capacity.insert(
+        "memory".to_string(),
+        Quantity(format_bytes(spec.memory_bytes)),
+    );
+    capacity.insert(
+        "ephemeral-storage".to_string(),
+        Quantity(format_bytes(spec.ephemeral_storage_bytes)),
+    );
     capacity.insert("pods".to_string(), Quantity(pods.to_string()));
     let a = allocatable(spec, cfg);
     let mut alloc = BTreeMap::new();
     alloc.insert("cpu".to_string(), Quantity(format_cpu(a.cpu_millis)));
     alloc.insert("memory".to_string(), Quantity(format_bytes(a.memory_bytes)));
-    alloc.insert("ephemeral-storage".to_string(), Quantity(format_bytes(a.ephemeral_storage_bytes)));
+    alloc.insert(
+        "ephemeral-storage".to_string(),
+        Quantity(format_bytes(a.ephemeral_storage_bytes)),
+    );
     alloc.insert("pods".to_string(), Quantity(a.pods.to_string()));
     NodeStatus {
         addresses: Some(vec![
-            NodeAddress { type_: "InternalIP".into(), address: spec.node_ip.clone() },
-            NodeAddress { type_: "Hostname".into(), address: name.to_string() },
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: spec.node_ip.clone(),
+            },
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: name.to_string(),
+            },
         ]),
         capacity: Some(capacity),
         allocatable: Some(alloc),
-        daemon_endpoints: Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: cfg.port }) }),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: cfg.port }),
+        }),
         node_info: Some(NodeSystemInfo {
             architecture: spec.arch.clone(),
             boot_id: id.boot_id.clone(),
@@ -251,10 +329,14 @@ pub struct Allocatable {
 
 /// capacity − reserved − hard eviction thresholds, clamped at 0.
 pub fn allocatable(spec: &NodeSpecConfig, cfg: &KubeletConfig) -> Allocatable {
-    let storage_reserve = spec.ephemeral_storage_bytes / 100 * cfg.eviction_hard_nodefs_available_percent as u64;
+    let storage_reserve =
+        spec.ephemeral_storage_bytes / 100 * cfg.eviction_hard_nodefs_available_percent as u64;
     Allocatable {
         cpu_millis: spec.cpu_millis.saturating_sub(cfg.reserved_cpu_millis),
-        memory_bytes: spec.memory_bytes.saturating_sub(cfg.reserved_memory).saturating_sub(cfg.eviction_hard_memory_available),
+        memory_bytes: spec
+            .memory_bytes
+            .saturating_sub(cfg.reserved_memory)
+            .saturating_sub(cfg.eviction_hard_memory_available),
         ephemeral_storage_bytes: spec.ephemeral_storage_bytes.saturating_sub(storage_reserve),
         pods: cfg.pod_capacity(spec.cpu_millis),
     }
@@ -282,7 +364,14 @@ pub fn initial_labels(name: &str, spec: &NodeSpecConfig) -> BTreeMap<String, Str
 
 /// Upstream `initialNode`: the object POSTed at registration, with every status setter run once.
 /// Returns the node and the pressure events the setters record while building it.
-pub fn initial_node(name: &str, spec: &NodeSpecConfig, cfg: &KubeletConfig, id: &MachineIdentity, health: &NodeHealth, now: &Time) -> (Node, Vec<NodeEvent>) {
+pub fn initial_node(
+    name: &str,
+    spec: &NodeSpecConfig,
+    cfg: &KubeletConfig,
+    id: &MachineIdentity,
+    health: &NodeHealth,
+    now: &Time,
+) -> (Node, Vec<NodeEvent>) {
     let mut taints: Vec<Taint> = cfg.register_with_taints.clone();
     if !cfg.register_schedulable {
         taints.push(Taint {
@@ -302,12 +391,24 @@ pub fn initial_node(name: &str, spec: &NodeSpecConfig, cfg: &KubeletConfig, id: 
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             labels: Some(initial_labels(name, spec)),
-            annotations: if annotations.is_empty() { None } else { Some(annotations) },
+            annotations: if annotations.is_empty() {
+                None
+            } else {
+                Some(annotations)
+            },
             ..Default::default()
         },
         spec: Some(NodeSpec {
-            unschedulable: if cfg.register_schedulable { None } else { Some(true) },
-            taints: if taints.is_empty() { None } else { Some(taints) },
+            unschedulable: if cfg.register_schedulable {
+                None
+            } else {
+                Some(true)
+            },
+            taints: if taints.is_empty() {
+                None
+            } else {
+                Some(taints)
+            },
             ..Default::default()
         }),
         status: Some(status),
@@ -352,7 +453,11 @@ pub fn reconcile_existing(existing: &Node, fresh: &Node) -> Option<serde_json::V
         }
     }
     let old_ann = existing.metadata.annotations.as_ref().unwrap_or(&empty);
-    let want_cmad = fresh.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION_CMAD));
+    let want_cmad = fresh
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_CMAD));
     let mut ann_patch = serde_json::Map::new();
     match (want_cmad, old_ann.get(ANNOTATION_CMAD)) {
         (true, Some(v)) if v == "true" => {}
@@ -380,12 +485,25 @@ pub fn reconcile_existing(existing: &Node, fresh: &Node) -> Option<serde_json::V
 /// Computes the next status of an existing Node (every status tick): machine fields, the boot-id
 /// check (returns a `Rebooted` event when the stored boot id is non-empty and different), and the
 /// conditions. Other conditions already on the node are kept.
-pub fn compute_status(existing: &Node, machine: &NodeStatus, health: &NodeHealth, now: &Time) -> (NodeStatus, Vec<NodeEvent>) {
+pub fn compute_status(
+    existing: &Node,
+    machine: &NodeStatus,
+    health: &NodeHealth,
+    now: &Time,
+) -> (NodeStatus, Vec<NodeEvent>) {
     let name = existing.metadata.name.clone().unwrap_or_default();
     let old = existing.status.clone().unwrap_or_default();
     let mut events = Vec::new();
-    let new_boot = machine.node_info.as_ref().map(|i| i.boot_id.clone()).unwrap_or_default();
-    let old_boot = old.node_info.as_ref().map(|i| i.boot_id.clone()).unwrap_or_default();
+    let new_boot = machine
+        .node_info
+        .as_ref()
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default();
+    let old_boot = old
+        .node_info
+        .as_ref()
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default();
     if !old_boot.is_empty() && old_boot != new_boot {
         events.push(rebooted_event(&name, &new_boot));
     }
@@ -398,7 +516,8 @@ pub fn compute_status(existing: &Node, machine: &NodeStatus, health: &NodeHealth
         node_info: machine.node_info.clone(),
         ..old.clone()
     };
-    let (conds, mut cond_events) = set_conditions(&name, old.conditions.as_deref().unwrap_or(&[]), health, now);
+    let (conds, mut cond_events) =
+        set_conditions(&name, old.conditions.as_deref().unwrap_or(&[]), health, now);
     status.conditions = Some(conds);
     events.append(&mut cond_events);
     (status, events)
@@ -406,7 +525,12 @@ pub fn compute_status(existing: &Node, machine: &NodeStatus, health: &NodeHealth
 
 /// The node Lease (`kube-node-lease/<node>`) at `renew_time`. Without a node UID the owner
 /// reference cannot be set (the caller then skips creating it, as upstream).
-pub fn new_lease(node: &str, node_uid: &str, duration_seconds: i32, renew_time: MicroTime) -> Lease {
+pub fn new_lease(
+    node: &str,
+    node_uid: &str,
+    duration_seconds: i32,
+    renew_time: MicroTime,
+) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(node.to_string()),
@@ -436,16 +560,25 @@ pub fn node_owner_ref(node: &str, uid: &str) -> OwnerReference {
 
 /// A renewal built from the cached lease: `renewTime = now`, duration re-written (v1.34+), owner
 /// reference added if missing.
-pub fn renewed_lease(base: &Lease, node: &str, node_uid: Option<&str>, duration_seconds: i32, now: MicroTime) -> Lease {
+pub fn renewed_lease(
+    base: &Lease,
+    node: &str,
+    node_uid: Option<&str>,
+    duration_seconds: i32,
+    now: MicroTime,
+) -> Lease {
     let mut l = base.clone();
     let spec = l.spec.get_or_insert_with(Default::default);
     spec.renew_time = Some(now);
     spec.lease_duration_seconds = Some(duration_seconds);
     spec.holder_identity = Some(node.to_string());
-    if l.metadata.owner_references.as_ref().is_none_or(|o| o.is_empty()) {
-        if let Some(uid) = node_uid {
-            l.metadata.owner_references = Some(vec![node_owner_ref(node, uid)]);
-        }
+    if l.metadata
+        .owner_references
+        .as_ref()
+        .is_none_or(|o| o.is_empty())
+        && let Some(uid) = node_uid
+    {
+        l.metadata.owner_references = Some(vec![node_owner_ref(node, uid)]);
     }
     l
 }
@@ -474,25 +607,110 @@ mod tests {
     fn pressure_setter_truth_table() {
         let (t, b) = (100, 99);
         // (existing, pressure, status, reason, transition, event)
-        let cases: Vec<(Option<NodeCondition>, bool, &str, &str, i64, Option<&str>)> = vec![
-            (None, false, "False", "KubeletHasSufficientMemory", t, Some("NodeHasSufficientMemory")),
-            (None, true, "True", "KubeletHasInsufficientMemory", t, Some("NodeHasInsufficientMemory")),
-            (Some(cond("MemoryPressure", "False", "KubeletHasSufficientMemory", b)), true, "True", "KubeletHasInsufficientMemory", t, Some("NodeHasInsufficientMemory")),
-            (Some(cond("MemoryPressure", "True", "KubeletHasInsufficientMemory", b)), false, "False", "KubeletHasSufficientMemory", t, Some("NodeHasSufficientMemory")),
-            (Some(cond("MemoryPressure", "True", "KubeletHasInsufficientMemory", b)), true, "True", "KubeletHasInsufficientMemory", b, None),
-            (Some(cond("MemoryPressure", "False", "KubeletHasSufficientMemory", b)), false, "False", "KubeletHasSufficientMemory", b, None),
-            (Some(cond("MemoryPressure", "Unknown", "NodeStatusUnknown", b)), false, "False", "KubeletHasSufficientMemory", t, Some("NodeHasSufficientMemory")),
+        type Case<'a> = (
+            Option<NodeCondition>,
+            bool,
+            &'a str,
+            &'a str,
+            i64,
+            Option<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                None,
+                false,
+                "False",
+                "KubeletHasSufficientMemory",
+                t,
+                Some("NodeHasSufficientMemory"),
+            ),
+            (
+                None,
+                true,
+                "True",
+                "KubeletHasInsufficientMemory",
+                t,
+                Some("NodeHasInsufficientMemory"),
+            ),
+            (
+                Some(cond(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    b,
+                )),
+                true,
+                "True",
+                "KubeletHasInsufficientMemory",
+                t,
+                Some("NodeHasInsufficientMemory"),
+            ),
+            (
+                Some(cond(
+                    "MemoryPressure",
+                    "True",
+                    "KubeletHasInsufficientMemory",
+                    b,
+                )),
+                false,
+                "False",
+                "KubeletHasSufficientMemory",
+                t,
+                Some("NodeHasSufficientMemory"),
+            ),
+            (
+                Some(cond(
+                    "MemoryPressure",
+                    "True",
+                    "KubeletHasInsufficientMemory",
+                    b,
+                )),
+                true,
+                "True",
+                "KubeletHasInsufficientMemory",
+                b,
+                None,
+            ),
+            (
+                Some(cond(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    b,
+                )),
+                false,
+                "False",
+                "KubeletHasSufficientMemory",
+                b,
+                None,
+            ),
+            (
+                Some(cond("MemoryPressure", "Unknown", "NodeStatusUnknown", b)),
+                false,
+                "False",
+                "KubeletHasSufficientMemory",
+                t,
+                Some("NodeHasSufficientMemory"),
+            ),
         ];
-        for (i, (existing, pressure, status, reason, transition, event)) in cases.into_iter().enumerate() {
+        for (i, (existing, pressure, status, reason, transition, event)) in
+            cases.into_iter().enumerate()
+        {
             let existing: Vec<_> = existing.into_iter().collect();
-            let health = NodeHealth { memory_pressure: pressure, ..Default::default() };
+            let health = NodeHealth {
+                memory_pressure: pressure,
+                ..Default::default()
+            };
             let (conds, events) = set_conditions("n1", &existing, &health, &time(t));
             let c = conds.iter().find(|c| c.type_ == "MemoryPressure").unwrap();
             assert_eq!(c.status, status, "case {i}");
             assert_eq!(c.reason.as_deref(), Some(reason), "case {i}");
             assert_eq!(c.last_transition_time, Some(time(transition)), "case {i}");
             assert_eq!(c.last_heartbeat_time, Some(time(t)), "case {i}");
-            let mem_events: Vec<_> = events.iter().filter(|e| e.reason.contains("Memory")).collect();
+            let mem_events: Vec<_> = events
+                .iter()
+                .filter(|e| e.reason.contains("Memory"))
+                .collect();
             match event {
                 Some(r) => {
                     assert_eq!(mem_events.len(), 1, "case {i}");
@@ -509,19 +727,59 @@ mod tests {
     fn fresh_node_conditions_order_strings_and_events() {
         // N-01 §3–4: four conditions, Ready last, three pressure events, no NodeReady.
         let (conds, events) = set_conditions("n1", &[], &NodeHealth::default(), &time(0));
-        let got: Vec<_> = conds.iter().map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.clone().unwrap(), c.message.clone().unwrap())).collect();
+        let got: Vec<_> = conds
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.clone().unwrap(),
+                    c.message.clone().unwrap(),
+                )
+            })
+            .collect();
         assert_eq!(
             got,
             vec![
-                ("MemoryPressure", "False", "KubeletHasSufficientMemory".into(), "kubelet has sufficient memory available".into()),
-                ("DiskPressure", "False", "KubeletHasNoDiskPressure".into(), "kubelet has no disk pressure".into()),
-                ("PIDPressure", "False", "KubeletHasSufficientPID".into(), "kubelet has sufficient PID available".into()),
-                ("Ready", "True", "KubeletReady".into(), "kubelet is posting ready status".into()),
+                (
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory".into(),
+                    "kubelet has sufficient memory available".into()
+                ),
+                (
+                    "DiskPressure",
+                    "False",
+                    "KubeletHasNoDiskPressure".into(),
+                    "kubelet has no disk pressure".into()
+                ),
+                (
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID".into(),
+                    "kubelet has sufficient PID available".into()
+                ),
+                (
+                    "Ready",
+                    "True",
+                    "KubeletReady".into(),
+                    "kubelet is posting ready status".into()
+                ),
             ]
         );
-        assert!(conds.iter().all(|c| c.last_heartbeat_time == Some(time(0)) && c.last_transition_time == Some(time(0))));
+        assert!(
+            conds.iter().all(|c| c.last_heartbeat_time == Some(time(0))
+                && c.last_transition_time == Some(time(0)))
+        );
         let reasons: Vec<_> = events.iter().map(|e| e.reason.as_str()).collect();
-        assert_eq!(reasons, vec!["NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"]);
+        assert_eq!(
+            reasons,
+            vec![
+                "NodeHasSufficientMemory",
+                "NodeHasNoDiskPressure",
+                "NodeHasSufficientPID"
+            ]
+        );
     }
 
     #[test]
@@ -537,9 +795,15 @@ mod tests {
         let (conds, _) = set_conditions("n1", &[legacy], &NodeHealth::default(), &time(10));
         let d = conds.iter().find(|c| c.type_ == "DiskPressure").unwrap();
         assert_eq!(d.reason.as_deref(), Some("KubeletHasSufficientDisk"));
-        assert_eq!(d.message.as_deref(), Some("kubelet has sufficient disk space available"));
+        assert_eq!(
+            d.message.as_deref(),
+            Some("kubelet has sufficient disk space available")
+        );
         assert_eq!(d.last_heartbeat_time, Some(time(10)));
-        assert_eq!(conds[0].type_, "DiskPressure", "existing conditions keep their position");
+        assert_eq!(
+            conds[0].type_, "DiskPressure",
+            "existing conditions keep their position"
+        );
     }
 
     #[test]
@@ -555,36 +819,115 @@ mod tests {
         // ready, no transition: message rewritten, transition time kept, no event.
         let (c, e) = set_conditions("n1", &[ready("True", 5)], &NodeHealth::default(), &time(10));
         let r = c.iter().find(|c| c.type_ == "Ready").unwrap();
-        assert_eq!((r.reason.as_deref(), r.message.as_deref()), (Some("KubeletReady"), Some("kubelet is posting ready status")));
+        assert_eq!(
+            (r.reason.as_deref(), r.message.as_deref()),
+            (
+                Some("KubeletReady"),
+                Some("kubelet is posting ready status")
+            )
+        );
         assert_eq!(r.last_transition_time, Some(time(5)));
-        assert!(!e.iter().any(|e| e.reason.starts_with("NodeReady") || e.reason == "NodeNotReady"));
+        assert!(
+            !e.iter()
+                .any(|e| e.reason.starts_with("NodeReady") || e.reason == "NodeNotReady")
+        );
         // True → False with one error, then with two errors (Go aggregate format).
-        let h = NodeHealth { ready_errors: vec!["container runtime is down".into()], ..Default::default() };
+        let h = NodeHealth {
+            ready_errors: vec!["container runtime is down".into()],
+            ..Default::default()
+        };
         let (c, e) = set_conditions("n1", &[ready("True", 5)], &h, &time(10));
         let r = c.iter().find(|c| c.type_ == "Ready").unwrap();
-        assert_eq!((r.status.as_str(), r.reason.as_deref(), r.message.as_deref()), ("False", Some("KubeletNotReady"), Some("container runtime is down")));
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_deref(), r.message.as_deref()),
+            (
+                "False",
+                Some("KubeletNotReady"),
+                Some("container runtime is down")
+            )
+        );
         assert_eq!(r.last_transition_time, Some(time(10)));
-        assert!(e.iter().any(|e| e.reason == "NodeNotReady" && e.message == "Node n1 status is now: NodeNotReady"));
-        let h = NodeHealth { ready_errors: vec!["a".into(), "b".into()], ..Default::default() };
+        assert!(
+            e.iter().any(|e| e.reason == "NodeNotReady"
+                && e.message == "Node n1 status is now: NodeNotReady")
+        );
+        let h = NodeHealth {
+            ready_errors: vec!["a".into(), "b".into()],
+            ..Default::default()
+        };
         let (c, _) = set_conditions("n1", &[ready("False", 5)], &h, &time(10));
-        assert_eq!(c.iter().find(|c| c.type_ == "Ready").unwrap().message.as_deref(), Some("[a, b]"));
+        assert_eq!(
+            c.iter()
+                .find(|c| c.type_ == "Ready")
+                .unwrap()
+                .message
+                .as_deref(),
+            Some("[a, b]")
+        );
         // Unknown (controller) → True: NodeReady event.
-        let (_, e) = set_conditions("n1", &[ready("Unknown", 5)], &NodeHealth::default(), &time(10));
+        let (_, e) = set_conditions(
+            "n1",
+            &[ready("Unknown", 5)],
+            &NodeHealth::default(),
+            &time(10),
+        );
         assert!(e.iter().any(|e| e.reason == "NodeReady"));
     }
 
     #[test]
     fn status_change_ignores_heartbeats_only() {
         let (c1, _) = set_conditions("n1", &[], &NodeHealth::default(), &time(0));
-        let old = NodeStatus { conditions: Some(c1.clone()), ..Default::default() };
+        let old = NodeStatus {
+            conditions: Some(c1.clone()),
+            ..Default::default()
+        };
         let (c2, _) = set_conditions("n1", &c1, &NodeHealth::default(), &time(10));
-        let new = NodeStatus { conditions: Some(c2), ..Default::default() };
+        let new = NodeStatus {
+            conditions: Some(c2),
+            ..Default::default()
+        };
         assert!(!node_status_changed(&old, &new));
-        let (c3, _) = set_conditions("n1", &c1, &NodeHealth { memory_pressure: true, ..Default::default() }, &time(10));
-        assert!(node_status_changed(&old, &NodeStatus { conditions: Some(c3), ..Default::default() }));
+        let (c3, _) = set_conditions(
+            "n1",
+            &c1,
+            &NodeHealth {
+                memory_pressure: true,
+                ..Default::default()
+            },
+            &time(10),
+        );
+        assert!(node_status_changed(
+            &old,
+            &NodeStatus {
+                conditions: Some(c3),
+                ..Default::default()
+            }
+        ));
         let mut other = new.clone();
-        other.node_info = Some(NodeSystemInfo { boot_id: "b-2".into(), ..Default::default() });
+        other.node_info = Some(NodeSystemInfo {
+            boot_id: "b-2".into(),
+            ..Default::default()
+        });
         assert!(node_status_changed(&old, &other));
+    }
+
+    #[test]
+    fn schedulable_events_on_cordon_and_uncordon() {
+        let mut last = false; // registerSchedulable: true
+        assert_eq!(schedulable_event("n1", &mut last, false), None);
+        let e = schedulable_event("n1", &mut last, true).unwrap();
+        assert_eq!(
+            (e.reason.as_str(), e.message.as_str()),
+            (
+                "NodeNotSchedulable",
+                "Node n1 status is now: NodeNotSchedulable"
+            )
+        );
+        assert_eq!(schedulable_event("n1", &mut last, true), None);
+        assert_eq!(
+            schedulable_event("n1", &mut last, false).unwrap().reason,
+            "NodeSchedulable"
+        );
     }
 
     #[test]
@@ -600,18 +943,36 @@ mod tests {
             (false, at(0), None, true),
         ];
         for (changed, now, last, want) in cases {
-            assert_eq!(should_report(changed, now, last, five), want, "{changed} {now} {last:?}");
+            assert_eq!(
+                should_report(changed, now, last, five),
+                want,
+                "{changed} {now} {last:?}"
+            );
         }
     }
 
     fn ident(boot: &str) -> MachineIdentity {
-        MachineIdentity { boot_id: boot.into(), machine_id: "m".into(), system_uuid: "s".into() }
+        MachineIdentity {
+            boot_id: boot.into(),
+            machine_id: "m".into(),
+            system_uuid: "s".into(),
+        }
     }
 
     #[test]
     fn initial_node_matches_n01() {
-        let spec = NodeSpecConfig { zone: Some("z1".into()), ..Default::default() };
-        let (node, events) = initial_node("n1", &spec, &KubeletConfig::default(), &ident("b-1"), &NodeHealth::default(), &time(0));
+        let spec = NodeSpecConfig {
+            zone: Some("z1".into()),
+            ..Default::default()
+        };
+        let (node, events) = initial_node(
+            "n1",
+            &spec,
+            &KubeletConfig::default(),
+            &ident("b-1"),
+            &NodeHealth::default(),
+            &time(0),
+        );
         let labels = node.metadata.labels.clone().unwrap();
         let want: BTreeMap<String, String> = [
             ("kubernetes.io/hostname", "n1"),
@@ -625,18 +986,37 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert_eq!(labels, want);
-        assert_eq!(node.metadata.annotations.unwrap().get(ANNOTATION_CMAD).map(String::as_str), Some("true"));
+        assert_eq!(
+            node.metadata
+                .annotations
+                .unwrap()
+                .get(ANNOTATION_CMAD)
+                .map(String::as_str),
+            Some("true")
+        );
         let spec_ = node.spec.unwrap();
         assert!(spec_.taints.is_none() && spec_.unschedulable.is_none());
         let st = node.status.unwrap();
         let json = serde_json::to_value(&st).unwrap();
-        assert_eq!(json["capacity"], serde_json::json!({"cpu": "4", "ephemeral-storage": "100Gi", "memory": "16Gi", "pods": "110"}));
-        assert_eq!(json["allocatable"], serde_json::json!({"cpu": "4", "ephemeral-storage": "90Gi", "memory": "16284Mi", "pods": "110"}));
-        assert_eq!(json["addresses"], serde_json::json!([{"type": "InternalIP", "address": "10.0.0.5"}, {"type": "Hostname", "address": "n1"}]));
+        assert_eq!(
+            json["capacity"],
+            serde_json::json!({"cpu": "4", "ephemeral-storage": "100Gi", "memory": "16Gi", "pods": "110"})
+        );
+        assert_eq!(
+            json["allocatable"],
+            serde_json::json!({"cpu": "4", "ephemeral-storage": "90Gi", "memory": "16284Mi", "pods": "110"})
+        );
+        assert_eq!(
+            json["addresses"],
+            serde_json::json!([{"type": "InternalIP", "address": "10.0.0.5"}, {"type": "Hostname", "address": "n1"}])
+        );
         assert_eq!(json["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
         assert_eq!(json["nodeInfo"]["bootID"], "b-1");
         assert_eq!(json["nodeInfo"]["kubeletVersion"], "v1.33.1");
-        assert_eq!(json["nodeInfo"]["containerRuntimeVersion"], "containerd://1.7.27");
+        assert_eq!(
+            json["nodeInfo"]["containerRuntimeVersion"],
+            "containerd://1.7.27"
+        );
         assert_eq!(json["nodeInfo"]["kubeProxyVersion"], "");
         assert_eq!(events.len(), 3);
     }
@@ -645,7 +1025,14 @@ mod tests {
     fn reboot_detected_once_per_changed_boot_id() {
         let spec = NodeSpecConfig::default();
         let cfg = KubeletConfig::default();
-        let (node, _) = initial_node("n1", &spec, &cfg, &ident("b-1"), &NodeHealth::default(), &time(0));
+        let (node, _) = initial_node(
+            "n1",
+            &spec,
+            &cfg,
+            &ident("b-1"),
+            &NodeHealth::default(),
+            &time(0),
+        );
         // Same boot id: no event, nothing changed.
         let m1 = machine_status("n1", &spec, &cfg, &ident("b-1"));
         let (s, e) = compute_status(&node, &m1, &NodeHealth::default(), &time(10));
@@ -660,8 +1047,20 @@ mod tests {
         assert!(node_status_changed(node.status.as_ref().unwrap(), &s));
         // Empty stored boot id: no event.
         let mut blank = node.clone();
-        blank.status.as_mut().unwrap().node_info.as_mut().unwrap().boot_id.clear();
-        assert!(compute_status(&blank, &m2, &NodeHealth::default(), &time(10)).1.is_empty());
+        blank
+            .status
+            .as_mut()
+            .unwrap()
+            .node_info
+            .as_mut()
+            .unwrap()
+            .boot_id
+            .clear();
+        assert!(
+            compute_status(&blank, &m2, &NodeHealth::default(), &time(10))
+                .1
+                .is_empty()
+        );
     }
 
     /// N-05 table (the 9 keys) and N-02 (nothing to reconcile ⇒ no PATCH).
@@ -679,7 +1078,10 @@ mod tests {
             names::LABEL_ARCH,
         ];
         let labels = |prefix: &str, extra: bool| -> Option<BTreeMap<String, String>> {
-            let mut m: BTreeMap<String, String> = nine.iter().map(|k| (k.to_string(), format!("{prefix}-{k}"))).collect();
+            let mut m: BTreeMap<String, String> = nine
+                .iter()
+                .map(|k| (k.to_string(), format!("{prefix}-{k}")))
+                .collect();
             if extra {
                 m.insert("please-persist".into(), "foo".into());
             }
@@ -706,17 +1108,29 @@ mod tests {
             assert_eq!(p.is_some(), patch, "case {i}");
             if let Some(p) = p {
                 for k in nine {
-                    assert_eq!(p["metadata"]["labels"][k], format!("new-{k}"), "case {i} {k}");
+                    assert_eq!(
+                        p["metadata"]["labels"][k],
+                        format!("new-{k}"),
+                        "case {i} {k}"
+                    );
                 }
             }
         }
         // Empty value deletes; CMAD annotation added when missing.
-        let mut fresh = node(Some([(names::LABEL_ZONE.to_string(), String::new())].into()));
-        fresh.metadata.annotations = Some([(ANNOTATION_CMAD.to_string(), "true".to_string())].into());
-        let mut existing = node(Some([(names::LABEL_ZONE.to_string(), "z".to_string())].into()));
+        let mut fresh = node(Some(
+            [(names::LABEL_ZONE.to_string(), String::new())].into(),
+        ));
+        fresh.metadata.annotations =
+            Some([(ANNOTATION_CMAD.to_string(), "true".to_string())].into());
+        let mut existing = node(Some(
+            [(names::LABEL_ZONE.to_string(), "z".to_string())].into(),
+        ));
         existing.metadata.annotations = None;
         let p = reconcile_existing(&existing, &fresh).unwrap();
-        assert_eq!(p["metadata"]["labels"][names::LABEL_ZONE], serde_json::Value::Null);
+        assert_eq!(
+            p["metadata"]["labels"][names::LABEL_ZONE],
+            serde_json::Value::Null
+        );
         assert_eq!(p["metadata"]["annotations"][ANNOTATION_CMAD], "true");
     }
 
@@ -725,10 +1139,15 @@ mod tests {
         let now = MicroTime(Timestamp::from_second(1_767_225_600).unwrap());
         let l = new_lease("n1", "u-n1", 40, now.clone());
         let j = serde_json::to_value(&l).unwrap();
-        assert_eq!(j["metadata"]["ownerReferences"], serde_json::json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-n1"}]));
+        assert_eq!(
+            j["metadata"]["ownerReferences"],
+            serde_json::json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u-n1"}])
+        );
         assert_eq!(j["spec"]["holderIdentity"], "n1");
         assert_eq!(j["spec"]["leaseDurationSeconds"], 40);
-        assert!(j["spec"].get("acquireTime").is_none() && j["spec"].get("leaseTransitions").is_none());
+        assert!(
+            j["spec"].get("acquireTime").is_none() && j["spec"].get("leaseTransitions").is_none()
+        );
         // Renewal: duration re-written (N-14), owner reference added when missing.
         let mut base = l.clone();
         base.metadata.owner_references = None;

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, HostIP, Node,
-    NodeSelectorRequirement, Pod, PodCondition, PodIP, PodSpec, PodStatus,
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, HostIP, Node, NodeSelectorRequirement, Pod, PodCondition, PodIP, PodSpec,
+    PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use klab_api::names;
@@ -43,7 +44,11 @@ pub struct Requests {
 pub fn pod_requests(spec: &PodSpec) -> Requests {
     let of = |c: &k8s_openapi::api::core::v1::Container| {
         let req = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-        let get = |k: &str, f: fn(&str) -> Option<u64>| req.and_then(|r| r.get(k)).and_then(|q| f(&q.0)).unwrap_or(0);
+        let get = |k: &str, f: fn(&str) -> Option<u64>| {
+            req.and_then(|r| r.get(k))
+                .and_then(|q| f(&q.0))
+                .unwrap_or(0)
+        };
         Requests {
             cpu_millis: get("cpu", quantity::cpu_millis),
             memory_bytes: get("memory", quantity::bytes),
@@ -74,7 +79,10 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
         "Gt" | "Lt" => {
-            let (Some(v), Some(x)) = (value.and_then(|v| v.parse::<i64>().ok()), values.first().and_then(|x| x.parse::<i64>().ok())) else {
+            let (Some(v), Some(x)) = (
+                value.and_then(|v| v.parse::<i64>().ok()),
+                values.first().and_then(|x| x.parse::<i64>().ok()),
+            ) else {
                 return false;
             };
             if req.operator == "Gt" { v > x } else { v < x }
@@ -87,17 +95,22 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
 pub fn node_affinity_matches(spec: &PodSpec, node: &Node) -> bool {
     let empty = BTreeMap::new();
     let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-    if let Some(sel) = &spec.node_selector {
-        if !sel.iter().all(|(k, v)| labels.get(k) == Some(v)) {
-            return false;
-        }
+    if let Some(sel) = &spec.node_selector
+        && !sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+    {
+        return false;
     }
     let required = spec
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
-    let Some(required) = required else { return true };
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let Some(required) = required else {
+        return true;
+    };
     let node_name = node.metadata.name.clone().unwrap_or_default();
     // Terms are ORed; requirements inside a term are ANDed; an empty term matches nothing.
     required.node_selector_terms.iter().any(|term| {
@@ -106,20 +119,34 @@ pub fn node_affinity_matches(spec: &PodSpec, node: &Node) -> bool {
         if exprs.is_empty() && fields.is_empty() {
             return false;
         }
-        exprs.iter().all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
-            && fields.iter().all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node_name)))
+        exprs
+            .iter()
+            .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
+            && fields
+                .iter()
+                .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(&node_name)))
     })
 }
 
 /// Kubelet admission of `pod` given the already admitted, non-terminal pods (§4.1): resources
 /// (pods, cpu, memory, ephemeral-storage), node affinity/selector, untolerated NoExecute taints.
-pub fn admit(pod: &Pod, admitted: &[&Pod], node: &Node, alloc: &Allocatable) -> Result<(), Rejection> {
+pub fn admit(
+    pod: &Pod,
+    admitted: &[&Pod],
+    node: &Node,
+    alloc: &Allocatable,
+) -> Result<(), Rejection> {
     let Some(spec) = pod.spec.as_ref() else {
-        return Err(Rejection { reason: "UnexpectedAdmissionError".into(), message: "pod has no spec".into() });
+        return Err(Rejection {
+            reason: "UnexpectedAdmissionError".into(),
+            message: "pod has no spec".into(),
+        });
     };
     let insufficient = |resource: &str, requested: u64, used: u64, capacity: u64| Rejection {
         reason: format!("OutOf{resource}"),
-        message: format!("Node didn't have enough resource: {resource}, requested: {requested}, used: {used}, capacity: {capacity}"),
+        message: format!(
+            "Node didn't have enough resource: {resource}, requested: {requested}, used: {used}, capacity: {capacity}"
+        ),
     };
     let used_pods = admitted.len() as u64;
     if used_pods + 1 > alloc.pods.max(0) as u64 {
@@ -136,13 +163,31 @@ pub fn admit(pod: &Pod, admitted: &[&Pod], node: &Node, alloc: &Allocatable) -> 
         }
     }
     if want.cpu_millis > 0 && used.cpu_millis + want.cpu_millis > alloc.cpu_millis {
-        return Err(insufficient("cpu", want.cpu_millis, used.cpu_millis, alloc.cpu_millis));
+        return Err(insufficient(
+            "cpu",
+            want.cpu_millis,
+            used.cpu_millis,
+            alloc.cpu_millis,
+        ));
     }
     if want.memory_bytes > 0 && used.memory_bytes + want.memory_bytes > alloc.memory_bytes {
-        return Err(insufficient("memory", want.memory_bytes, used.memory_bytes, alloc.memory_bytes));
+        return Err(insufficient(
+            "memory",
+            want.memory_bytes,
+            used.memory_bytes,
+            alloc.memory_bytes,
+        ));
     }
-    if want.ephemeral_storage_bytes > 0 && used.ephemeral_storage_bytes + want.ephemeral_storage_bytes > alloc.ephemeral_storage_bytes {
-        return Err(insufficient("ephemeral-storage", want.ephemeral_storage_bytes, used.ephemeral_storage_bytes, alloc.ephemeral_storage_bytes));
+    if want.ephemeral_storage_bytes > 0
+        && used.ephemeral_storage_bytes + want.ephemeral_storage_bytes
+            > alloc.ephemeral_storage_bytes
+    {
+        return Err(insufficient(
+            "ephemeral-storage",
+            want.ephemeral_storage_bytes,
+            used.ephemeral_storage_bytes,
+            alloc.ephemeral_storage_bytes,
+        ));
     }
     if !node_affinity_matches(spec, node) {
         return Err(Rejection {
@@ -150,12 +195,19 @@ pub fn admit(pod: &Pod, admitted: &[&Pod], node: &Node, alloc: &Allocatable) -> 
             message: "Predicate NodeAffinity failed: node(s) didn't match Node selector".into(),
         });
     }
-    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
     let tolerations = spec.tolerations.clone().unwrap_or_default();
-    if !klab_api::taints::untolerated(&taints, &tolerations, &[names::EFFECT_NO_EXECUTE]).is_empty() {
+    if !klab_api::taints::untolerated(&taints, &tolerations, &[names::EFFECT_NO_EXECUTE]).is_empty()
+    {
         return Err(Rejection {
             reason: "TaintToleration".into(),
-            message: "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate".into(),
+            message:
+                "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
+                    .into(),
         });
     }
     Ok(())
@@ -174,8 +226,13 @@ pub fn rejected_status(old: &PodStatus, r: &Rejection) -> PodStatus {
 /// A container's state as the kubelet reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CState {
-    Waiting { reason: String, message: Option<String> },
-    Running { started_at: Timestamp },
+    Waiting {
+        reason: String,
+        message: Option<String>,
+    },
+    Running {
+        started_at: Timestamp,
+    },
     Terminated(Terminated),
 }
 
@@ -191,6 +248,8 @@ pub struct ContainerView {
     pub last: Option<Terminated>,
     pub restart_count: i32,
     pub ready: bool,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    pub sidecar: bool,
 }
 
 impl ContainerView {
@@ -206,14 +265,23 @@ impl ContainerView {
 
 /// Upstream `getPhase` (§4.3). `pod_is_terminal`: the kubelet is terminating the pod
 /// (deletion, eviction, shutdown) and every container has stopped.
-pub fn get_phase(restart_policy: &str, init: &[ContainerView], regular: &[ContainerView], pod_is_terminal: bool) -> &'static str {
+pub fn get_phase(
+    restart_policy: &str,
+    init: &[ContainerView],
+    regular: &[ContainerView],
+    pod_is_terminal: bool,
+) -> &'static str {
     let mut init_pending = 0;
     let mut init_failed = 0;
     for c in init {
         match &c.state {
+            // A running sidecar has done its init part; a stopped one is ignored.
+            _ if c.sidecar && !matches!(c.state, CState::Waiting { .. }) => {}
             CState::Terminated(t) if t.exit_code == 0 => {}
             CState::Terminated(_) => init_failed += 1,
-            CState::Waiting { .. } if c.last.as_ref().is_some_and(|t| t.exit_code != 0) => init_failed += 1,
+            CState::Waiting { .. } if c.last.as_ref().is_some_and(|t| t.exit_code != 0) => {
+                init_failed += 1
+            }
             _ => init_pending += 1,
         }
     }
@@ -248,7 +316,11 @@ pub fn get_phase(restart_policy: &str, init: &[ContainerView], regular: &[Contai
     }
     if stopped > 0 {
         if pod_is_terminal {
-            return if stopped == succeeded { PHASE_SUCCEEDED } else { PHASE_FAILED };
+            return if stopped == succeeded {
+                PHASE_SUCCEEDED
+            } else {
+                PHASE_FAILED
+            };
         }
         return match restart_policy {
             "Always" => PHASE_RUNNING,
@@ -289,14 +361,22 @@ pub struct PodFacts {
 fn to_api_state(s: &CState) -> ContainerState {
     match s {
         CState::Waiting { reason, message } => ContainerState {
-            waiting: Some(ContainerStateWaiting { reason: Some(reason.clone()), message: message.clone() }),
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.clone()),
+                message: message.clone(),
+            }),
             ..Default::default()
         },
         CState::Running { started_at } => ContainerState {
-            running: Some(ContainerStateRunning { started_at: Some(Time(*started_at)) }),
+            running: Some(ContainerStateRunning {
+                started_at: Some(Time(*started_at)),
+            }),
             ..Default::default()
         },
-        CState::Terminated(t) => ContainerState { terminated: Some(to_api_terminated(t)), ..Default::default() },
+        CState::Terminated(t) => ContainerState {
+            terminated: Some(to_api_terminated(t)),
+            ..Default::default()
+        },
     }
 }
 
@@ -306,7 +386,12 @@ fn to_api_terminated(t: &Terminated) -> ContainerStateTerminated {
         reason: Some(t.reason.clone()),
         started_at: Some(Time(t.started_at)),
         finished_at: Some(Time(t.finished_at)),
-        container_id: if t.container_id.is_empty() { None } else { Some(t.container_id.clone()) },
+        message: t.message.clone(),
+        container_id: if t.container_id.is_empty() {
+            None
+        } else {
+            Some(t.container_id.clone())
+        },
         ..Default::default()
     }
 }
@@ -321,9 +406,11 @@ fn to_api_status(c: &ContainerView) -> ContainerStatus {
         restart_count: c.restart_count,
         started: Some(matches!(c.state, CState::Running { .. })),
         state: Some(to_api_state(&c.state)),
-        last_state: Some(c.last.as_ref().map_or_else(ContainerState::default, |t| ContainerState {
-            terminated: Some(to_api_terminated(t)),
-            ..Default::default()
+        last_state: Some(c.last.as_ref().map_or_else(ContainerState::default, |t| {
+            ContainerState {
+                terminated: Some(to_api_terminated(t)),
+                ..Default::default()
+            }
         })),
         ..Default::default()
     }
@@ -341,52 +428,132 @@ pub const KUBELET_OWNED: &[&str] = &[
 /// Generates the pod's status (`generateAPIPodStatus` + the status manager's merge): phase, the
 /// kubelet-owned conditions after the conditions others own, container statuses. A terminal phase
 /// already in `old` is never left.
-pub fn generate_status(pod: &Pod, init: &[ContainerView], regular: &[ContainerView], facts: &PodFacts, now: &Time) -> PodStatus {
+pub fn generate_status(
+    pod: &Pod,
+    init: &[ContainerView],
+    regular: &[ContainerView],
+    facts: &PodFacts,
+    now: &Time,
+) -> PodStatus {
     let old = pod.status.clone().unwrap_or_default();
     let spec = pod.spec.clone().unwrap_or_default();
-    let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let policy = spec
+        .restart_policy
+        .clone()
+        .unwrap_or_else(|| "Always".into());
     let mut phase = get_phase(&policy, init, regular, facts.pod_is_terminal);
     if is_terminal_phase(old.phase.as_deref()) {
-        phase = if old.phase.as_deref() == Some(PHASE_SUCCEEDED) { PHASE_SUCCEEDED } else { PHASE_FAILED };
+        phase = if old.phase.as_deref() == Some(PHASE_SUCCEEDED) {
+            PHASE_SUCCEEDED
+        } else {
+            PHASE_FAILED
+        };
     }
 
     let incomplete_init: Vec<String> = init
         .iter()
         .filter(|c| !matches!(&c.state, CState::Terminated(t) if t.exit_code == 0))
+        .filter(|c| !(c.sidecar && matches!(c.state, CState::Running { .. })))
         .map(|c| c.name.clone())
         .collect();
     let initialized = if phase == PHASE_SUCCEEDED {
-        condition(names::POD_COND_INITIALIZED, true, Some("PodCompleted"), None)
+        condition(
+            names::POD_COND_INITIALIZED,
+            true,
+            Some("PodCompleted"),
+            None,
+        )
     } else if incomplete_init.is_empty() {
         condition(names::POD_COND_INITIALIZED, true, None, None)
     } else {
-        condition(names::POD_COND_INITIALIZED, false, Some("ContainersNotInitialized"), Some(format!("containers with incomplete status: {}", go_list(&incomplete_init))))
+        condition(
+            names::POD_COND_INITIALIZED,
+            false,
+            Some("ContainersNotInitialized"),
+            Some(format!(
+                "containers with incomplete status: {}",
+                go_list(&incomplete_init)
+            )),
+        )
     };
-    let unready: Vec<String> = regular.iter().filter(|c| !c.ready).map(|c| c.name.clone()).collect();
+    let unready: Vec<String> = regular
+        .iter()
+        .filter(|c| !c.ready)
+        .map(|c| c.name.clone())
+        .collect();
     let containers_ready = if phase == PHASE_SUCCEEDED {
-        condition(names::POD_COND_CONTAINERS_READY, false, Some("PodCompleted"), None)
+        condition(
+            names::POD_COND_CONTAINERS_READY,
+            false,
+            Some("PodCompleted"),
+            None,
+        )
     } else if phase == PHASE_FAILED {
-        condition(names::POD_COND_CONTAINERS_READY, false, Some("PodFailed"), None)
+        condition(
+            names::POD_COND_CONTAINERS_READY,
+            false,
+            Some("PodFailed"),
+            None,
+        )
     } else if !incomplete_init.is_empty() {
         // Regular containers cannot be ready before initialization completed.
-        condition(names::POD_COND_CONTAINERS_READY, false, Some("ContainersNotReady"), Some(format!("containers with unready status: {}", go_list(&regular.iter().map(|c| c.name.clone()).collect::<Vec<_>>()))))
+        condition(
+            names::POD_COND_CONTAINERS_READY,
+            false,
+            Some("ContainersNotReady"),
+            Some(format!(
+                "containers with unready status: {}",
+                go_list(&regular.iter().map(|c| c.name.clone()).collect::<Vec<_>>())
+            )),
+        )
     } else if unready.is_empty() {
         condition(names::POD_COND_CONTAINERS_READY, true, None, None)
     } else {
-        condition(names::POD_COND_CONTAINERS_READY, false, Some("ContainersNotReady"), Some(format!("containers with unready status: {}", go_list(&unready))))
+        condition(
+            names::POD_COND_CONTAINERS_READY,
+            false,
+            Some("ContainersNotReady"),
+            Some(format!(
+                "containers with unready status: {}",
+                go_list(&unready)
+            )),
+        )
     };
-    let mut ready = PodCondition { type_: names::POD_COND_READY.into(), ..containers_ready.clone() };
+    let mut ready = PodCondition {
+        type_: names::POD_COND_READY.into(),
+        ..containers_ready.clone()
+    };
     if ready.status == "True" {
         // Readiness gates: every gate's condition must be True.
         for gate in spec.readiness_gates.iter().flatten() {
-            let c = old.conditions.iter().flatten().find(|c| c.type_ == gate.condition_type);
+            let c = old
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == gate.condition_type);
             match c {
                 None => {
-                    ready = condition(names::POD_COND_READY, false, Some("ReadinessGatesNotReady"), Some(format!("corresponding condition of pod readiness gate \"{}\" does not exist.", gate.condition_type)));
+                    ready = condition(
+                        names::POD_COND_READY,
+                        false,
+                        Some("ReadinessGatesNotReady"),
+                        Some(format!(
+                            "corresponding condition of pod readiness gate \"{}\" does not exist.",
+                            gate.condition_type
+                        )),
+                    );
                     break;
                 }
                 Some(c) if c.status != "True" => {
-                    ready = condition(names::POD_COND_READY, false, Some("ReadinessGatesNotReady"), Some(format!("the status of pod readiness gate \"{}\" is not \"True\", but {}", gate.condition_type, c.status)));
+                    ready = condition(
+                        names::POD_COND_READY,
+                        false,
+                        Some("ReadinessGatesNotReady"),
+                        Some(format!(
+                            "the status of pod readiness gate \"{}\" is not \"True\", but {}",
+                            gate.condition_type, c.status
+                        )),
+                    );
                     break;
                 }
                 _ => {}
@@ -394,7 +561,12 @@ pub fn generate_status(pod: &Pod, init: &[ContainerView], regular: &[ContainerVi
         }
     }
     let kubelet_conds = vec![
-        condition(names::POD_COND_READY_TO_START, facts.sandbox_ready, None, None),
+        condition(
+            names::POD_COND_READY_TO_START,
+            facts.sandbox_ready,
+            None,
+            None,
+        ),
         initialized,
         ready,
         containers_ready,
@@ -402,18 +574,23 @@ pub fn generate_status(pod: &Pod, init: &[ContainerView], regular: &[ContainerVi
     ];
     // Merge: conditions owned by others first (kept as they are), then the kubelet's, each keeping
     // its old lastTransitionTime when the status did not change.
-    let mut conditions: Vec<PodCondition> =
-        old.conditions.iter().flatten().filter(|c| !KUBELET_OWNED.contains(&c.type_.as_str())).cloned().collect();
+    let mut conditions: Vec<PodCondition> = old
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| !KUBELET_OWNED.contains(&c.type_.as_str()))
+        .cloned()
+        .collect();
     for mut c in kubelet_conds {
         let prev = old.conditions.iter().flatten().find(|o| o.type_ == c.type_);
         c.last_transition_time = match prev {
             Some(p) if p.status == c.status => p.last_transition_time.clone(),
             _ => Some(now.clone()),
         };
-        if c.type_ == names::POD_COND_SCHEDULED {
-            if let Some(p) = prev {
-                c = p.clone();
-            }
+        if c.type_ == names::POD_COND_SCHEDULED
+            && let Some(p) = prev
+        {
+            c = p.clone();
         }
         conditions.push(c);
     }
@@ -423,11 +600,17 @@ pub fn generate_status(pod: &Pod, init: &[ContainerView], regular: &[ContainerVi
         phase: Some(phase.into()),
         conditions: Some(conditions),
         host_ip: Some(facts.host_ip.clone()),
-        host_ips: Some(vec![HostIP { ip: facts.host_ip.clone() }]),
+        host_ips: Some(vec![HostIP {
+            ip: facts.host_ip.clone(),
+        }]),
         pod_ip: ip.clone().or(old.pod_ip.clone()),
         pod_ips: ip.map(|ip| vec![PodIP { ip }]).or(old.pod_ips.clone()),
         start_time: facts.start_time.clone().or(old.start_time.clone()),
-        init_container_statuses: if init.is_empty() { None } else { Some(init.iter().map(to_api_status).collect()) },
+        init_container_statuses: if init.is_empty() {
+            None
+        } else {
+            Some(init.iter().map(to_api_status).collect())
+        },
         container_statuses: Some(regular.iter().map(to_api_status).collect()),
         ..old
     }
@@ -440,7 +623,8 @@ pub fn normalize_image(image: &str) -> String {
         None => (image, None),
     };
     let first = name.split('/').next().unwrap_or("");
-    let has_registry = name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let has_registry =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
     let mut full = if has_registry {
         name.to_string()
     } else if name.contains('/') {
@@ -485,7 +669,9 @@ pub fn fnv64(s: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, NodeSpec, ResourceRequirements, Taint, Toleration};
+    use k8s_openapi::api::core::v1::{
+        Container, NodeSpec, ResourceRequirements, Taint, Toleration,
+    };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn ts(s: i64) -> Timestamp {
@@ -495,16 +681,71 @@ mod tests {
     fn term(code: i32) -> Terminated {
         Terminated {
             exit_code: code,
-            reason: if code == 0 { "Completed".into() } else { "Error".into() },
+            reason: if code == 0 {
+                "Completed".into()
+            } else {
+                "Error".into()
+            },
             started_at: ts(0),
             finished_at: ts(1),
             container_id: "containerd://x".into(),
+            message: None,
         }
     }
 
     fn view(name: &str, state: CState, last: Option<Terminated>) -> ContainerView {
         let ready = matches!(state, CState::Running { .. });
-        ContainerView { name: name.into(), image: "i".into(), image_id: "d".into(), container_id: None, state, last, restart_count: 0, ready }
+        ContainerView {
+            name: name.into(),
+            image: "i".into(),
+            image_id: "d".into(),
+            container_id: None,
+            state,
+            last,
+            restart_count: 0,
+            ready,
+            sidecar: false,
+        }
+    }
+
+    fn sidecar(v: ContainerView) -> ContainerView {
+        ContainerView {
+            sidecar: true,
+            ready: false,
+            ..v
+        }
+    }
+
+    #[test]
+    fn sidecar_phases() {
+        // A running sidecar does not hold the pod in Pending; a stopped one is ignored.
+        assert_eq!(
+            get_phase(
+                "Never",
+                &[sidecar(running("log"))],
+                &[running("app")],
+                false
+            ),
+            "Running"
+        );
+        assert_eq!(
+            get_phase(
+                "Never",
+                &[sidecar(exited("log", 137))],
+                &[exited("app", 0)],
+                true
+            ),
+            "Succeeded"
+        );
+        let p = pod("Never", &["app"], &["log"]);
+        let s = generate_status(
+            &p,
+            &[sidecar(running("log"))],
+            &[running("app")],
+            &facts(true, false),
+            &Time(ts(0)),
+        );
+        assert!(conds(&s).contains(&c("Initialized", "True", None, None)));
     }
 
     fn running(n: &str) -> ContainerView {
@@ -514,48 +755,150 @@ mod tests {
         view(n, CState::Terminated(term(code)), None)
     }
     fn creating(n: &str) -> ContainerView {
-        view(n, CState::Waiting { reason: "ContainerCreating".into(), message: None }, None)
+        view(
+            n,
+            CState::Waiting {
+                reason: "ContainerCreating".into(),
+                message: None,
+            },
+            None,
+        )
     }
     fn backoff(n: &str, code: i32) -> ContainerView {
-        view(n, CState::Waiting { reason: "CrashLoopBackOff".into(), message: None }, Some(term(code)))
+        view(
+            n,
+            CState::Waiting {
+                reason: "CrashLoopBackOff".into(),
+                message: None,
+            },
+            Some(term(code)),
+        )
     }
 
     /// N-31 and N-32 plus the multi-container cases.
     #[test]
     fn phase_table() {
-        let cases: Vec<(&str, Vec<ContainerView>, Vec<ContainerView>, bool, &str)> = vec![
+        type Case<'a> = (
+            &'a str,
+            Vec<ContainerView>,
+            Vec<ContainerView>,
+            bool,
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
             ("Always", vec![], vec![creating("a")], false, "Pending"),
             ("Always", vec![], vec![running("a")], false, "Running"),
             ("Always", vec![], vec![exited("a", 0)], false, "Running"),
             ("Always", vec![], vec![backoff("a", 1)], false, "Running"),
-            ("OnFailure", vec![], vec![exited("a", 0)], false, "Succeeded"),
+            (
+                "OnFailure",
+                vec![],
+                vec![exited("a", 0)],
+                false,
+                "Succeeded",
+            ),
             ("OnFailure", vec![], vec![exited("a", 1)], false, "Running"),
             ("Never", vec![], vec![exited("a", 0)], false, "Succeeded"),
             ("Never", vec![], vec![exited("a", 1)], false, "Failed"),
-            ("Never", vec![], vec![exited("a", 0), running("b")], false, "Running"),
-            ("Never", vec![], vec![exited("a", 0), exited("b", 143)], false, "Failed"),
+            (
+                "Never",
+                vec![],
+                vec![exited("a", 0), running("b")],
+                false,
+                "Running",
+            ),
+            (
+                "Never",
+                vec![],
+                vec![exited("a", 0), exited("b", 143)],
+                false,
+                "Failed",
+            ),
             // terminated by the kubelet (deletion): Always pods become terminal too.
             ("Always", vec![], vec![exited("a", 0)], true, "Succeeded"),
             ("Always", vec![], vec![exited("a", 137)], true, "Failed"),
-            ("Always", vec![], vec![exited("a", 0), exited("b", 143)], true, "Failed"),
+            (
+                "Always",
+                vec![],
+                vec![exited("a", 0), exited("b", 143)],
+                true,
+                "Failed",
+            ),
             // init containers (N-32)
-            ("Never", vec![exited("init", 1)], vec![view("app", CState::Waiting { reason: "PodInitializing".into(), message: None }, None)], false, "Failed"),
-            ("Always", vec![backoff("init", 1)], vec![view("app", CState::Waiting { reason: "PodInitializing".into(), message: None }, None)], false, "Pending"),
-            ("Always", vec![running("init")], vec![view("app", CState::Waiting { reason: "PodInitializing".into(), message: None }, None)], false, "Pending"),
-            ("Always", vec![exited("init", 0)], vec![running("app")], false, "Running"),
+            (
+                "Never",
+                vec![exited("init", 1)],
+                vec![view(
+                    "app",
+                    CState::Waiting {
+                        reason: "PodInitializing".into(),
+                        message: None,
+                    },
+                    None,
+                )],
+                false,
+                "Failed",
+            ),
+            (
+                "Always",
+                vec![backoff("init", 1)],
+                vec![view(
+                    "app",
+                    CState::Waiting {
+                        reason: "PodInitializing".into(),
+                        message: None,
+                    },
+                    None,
+                )],
+                false,
+                "Pending",
+            ),
+            (
+                "Always",
+                vec![running("init")],
+                vec![view(
+                    "app",
+                    CState::Waiting {
+                        reason: "PodInitializing".into(),
+                        message: None,
+                    },
+                    None,
+                )],
+                false,
+                "Pending",
+            ),
+            (
+                "Always",
+                vec![exited("init", 0)],
+                vec![running("app")],
+                false,
+                "Running",
+            ),
         ];
         for (i, (policy, init, regular, terminal, want)) in cases.into_iter().enumerate() {
-            assert_eq!(get_phase(policy, &init, &regular, terminal), want, "case {i}");
+            assert_eq!(
+                get_phase(policy, &init, &regular, terminal),
+                want,
+                "case {i}"
+            );
         }
     }
 
     fn pod(policy: &str, containers: &[&str], init: &[&str]) -> Pod {
-        let c = |n: &&str| Container { name: n.to_string(), image: Some("nginx".into()), ..Default::default() };
+        let c = |n: &&str| Container {
+            name: n.to_string(),
+            image: Some("nginx".into()),
+            ..Default::default()
+        };
         Pod {
             spec: Some(PodSpec {
                 restart_policy: Some(policy.into()),
                 containers: containers.iter().map(c).collect(),
-                init_containers: if init.is_empty() { None } else { Some(init.iter().map(c).collect()) },
+                init_containers: if init.is_empty() {
+                    None
+                } else {
+                    Some(init.iter().map(c).collect())
+                },
                 ..Default::default()
             }),
             ..Default::default()
@@ -563,14 +906,36 @@ mod tests {
     }
 
     fn facts(sandbox: bool, terminal: bool) -> PodFacts {
-        PodFacts { sandbox_ready: sandbox, pod_is_terminal: terminal, pod_ip: Some("10.244.5.2".into()), host_ip: "10.0.0.5".into(), start_time: None }
+        PodFacts {
+            sandbox_ready: sandbox,
+            pod_is_terminal: terminal,
+            pod_ip: Some("10.244.5.2".into()),
+            host_ip: "10.0.0.5".into(),
+            start_time: None,
+        }
     }
 
     fn conds(s: &PodStatus) -> Vec<(String, String, Option<String>, Option<String>)> {
-        s.conditions.iter().flatten().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone(), c.message.clone())).collect()
+        s.conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            })
+            .collect()
     }
 
-    fn c(t: &str, s: &str, r: Option<&str>, m: Option<&str>) -> (String, String, Option<String>, Option<String>) {
+    fn c(
+        t: &str,
+        s: &str,
+        r: Option<&str>,
+        m: Option<&str>,
+    ) -> (String, String, Option<String>, Option<String>) {
         (t.into(), s.into(), r.map(Into::into), m.map(Into::into))
     }
 
@@ -578,30 +943,79 @@ mod tests {
     #[test]
     fn conditions_through_a_pods_life() {
         let mut p = pod("Always", &["app"], &[]);
-        let s0 = generate_status(&p, &[], &[creating("app")], &facts(false, false), &Time(ts(0)));
+        let s0 = generate_status(
+            &p,
+            &[],
+            &[creating("app")],
+            &facts(false, false),
+            &Time(ts(0)),
+        );
         assert_eq!(s0.phase.as_deref(), Some("Pending"));
         assert_eq!(
             conds(&s0),
             vec![
                 c("PodReadyToStartContainers", "False", None, None),
                 c("Initialized", "True", None, None),
-                c("Ready", "False", Some("ContainersNotReady"), Some("containers with unready status: [app]")),
-                c("ContainersReady", "False", Some("ContainersNotReady"), Some("containers with unready status: [app]")),
+                c(
+                    "Ready",
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some("containers with unready status: [app]")
+                ),
+                c(
+                    "ContainersReady",
+                    "False",
+                    Some("ContainersNotReady"),
+                    Some("containers with unready status: [app]")
+                ),
                 c("PodScheduled", "True", None, None),
             ]
         );
         p.status = Some(s0.clone());
-        let s1 = generate_status(&p, &[], &[running("app")], &facts(true, false), &Time(ts(3)));
+        let s1 = generate_status(
+            &p,
+            &[],
+            &[running("app")],
+            &facts(true, false),
+            &Time(ts(3)),
+        );
         assert_eq!(s1.phase.as_deref(), Some("Running"));
-        let ready = s1.conditions.iter().flatten().find(|c| c.type_ == "Ready").unwrap();
-        assert_eq!((ready.status.as_str(), ready.last_transition_time.clone()), ("True", Some(Time(ts(3)))));
-        let init = s1.conditions.iter().flatten().find(|c| c.type_ == "Initialized").unwrap();
-        assert_eq!(init.last_transition_time, Some(Time(ts(0))), "unchanged status keeps its transition time");
+        let ready = s1
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.last_transition_time.clone()),
+            ("True", Some(Time(ts(3))))
+        );
+        let init = s1
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Initialized")
+            .unwrap();
+        assert_eq!(
+            init.last_transition_time,
+            Some(Time(ts(0))),
+            "unchanged status keeps its transition time"
+        );
         // A DisruptionTarget set by another component is kept, before the kubelet's conditions.
         let mut s1b = s1.clone();
-        s1b.conditions.as_mut().unwrap().push(PodCondition { type_: "DisruptionTarget".into(), status: "True".into(), ..Default::default() });
+        s1b.conditions.as_mut().unwrap().push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
         p.status = Some(s1b);
-        let s2 = generate_status(&p, &[], &[exited("app", 137)], &facts(true, true), &Time(ts(40)));
+        let s2 = generate_status(
+            &p,
+            &[],
+            &[exited("app", 137)],
+            &facts(true, true),
+            &Time(ts(40)),
+        );
         assert_eq!(s2.phase.as_deref(), Some("Failed"));
         assert_eq!(s2.conditions.as_ref().unwrap()[0].type_, "DisruptionTarget");
         let got = conds(&s2);
@@ -609,82 +1023,194 @@ mod tests {
         assert!(got.contains(&c("ContainersReady", "False", Some("PodFailed"), None)));
         // Terminal is never left.
         p.status = Some(s2);
-        let s3 = generate_status(&p, &[], &[running("app")], &facts(true, false), &Time(ts(50)));
+        let s3 = generate_status(
+            &p,
+            &[],
+            &[running("app")],
+            &facts(true, false),
+            &Time(ts(50)),
+        );
         assert_eq!(s3.phase.as_deref(), Some("Failed"));
     }
 
     #[test]
     fn succeeded_and_init_conditions() {
         let p = pod("Never", &["app"], &[]);
-        let s = generate_status(&p, &[], &[exited("app", 0)], &facts(true, false), &Time(ts(0)));
+        let s = generate_status(
+            &p,
+            &[],
+            &[exited("app", 0)],
+            &facts(true, false),
+            &Time(ts(0)),
+        );
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
         assert!(conds(&s).contains(&c("Initialized", "True", Some("PodCompleted"), None)));
         assert!(conds(&s).contains(&c("Ready", "False", Some("PodCompleted"), None)));
         let p = pod("Never", &["app"], &["init"]);
-        let waiting = view("app", CState::Waiting { reason: "PodInitializing".into(), message: None }, None);
-        let s = generate_status(&p, &[exited("init", 1)], &[waiting], &facts(true, false), &Time(ts(0)));
+        let waiting = view(
+            "app",
+            CState::Waiting {
+                reason: "PodInitializing".into(),
+                message: None,
+            },
+            None,
+        );
+        let s = generate_status(
+            &p,
+            &[exited("init", 1)],
+            &[waiting],
+            &facts(true, false),
+            &Time(ts(0)),
+        );
         assert_eq!(s.phase.as_deref(), Some("Failed"));
-        assert!(conds(&s).contains(&c("Initialized", "False", Some("ContainersNotInitialized"), Some("containers with incomplete status: [init]"))));
+        assert!(conds(&s).contains(&c(
+            "Initialized",
+            "False",
+            Some("ContainersNotInitialized"),
+            Some("containers with incomplete status: [init]")
+        )));
     }
 
     fn node(labels: &[(&str, &str)], taints: Vec<Taint>) -> Node {
         Node {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("n1".into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
-            spec: Some(NodeSpec { taints: Some(taints), ..Default::default() }),
+            spec: Some(NodeSpec {
+                taints: Some(taints),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
 
     fn with_requests(cpu: &str, mem: &str) -> Pod {
         let mut p = pod("Always", &["app"], &[]);
-        let reqs: BTreeMap<String, Quantity> = [("cpu".to_string(), Quantity(cpu.into())), ("memory".to_string(), Quantity(mem.into()))].into();
-        p.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements { requests: Some(reqs), ..Default::default() });
+        let reqs: BTreeMap<String, Quantity> = [
+            ("cpu".to_string(), Quantity(cpu.into())),
+            ("memory".to_string(), Quantity(mem.into())),
+        ]
+        .into();
+        p.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+            requests: Some(reqs),
+            ..Default::default()
+        });
         p
     }
 
     #[test]
     fn admission_table() {
-        let alloc = Allocatable { cpu_millis: 4000, memory_bytes: 1 << 30, ephemeral_storage_bytes: 1 << 30, pods: 2 };
+        let alloc = Allocatable {
+            cpu_millis: 4000,
+            memory_bytes: 1 << 30,
+            ephemeral_storage_bytes: 1 << 30,
+            pods: 2,
+        };
         let n = node(&[("disk", "ssd")], vec![]);
         let big = with_requests("3700m", "1Mi");
         assert_eq!(admit(&with_requests("500m", "1Mi"), &[&big], &n, &alloc), Err(Rejection {
             reason: "OutOfcpu".into(),
             message: "Node didn't have enough resource: cpu, requested: 500, used: 3700, capacity: 4000".into(),
         }));
-        assert_eq!(admit(&with_requests("300m", "1Mi"), &[&big], &n, &alloc), Ok(()));
-        assert_eq!(admit(&with_requests("1m", "2Gi"), &[], &n, &alloc).unwrap_err().reason, "OutOfmemory");
-        assert_eq!(admit(&with_requests("1m", "1"), &[&big, &big], &n, &alloc).unwrap_err().reason, "OutOfpods");
+        assert_eq!(
+            admit(&with_requests("300m", "1Mi"), &[&big], &n, &alloc),
+            Ok(())
+        );
+        assert_eq!(
+            admit(&with_requests("1m", "2Gi"), &[], &n, &alloc)
+                .unwrap_err()
+                .reason,
+            "OutOfmemory"
+        );
+        assert_eq!(
+            admit(&with_requests("1m", "1"), &[&big, &big], &n, &alloc)
+                .unwrap_err()
+                .reason,
+            "OutOfpods"
+        );
         let mut sel = pod("Always", &["app"], &[]);
-        sel.spec.as_mut().unwrap().node_selector = Some([("disk".to_string(), "hdd".to_string())].into());
+        sel.spec.as_mut().unwrap().node_selector =
+            Some([("disk".to_string(), "hdd".to_string())].into());
         let r = admit(&sel, &[], &n, &alloc).unwrap_err();
-        assert_eq!((r.reason.as_str(), r.message.as_str()), ("NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Node selector"));
-        sel.spec.as_mut().unwrap().node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
+        assert_eq!(
+            (r.reason.as_str(), r.message.as_str()),
+            (
+                "NodeAffinity",
+                "Predicate NodeAffinity failed: node(s) didn't match Node selector"
+            )
+        );
+        sel.spec.as_mut().unwrap().node_selector =
+            Some([("disk".to_string(), "ssd".to_string())].into());
         assert_eq!(admit(&sel, &[], &n, &alloc), Ok(()));
         // NoExecute taints only; NoSchedule is the scheduler's business.
-        let noexec = Taint { key: "k".into(), effect: "NoExecute".into(), ..Default::default() };
-        let nosched = Taint { key: "k".into(), effect: "NoSchedule".into(), ..Default::default() };
+        let noexec = Taint {
+            key: "k".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        };
+        let nosched = Taint {
+            key: "k".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
         let p = pod("Always", &["app"], &[]);
         assert_eq!(admit(&p, &[], &node(&[], vec![nosched]), &alloc), Ok(()));
-        assert_eq!(admit(&p, &[], &node(&[], vec![noexec.clone()]), &alloc).unwrap_err().reason, "TaintToleration");
+        assert_eq!(
+            admit(&p, &[], &node(&[], vec![noexec.clone()]), &alloc)
+                .unwrap_err()
+                .reason,
+            "TaintToleration"
+        );
         let mut tol = p.clone();
-        tol.spec.as_mut().unwrap().tolerations = Some(vec![Toleration { key: Some("k".into()), operator: Some("Exists".into()), ..Default::default() }]);
+        tol.spec.as_mut().unwrap().tolerations = Some(vec![Toleration {
+            key: Some("k".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }]);
         assert_eq!(admit(&tol, &[], &node(&[], vec![noexec]), &alloc), Ok(()));
-        let s = rejected_status(&PodStatus::default(), &Rejection { reason: "OutOfcpu".into(), message: "m".into() });
-        assert_eq!((s.phase.as_deref(), s.message.as_deref()), (Some("Failed"), Some("Pod was rejected: m")));
+        let s = rejected_status(
+            &PodStatus::default(),
+            &Rejection {
+                reason: "OutOfcpu".into(),
+                message: "m".into(),
+            },
+        );
+        assert_eq!(
+            (s.phase.as_deref(), s.message.as_deref()),
+            (Some("Failed"), Some("Pod was rejected: m"))
+        );
     }
 
     #[test]
     fn images() {
         assert_eq!(normalize_image("nginx"), "docker.io/library/nginx:latest");
-        assert_eq!(normalize_image("nginx:1.27"), "docker.io/library/nginx:1.27");
-        assert_eq!(normalize_image("bitnami/redis:7"), "docker.io/bitnami/redis:7");
-        assert_eq!(normalize_image("registry.k8s.io/pause:3.10"), "registry.k8s.io/pause:3.10");
-        assert_eq!(normalize_image("localhost:5000/app"), "localhost:5000/app:latest");
+        assert_eq!(
+            normalize_image("nginx:1.27"),
+            "docker.io/library/nginx:1.27"
+        );
+        assert_eq!(
+            normalize_image("bitnami/redis:7"),
+            "docker.io/bitnami/redis:7"
+        );
+        assert_eq!(
+            normalize_image("registry.k8s.io/pause:3.10"),
+            "registry.k8s.io/pause:3.10"
+        );
+        assert_eq!(
+            normalize_image("localhost:5000/app"),
+            "localhost:5000/app:latest"
+        );
         assert!(image_id("nginx").starts_with("docker.io/library/nginx@sha256:"));
-        assert_eq!(image_id("nginx").len(), "docker.io/library/nginx@sha256:".len() + 64);
+        assert_eq!(
+            image_id("nginx").len(),
+            "docker.io/library/nginx@sha256:".len() + 64
+        );
     }
 }

@@ -49,12 +49,21 @@ pub struct Program {
 }
 
 impl Program {
-    const SERVER: Program = Program { lifetime: Lifetime::Forever, on_sigterm: OnSigterm::ExitGracefully { code: 0 } };
+    const SERVER: Program = Program {
+        lifetime: Lifetime::Forever,
+        on_sigterm: OnSigterm::ExitGracefully { code: 0 },
+    };
 
     /// Derives the program from a container's `command` and `args` (see the module doc).
     pub fn from_command(command: &[String], args: &[String]) -> Program {
-        let argv: Vec<&str> = command.iter().chain(args.iter()).map(String::as_str).collect();
-        let Some(&bin) = argv.first() else { return Program::SERVER };
+        let argv: Vec<&str> = command
+            .iter()
+            .chain(args.iter())
+            .map(String::as_str)
+            .collect();
+        let Some(&bin) = argv.first() else {
+            return Program::SERVER;
+        };
         let base = bin.rsplit('/').next().unwrap_or(bin);
         match base {
             "sh" | "bash" | "ash" | "dash" if argv.get(1) == Some(&"-c") => {
@@ -94,28 +103,45 @@ enum Statement {
 }
 
 fn simple(words: &[String]) -> Statement {
-    let Some(first) = words.first() else { return Statement::Status(0) };
+    let Some(first) = words.first() else {
+        return Statement::Status(0);
+    };
     let base = first.rsplit('/').next().unwrap_or(first);
     match base {
         "sleep" => match words.get(1).map(String::as_str) {
             Some("infinity") => Statement::Sleep(None),
             Some(n) => match n.trim_end_matches('s').parse::<f64>() {
-                Ok(v) if v >= 0.0 && v.is_finite() => Statement::Sleep(Some(Duration::from_secs_f64(v))),
+                // Beyond the representable range a sleep is as good as infinite.
+                Ok(v) if v >= 0.0 && v.is_finite() => {
+                    Statement::Sleep(Duration::try_from_secs_f64(v).ok())
+                }
                 _ => Statement::Unknown,
             },
             None => Statement::Unknown,
         },
-        "exit" => Statement::Exit(words.get(1).and_then(|n| n.parse::<i32>().ok()).unwrap_or(0).rem_euclid(256)),
+        "exit" => Statement::Exit(
+            words
+                .get(1)
+                .and_then(|n| n.parse::<i32>().ok())
+                .unwrap_or(0)
+                .rem_euclid(256),
+        ),
         "true" | ":" | "echo" | "printf" | "date" | "hostname" | "env" => Statement::Status(0),
         "false" => Statement::Status(1),
         "trap" => {
             // trap '<action>' TERM|SIGTERM|15
-            let signal_ok = words.iter().skip(2).any(|w| matches!(w.as_str(), "TERM" | "SIGTERM" | "15"));
+            let signal_ok = words
+                .iter()
+                .skip(2)
+                .any(|w| matches!(w.as_str(), "TERM" | "SIGTERM" | "15"));
             match (signal_ok, words.get(1)) {
                 (true, Some(action)) => {
                     let inner = tokenize(action);
                     let code = match inner.first().map(|t| t.as_str()) {
-                        Some("exit") => inner.get(1).and_then(|n| n.parse::<i32>().ok()).unwrap_or(0),
+                        Some("exit") => inner
+                            .get(1)
+                            .and_then(|n| n.parse::<i32>().ok())
+                            .unwrap_or(0),
                         _ => 0,
                     };
                     Statement::Trap(code.rem_euclid(256))
@@ -142,16 +168,31 @@ fn run_statements(statements: &[Statement], mut on_sigterm: OnSigterm) -> Progra
                 status = 0;
             }
             Statement::Sleep(None) | Statement::Unknown => {
-                return Program { lifetime: Lifetime::Forever, on_sigterm };
+                return Program {
+                    lifetime: Lifetime::Forever,
+                    on_sigterm,
+                };
             }
             Statement::Exit(code) => {
-                return Program { lifetime: Lifetime::Exits { after: elapsed, code: *code }, on_sigterm };
+                return Program {
+                    lifetime: Lifetime::Exits {
+                        after: elapsed,
+                        code: *code,
+                    },
+                    on_sigterm,
+                };
             }
             Statement::Status(s) => status = *s,
             Statement::Trap(code) => on_sigterm = OnSigterm::Exit { code: *code },
         }
     }
-    Program { lifetime: Lifetime::Exits { after: elapsed, code: status }, on_sigterm }
+    Program {
+        lifetime: Lifetime::Exits {
+            after: elapsed,
+            code: status,
+        },
+        on_sigterm,
+    }
 }
 
 /// Splits a shell script into statements (lists of words), honouring quotes.
@@ -233,14 +274,22 @@ mod tests {
     }
 
     fn exits(secs: f64, code: i32) -> Lifetime {
-        Lifetime::Exits { after: Duration::from_secs_f64(secs), code }
+        Lifetime::Exits {
+            after: Duration::from_secs_f64(secs),
+            code,
+        }
     }
 
     #[test]
     fn program_table() {
         use OnSigterm::*;
         let cases: Vec<(Vec<String>, Vec<String>, Lifetime, OnSigterm)> = vec![
-            (v(&[]), v(&[]), Lifetime::Forever, ExitGracefully { code: 0 }),
+            (
+                v(&[]),
+                v(&[]),
+                Lifetime::Forever,
+                ExitGracefully { code: 0 },
+            ),
             (v(&["sleep", "30"]), v(&[]), exits(30.0, 0), Ignore),
             (v(&["/bin/sleep"]), v(&["2.5"]), exits(2.5, 0), Ignore),
             (v(&["sleep", "infinity"]), v(&[]), Lifetime::Forever, Ignore),
@@ -248,28 +297,114 @@ mod tests {
             (v(&["false"]), v(&[]), exits(0.0, 1), Ignore),
             (v(&["sh", "-c", "exit 1"]), v(&[]), exits(0.0, 1), Ignore),
             (v(&["sh"]), v(&["-c", "exit 1"]), exits(0.0, 1), Ignore),
-            (v(&["/bin/sh", "-c", "sleep 5; exit 2"]), v(&[]), exits(5.0, 2), Ignore),
-            (v(&["sh", "-c", "sleep 5 && sleep 5"]), v(&[]), exits(10.0, 0), Ignore),
-            (v(&["sh", "-c", "echo hi; sleep 3"]), v(&[]), exits(3.0, 0), Ignore),
-            (v(&["sh", "-c", "trap 'exit 0' TERM; sleep 3600"]), v(&[]), exits(3600.0, 0), Exit { code: 0 }),
-            (v(&["sh", "-c", "trap \"exit 143\" SIGTERM; while true; do sleep 1; done"]), v(&[]), Lifetime::Forever, Exit { code: 143 }),
-            (v(&["sh", "-c", "while true; do sleep 1; done"]), v(&[]), Lifetime::Forever, Ignore),
-            (v(&["nginx", "-g", "daemon off;"]), v(&[]), Lifetime::Forever, ExitGracefully { code: 0 }),
-            (v(&["sleep", "abc"]), v(&[]), Lifetime::Forever, ExitGracefully { code: 0 }),
+            (
+                v(&["/bin/sh", "-c", "sleep 5; exit 2"]),
+                v(&[]),
+                exits(5.0, 2),
+                Ignore,
+            ),
+            (
+                v(&["sh", "-c", "sleep 5 && sleep 5"]),
+                v(&[]),
+                exits(10.0, 0),
+                Ignore,
+            ),
+            (
+                v(&["sh", "-c", "echo hi; sleep 3"]),
+                v(&[]),
+                exits(3.0, 0),
+                Ignore,
+            ),
+            (
+                v(&["sh", "-c", "trap 'exit 0' TERM; sleep 3600"]),
+                v(&[]),
+                exits(3600.0, 0),
+                Exit { code: 0 },
+            ),
+            (
+                v(&[
+                    "sh",
+                    "-c",
+                    "trap \"exit 143\" SIGTERM; while true; do sleep 1; done",
+                ]),
+                v(&[]),
+                Lifetime::Forever,
+                Exit { code: 143 },
+            ),
+            (
+                v(&["sh", "-c", "while true; do sleep 1; done"]),
+                v(&[]),
+                Lifetime::Forever,
+                Ignore,
+            ),
+            (
+                v(&["nginx", "-g", "daemon off;"]),
+                v(&[]),
+                Lifetime::Forever,
+                ExitGracefully { code: 0 },
+            ),
+            (
+                v(&["sleep", "abc"]),
+                v(&[]),
+                Lifetime::Forever,
+                ExitGracefully { code: 0 },
+            ),
             (v(&["sh", "-c", "exit 300"]), v(&[]), exits(0.0, 44), Ignore),
         ];
         for (cmd, args, lifetime, on_sigterm) in cases {
             let p = Program::from_command(&cmd, &args);
-            assert_eq!(p, Program { lifetime, on_sigterm }, "{cmd:?} {args:?}");
+            assert_eq!(
+                p,
+                Program {
+                    lifetime,
+                    on_sigterm
+                },
+                "{cmd:?} {args:?}"
+            );
         }
     }
 
     #[test]
+    fn absurd_durations_do_not_panic() {
+        let p = Program::from_command(&v(&["sleep", "1e30"]), &[]);
+        assert_eq!(p.lifetime, Lifetime::Forever);
+        let mut m =
+            crate::runtime::Machine::new("b".into(), "m".into(), "s".into(), "10.244.0".into());
+        let now = jiff::Timestamp::from_second(1_767_225_600).unwrap();
+        m.run_sandbox("u", "ns", "p", now, Duration::from_secs(u64::MAX));
+        let huge = Program::from_command(&v(&["sleep", "1e15"]), &[]);
+        m.start_container("u", "c", "i", huge, 0, "id".into(), now);
+        m.stop_container(
+            "u",
+            "c",
+            Duration::from_secs(i64::MAX as u64),
+            Duration::ZERO,
+            now,
+        );
+        m.advance(now);
+        m.freeze(now);
+        m.thaw(now + jiff::SignedDuration::from_secs(10));
+        assert!(m.pods["u"].containers["c"].is_running());
+    }
+
+    #[test]
     fn hook_outcomes() {
-        assert_eq!(Program::hook_outcome(&v(&["sleep", "5"])), (Some(Duration::from_secs(5)), 0));
-        assert_eq!(Program::hook_outcome(&v(&["sh", "-c", "exit 1"])), (Some(Duration::ZERO), 1));
+        assert_eq!(
+            Program::hook_outcome(&v(&["sleep", "5"])),
+            (Some(Duration::from_secs(5)), 0)
+        );
+        assert_eq!(
+            Program::hook_outcome(&v(&["sh", "-c", "exit 1"])),
+            (Some(Duration::ZERO), 1)
+        );
         assert_eq!(Program::hook_outcome(&v(&["sleep", "infinity"])), (None, 0));
-        assert_eq!(Program::hook_outcome(&v(&["/usr/sbin/nginx", "-s", "quit"])), (Some(Duration::ZERO), 0));
-        assert_eq!(Program::hook_outcome(&v(&["sh", "-c", "while true; do sleep 1; done"])), (None, 0));
+        assert_eq!(
+            Program::hook_outcome(&v(&["/usr/sbin/nginx", "-s", "quit"])),
+            (Some(Duration::ZERO), 0)
+        );
+        assert_eq!(
+            Program::hook_outcome(&v(&["sh", "-c", "while true; do sleep 1; done"])),
+            (None, 0)
+        );
     }
 }

@@ -8,7 +8,9 @@ pub fn parse_scaled(q: &str, scale: u64) -> Option<u64> {
     if q.is_empty() {
         return None;
     }
-    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(q.len());
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(q.len());
     let (num, suffix) = q.split_at(split);
     let mult: f64 = match suffix {
         "" => 1.0,
@@ -37,7 +39,11 @@ pub fn parse_scaled(q: &str, scale: u64) -> Option<u64> {
     let v = n * mult * scale as f64;
     // Round up (upstream rounds fractional milli/byte values up); tolerate float noise.
     let r = v.round();
-    Some(if (v - r).abs() < 1e-6 { r as u64 } else { v.ceil() as u64 })
+    Some(if (v - r).abs() < 1e-6 {
+        r as u64
+    } else {
+        v.ceil() as u64
+    })
 }
 
 /// CPU quantity → millicores.
@@ -52,18 +58,29 @@ pub fn bytes(q: &str) -> Option<u64> {
 
 /// Millicores as a quantity string: `4` for whole cores, else `3500m`.
 pub fn format_cpu(millis: u64) -> String {
-    if millis % 1000 == 0 { (millis / 1000).to_string() } else { format!("{millis}m") }
+    if millis.is_multiple_of(1000) {
+        (millis / 1000).to_string()
+    } else {
+        format!("{millis}m")
+    }
 }
 
 /// Bytes in the largest binary suffix that divides them exactly (`16Gi`, `16284Mi`, `1000`).
 pub fn format_bytes(b: u64) -> String {
-    const SUFFIXES: [(&str, u32); 6] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
     if b == 0 {
         return "0".into();
     }
     for (s, shift) in SUFFIXES {
         let unit = 1u64 << shift;
-        if b % unit == 0 {
+        if b.is_multiple_of(unit) {
             return format!("{}{s}", b / unit);
         }
     }

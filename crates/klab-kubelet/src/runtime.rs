@@ -23,6 +23,15 @@ pub(crate) fn sd(d: Duration) -> SignedDuration {
     SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
+/// `t + d`, saturating at the end of representable time (a `sleep 1e12` must not panic).
+pub(crate) fn after(t: Timestamp, d: Duration) -> Timestamp {
+    t.checked_add(sd(d)).unwrap_or(Timestamp::MAX)
+}
+
+fn shift(t: &mut Timestamp, span: SignedDuration) {
+    *t = t.checked_add(span).unwrap_or(Timestamp::MAX);
+}
+
 /// A finished container instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Terminated {
@@ -32,6 +41,8 @@ pub struct Terminated {
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
     pub container_id: String,
+    /// `state.terminated.message` (set for kubelet-synthesised states).
+    pub message: Option<String>,
 }
 
 /// The signal state of a running container that is being stopped.
@@ -119,7 +130,12 @@ pub struct Machine {
 
 impl Machine {
     /// A powered-on machine. Pod IPs are handed out from `<ip_prefix>.<n>`.
-    pub fn new(boot_id: String, machine_id: String, system_uuid: String, ip_prefix: String) -> Self {
+    pub fn new(
+        boot_id: String,
+        machine_id: String,
+        system_uuid: String,
+        ip_prefix: String,
+    ) -> Self {
         Machine {
             boot_id,
             machine_id,
@@ -144,7 +160,12 @@ impl Machine {
         }
         for pod in self.pods.values_mut() {
             for c in pod.containers.values_mut() {
-                if let RtState::Running { started_at, natural_exit, stopping } = &c.state {
+                if let RtState::Running {
+                    started_at,
+                    natural_exit,
+                    stopping,
+                } = &c.state
+                {
                     let mut candidates: Vec<(Timestamp, i32)> = Vec::new();
                     if let Some(e) = natural_exit {
                         candidates.push(*e);
@@ -158,16 +179,21 @@ impl Machine {
                         }
                     }
                     // Earliest wins; at a tie the program's own exit precedes the signal.
-                    if let Some(&(at, code)) = candidates.iter().min_by_key(|(t, _)| *t) {
-                        if at <= now {
-                            c.state = RtState::Exited(Terminated {
-                                exit_code: code,
-                                reason: if code == 0 { "Completed".into() } else { "Error".into() },
-                                started_at: *started_at,
-                                finished_at: at,
-                                container_id: c.container_id.clone(),
-                            });
-                        }
+                    if let Some(&(at, code)) = candidates.iter().min_by_key(|(t, _)| *t)
+                        && at <= now
+                    {
+                        c.state = RtState::Exited(Terminated {
+                            exit_code: code,
+                            reason: if code == 0 {
+                                "Completed".into()
+                            } else {
+                                "Error".into()
+                            },
+                            started_at: *started_at,
+                            finished_at: at,
+                            container_id: c.container_id.clone(),
+                            message: None,
+                        });
                     }
                 }
             }
@@ -183,7 +209,12 @@ impl Machine {
         let mut consider = |t: Timestamp| best = Some(best.map_or(t, |b: Timestamp| b.min(t)));
         for pod in self.pods.values() {
             for c in pod.containers.values() {
-                if let RtState::Running { natural_exit, stopping, .. } = &c.state {
+                if let RtState::Running {
+                    natural_exit,
+                    stopping,
+                    ..
+                } = &c.state
+                {
                     if let Some((t, _)) = natural_exit {
                         consider(*t);
                     }
@@ -202,20 +233,38 @@ impl Machine {
     }
 
     /// Creates (or re-creates) the sandbox of a pod; ready after `delay`.
-    pub fn run_sandbox(&mut self, uid: &str, namespace: &str, name: &str, now: Timestamp, delay: Duration) {
+    pub fn run_sandbox(
+        &mut self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+        now: Timestamp,
+        delay: Duration,
+    ) {
         let ip = format!("{}.{}", self.ip_prefix, self.next_ip);
-        self.next_ip = if self.next_ip >= 254 { 2 } else { self.next_ip + 1 };
+        self.next_ip = if self.next_ip >= 254 {
+            2
+        } else {
+            self.next_ip + 1
+        };
         let boot_id = self.boot_id.clone();
-        let pod = self.pods.entry(uid.to_string()).or_insert_with(|| RuntimePod {
-            uid: uid.to_string(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            sandbox: None,
-            pod_ip: String::new(),
-            containers: BTreeMap::new(),
-        });
+        let pod = self
+            .pods
+            .entry(uid.to_string())
+            .or_insert_with(|| RuntimePod {
+                uid: uid.to_string(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                sandbox: None,
+                pod_ip: String::new(),
+                containers: BTreeMap::new(),
+            });
         let attempt = pod.sandbox.as_ref().map_or(0, |s| s.attempt + 1);
-        pod.sandbox = Some(Sandbox { boot_id, ready_at: now + sd(delay), attempt });
+        pod.sandbox = Some(Sandbox {
+            boot_id,
+            ready_at: after(now, delay),
+            attempt,
+        });
         pod.pod_ip = ip;
     }
 
@@ -229,13 +278,28 @@ impl Machine {
 
     /// Starts a new instance of a container at `now` running `program`.
     #[allow(clippy::too_many_arguments)]
-    pub fn start_container(&mut self, uid: &str, name: &str, image: &str, program: Program, spec_hash: u64, container_id: String, now: Timestamp) {
-        let Some(pod) = self.pods.get_mut(uid) else { return };
+    pub fn start_container(
+        &mut self,
+        uid: &str,
+        name: &str,
+        image: &str,
+        program: Program,
+        spec_hash: u64,
+        container_id: String,
+        now: Timestamp,
+    ) {
+        let Some(pod) = self.pods.get_mut(uid) else {
+            return;
+        };
         let natural_exit = match program.lifetime {
-            Lifetime::Exits { after, code } => Some((now + sd(after), code)),
+            Lifetime::Exits { after: d, code } => Some((after(now, d), code)),
             Lifetime::Forever => None,
         };
-        let state = RtState::Running { started_at: now, natural_exit, stopping: None };
+        let state = RtState::Running {
+            started_at: now,
+            natural_exit,
+            stopping: None,
+        };
         match pod.containers.get_mut(name) {
             Some(c) => {
                 if let RtState::Exited(t) = &c.state {
@@ -268,16 +332,29 @@ impl Machine {
 
     /// CRI `StopContainer(timeout = grace)`: SIGTERM now, SIGKILL after `grace`. A second call keeps
     /// the earlier SIGKILL deadline.
-    pub fn stop_container(&mut self, uid: &str, name: &str, grace: Duration, sigterm_exit: Duration, now: Timestamp) {
-        let Some(c) = self.pods.get_mut(uid).and_then(|p| p.containers.get_mut(name)) else { return };
+    pub fn stop_container(
+        &mut self,
+        uid: &str,
+        name: &str,
+        grace: Duration,
+        sigterm_exit: Duration,
+        now: Timestamp,
+    ) {
+        let Some(c) = self
+            .pods
+            .get_mut(uid)
+            .and_then(|p| p.containers.get_mut(name))
+        else {
+            return;
+        };
         let on_sigterm = c.program.on_sigterm;
         if let RtState::Running { stopping, .. } = &mut c.state {
             let term_exit = match on_sigterm {
                 OnSigterm::Ignore => None,
-                OnSigterm::ExitGracefully { code } => Some((now + sd(sigterm_exit), code)),
+                OnSigterm::ExitGracefully { code } => Some((after(now, sigterm_exit), code)),
                 OnSigterm::Exit { code } => Some((now, code)),
             };
-            let kill_at = now + sd(grace);
+            let kill_at = after(now, grace);
             let (term_exit, kill_at) = match stopping.take() {
                 Some(old) => (
                     match (old.term_exit, term_exit) {
@@ -297,7 +374,10 @@ impl Machine {
     pub fn abandon_stops(&mut self) {
         for pod in self.pods.values_mut() {
             for c in pod.containers.values_mut() {
-                if let RtState::Running { stopping: Some(s), .. } = &mut c.state {
+                if let RtState::Running {
+                    stopping: Some(s), ..
+                } = &mut c.state
+                {
                     s.kill_at = None;
                 }
             }
@@ -321,6 +401,7 @@ impl Machine {
                         started_at: *started_at,
                         finished_at: now,
                         container_id: c.container_id.clone(),
+                        message: None,
                     });
                 }
             }
@@ -344,25 +425,32 @@ impl Machine {
 
     /// Thaw: every pending deadline moves by the frozen span, so nothing progressed meanwhile.
     pub fn thaw(&mut self, now: Timestamp) {
-        let Some(since) = self.frozen_since.take() else { return };
+        let Some(since) = self.frozen_since.take() else {
+            return;
+        };
         let span = now.duration_since(since);
         for pod in self.pods.values_mut() {
-            if let Some(s) = &mut pod.sandbox {
-                if s.ready_at > since {
-                    s.ready_at += span;
-                }
+            if let Some(s) = &mut pod.sandbox
+                && s.ready_at > since
+            {
+                shift(&mut s.ready_at, span);
             }
             for c in pod.containers.values_mut() {
-                if let RtState::Running { natural_exit, stopping, .. } = &mut c.state {
+                if let RtState::Running {
+                    natural_exit,
+                    stopping,
+                    ..
+                } = &mut c.state
+                {
                     if let Some((t, _)) = natural_exit {
-                        *t += span;
+                        shift(t, span);
                     }
                     if let Some(s) = stopping {
                         if let Some((t, _)) = &mut s.term_exit {
-                            *t += span;
+                            shift(t, span);
                         }
                         if let Some(t) = &mut s.kill_at {
-                            *t += span;
+                            shift(t, span);
                         }
                     }
                 }
@@ -432,7 +520,13 @@ mod tests {
         let mut m = machine();
         let server = Program::from_command(&[], &[]);
         m.start_container("u", "c", "nginx", server, 1, "id1".into(), t(1));
-        m.stop_container("u", "c", Duration::from_secs(30), Duration::from_secs(3), t(10));
+        m.stop_container(
+            "u",
+            "c",
+            Duration::from_secs(30),
+            Duration::from_secs(3),
+            t(10),
+        );
         m.advance(t(100));
         assert_eq!(exited(&m), (0, t(13)));
         m.start_container("u", "c", "nginx", server, 1, "id2".into(), t(100));
@@ -452,7 +546,10 @@ mod tests {
         m.start_container("u", "c", "busybox", p, 1, "id".into(), t(0));
         m.freeze(t(5));
         m.advance(t(100));
-        assert!(m.pods["u"].containers["c"].is_running(), "nothing progresses while frozen");
+        assert!(
+            m.pods["u"].containers["c"].is_running(),
+            "nothing progresses while frozen"
+        );
         m.thaw(t(100));
         assert_eq!(m.next_transition(), Some(t(105)));
         let p2 = Program::from_command(&["sleep".into(), "infinity".into()], &[]);

@@ -1,0 +1,566 @@
+//! The kubelet process: the async shell around the pure decisions. Three loops run concurrently
+//! on the current task (no spawning, so aborting the process future stops everything at once):
+//! registration + node status, the node Lease, and the pod loop (watch → `PodManager::sync` →
+//! API writes). All time comes from the `Clock`; all API traffic goes through the node's client.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use klab_api::{Clock, DetRng, names};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+use crate::backoff::{Doubling, LEASE_ENSURE_INITIAL, REGISTRATION_INITIAL, RETRY_CAP, jittered};
+use crate::config::{
+    KubeletConfig, LEASE_MAX_UPDATE_RETRIES, NODE_STATUS_UPDATE_RETRY, NodeSpecConfig, RuntimeModel,
+};
+use crate::events::Recorder;
+use crate::fault::NetFault;
+use crate::node_status::{
+    self, MachineIdentity, NodeEvent, NodeHealth, compute_status, initial_node, machine_status,
+    node_status_changed, should_report,
+};
+use crate::pods::{PodManager, PodWrite};
+use crate::runtime::Machine;
+
+/// Everything a kubelet process is built from. The machine is shared with the node (it outlives
+/// the process); everything else is the process's own.
+#[derive(Clone)]
+pub struct KubeletContext {
+    pub name: String,
+    pub spec: NodeSpecConfig,
+    pub cfg: KubeletConfig,
+    pub model: RuntimeModel,
+    pub clock: Clock,
+    pub rng: DetRng,
+    pub client: Client,
+    pub machine: Arc<Mutex<Machine>>,
+    pub net: NetFault,
+}
+
+fn lock(m: &Mutex<Machine>) -> std::sync::MutexGuard<'_, Machine> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+struct Shared {
+    ctx: KubeletContext,
+    recorder: Recorder,
+    /// The Node as last read or written by this process (`None` before registration).
+    node: Mutex<Option<Node>>,
+    /// `spec.unschedulable` as last observed (starts at `!registerSchedulable`).
+    last_unschedulable: Mutex<bool>,
+}
+
+impl Shared {
+    fn identity(&self) -> MachineIdentity {
+        let m = lock(&self.ctx.machine);
+        MachineIdentity {
+            boot_id: m.boot_id.clone(),
+            machine_id: m.machine_id.clone(),
+            system_uuid: m.system_uuid.clone(),
+        }
+    }
+
+    fn cached_node(&self) -> Option<Node> {
+        self.node.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Caches a Node read or written; an older resourceVersion never replaces a newer one.
+    fn set_node(&self, n: Node) {
+        let mut g = self.node.lock().unwrap_or_else(|p| p.into_inner());
+        let rv = |n: &Node| {
+            n.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let stale = match (g.as_ref().and_then(rv), rv(&n)) {
+            (Some(old), Some(new)) => {
+                new < old && g.as_ref().map(|o| &o.metadata.uid) == Some(&n.metadata.uid)
+            }
+            _ => false,
+        };
+        if !stale {
+            *g = Some(n);
+        }
+    }
+
+    fn jitter(&self, period: Duration) -> Duration {
+        jittered(period, self.ctx.model.heartbeat_jitter, self.ctx.rng.unit())
+    }
+
+    async fn node_events(&self, events: &[NodeEvent]) {
+        for e in events {
+            self.recorder.node_event(e).await;
+        }
+    }
+}
+
+/// Runs a kubelet process until the future is dropped (= the process is killed).
+pub async fn run_kubelet(ctx: KubeletContext) {
+    let recorder = Recorder::new(ctx.client.clone(), ctx.clock.clone(), &ctx.name);
+    let ctx_register_schedulable = ctx.cfg.register_schedulable;
+    let shared = Arc::new(Shared {
+        ctx,
+        recorder,
+        node: Mutex::new(None),
+        last_unschedulable: Mutex::new(!ctx_register_schedulable),
+    });
+    shared.ctx.net.wait_thawed().await;
+    // BirthCry and the container manager's allocatable enforcement.
+    shared
+        .recorder
+        .node_event(&NodeEvent {
+            type_: names::EVENT_NORMAL,
+            reason: "Starting".into(),
+            message: "Starting kubelet.".into(),
+        })
+        .await;
+    shared
+        .recorder
+        .node_event(&NodeEvent {
+            type_: names::EVENT_NORMAL,
+            reason: "NodeAllocatableEnforced".into(),
+            message: "Updated Node Allocatable limit across pods".into(),
+        })
+        .await;
+    tokio::join!(
+        status_loop(shared.clone()),
+        lease_loop(shared.clone()),
+        pod_loop(shared.clone()),
+    );
+}
+
+// ---------------------------------------------------------------- registration and node status
+
+async fn status_loop(s: Arc<Shared>) {
+    let ctx = &s.ctx;
+    if ctx.cfg.register_node {
+        let mut backoff = Doubling::new(REGISTRATION_INITIAL, RETRY_CAP);
+        loop {
+            ctx.clock.sleep(backoff.next_sleep()).await;
+            ctx.net.wait_thawed().await;
+            if register(&s).await {
+                break;
+            }
+        }
+    }
+    let mut last_report: Option<jiff::Timestamp> = None;
+    loop {
+        ctx.net.wait_thawed().await;
+        if let Some(t) = update_node_status(&s, last_report).await {
+            last_report = Some(t);
+        }
+        ctx.clock
+            .sleep(s.jitter(ctx.cfg.node_status_update_frequency))
+            .await;
+    }
+}
+
+/// One registration attempt (`tryRegisterWithAPIServer`). True when registered.
+async fn register(s: &Shared) -> bool {
+    let ctx = &s.ctx;
+    let now = ctx.clock.now_time();
+    let (node, events) = initial_node(
+        &ctx.name,
+        &ctx.spec,
+        &ctx.cfg,
+        &s.identity(),
+        &NodeHealth::default(),
+        &now,
+    );
+    // The setters record their events while building the node, on every attempt.
+    s.node_events(&events).await;
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api.create(&PostParams::default(), &node).await {
+        Ok(created) => {
+            s.set_node(created);
+            true
+        }
+        Err(e) if is_already_exists(&e) => {
+            let existing = match api.get(&ctx.name).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::info!(node = %ctx.name, error = %e, "unable to get existing node");
+                    return false;
+                }
+            };
+            match node_status::reconcile_existing(&existing, &node) {
+                None => {
+                    s.set_node(existing);
+                    true
+                }
+                Some(patch) => match api
+                    .patch(&ctx.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(n) => {
+                        s.set_node(n);
+                        true
+                    }
+                    Err(e) => {
+                        tracing::info!(node = %ctx.name, error = %e, "unable to reconcile node");
+                        false
+                    }
+                },
+            }
+        }
+        Err(e) => {
+            tracing::info!(node = %ctx.name, error = %e, "unable to register node");
+            false
+        }
+    }
+}
+
+/// One `updateNodeStatus`: up to 5 tries, each reading the Node. Returns the report time when a
+/// PATCH was sent.
+async fn update_node_status(
+    s: &Shared,
+    last_report: Option<jiff::Timestamp>,
+) -> Option<jiff::Timestamp> {
+    let ctx = &s.ctx;
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    for attempt in 0..NODE_STATUS_UPDATE_RETRY {
+        // Upstream reads try 0 from its Node informer and GETs on tries 1–4. klab GETs every
+        // time: the outcome is the same (a fresh Node, so a controller's condition change is
+        // seen), and it avoids one Node watch per kubelet, whose fan-out grows with the square
+        // of the node count.
+        let node = match api.get(&ctx.name).await {
+            Ok(n) => {
+                // Admission reads labels and taints from this copy.
+                s.set_node(n.clone());
+                n
+            }
+            Err(e) => {
+                tracing::debug!(node = %ctx.name, error = %e, attempt, "error getting node");
+                continue;
+            }
+        };
+        let now = ctx.clock.now_time();
+        let machine = machine_status(&ctx.name, &ctx.spec, &ctx.cfg, &s.identity());
+        let (status, mut events) = compute_status(&node, &machine, &NodeHealth::default(), &now);
+        // The setters' last hook: a cordon/uncordon seen since the last computation.
+        let unschedulable = node
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.unschedulable)
+            .unwrap_or(false);
+        if let Some(e) = node_status::schedulable_event(
+            &ctx.name,
+            &mut s
+                .last_unschedulable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+            unschedulable,
+        ) {
+            events.push(e);
+        }
+        let old = node.status.clone().unwrap_or_default();
+        let changed = node_status_changed(&old, &status);
+        if !should_report(
+            changed,
+            now.0,
+            last_report,
+            ctx.cfg.effective_report_frequency(),
+        ) {
+            s.node_events(&events).await;
+            return None;
+        }
+        let patch = serde_json::json!({ "status": status });
+        match api
+            .patch_status(&ctx.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(n) => {
+                s.set_node(n);
+                s.node_events(&events).await;
+                return Some(now.0);
+            }
+            Err(e) => {
+                tracing::debug!(node = %ctx.name, error = %e, attempt, "error updating node status")
+            }
+        }
+    }
+    tracing::info!(node = %ctx.name, "update node status exceeds retry count");
+    None
+}
+
+// ---------------------------------------------------------------- lease
+
+async fn lease_loop(s: Arc<Shared>) {
+    let ctx = &s.ctx;
+    let mut cached: Option<Lease> = None;
+    loop {
+        ctx.net.wait_thawed().await;
+        sync_lease(&s, &mut cached).await;
+        ctx.clock
+            .sleep(s.jitter(ctx.cfg.lease_renew_interval()))
+            .await;
+    }
+}
+
+async fn sync_lease(s: &Shared, cached: &mut Option<Lease>) {
+    if let Some(base) = cached.clone()
+        && retry_update_lease(s, base, cached).await
+    {
+        return;
+    }
+    let (lease, created) = backoff_ensure_lease(s).await;
+    match lease {
+        None => {}
+        Some(l) if created => *cached = Some(l),
+        Some(l) => {
+            retry_update_lease(s, l, cached).await;
+        }
+    }
+}
+
+/// GET the lease, creating it when missing; retries forever with 200 ms doubling to 7 s.
+async fn backoff_ensure_lease(s: &Shared) -> (Option<Lease>, bool) {
+    let mut backoff = Doubling::new(LEASE_ENSURE_INITIAL, RETRY_CAP);
+    loop {
+        match ensure_lease(s).await {
+            Ok(r) => return r,
+            Err(e) => {
+                tracing::debug!(node = %s.ctx.name, error = %e, "failed to ensure node lease exists");
+                s.ctx.clock.sleep(backoff.next_sleep()).await;
+            }
+        }
+    }
+}
+
+async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> {
+    let ctx = &s.ctx;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
+    match leases.get(&ctx.name).await {
+        Ok(l) => Ok((Some(l), false)),
+        Err(e) if is_status(&e, 404) => {
+            // The owner-reference hook needs the Node; without it the lease is not created.
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            let uid = match nodes.get(&ctx.name).await {
+                Ok(n) => n.metadata.uid.unwrap_or_default(),
+                Err(_) => return Ok((None, false)),
+            };
+            let lease = node_status::new_lease(
+                &ctx.name,
+                &uid,
+                ctx.cfg.node_lease_duration_seconds,
+                ctx.clock.now_micro(),
+            );
+            let created = leases.create(&PostParams::default(), &lease).await?;
+            Ok((Some(created), true))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Up to 5 UPDATEs based on `base`; a 409 fetches a fresh base first. True on success.
+async fn retry_update_lease(s: &Shared, mut base: Lease, cached: &mut Option<Lease>) -> bool {
+    let ctx = &s.ctx;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
+    for _ in 0..LEASE_MAX_UPDATE_RETRIES {
+        let has_owner = base
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| !o.is_empty());
+        let uid = if has_owner {
+            None
+        } else {
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            match nodes.get(&ctx.name).await {
+                Ok(n) => n.metadata.uid,
+                Err(_) => continue, // the hook failed: no UPDATE this attempt
+            }
+        };
+        let lease = node_status::renewed_lease(
+            &base,
+            &ctx.name,
+            uid.as_deref(),
+            ctx.cfg.node_lease_duration_seconds,
+            ctx.clock.now_micro(),
+        );
+        match leases
+            .replace(&ctx.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(l) => {
+                *cached = Some(l);
+                return true;
+            }
+            Err(e) if is_status(&e, 409) => match backoff_ensure_lease(s).await {
+                (Some(l), _) => base = l,
+                (None, _) => return false,
+            },
+            Err(e) => tracing::debug!(node = %ctx.name, error = %e, "failed to update lease"),
+        }
+    }
+    *cached = None;
+    false
+}
+
+// ---------------------------------------------------------------- pods
+
+async fn pod_loop(s: Arc<Shared>) {
+    let ctx = &s.ctx;
+    let mut mgr = PodManager::new(&ctx.name, &ctx.spec.node_ip, ctx.model.clone())
+        .with_probe_jitter(ctx.clock.now(), ctx.rng.clone());
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.name));
+    let mut stream = watcher(api, cfg).boxed();
+    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+    let mut init: Option<BTreeMap<String, Pod>> = None;
+    let mut synced = false;
+    let mut net_rx = ctx.net.subscribe();
+    let mut net_open = true;
+    let mut next_wake: Option<jiff::Timestamp> = None;
+    loop {
+        let net_change = async {
+            if !net_open || net_rx.changed().await.is_err() {
+                net_open = false;
+                std::future::pending::<()>().await;
+            }
+        };
+        let wake = async {
+            match next_wake {
+                Some(t) => ctx.clock.sleep_until(t).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let mut watch_failed = false;
+        tokio::select! {
+            biased;
+            _ = net_change => {}
+            ev = stream.next() => match ev {
+                Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
+                Some(Ok(watcher::Event::InitApply(p))) => {
+                    if let (Some(m), Some(uid)) = (init.as_mut(), p.metadata.uid.clone()) {
+                        m.insert(uid, p);
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    if let Some(m) = init.take() {
+                        pods = m;
+                    }
+                    synced = true;
+                }
+                Some(Ok(watcher::Event::Apply(p))) => {
+                    if let Some(uid) = p.metadata.uid.clone() {
+                        pods.insert(uid, p);
+                    }
+                }
+                Some(Ok(watcher::Event::Delete(p))) => {
+                    if let Some(uid) = p.metadata.uid.clone() {
+                        pods.remove(&uid);
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(node = %ctx.name, error = %e, "pod watch failed");
+                    watch_failed = true;
+                }
+                None => return,
+            },
+            _ = wake => {}
+        }
+        if watch_failed {
+            // The watcher retries on the next poll; pace it (no busy loop in virtual time).
+            ctx.clock.sleep(Duration::from_secs(1)).await;
+        }
+        if ctx.net.state().frozen {
+            // Nothing on a frozen machine progresses; resume (and resync) on thaw.
+            ctx.net.wait_thawed().await;
+        }
+        if !synced {
+            continue;
+        }
+        let node = s.cached_node().unwrap_or_else(|| {
+            initial_node(
+                &ctx.name,
+                &ctx.spec,
+                &ctx.cfg,
+                &s.identity(),
+                &NodeHealth::default(),
+                &ctx.clock.now_time(),
+            )
+            .0
+        });
+        let alloc = node_status::allocatable(&ctx.spec, &ctx.cfg);
+        let now = ctx.clock.now();
+        let out = {
+            let mut m = lock(&ctx.machine);
+            mgr.sync(now, &mut m, &pods, &node, &alloc, &ctx.cfg)
+        };
+        next_wake = out.next_wake;
+        for w in out.writes {
+            apply_write(&s, &mut mgr, &mut pods, w).await;
+        }
+    }
+}
+
+async fn apply_write(
+    s: &Shared,
+    mgr: &mut PodManager,
+    pods: &mut BTreeMap<String, Pod>,
+    w: PodWrite,
+) {
+    let client = s.ctx.client.clone();
+    match w {
+        PodWrite::Event(e) => s.recorder.pod_event(&e).await,
+        PodWrite::Status {
+            namespace,
+            name,
+            uid,
+            status,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client, &namespace);
+            let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": status });
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(p) => {
+                    // Keep our view current so the next sync compares against what we wrote.
+                    if p.metadata.uid.as_deref() == Some(uid.as_str()) {
+                        mgr.status_written(&uid, p.status.clone());
+                        pods.insert(uid, p);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(pod = %name, error = %e, "status patch failed");
+                    mgr.status_write_failed(&uid);
+                }
+            }
+        }
+        PodWrite::Delete {
+            namespace,
+            name,
+            uid,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client, &namespace);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            if let Err(e) = api.delete(&name, &dp).await {
+                tracing::debug!(pod = %name, error = %e, "final delete failed");
+            }
+        }
+    }
+}

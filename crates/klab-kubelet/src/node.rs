@@ -1,0 +1,217 @@
+//! `SimNode`: one simulated machine with its kubelet. The machine (process table, images, boot id)
+//! is the node's durable state; the kubelet is a process built from it by a factory, so "restart"
+//! means building it again. Faults are applied here, only at the two seams: the kubelet's client
+//! (through [`NetFault`]) and the machine.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use klab_api::{Clock, DetRng};
+use tower::{Layer, Service};
+
+use crate::agent::{KubeletContext, run_kubelet};
+use crate::config::{KubeletConfig, NodeSpecConfig, RuntimeModel};
+use crate::fault::{BoxError, NetFault, NodeFault};
+use crate::runtime::{Machine, RtState};
+
+type ClientFactory = Arc<dyn Fn() -> kube::Client + Send + Sync>;
+
+/// A snapshot of a node's simulated state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimNodeState {
+    pub name: String,
+    pub powered: bool,
+    pub kubelet_running: bool,
+    pub partitioned: bool,
+    pub frozen: bool,
+    pub boot_id: String,
+    /// Running containers as `namespace/pod/container`, sorted.
+    pub running_containers: Vec<String>,
+}
+
+/// One simulated node (machine + kubelet).
+pub struct SimNode {
+    name: String,
+    spec: NodeSpecConfig,
+    cfg: KubeletConfig,
+    model: RuntimeModel,
+    clock: Clock,
+    rng: DetRng,
+    make_client: ClientFactory,
+    machine: Arc<Mutex<Machine>>,
+    net: NetFault,
+    kubelet: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl SimNode {
+    /// Builds a powered-on node whose kubelet is not started yet. `make_service` returns the
+    /// in-process API service for this node's identity (e.g. `api.router_as(identity)`); the node
+    /// wraps it in its fault layer and builds a fresh `kube::Client` for every kubelet start.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new<S, B>(
+        name: &str,
+        spec: NodeSpecConfig,
+        cfg: KubeletConfig,
+        model: RuntimeModel,
+        clock: Clock,
+        rng: DetRng,
+        make_service: impl Fn() -> S + Send + Sync + 'static,
+    ) -> SimNode
+    where
+        S: Service<Request<kube::client::Body>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let net = NetFault::new();
+        let layer = net.layer();
+        let make_client: ClientFactory =
+            Arc::new(move || kube::Client::new(layer.layer(make_service()), "default"));
+        let last_octet = spec.node_ip.rsplit('.').next().unwrap_or("1").to_string();
+        let machine = Machine::new(
+            rng.uid(),
+            rng.hex32(),
+            rng.uid(),
+            format!("10.244.{last_octet}"),
+        );
+        SimNode {
+            name: name.to_string(),
+            spec,
+            cfg,
+            model,
+            clock,
+            rng,
+            make_client,
+            machine: Arc::new(Mutex::new(machine)),
+            net,
+            kubelet: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts the kubelet (same as `apply(NodeFault::StartKubelet)`). Must run inside the runtime
+    /// that drives the cluster.
+    pub fn start(&mut self) {
+        self.apply(NodeFault::StartKubelet);
+    }
+
+    fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn kubelet_running(&self) -> bool {
+        self.kubelet.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    fn stop_kubelet(&mut self) {
+        if let Some(h) = self.kubelet.take() {
+            h.abort();
+        }
+        // The process is gone: its open connections break and its pending StopContainer calls
+        // are abandoned by the runtime.
+        self.net.break_connections();
+        self.machine().abandon_stops();
+    }
+
+    fn start_kubelet(&mut self) {
+        if self.kubelet_running() || !self.machine().powered {
+            return;
+        }
+        let ctx = KubeletContext {
+            name: self.name.clone(),
+            spec: self.spec.clone(),
+            cfg: self.cfg.clone(),
+            model: self.model.clone(),
+            clock: self.clock.clone(),
+            rng: self.rng.clone(),
+            client: (self.make_client)(),
+            machine: self.machine.clone(),
+            net: self.net.clone(),
+        };
+        self.kubelet = Some(tokio::spawn(run_kubelet(ctx)));
+    }
+
+    /// Applies a fault now (virtual time of the clock).
+    pub fn apply(&mut self, fault: NodeFault) {
+        let now = self.clock.now();
+        match fault {
+            NodeFault::StopKubelet => self.stop_kubelet(),
+            NodeFault::StartKubelet => self.start_kubelet(),
+            NodeFault::PowerOff => {
+                self.stop_kubelet();
+                self.net.set_frozen(false);
+                self.machine().power_off(now);
+            }
+            NodeFault::PowerOn => {
+                if !self.machine().powered {
+                    let boot = self.rng.uid();
+                    self.machine().power_on(boot);
+                    self.start_kubelet();
+                }
+            }
+            NodeFault::Reboot => {
+                self.apply(NodeFault::PowerOff);
+                self.apply(NodeFault::PowerOn);
+            }
+            NodeFault::Partition => self.net.set_partitioned(true),
+            NodeFault::Heal => self.net.set_partitioned(false),
+            NodeFault::Freeze => {
+                self.machine().freeze(now);
+                self.net.set_frozen(true);
+            }
+            NodeFault::Thaw => {
+                self.machine().thaw(now);
+                self.net.set_frozen(false);
+            }
+        }
+    }
+
+    /// A snapshot of the node.
+    pub fn state(&self) -> SimNodeState {
+        let now = self.clock.now();
+        let running_kubelet = self.kubelet_running();
+        let mut m = self.machine();
+        m.advance(now);
+        let mut running = Vec::new();
+        for p in m.pods.values() {
+            for c in p.containers.values() {
+                if matches!(c.state, RtState::Running { .. }) {
+                    running.push(format!("{}/{}/{}", p.namespace, p.name, c.name));
+                }
+            }
+        }
+        running.sort();
+        let net = self.net.state();
+        SimNodeState {
+            name: self.name.clone(),
+            powered: m.powered,
+            kubelet_running: running_kubelet,
+            partitioned: net.partitioned,
+            frozen: net.frozen,
+            boot_id: m.boot_id.clone(),
+            running_containers: running,
+        }
+    }
+
+    /// The node's machine, for inspection in tests and traces.
+    pub fn machine_handle(&self) -> Arc<Mutex<Machine>> {
+        self.machine.clone()
+    }
+
+    /// The node's network seam.
+    pub fn net(&self) -> NetFault {
+        self.net.clone()
+    }
+}
+
+impl Drop for SimNode {
+    fn drop(&mut self) {
+        if let Some(h) = self.kubelet.take() {
+            h.abort();
+        }
+    }
+}

@@ -1,0 +1,2057 @@
+//! The pod manager: the kubelet's pod workers, status manager and housekeeping as one synchronous
+//! state machine over the simulated runtime. `sync(now, …)` is deterministic and does no I/O: it
+//! returns the API writes (status PATCHes, final DELETEs, events) for the async shell to send and
+//! the next instant it must be woken at.
+//!
+//! Per pod UID (upstream `pod_workers.go`): admission → SyncPod (sandbox, image pulls, container
+//! starts and restarts with crash-loop backoff) → Terminating (preStop, SIGTERM, SIGKILL within the
+//! grace budget) → Terminated (final status, DELETE with grace 0 and a UID precondition) → finished.
+//! Runtime pods that belong to no known pod are orphans: stopped with grace 1 (2 s) and no preStop.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use klab_api::duration::format_go_duration;
+use klab_api::names;
+
+use crate::backoff::{CrashLoopBackoff, RestartDecision};
+use crate::config::{KubeletConfig, RuntimeModel};
+use crate::node_status::Allocatable;
+use crate::pod_status::{
+    self, CState, ContainerView, PodFacts, Rejection, admit, generate_status, is_terminal_phase,
+    normalize_image,
+};
+use crate::probes::{Instance, ProbeKind, ProbeParams, ProbeWorker};
+use crate::program::Program;
+use crate::runtime::{Machine, RtContainer, RtState, Terminated, after, sd};
+use crate::termination::{HookTime, effective_grace, kill_plan};
+use klab_api::DetRng;
+
+/// An event about a pod, to be recorded by the shell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodEvent {
+    pub namespace: String,
+    pub pod_name: String,
+    pub pod_uid: String,
+    /// `spec.containers{app}` for container events.
+    pub field_path: Option<String>,
+    pub type_: &'static str,
+    pub reason: String,
+    pub message: String,
+}
+
+/// An API write the shell must perform, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodWrite {
+    /// PATCH `pods/<name>/status` (the UID is sent as a precondition).
+    Status {
+        namespace: String,
+        name: String,
+        uid: String,
+        status: Box<PodStatus>,
+    },
+    /// DELETE `pods/<name>` with `gracePeriodSeconds: 0` and `preconditions.uid`.
+    Delete {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
+    Event(PodEvent),
+}
+
+/// Result of one sync pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyncOutput {
+    pub writes: Vec<PodWrite>,
+    /// The next instant something is due (container exit, pull done, back-off over, SIGKILL …).
+    pub next_wake: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Stage {
+    Pulling { until: Timestamp },
+    Creating { until: Timestamp },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Starting {
+    container: String,
+    init: bool,
+    stage: Stage,
+    pull_started: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct PendingHook {
+    sigterm_at: Timestamp,
+    kill_at: Timestamp,
+    failed: bool,
+    abandoned: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Term {
+    grace: i64,
+    hooks: BTreeMap<String, PendingHook>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Lifecycle {
+    /// Not admitted yet.
+    New,
+    Rejected,
+    Syncing,
+    Terminating(Term),
+    /// Final status produced; waiting for nothing (kept so a UID never restarts).
+    Finished,
+}
+
+#[derive(Clone, Debug)]
+struct Worker {
+    pod: Pod,
+    in_api: bool,
+    life: Lifecycle,
+    starting: Option<Starting>,
+    start_time: Option<Time>,
+    /// Last status we generated and sent (`None`: send the next one whatever it is).
+    status_sent: Option<PodStatus>,
+    /// The status as the API server stored our last write (its normalized form).
+    server_form: Option<PodStatus>,
+    /// `finishedAt` of the exit for which a BackOff event was already recorded, per container.
+    backoff_noted: BTreeMap<String, Timestamp>,
+    /// Current CrashLoopBackOff waits: container → (until, delay).
+    backoff_wait: BTreeMap<String, (Timestamp, Duration)>,
+    deleted_sent: bool,
+    /// When the pod was added to the pod manager (probe workers tick from here).
+    added_at: Option<Timestamp>,
+    /// Probe workers by container and kind.
+    probes: BTreeMap<(String, ProbeKind), ProbeWorker>,
+    /// Image errors that keep a container waiting (container → message).
+    image_errors: BTreeMap<String, String>,
+}
+
+impl Worker {
+    fn ns(&self) -> String {
+        self.pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| names::NS_DEFAULT.into())
+    }
+    fn name(&self) -> String {
+        self.pod.metadata.name.clone().unwrap_or_default()
+    }
+    fn uid(&self) -> String {
+        self.pod.metadata.uid.clone().unwrap_or_default()
+    }
+    fn spec_containers(&self, init: bool) -> Vec<Container> {
+        let spec = self.pod.spec.clone().unwrap_or_default();
+        if init {
+            spec.init_containers.unwrap_or_default()
+        } else {
+            spec.containers
+        }
+    }
+    fn restart_policy(&self) -> String {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into())
+    }
+    fn event(
+        &self,
+        field: Option<(bool, &str)>,
+        type_: &'static str,
+        reason: &str,
+        message: String,
+    ) -> PodWrite {
+        PodWrite::Event(PodEvent {
+            namespace: self.ns(),
+            pod_name: self.name(),
+            pod_uid: self.uid(),
+            field_path: field.map(|(init, c)| {
+                format!(
+                    "spec.{}{{{c}}}",
+                    if init { "initContainers" } else { "containers" }
+                )
+            }),
+            type_,
+            reason: reason.to_string(),
+            message,
+        })
+    }
+    /// `name_namespace(uid)` as upstream's `format.Pod`.
+    fn format_pod(&self) -> String {
+        format!("{}_{}({})", self.name(), self.ns(), self.uid())
+    }
+}
+
+/// The kubelet's pod-side state; lost when the kubelet process stops (the machine keeps the rest).
+#[derive(Debug)]
+pub struct PodManager {
+    node_name: String,
+    host_ip: String,
+    model: RuntimeModel,
+    workers: BTreeMap<String, Worker>,
+    backoff: CrashLoopBackoff,
+    /// Kubelet start and the RNG for the first-probe jitter right after a start.
+    probe_jitter: Option<(Timestamp, DetRng)>,
+}
+
+fn spec_hash(c: &Container) -> u64 {
+    pod_status::fnv64(&serde_json::to_string(c).unwrap_or_default())
+}
+
+fn container_id(node: &str, uid: &str, name: &str, attempt: i32, at: Timestamp) -> String {
+    let seed = format!("{node}/{uid}/{name}/{attempt}/{}", at.as_nanosecond());
+    let h = pod_status::fnv_hex64(&seed);
+    let h2 = pod_status::fnv_hex64(&format!("{seed}#"));
+    format!("containerd://{h}{h2}{h}{h2}")
+}
+
+fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+impl PodManager {
+    pub fn new(node_name: &str, host_ip: &str, model: RuntimeModel) -> Self {
+        PodManager {
+            node_name: node_name.into(),
+            host_ip: host_ip.into(),
+            model,
+            workers: BTreeMap::new(),
+            backoff: CrashLoopBackoff::default(),
+            probe_jitter: None,
+        }
+    }
+
+    /// Probe workers created within one period of `kubelet_start` delay their first tick by a
+    /// random fraction of the period (upstream's start-up jitter).
+    pub fn with_probe_jitter(mut self, kubelet_start: Timestamp, rng: DetRng) -> Self {
+        self.probe_jitter = Some((kubelet_start, rng));
+        self
+    }
+
+    /// The shell reports that a status PATCH failed: it will be re-sent at the next sync.
+    pub fn status_write_failed(&mut self, uid: &str) {
+        if let Some(w) = self.workers.get_mut(uid) {
+            w.status_sent = None;
+            w.server_form = None;
+        }
+    }
+
+    /// The shell reports the status the API server stored for our PATCH.
+    pub fn status_written(&mut self, uid: &str, stored: Option<PodStatus>) {
+        if let Some(w) = self.workers.get_mut(uid) {
+            w.server_form = stored;
+        }
+    }
+
+    /// UIDs of pods the kubelet currently runs (admitted, not finished).
+    pub fn active_uids(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_)))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// One pass over every pod at `now`. `api_pods`: the pods bound to this node as last seen (by
+    /// UID); `node`: this kubelet's Node as last seen (for admission).
+    pub fn sync(
+        &mut self,
+        now: Timestamp,
+        machine: &mut Machine,
+        api_pods: &BTreeMap<String, Pod>,
+        node: &Node,
+        alloc: &Allocatable,
+        _cfg: &KubeletConfig,
+    ) -> SyncOutput {
+        let mut out = SyncOutput::default();
+        if machine.frozen() || !machine.powered {
+            return out;
+        }
+        machine.advance(now);
+
+        // 1. Workers follow the API objects.
+        for (uid, pod) in api_pods {
+            match self.workers.get_mut(uid) {
+                Some(w) => {
+                    // Someone else wrote the status (a controller marking Ready=False): send ours
+                    // again at this sync.
+                    if w.server_form.is_some() && pod.status != w.server_form {
+                        w.status_sent = None;
+                        w.server_form = None;
+                    }
+                    w.pod = pod.clone();
+                    w.in_api = true;
+                }
+                None => {
+                    self.workers.insert(
+                        uid.clone(),
+                        Worker {
+                            pod: pod.clone(),
+                            in_api: true,
+                            life: Lifecycle::New,
+                            starting: None,
+                            start_time: pod.status.as_ref().and_then(|s| s.start_time.clone()),
+                            status_sent: pod.status.clone(),
+                            server_form: None,
+                            backoff_noted: BTreeMap::new(),
+                            backoff_wait: BTreeMap::new(),
+                            deleted_sent: false,
+                            added_at: None,
+                            probes: BTreeMap::new(),
+                            image_errors: BTreeMap::new(),
+                        },
+                    );
+                }
+            }
+        }
+        for (uid, w) in self.workers.iter_mut() {
+            if !api_pods.contains_key(uid) {
+                w.in_api = false;
+            }
+        }
+
+        // 2. Admission of new pods in creation order.
+        let mut new: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.life == Lifecycle::New)
+            .map(|(k, _)| k.clone())
+            .collect();
+        new.sort_by_key(|uid| {
+            let p = &self.workers[uid].pod;
+            (
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.metadata.namespace.clone(),
+                p.metadata.name.clone(),
+            )
+        });
+        for uid in new {
+            self.admit_one(&uid, now, machine, node, alloc, &mut out);
+        }
+
+        // 3. Each worker, in namespace/name order.
+        let mut order: Vec<(String, String, String)> = self
+            .workers
+            .iter()
+            .map(|(uid, w)| (w.ns(), w.name(), uid.clone()))
+            .collect();
+        order.sort();
+        for (_, _, uid) in order {
+            self.step(&uid, now, machine, &mut out);
+        }
+
+        // 4. Orphaned runtime pods: stop with grace 1 (⇒ 2 s), no preStop; remove when stopped.
+        let orphans: Vec<String> = machine
+            .pods
+            .keys()
+            .filter(|uid| !self.workers.contains_key(*uid))
+            .cloned()
+            .collect();
+        for uid in orphans {
+            let names_: Vec<String> = machine.pods[&uid]
+                .containers
+                .values()
+                .filter(|c| c.is_running())
+                .map(|c| c.name.clone())
+                .collect();
+            for c in &names_ {
+                let already = matches!(&machine.pods[&uid].containers[c].state, RtState::Running { stopping: Some(s), .. } if s.kill_at.is_some());
+                if !already {
+                    machine.stop_container(
+                        &uid,
+                        c,
+                        Duration::from_secs(crate::config::MINIMUM_GRACE_PERIOD_SECONDS as u64),
+                        self.model.sigterm_exit,
+                        now,
+                    );
+                }
+            }
+            machine.advance(now);
+            if !machine.pods[&uid].any_running() {
+                machine.remove_pod(&uid);
+            }
+        }
+
+        // 5. Forget finished workers whose API object is gone.
+        let gone: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| {
+                !w.in_api
+                    && matches!(
+                        w.life,
+                        Lifecycle::Finished | Lifecycle::Rejected | Lifecycle::New
+                    )
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for uid in gone {
+            self.workers.remove(&uid);
+            self.backoff.forget_prefix(&format!("{uid}/"));
+        }
+
+        out.next_wake = min_opt(machine.next_transition(), self.next_due(machine, now));
+        out
+    }
+
+    fn admit_one(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &Machine,
+        node: &Node,
+        alloc: &Allocatable,
+        out: &mut SyncOutput,
+    ) {
+        let pod = self.workers[uid].pod.clone();
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        if is_terminal_phase(phase.as_deref())
+            && !machine.pods.get(uid).is_some_and(|p| p.any_running())
+        {
+            // Terminal pods are remembered as terminated and not started again; a terminal pod
+            // still carrying a deletion timestamp gets its final DELETE.
+            let w = self.workers.get_mut(uid).expect("worker exists");
+            w.life = Lifecycle::Finished;
+            if pod.metadata.deletion_timestamp.is_some() && !w.deleted_sent {
+                w.deleted_sent = true;
+                out.writes.push(PodWrite::Delete {
+                    namespace: w.ns(),
+                    name: w.name(),
+                    uid: uid.to_string(),
+                });
+            }
+            return;
+        }
+        let others: Vec<Pod> = self
+            .workers
+            .iter()
+            .filter(|(k, w)| {
+                *k != uid && matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_))
+            })
+            .map(|(_, w)| w.pod.clone())
+            .collect();
+        let refs: Vec<&Pod> = others.iter().collect();
+        let result: Result<(), Rejection> =
+            if machine.pods.contains_key(uid) || pod.metadata.deletion_timestamp.is_some() {
+                // Already running here (kubelet restart) or being deleted: nothing to decide.
+                Ok(())
+            } else {
+                admit(&pod, &refs, node, alloc)
+            };
+        let w = self.workers.get_mut(uid).expect("worker exists");
+        match result {
+            Ok(()) => {
+                w.life = Lifecycle::Syncing;
+                w.added_at = Some(now);
+                if w.start_time.is_none() {
+                    w.start_time = Some(Time(klab_api::clock::truncate_to_second(now)));
+                }
+            }
+            Err(r) => {
+                w.life = Lifecycle::Rejected;
+                let status =
+                    pod_status::rejected_status(&pod.status.clone().unwrap_or_default(), &r);
+                out.writes
+                    .push(w.event(None, names::EVENT_WARNING, &r.reason, r.message.clone()));
+                w.status_sent = Some(status.clone());
+                out.writes.push(PodWrite::Status {
+                    namespace: w.ns(),
+                    name: w.name(),
+                    uid: uid.to_string(),
+                    status: Box::new(status),
+                });
+            }
+        }
+    }
+
+    fn next_due(&self, machine: &Machine, now: Timestamp) -> Option<Timestamp> {
+        let mut best = None;
+        for (uid, w) in &self.workers {
+            if let Some(s) = &w.starting {
+                best = min_opt(
+                    best,
+                    Some(match s.stage {
+                        Stage::Pulling { until } | Stage::Creating { until } => until,
+                    }),
+                );
+            }
+            for (until, _) in w.backoff_wait.values() {
+                best = min_opt(best, Some(*until));
+            }
+            if matches!(w.life, Lifecycle::Syncing) {
+                for ((c, _), p) in &w.probes {
+                    let running = machine
+                        .pods
+                        .get(uid)
+                        .and_then(|rp| rp.containers.get(c))
+                        .is_some_and(|r| r.is_running());
+                    if running {
+                        best = min_opt(best, Some(p.next_tick));
+                    }
+                }
+            }
+            if let Lifecycle::Terminating(t) = &w.life {
+                for h in t.hooks.values() {
+                    best = min_opt(best, Some(h.sigterm_at));
+                }
+            }
+            if let Some(sb) = machine.pods.get(uid).and_then(|p| p.sandbox.as_ref())
+                && sb.boot_id == machine.boot_id
+                && sb.ready_at > now
+                && matches!(w.life, Lifecycle::Syncing)
+            {
+                best = min_opt(best, Some(sb.ready_at));
+            }
+        }
+        // Only future instants: anything already due was handled by this pass.
+        best.filter(|t| *t > now)
+    }
+
+    fn step(&mut self, uid: &str, now: Timestamp, machine: &mut Machine, out: &mut SyncOutput) {
+        // Several transitions can be due at one instant (exit 1, restart at once): iterate until stable.
+        for _ in 0..16 {
+            let before = (
+                self.workers
+                    .get(uid)
+                    .map(|w| (w.life.clone(), w.starting.clone())),
+                machine.pods.get(uid).cloned(),
+            );
+            self.step_once(uid, now, machine, out);
+            machine.advance(now);
+            let after = (
+                self.workers
+                    .get(uid)
+                    .map(|w| (w.life.clone(), w.starting.clone())),
+                machine.pods.get(uid).cloned(),
+            );
+            if before == after {
+                break;
+            }
+        }
+        self.write_status(uid, now, machine, out);
+    }
+
+    fn step_once(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let Some(w) = self.workers.get(uid) else {
+            return;
+        };
+        match w.life.clone() {
+            Lifecycle::New => {}
+            Lifecycle::Rejected | Lifecycle::Finished => {
+                // A terminal pod deleted later (a finished Job pod, a rejected pod): nothing runs,
+                // so the status manager can send the final DELETE at once.
+                if w.in_api && w.pod.metadata.deletion_timestamp.is_some() && !w.deleted_sent {
+                    let w = self.workers.get_mut(uid).expect("worker");
+                    w.deleted_sent = true;
+                    out.writes.push(PodWrite::Delete {
+                        namespace: w.ns(),
+                        name: w.name(),
+                        uid: uid.to_string(),
+                    });
+                }
+            }
+            Lifecycle::Syncing => {
+                let deletion = w.pod.metadata.deletion_timestamp.is_some();
+                if deletion || !w.in_api {
+                    let dgp = if w.in_api {
+                        w.pod.metadata.deletion_grace_period_seconds
+                    } else {
+                        Some(1)
+                    };
+                    let tgps = w
+                        .pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.termination_grace_period_seconds);
+                    let g = effective_grace(0, dgp, None, tgps);
+                    self.begin_termination(uid, g, now, machine, out);
+                } else if self.pod_is_done(uid, machine) {
+                    // SyncPod reports the pod terminal: all containers finished for good.
+                    self.begin_termination(uid, 1, now, machine, out);
+                } else {
+                    self.run_probes(uid, now, machine, out);
+                    self.sync_pod(uid, now, machine, out);
+                }
+            }
+            Lifecycle::Terminating(term) => {
+                let w = &self.workers[uid];
+                if w.in_api && w.pod.metadata.deletion_timestamp.is_some() {
+                    let g = effective_grace(
+                        term.grace,
+                        w.pod.metadata.deletion_grace_period_seconds,
+                        None,
+                        None,
+                    );
+                    if g < term.grace {
+                        // A shorter grace restarts the termination with the new budget.
+                        self.restart_termination(uid, g, now, machine);
+                    }
+                }
+                self.progress_termination(uid, now, machine, out);
+            }
+        }
+    }
+
+    /// Whether the restart policy lets nothing run any more (Never / OnFailure with successes).
+    fn pod_is_done(&self, uid: &str, machine: &Machine) -> bool {
+        let w = &self.workers[uid];
+        let policy = w.restart_policy();
+        let Some(rp) = machine.pods.get(uid) else {
+            return false;
+        };
+        let sandbox_ok = machine.sandbox_ready(uid, Timestamp::MAX)
+            || rp
+                .sandbox
+                .as_ref()
+                .is_some_and(|s| s.boot_id == machine.boot_id);
+        let init = w.spec_containers(true);
+        let regular = w.spec_containers(false);
+        if policy == "Never" {
+            let init_failed = init.iter().any(|c| matches!(rp.containers.get(&c.name).map(|r| &r.state), Some(RtState::Exited(t)) if t.exit_code != 0));
+            if init_failed {
+                return true;
+            }
+            if !sandbox_ok && !rp.containers.is_empty() {
+                // Never pods whose sandbox died (reboot) are not restarted.
+                return !rp.any_running();
+            }
+        }
+        if policy == "Always" {
+            return false;
+        }
+
+        !regular.is_empty()
+            && regular
+                .iter()
+                .all(|c| match rp.containers.get(&c.name).map(|r| &r.state) {
+                    Some(RtState::Exited(t)) => policy == "Never" || t.exit_code == 0,
+                    _ => false,
+                })
+    }
+
+    /// Readiness and liveness probe ticks due by `now`; a liveness failure stops the container.
+    fn run_probes(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let Some(w) = self.workers.get(uid) else {
+            return;
+        };
+        let added = w.added_at.unwrap_or(now);
+        let containers = w.spec_containers(false);
+        let pod_tgps = w
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds);
+        for c in containers {
+            for (kind, probe) in [
+                (ProbeKind::Readiness, &c.readiness_probe),
+                (ProbeKind::Liveness, &c.liveness_probe),
+            ] {
+                let Some(probe) = probe else { continue };
+                let params = ProbeParams::from_probe(probe);
+                let inst = machine
+                    .pods
+                    .get(uid)
+                    .and_then(|p| p.containers.get(&c.name))
+                    .map(|r| match &r.state {
+                        RtState::Running { started_at, .. } => Instance {
+                            container_id: r.container_id.clone(),
+                            started_at: *started_at,
+                            finished_at: None,
+                        },
+                        RtState::Exited(t) => Instance {
+                            container_id: r.container_id.clone(),
+                            started_at: t.started_at,
+                            finished_at: Some(t.finished_at),
+                        },
+                    });
+                let first = match &self.probe_jitter {
+                    Some((start, rng)) if now.duration_since(*start) < sd(params.period) => {
+                        after(added, params.period.mul_f64(rng.unit()))
+                    }
+                    _ => added,
+                };
+                let w = self.workers.get_mut(uid).expect("worker");
+                let worker = w
+                    .probes
+                    .entry((c.name.clone(), kind))
+                    .or_insert_with(|| ProbeWorker::new(kind, first));
+                let outcomes = worker.advance(&params, now, inst.as_ref());
+                let w = &self.workers[uid];
+                for o in outcomes {
+                    if o.failed {
+                        out.writes.push(w.event(
+                            Some((false, &c.name)),
+                            names::EVENT_WARNING,
+                            "Unhealthy",
+                            format!("{} probe failed: ", kind.label()),
+                        ));
+                    }
+                    if kind == ProbeKind::Liveness
+                        && o.flipped_to == Some(false)
+                        && machine
+                            .pods
+                            .get(uid)
+                            .and_then(|p| p.containers.get(&c.name))
+                            .is_some_and(|r| r.is_running())
+                    {
+                        out.writes.push(w.event(
+                            Some((false, &c.name)),
+                            names::EVENT_NORMAL,
+                            "Killing",
+                            format!(
+                                "Container {} failed liveness probe, will be restarted",
+                                c.name
+                            ),
+                        ));
+                        // Grace: the probe's own terminationGracePeriodSeconds, else the pod's
+                        // (N-35); the SIGTERM→SIGKILL floor applies.
+                        let g = params
+                            .termination_grace_period_seconds
+                            .or(pod_tgps)
+                            .unwrap_or(names::DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS);
+                        let plan = kill_plan(g, None);
+                        machine.stop_container(
+                            uid,
+                            &c.name,
+                            plan.kill_after,
+                            self.model.sigterm_exit,
+                            o.at,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn sync_pod(&mut self, uid: &str, now: Timestamp, machine: &mut Machine, out: &mut SyncOutput) {
+        let w = self.workers.get(uid).expect("worker");
+        let (ns, name) = (w.ns(), w.name());
+        // Sandbox.
+        if !machine.sandbox_ready(uid, now) {
+            let rp = machine.pods.get(uid);
+            let current = rp
+                .and_then(|p| p.sandbox.as_ref())
+                .is_some_and(|s| s.boot_id == machine.boot_id);
+            if current {
+                return; // being created
+            }
+            let had_old = rp.and_then(|p| p.sandbox.as_ref()).is_some();
+            if had_old {
+                out.writes.push(w.event(
+                    None,
+                    names::EVENT_NORMAL,
+                    "SandboxChanged",
+                    "Pod sandbox changed, it will be killed and re-created.".into(),
+                ));
+            }
+            let w = self.workers.get_mut(uid).expect("worker");
+            w.starting = None;
+            machine.run_sandbox(uid, &ns, &name, now, self.model.sandbox_start);
+            return;
+        }
+        // A container start in progress.
+        if let Some(st) = self.workers[uid].starting.clone() {
+            let w = self.workers.get(uid).expect("worker");
+            let spec = w
+                .spec_containers(st.init)
+                .into_iter()
+                .find(|c| c.name == st.container);
+            let Some(spec) = spec else {
+                self.workers.get_mut(uid).expect("worker").starting = None;
+                return;
+            };
+            let image = spec.image.clone().unwrap_or_default();
+            match st.stage {
+                Stage::Pulling { until } if until <= now => {
+                    let took = format_go_duration(
+                        Duration::try_from(until.duration_since(st.pull_started))
+                            .unwrap_or_default(),
+                    );
+                    out.writes.push(w.event(Some((st.init, &st.container)), names::EVENT_NORMAL, "Pulled", format!(
+                        "Successfully pulled image \"{image}\" in {took} ({took} including waiting). Image size: {} bytes.",
+                        self.model.image_size_bytes
+                    )));
+                    machine.images.insert(normalize_image(&image));
+                    let until = after(now, self.model.container_start);
+                    self.workers.get_mut(uid).expect("worker").starting = Some(Starting {
+                        stage: Stage::Creating { until },
+                        ..st
+                    });
+                }
+                Stage::Creating { until } if until <= now => {
+                    out.writes.push(w.event(
+                        Some((st.init, &st.container)),
+                        names::EVENT_NORMAL,
+                        "Created",
+                        format!("Created container: {}", st.container),
+                    ));
+                    let program = Program::from_command(
+                        spec.command.as_deref().unwrap_or(&[]),
+                        spec.args.as_deref().unwrap_or(&[]),
+                    );
+                    let attempt = machine
+                        .pods
+                        .get(uid)
+                        .and_then(|p| p.containers.get(&st.container))
+                        .map_or(0, |c| c.restart_count + 1);
+                    let id = container_id(&self.node_name, uid, &st.container, attempt, now);
+                    machine.start_container(
+                        uid,
+                        &st.container,
+                        &normalize_image(&image),
+                        program,
+                        spec_hash(&spec),
+                        id,
+                        now,
+                    );
+                    out.writes.push(w.event(
+                        Some((st.init, &st.container)),
+                        names::EVENT_NORMAL,
+                        "Started",
+                        format!("Started container {}", st.container),
+                    ));
+                    self.workers.get_mut(uid).expect("worker").starting = None;
+                }
+                _ => {}
+            }
+            return;
+        }
+        // Pick the next container to (re)start: init containers in order, then regular ones.
+        let policy = w.restart_policy();
+        let init_specs = w.spec_containers(true);
+        let rp = machine.pods.get(uid).cloned();
+        let rec = |n: &str| -> Option<RtContainer> {
+            rp.as_ref().and_then(|p| p.containers.get(n).cloned())
+        };
+        let mut candidate: Option<(bool, Container)> = None;
+        for c in init_specs.clone() {
+            match rec(&c.name).map(|r| r.state) {
+                None => {
+                    candidate = Some((true, c));
+                    break;
+                }
+                // A sidecar (restartable init container) only has to be running.
+                Some(RtState::Running { .. }) if c.restart_policy.as_deref() == Some("Always") => {
+                    continue;
+                }
+                Some(RtState::Running { .. }) => return,
+                Some(RtState::Exited(t))
+                    if t.exit_code == 0 && c.restart_policy.as_deref() != Some("Always") =>
+                {
+                    continue;
+                }
+                Some(RtState::Exited(t)) => {
+                    if policy == "Never" && c.restart_policy.as_deref() != Some("Always") {
+                        return;
+                    }
+                    if self.restart_allowed(uid, true, &c.name, &t, now, out) {
+                        candidate = Some((true, c));
+                    }
+                    break;
+                }
+            }
+        }
+        let init_done = init_specs
+            .iter()
+            .all(|c| match rec(&c.name).map(|r| r.state) {
+                Some(RtState::Exited(t)) => t.exit_code == 0,
+                Some(RtState::Running { .. }) => c.restart_policy.as_deref() == Some("Always"),
+                None => false,
+            });
+        if candidate.is_none() && init_done {
+            for c in self.workers[uid].spec_containers(false) {
+                match rec(&c.name).map(|r| r.state) {
+                    None => {
+                        candidate = Some((false, c));
+                        break;
+                    }
+                    Some(RtState::Running { .. }) => continue,
+                    Some(RtState::Exited(t)) => {
+                        let wants = match policy.as_str() {
+                            "Always" => true,
+                            "OnFailure" => t.exit_code != 0,
+                            _ => false,
+                        };
+                        if wants && self.restart_allowed(uid, false, &c.name, &t, now, out) {
+                            candidate = Some((false, c));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let Some((init, c)) = candidate else { return };
+        let image = c.image.clone().unwrap_or_default();
+        let pull_policy = c.image_pull_policy.clone().unwrap_or_else(|| {
+            let last = image.rsplit('/').next().unwrap_or("");
+            if !last.contains(':') || image.ends_with(":latest") {
+                "Always".into()
+            } else {
+                "IfNotPresent".into()
+            }
+        });
+        let present = machine.images.contains(&normalize_image(&image));
+        if pull_policy == "Never" && !present {
+            // The image can never appear by itself: report it once and keep waiting.
+            let msg =
+                format!("Container image \"{image}\" is not present with pull policy of Never");
+            let w = self.workers.get_mut(uid).expect("worker");
+            if w.image_errors.insert(c.name.clone(), msg.clone()).is_none() {
+                let w = &self.workers[uid];
+                out.writes.push(w.event(
+                    Some((init, &c.name)),
+                    names::EVENT_WARNING,
+                    "ErrImageNeverPull",
+                    msg,
+                ));
+            }
+            return;
+        }
+        let w = self.workers.get(uid).expect("worker");
+        let stage = if pull_policy == "Always" || (pull_policy == "IfNotPresent" && !present) {
+            out.writes.push(w.event(
+                Some((init, &c.name)),
+                names::EVENT_NORMAL,
+                "Pulling",
+                format!("Pulling image \"{image}\""),
+            ));
+            Stage::Pulling {
+                until: after(now, self.model.image_pull),
+            }
+        } else {
+            out.writes.push(w.event(
+                Some((init, &c.name)),
+                names::EVENT_NORMAL,
+                "Pulled",
+                format!("Container image \"{image}\" already present on machine"),
+            ));
+            Stage::Creating {
+                until: after(now, self.model.container_start),
+            }
+        };
+        let w = self.workers.get_mut(uid).expect("worker");
+        w.backoff_wait.remove(&c.name);
+        w.starting = Some(Starting {
+            container: c.name.clone(),
+            init,
+            stage,
+            pull_started: now,
+        });
+    }
+
+    /// Crash-loop backoff check for an exited container the policy wants restarted.
+    fn restart_allowed(
+        &mut self,
+        uid: &str,
+        init: bool,
+        name: &str,
+        t: &Terminated,
+        now: Timestamp,
+        out: &mut SyncOutput,
+    ) -> bool {
+        let key = format!("{uid}/{name}");
+        match self.backoff.decide(&key, t.finished_at, now) {
+            RestartDecision::StartNow => true,
+            RestartDecision::Wait { until, delay } => {
+                let w = self.workers.get_mut(uid).expect("worker");
+                w.backoff_wait.insert(name.to_string(), (until, delay));
+                if w.backoff_noted.get(name) != Some(&t.finished_at) {
+                    w.backoff_noted.insert(name.to_string(), t.finished_at);
+                    let msg = format!(
+                        "Back-off restarting failed container {name} in pod {}",
+                        w.format_pod()
+                    );
+                    out.writes.push(w.event(
+                        Some((init, name)),
+                        names::EVENT_WARNING,
+                        "BackOff",
+                        msg,
+                    ));
+                }
+                false
+            }
+        }
+    }
+
+    fn hook_time(&self, c: &Container) -> Option<(HookTime, bool)> {
+        let h = c.lifecycle.as_ref()?.pre_stop.as_ref()?;
+        if let Some(e) = &h.exec {
+            let (d, code) = Program::hook_outcome(e.command.as_deref().unwrap_or(&[]));
+            return Some((d.map_or(HookTime::Never, HookTime::After), code != 0));
+        }
+        if h.http_get.is_some() {
+            return Some((HookTime::After(self.model.http_prestop), false));
+        }
+        if let Some(s) = &h.sleep {
+            return Some((
+                HookTime::After(Duration::from_secs(s.seconds.max(0) as u64)),
+                false,
+            ));
+        }
+        None
+    }
+
+    fn begin_termination(
+        &mut self,
+        uid: &str,
+        grace: i64,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let w = self.workers.get(uid).expect("worker");
+        let mut hooks = BTreeMap::new();
+        let running: Vec<String> = machine
+            .pods
+            .get(uid)
+            .map(|p| {
+                p.containers
+                    .values()
+                    .filter(|c| c.is_running())
+                    .map(|c| c.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let all: Vec<(bool, Container)> = w
+            .spec_containers(true)
+            .into_iter()
+            .map(|c| (true, c))
+            .chain(w.spec_containers(false).into_iter().map(|c| (false, c)))
+            .collect();
+        for name in &running {
+            let (init, spec) = match all.iter().find(|(_, c)| &c.name == name) {
+                Some((i, c)) => (*i, Some(c.clone())),
+                None => (false, None),
+            };
+            out.writes.push(w.event(
+                Some((init, name)),
+                names::EVENT_NORMAL,
+                "Killing",
+                format!("Stopping container {name}"),
+            ));
+            let hook = if w.in_api || spec.is_some() {
+                spec.as_ref().and_then(|c| self.hook_time(c))
+            } else {
+                None
+            };
+            let plan = kill_plan(grace, hook.map(|(h, _)| h));
+            if plan.sigterm_after.is_zero() {
+                machine.stop_container(uid, name, plan.kill_after, self.model.sigterm_exit, now);
+            } else {
+                hooks.insert(
+                    name.clone(),
+                    PendingHook {
+                        sigterm_at: after(now, plan.sigterm_after),
+                        kill_at: after(now, plan.kill_after),
+                        failed: hook.is_some_and(|(_, f)| f),
+                        abandoned: plan.hook_abandoned,
+                    },
+                );
+            }
+        }
+        let w = self.workers.get_mut(uid).expect("worker");
+        w.starting = None;
+        w.backoff_wait.clear();
+        w.life = Lifecycle::Terminating(Term { grace, hooks });
+    }
+
+    fn restart_termination(
+        &mut self,
+        uid: &str,
+        grace: i64,
+        now: Timestamp,
+        machine: &mut Machine,
+    ) {
+        let w = self.workers.get_mut(uid).expect("worker");
+        let running: Vec<String> = machine
+            .pods
+            .get(uid)
+            .map(|p| {
+                p.containers
+                    .values()
+                    .filter(|c| c.is_running())
+                    .map(|c| c.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in running {
+            let plan = kill_plan(grace, None);
+            machine.stop_container(uid, &name, plan.kill_after, self.model.sigterm_exit, now);
+        }
+        w.life = Lifecycle::Terminating(Term {
+            grace,
+            hooks: BTreeMap::new(),
+        });
+    }
+
+    fn progress_termination(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let Lifecycle::Terminating(mut term) = self.workers[uid].life.clone() else {
+            return;
+        };
+        let due: Vec<String> = term
+            .hooks
+            .iter()
+            .filter(|(_, h)| h.sigterm_at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in due {
+            let h = term.hooks.remove(&name).expect("present");
+            if h.failed && !h.abandoned {
+                let w = &self.workers[uid];
+                out.writes.push(w.event(
+                    Some((false, &name)),
+                    names::EVENT_WARNING,
+                    "FailedPreStopHook",
+                    "PreStopHook failed".into(),
+                ));
+            }
+            let grace =
+                Duration::try_from(h.kill_at.duration_since(h.sigterm_at)).unwrap_or_default();
+            machine.stop_container(uid, &name, grace, self.model.sigterm_exit, h.sigterm_at);
+        }
+        machine.advance(now);
+        let running = machine.pods.get(uid).is_some_and(|p| p.any_running());
+        if !term.hooks.is_empty() || running {
+            self.workers.get_mut(uid).expect("worker").life = Lifecycle::Terminating(term);
+            return;
+        }
+        // Terminated: final status (terminal phase), then DELETE if the API object is being deleted.
+        let final_status = self.generate(uid, now, machine, true);
+        let w = self.workers.get_mut(uid).expect("worker");
+        w.life = Lifecycle::Finished;
+        if w.in_api {
+            if w.status_sent.as_ref() != Some(&final_status) {
+                w.status_sent = Some(final_status.clone());
+                out.writes.push(PodWrite::Status {
+                    namespace: w.ns(),
+                    name: w.name(),
+                    uid: uid.to_string(),
+                    status: Box::new(final_status),
+                });
+            }
+            if w.pod.metadata.deletion_timestamp.is_some() && !w.deleted_sent {
+                w.deleted_sent = true;
+                out.writes.push(PodWrite::Delete {
+                    namespace: w.ns(),
+                    name: w.name(),
+                    uid: uid.to_string(),
+                });
+            }
+        }
+        machine.remove_pod(uid);
+    }
+
+    /// The container views and the generated API status of a pod.
+    fn generate(&self, uid: &str, now: Timestamp, machine: &Machine, terminal: bool) -> PodStatus {
+        let w = &self.workers[uid];
+        let rp = machine.pods.get(uid);
+        let has_init = !w.spec_containers(true).is_empty();
+        let view = |init: bool, c: &Container| -> ContainerView {
+            let image = normalize_image(c.image.as_deref().unwrap_or(""));
+            let rec = rp.and_then(|p| p.containers.get(&c.name));
+            let (state, last, restart_count, container_id) = match rec {
+                None => {
+                    let waiting = if terminal {
+                        // TerminatePod: a container that never ran is reported as lost.
+                        CState::Terminated(Terminated {
+                            exit_code: 137,
+                            reason: "ContainerStatusUnknown".into(),
+                            started_at: now,
+                            finished_at: now,
+                            container_id: String::new(),
+                            message: Some(
+                                "The container could not be located when the pod was terminated"
+                                    .into(),
+                            ),
+                        })
+                    } else {
+                        // Before the first start: PodInitializing when the pod has init containers.
+                        let reason = if has_init {
+                            "PodInitializing"
+                        } else {
+                            "ContainerCreating"
+                        };
+                        match w.image_errors.get(&c.name) {
+                            Some(m) => CState::Waiting {
+                                reason: "ErrImageNeverPull".into(),
+                                message: Some(m.clone()),
+                            },
+                            None => CState::Waiting {
+                                reason: reason.into(),
+                                message: None,
+                            },
+                        }
+                    };
+                    (waiting, None, 0, None)
+                }
+                Some(r) => {
+                    let state = match &r.state {
+                        RtState::Running { started_at, .. } => CState::Running {
+                            started_at: *started_at,
+                        },
+                        RtState::Exited(t) => match w.backoff_wait.get(&c.name) {
+                            Some((_, delay)) if !terminal => CState::Waiting {
+                                reason: "CrashLoopBackOff".into(),
+                                message: Some(format!(
+                                    "back-off {} restarting failed container={} pod={}",
+                                    format_go_duration(*delay),
+                                    c.name,
+                                    w.format_pod()
+                                )),
+                            },
+                            _ => CState::Terminated(t.clone()),
+                        },
+                    };
+                    let last = match (&state, &r.state) {
+                        (CState::Waiting { .. }, RtState::Exited(t)) => Some(t.clone()),
+                        _ => r.previous.clone(),
+                    };
+                    (state, last, r.restart_count, Some(r.container_id.clone()))
+                }
+            };
+            let probed_ready = c.readiness_probe.is_none()
+                || w.probes
+                    .get(&(c.name.clone(), ProbeKind::Readiness))
+                    .is_some_and(|p| p.result);
+            let ready =
+                !init && matches!(state, CState::Running { .. }) && !terminal && probed_ready;
+            ContainerView {
+                sidecar: init && c.restart_policy.as_deref() == Some("Always"),
+                name: c.name.clone(),
+                image: image.clone(),
+                image_id: if container_id.is_some() {
+                    pod_status::image_id(&image)
+                } else {
+                    String::new()
+                },
+                container_id,
+                state,
+                last,
+                restart_count,
+                ready,
+            }
+        };
+        let init: Vec<ContainerView> = w
+            .spec_containers(true)
+            .iter()
+            .map(|c| view(true, c))
+            .collect();
+        let regular: Vec<ContainerView> = w
+            .spec_containers(false)
+            .iter()
+            .map(|c| view(false, c))
+            .collect();
+        let facts = PodFacts {
+            sandbox_ready: machine.sandbox_ready(uid, now) && !terminal,
+            pod_is_terminal: terminal,
+            // hostNetwork pods share the node's address.
+            pod_ip: if w
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|sp| sp.host_network)
+                .unwrap_or(false)
+            {
+                rp.map(|_| self.host_ip.clone())
+            } else {
+                rp.map(|p| p.pod_ip.clone()).filter(|ip| !ip.is_empty())
+            },
+            host_ip: self.host_ip.clone(),
+            start_time: w.start_time.clone(),
+        };
+        // The base for merging: our last write, with the conditions other components own taken
+        // from the API object.
+        let mut base = w.pod.clone();
+        if let Some(sent) = &w.status_sent {
+            let mut s = sent.clone();
+            let foreign: Vec<_> = w
+                .pod
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .filter(|c| !pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
+                .cloned()
+                .collect();
+            let own: Vec<_> = sent
+                .conditions
+                .iter()
+                .flatten()
+                .filter(|c| pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
+                .cloned()
+                .collect();
+            s.conditions = Some(foreign.into_iter().chain(own).collect());
+            base.status = Some(s);
+        }
+        let mut status = generate_status(
+            &base,
+            &init,
+            &regular,
+            &facts,
+            &Time(klab_api::clock::truncate_to_second(now)),
+        );
+        if terminal && !is_terminal_phase(status.phase.as_deref()) {
+            // TerminatePod forces a non-terminal phase to Failed.
+            status.phase = Some(pod_status::PHASE_FAILED.into());
+        }
+        status
+    }
+
+    fn write_status(&mut self, uid: &str, now: Timestamp, machine: &Machine, out: &mut SyncOutput) {
+        let Some(w) = self.workers.get(uid) else {
+            return;
+        };
+        if !w.in_api || !matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_)) {
+            return;
+        }
+        let status = self.generate(uid, now, machine, false);
+        let w = self.workers.get_mut(uid).expect("worker");
+        if w.status_sent.as_ref() != Some(&status) {
+            w.status_sent = Some(status.clone());
+            out.writes.push(PodWrite::Status {
+                namespace: w.ns(),
+                name: w.name(),
+                uid: uid.to_string(),
+                status: Box::new(status),
+            });
+        }
+    }
+
+    /// Names of the UIDs the manager tracks (for tests and `state()`).
+    pub fn known(&self) -> BTreeSet<String> {
+        self.workers.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NodeSpecConfig;
+    use crate::node_status::allocatable;
+    use k8s_openapi::api::core::v1::{
+        ExecAction, Lifecycle as K8sLifecycle, LifecycleHandler, PodSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    const T0: i64 = 1_767_225_600;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(T0 * 1000 + ms).unwrap()
+    }
+
+    fn pod(name: &str, policy: &str, command: &[&str], prestop: Option<&[&str]>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                creation_timestamp: Some(Time(at(0))),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                restart_policy: Some(policy.into()),
+                termination_grace_period_seconds: Some(30),
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("busybox:1.36".into()),
+                    command: if command.is_empty() {
+                        None
+                    } else {
+                        Some(command.iter().map(|s| s.to_string()).collect())
+                    },
+                    lifecycle: prestop.map(|c| K8sLifecycle {
+                        pre_stop: Some(LifecycleHandler {
+                            exec: Some(ExecAction {
+                                command: Some(c.iter().map(|s| s.to_string()).collect()),
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    struct Harness {
+        mgr: PodManager,
+        machine: Machine,
+        api: BTreeMap<String, Pod>,
+        node: Node,
+        alloc: Allocatable,
+        now: Timestamp,
+        log: Vec<(i64, PodWrite)>,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            let model = RuntimeModel::default();
+            let spec = NodeSpecConfig::default();
+            Harness {
+                mgr: PodManager::new("n1", "10.0.0.5", model),
+                machine: Machine::new("b-1".into(), "m".into(), "s".into(), "10.244.5".into()),
+                api: BTreeMap::new(),
+                node: Node {
+                    metadata: ObjectMeta {
+                        name: Some("n1".into()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                alloc: allocatable(&spec, &KubeletConfig::default()),
+                now: at(0),
+                log: Vec::new(),
+            }
+        }
+        fn add(&mut self, p: Pod) {
+            self.api.insert(p.metadata.uid.clone().unwrap(), p);
+        }
+        fn sync(&mut self) -> Option<Timestamp> {
+            let out = self.mgr.sync(
+                self.now,
+                &mut self.machine,
+                &self.api,
+                &self.node,
+                &self.alloc,
+                &KubeletConfig::default(),
+            );
+            for w in out.writes {
+                match &w {
+                    PodWrite::Status { uid, status, .. } => {
+                        if let Some(p) = self.api.get_mut(uid) {
+                            p.status = Some((**status).clone());
+                        }
+                    }
+                    PodWrite::Delete { uid, .. } => {
+                        self.api.remove(uid);
+                    }
+                    PodWrite::Event(_) => {}
+                }
+                let ms = self.now.as_millisecond() - T0 * 1000;
+                self.log.push((ms, w));
+            }
+            out.next_wake
+        }
+        /// Syncs at every wake-up until `until` (ms).
+        fn run_until(&mut self, until: i64) {
+            loop {
+                let next = self.sync();
+                match next {
+                    Some(t) if t <= at(until) && t > self.now => self.now = t,
+                    _ => {
+                        self.now = at(until);
+                        self.sync();
+                        return;
+                    }
+                }
+            }
+        }
+        fn events(&self) -> Vec<(i64, String, String)> {
+            self.log
+                .iter()
+                .filter_map(|(t, w)| match w {
+                    PodWrite::Event(e) => Some((*t, e.reason.clone(), e.message.clone())),
+                    _ => None,
+                })
+                .collect()
+        }
+        fn status(&self, name: &str) -> PodStatus {
+            self.api[&format!("uid-{name}")].status.clone().unwrap()
+        }
+        fn phases(&self) -> Vec<(i64, String)> {
+            let mut v: Vec<(i64, String)> = Vec::new();
+            for (t, w) in &self.log {
+                if let PodWrite::Status { status, .. } = w {
+                    let p = status.phase.clone().unwrap_or_default();
+                    if v.last().map(|(_, l)| l) != Some(&p) {
+                        v.push((*t, p));
+                    }
+                }
+            }
+            v
+        }
+        fn delete(&mut self, name: &str, grace: i64) {
+            let p = self.api.get_mut(&format!("uid-{name}")).unwrap();
+            p.metadata.deletion_timestamp =
+                Some(Time(self.now + jiff::SignedDuration::from_secs(grace)));
+            p.metadata.deletion_grace_period_seconds = Some(grace);
+        }
+    }
+
+    fn reasons(h: &Harness) -> Vec<(i64, String)> {
+        h.events().into_iter().map(|(t, r, _)| (t, r)).collect()
+    }
+
+    #[test]
+    fn pod_reaches_running_after_modelled_delays() {
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.run_until(10_000);
+        // sandbox 1 s, pull 2 s, start 0.5 s.
+        assert_eq!(
+            h.phases(),
+            vec![(0, "Pending".into()), (3500, "Running".into())]
+        );
+        assert_eq!(
+            reasons(&h),
+            vec![
+                (1000, "Pulling".into()),
+                (3000, "Pulled".into()),
+                (3500, "Created".into()),
+                (3500, "Started".into())
+            ]
+        );
+        let ev = h.events();
+        assert_eq!(ev[0].2, "Pulling image \"busybox:1.36\"");
+        assert_eq!(
+            ev[1].2,
+            "Successfully pulled image \"busybox:1.36\" in 2s (2s including waiting). Image size: 26214400 bytes."
+        );
+        assert_eq!(ev[2].2, "Created container: app");
+        assert_eq!(ev[3].2, "Started container app");
+        let s = h.status("web");
+        let cs = &s.container_statuses.as_ref().unwrap()[0];
+        assert!(cs.ready && cs.restart_count == 0);
+        assert_eq!(cs.image, "docker.io/library/busybox:1.36");
+        assert_eq!(s.pod_ip.as_deref(), Some("10.244.5.2"));
+        assert!(s.conditions.unwrap().iter().all(|c| c.status == "True"));
+        // The first status (t=0) said ContainerCreating and PodReadyToStartContainers False.
+        let PodWrite::Status { status: first, .. } = &h
+            .log
+            .iter()
+            .find(|(_, w)| matches!(w, PodWrite::Status { .. }))
+            .unwrap()
+            .1
+        else {
+            unreachable!()
+        };
+        let w = first.container_statuses.as_ref().unwrap()[0]
+            .state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .clone()
+            .unwrap();
+        assert_eq!(w.reason.as_deref(), Some("ContainerCreating"));
+    }
+
+    #[test]
+    fn crash_loop_backoff_delays() {
+        let mut h = Harness::new();
+        h.add(pod("crash", "Always", &["sh", "-c", "exit 1"], None));
+        h.run_until(60_000);
+        // Starts at 3.5 s; image then present: each restart takes 0.5 s to create.
+        let started: Vec<i64> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "Started")
+            .map(|(t, _, _)| t)
+            .collect();
+        assert_eq!(started, vec![3500, 4000, 14_500, 35_000]);
+        let backoffs: Vec<(i64, String)> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "BackOff")
+            .map(|(t, _, m)| (t, m))
+            .collect();
+        assert_eq!(
+            backoffs[0],
+            (
+                4000,
+                "Back-off restarting failed container app in pod crash_default(uid-crash)".into()
+            )
+        );
+        let s = h.status("crash");
+        let cs = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(cs.restart_count, 3);
+        let w = cs.state.as_ref().unwrap().waiting.clone().unwrap();
+        assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(
+            w.message.as_deref(),
+            Some("back-off 40s restarting failed container=app pod=crash_default(uid-crash)")
+        );
+        assert_eq!(
+            cs.last_state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            1
+        );
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+    }
+
+    #[test]
+    fn never_and_onfailure_end_terminal() {
+        let mut h = Harness::new();
+        h.add(pod("fail", "Never", &["sh", "-c", "sleep 2; exit 3"], None));
+        h.add(pod("ok", "OnFailure", &["sleep", "1"], None));
+        h.run_until(20_000);
+        assert_eq!(h.status("fail").phase.as_deref(), Some("Failed"));
+        assert_eq!(h.status("ok").phase.as_deref(), Some("Succeeded"));
+        let t = h.status("fail").container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
+        assert_eq!((t.exit_code, t.reason.as_deref()), (3, Some("Error")));
+        assert!(
+            !h.log
+                .iter()
+                .any(|(_, w)| matches!(w, PodWrite::Delete { .. })),
+            "no DELETE without deletionTimestamp"
+        );
+    }
+
+    fn deletion_time(h: &Harness) -> Option<i64> {
+        h.log
+            .iter()
+            .find_map(|(t, w)| matches!(w, PodWrite::Delete { .. }).then_some(*t))
+    }
+
+    #[test]
+    fn graceful_delete_sigterm_ignored_ends_with_sigkill_at_grace() {
+        // N-37: sleep as PID 1 ignores SIGTERM → SIGKILL at 30 s → Failed, DELETE.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &["sleep", "3600"], None));
+        h.run_until(10_000);
+        h.delete("web", 30);
+        h.run_until(60_000);
+        assert_eq!(deletion_time(&h), Some(40_000));
+        let (t, last) = h
+            .log
+            .iter()
+            .rev()
+            .find_map(|(t, w)| match w {
+                PodWrite::Status { status, .. } => Some((*t, (**status).clone())),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(t, 40_000);
+        assert_eq!(last.phase.as_deref(), Some("Failed"));
+        let term = last.container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
+        assert_eq!(term.exit_code, 137);
+        assert!(
+            h.events()
+                .iter()
+                .any(|(t, r, m)| *t == 10_000 && r == "Killing" && m == "Stopping container app")
+        );
+        assert!(h.api.is_empty());
+    }
+
+    #[test]
+    fn graceful_delete_server_exits_on_sigterm_and_floor_applies() {
+        // N-38: a server exits 0 on SIGTERM at once → Succeeded, DELETE at t.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.run_until(10_000);
+        h.delete("web", 30);
+        h.run_until(20_000);
+        assert_eq!(deletion_time(&h), Some(10_000));
+        // N-41: --grace-period=1 on a SIGTERM-ignoring container: SIGKILL 2 s later.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &["sleep", "3600"], None));
+        h.run_until(10_000);
+        h.delete("web", 1);
+        h.run_until(20_000);
+        assert_eq!(deletion_time(&h), Some(12_000));
+    }
+
+    #[test]
+    fn prestop_longer_than_grace() {
+        // N-40: preStop sleep 40 with grace 30 → SIGTERM at 30, SIGKILL at 32.
+        let mut h = Harness::new();
+        h.add(pod(
+            "web",
+            "Always",
+            &["sleep", "3600"],
+            Some(&["sleep", "40"]),
+        ));
+        h.run_until(10_000);
+        h.delete("web", 30);
+        h.run_until(60_000);
+        assert_eq!(deletion_time(&h), Some(42_000));
+        // preStop sleep 5 then a server: exits at SIGTERM (5 s).
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], Some(&["sleep", "5"])));
+        h.run_until(10_000);
+        h.delete("web", 30);
+        h.run_until(60_000);
+        assert_eq!(deletion_time(&h), Some(15_000));
+    }
+
+    #[test]
+    fn grace_shortened_while_terminating() {
+        // N-43: 60 s, then 10 s at +5 s → SIGKILL at +15 s.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &["sleep", "3600"], None));
+        h.run_until(10_000);
+        h.delete("web", 60);
+        h.run_until(15_000);
+        h.delete("web", 10);
+        h.run_until(100_000);
+        assert_eq!(deletion_time(&h), Some(25_000));
+    }
+
+    #[test]
+    fn kubelet_restart_adopts_running_containers() {
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.run_until(10_000);
+        // New kubelet process: fresh manager, same machine.
+        h.mgr = PodManager::new("n1", "10.0.0.5", RuntimeModel::default());
+        h.log.clear();
+        h.run_until(20_000);
+        assert!(h.events().is_empty(), "no kill, no start: {:?}", h.events());
+        assert!(h.log.is_empty(), "identical status is not re-sent");
+        assert_eq!(
+            h.status("web").container_statuses.unwrap()[0].restart_count,
+            0
+        );
+    }
+
+    #[test]
+    fn reboot_restarts_always_pods_and_fails_never_pods() {
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.add(pod("job", "Never", &["sleep", "3600"], None));
+        h.run_until(10_000);
+        h.machine.power_off(at(10_000));
+        h.now = at(90_000);
+        h.machine.power_on("b-2".into());
+        h.mgr = PodManager::new("n1", "10.0.0.5", RuntimeModel::default());
+        h.log.clear();
+        h.run_until(100_000);
+        let web = h.status("web");
+        let cs = &web.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(cs.restart_count, 1);
+        let last = cs.last_state.as_ref().unwrap().terminated.clone().unwrap();
+        assert_eq!(
+            (last.exit_code, last.reason.as_deref()),
+            (255, Some("Unknown"))
+        );
+        assert_eq!(web.phase.as_deref(), Some("Running"));
+        assert!(h.events().iter().any(|(t, r, m)| *t == 90_000
+            && r == "SandboxChanged"
+            && m == "Pod sandbox changed, it will be killed and re-created."));
+        let job = h.status("job");
+        assert_eq!(job.phase.as_deref(), Some("Failed"));
+        let conds = job.conditions.unwrap();
+        let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.reason.as_deref(), Some("PodFailed"));
+        assert!(
+            !h.events()
+                .iter()
+                .any(|(_, r, m)| r == "SandboxChanged" && m.contains("job"))
+        );
+    }
+
+    #[test]
+    fn orphans_are_stopped_with_two_seconds_and_no_prestop() {
+        // N-46: pod force-deleted while the kubelet was down.
+        let mut h = Harness::new();
+        h.add(pod(
+            "web",
+            "Always",
+            &["sleep", "3600"],
+            Some(&["sleep", "5"]),
+        ));
+        h.run_until(10_000);
+        h.mgr = PodManager::new("n1", "10.0.0.5", RuntimeModel::default());
+        h.api.clear();
+        h.now = at(60_000);
+        h.log.clear();
+        h.run_until(61_000);
+        assert!(h.machine.pods.contains_key("uid-web"));
+        h.run_until(70_000);
+        assert!(
+            !h.machine.pods.contains_key("uid-web"),
+            "removed after SIGKILL at +2 s"
+        );
+        assert!(h.log.is_empty(), "no API writes for an orphan");
+    }
+
+    #[test]
+    fn admission_rejection_writes_failed_status() {
+        let mut h = Harness::new();
+        let mut p = pod("big", "Always", &[], None);
+        p.spec.as_mut().unwrap().node_selector =
+            Some([("disk".to_string(), "ssd".to_string())].into());
+        h.add(p);
+        h.run_until(1000);
+        let s = h.status("big");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("NodeAffinity"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some(
+                "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Node selector"
+            )
+        );
+        assert!(h.events().iter().any(|(_, r, _)| r == "NodeAffinity"));
+        assert!(h.machine.pods.is_empty());
+    }
+    #[test]
+    fn finished_pod_deleted_later_gets_its_final_delete() {
+        let mut h = Harness::new();
+        h.add(pod("job", "Never", &["sleep", "1"], None));
+        h.run_until(10_000);
+        assert_eq!(h.status("job").phase.as_deref(), Some("Succeeded"));
+        h.delete("job", 30);
+        h.run_until(10_500);
+        assert_eq!(deletion_time(&h), Some(10_000));
+    }
+
+    #[test]
+    fn deletion_while_kubelet_down_gets_full_grace_after_restart() {
+        // N-44: deleted at 10 s while the kubelet is down; restarted at 300 s: full 30 s budget.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &["sleep", "3600"], None));
+        h.run_until(5_000);
+        h.machine.abandon_stops();
+        h.delete("web", 30);
+        h.now = at(300_000);
+        h.mgr = PodManager::new("n1", "10.0.0.5", RuntimeModel::default());
+        h.run_until(400_000);
+        assert_eq!(deletion_time(&h), Some(330_000));
+    }
+
+    #[test]
+    fn job_with_sidecar_completes_and_sidecar_is_stopped() {
+        let mut h = Harness::new();
+        let mut p = pod("job", "Never", &["sleep", "10"], None);
+        let spec = p.spec.as_mut().unwrap();
+        spec.init_containers = Some(vec![Container {
+            name: "log".into(),
+            image: Some("busybox:1.36".into()),
+            restart_policy: Some("Always".into()),
+            ..Default::default()
+        }]);
+        h.add(p);
+        h.run_until(60_000);
+        let s = h.status("job");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        // sandbox 1, pull+start sidecar 3.5, app (image present) 4.0, runs 10 s → 14 s.
+        let started: Vec<i64> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "Started")
+            .map(|(t, _, _)| t)
+            .collect();
+        assert_eq!(started, vec![3500, 4000]);
+        assert!(
+            h.events()
+                .iter()
+                .any(|(t, r, m)| *t == 14_000 && r == "Killing" && m == "Stopping container log")
+        );
+        assert!(h.machine.pods.is_empty());
+    }
+    fn with_probe(mut p: Pod, kind: ProbeKind, cmd: &[&str]) -> Pod {
+        let probe = k8s_openapi::api::core::v1::Probe {
+            exec: Some(ExecAction {
+                command: Some(cmd.iter().map(|s| s.to_string()).collect()),
+            }),
+            ..Default::default()
+        };
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        match kind {
+            ProbeKind::Readiness => c.readiness_probe = Some(probe),
+            ProbeKind::Liveness => c.liveness_probe = Some(probe),
+        }
+        p
+    }
+
+    fn ready_at(h: &Harness) -> Vec<(i64, bool)> {
+        let mut v: Vec<(i64, bool)> = Vec::new();
+        for (t, w) in &h.log {
+            if let PodWrite::Status { status, .. } = w {
+                let r = status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                if v.last().map(|(_, l)| *l) != Some(r) {
+                    v.push((*t, r));
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn readiness_probe_gates_ready_until_first_success() {
+        // N-34: added at 0, running at 3.5 s, probe ticks at 0, 10, … → Ready at 10 s.
+        let mut h = Harness::new();
+        h.add(with_probe(
+            pod("web", "Always", &[], None),
+            ProbeKind::Readiness,
+            &["true"],
+        ));
+        h.run_until(30_000);
+        assert_eq!(ready_at(&h), vec![(0, false), (10_000, true)]);
+        assert!(!h.events().iter().any(|(_, r, _)| r == "Unhealthy"));
+        // A failing readiness probe: Unhealthy events every period, never Ready.
+        let mut h = Harness::new();
+        h.add(with_probe(
+            pod("web", "Always", &[], None),
+            ProbeKind::Readiness,
+            &["sh", "-c", "exit 1"],
+        ));
+        h.run_until(30_000);
+        assert_eq!(ready_at(&h), vec![(0, false)]);
+        let unhealthy: Vec<(i64, String)> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "Unhealthy")
+            .map(|(t, _, m)| (t, m))
+            .collect();
+        assert_eq!(
+            unhealthy,
+            vec![
+                (10_000, "Readiness probe failed: ".to_string()),
+                (20_000, "Readiness probe failed: ".to_string()),
+                (30_000, "Readiness probe failed: ".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn liveness_failure_kills_and_restarts() {
+        // N-29: failures at 10, 20, 30 s → Killing at 30 s; the server exits on SIGTERM and is
+        // restarted (image present: 0.5 s).
+        let mut h = Harness::new();
+        h.add(with_probe(
+            pod("web", "Always", &[], None),
+            ProbeKind::Liveness,
+            &["false"],
+        ));
+        h.run_until(31_000);
+        let ev = h.events();
+        let unhealthy: Vec<i64> = ev
+            .iter()
+            .filter(|(_, r, _)| r == "Unhealthy")
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert_eq!(unhealthy, vec![10_000, 20_000, 30_000]);
+        assert!(ev.iter().any(|(t, r, m)| *t == 30_000
+            && r == "Killing"
+            && m == "Container app failed liveness probe, will be restarted"));
+        let started: Vec<i64> = ev
+            .iter()
+            .filter(|(_, r, _)| r == "Started")
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert_eq!(started, vec![3500, 30_500]);
+        assert_eq!(
+            h.status("web").container_statuses.unwrap()[0].restart_count,
+            1
+        );
+    }
+    #[test]
+    fn pending_pod_deleted_reports_container_status_unknown() {
+        // Deleted while the image is still being pulled: nothing ever ran.
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.run_until(2_000);
+        h.delete("web", 30);
+        h.run_until(3_000);
+        assert_eq!(deletion_time(&h), Some(2_000));
+        let last = h
+            .log
+            .iter()
+            .rev()
+            .find_map(|(_, w)| match w {
+                PodWrite::Status { status, .. } => Some((**status).clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(last.phase.as_deref(), Some("Failed"));
+        let t = last.container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
+        assert_eq!(
+            (t.exit_code, t.reason.as_deref()),
+            (137, Some("ContainerStatusUnknown"))
+        );
+        assert_eq!(
+            t.message.as_deref(),
+            Some("The container could not be located when the pod was terminated")
+        );
+    }
+    #[test]
+    fn never_pull_policy_without_the_image_waits_with_err_image_never_pull() {
+        let mut h = Harness::new();
+        let mut p = pod("web", "Always", &[], None);
+        p.spec.as_mut().unwrap().containers[0].image_pull_policy = Some("Never".into());
+        h.add(p);
+        h.run_until(30_000);
+        let ev: Vec<_> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "ErrImageNeverPull")
+            .collect();
+        assert_eq!(
+            ev,
+            vec![(
+                1000,
+                "ErrImageNeverPull".to_string(),
+                "Container image \"busybox:1.36\" is not present with pull policy of Never"
+                    .to_string()
+            )]
+        );
+        let w = h.status("web").container_statuses.unwrap()[0]
+            .state
+            .clone()
+            .unwrap()
+            .waiting
+            .unwrap();
+        assert_eq!(w.reason.as_deref(), Some("ErrImageNeverPull"));
+        assert_eq!(h.status("web").phase.as_deref(), Some("Pending"));
+    }
+}

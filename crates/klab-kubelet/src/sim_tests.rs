@@ -1,0 +1,657 @@
+//! Virtual-time tests of the whole kubelet against the in-process API server: heartbeats, pod
+//! start, graceful deletion, kubelet restart and reboot, with exact virtual times.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use klab_api::{Clock, DetRng};
+use klab_apiserver::identity::Identity;
+use klab_apiserver::testing::memory_server_with;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+
+use crate::config::{KubeletConfig, NodeSpecConfig, RuntimeModel};
+use crate::fault::NodeFault;
+use crate::node::SimNode;
+
+/// Whole-second latencies and no jitter, so every assertion is an exact instant.
+fn model() -> RuntimeModel {
+    RuntimeModel {
+        sandbox_start: Duration::from_secs(1),
+        image_pull: Duration::from_secs(2),
+        container_start: Duration::from_secs(1),
+        heartbeat_jitter: 0.0,
+        ..RuntimeModel::default()
+    }
+}
+
+struct Cluster {
+    clock: Clock,
+    admin: Client,
+    node: SimNode,
+    t0: tokio::time::Instant,
+}
+
+async fn cluster() -> Cluster {
+    cluster_with(model()).await
+}
+
+async fn cluster_with(model: RuntimeModel) -> Cluster {
+    let clock = Clock::virtual_default();
+    let api = memory_server_with(clock.clone(), DetRng::seeded(1), Default::default()).await;
+    let admin = Client::new(api.router(), "default");
+    let router = api.router_as(Identity::node("n1"));
+    let node = SimNode::new(
+        "n1",
+        NodeSpecConfig::default(),
+        KubeletConfig::default(),
+        model,
+        clock.clone(),
+        DetRng::seeded(7),
+        move || router.clone(),
+    );
+    Cluster {
+        clock,
+        admin,
+        node,
+        t0: tokio::time::Instant::now(),
+    }
+}
+
+impl Cluster {
+    /// Sleeps until `secs` (fractional) after the start of the test.
+    async fn at(&self, secs: f64) {
+        tokio::time::sleep_until(self.t0 + Duration::from_secs_f64(secs)).await;
+        assert_eq!(
+            self.clock.elapsed(),
+            Duration::from_secs_f64(secs),
+            "virtual time advanced to {secs}s"
+        );
+    }
+    fn ts(&self, secs: i64) -> Timestamp {
+        self.clock.epoch() + SignedDuration::from_secs(secs)
+    }
+    async fn lease(&self) -> Option<Lease> {
+        Api::<Lease>::namespaced(self.admin.clone(), "kube-node-lease")
+            .get_opt("n1")
+            .await
+            .unwrap()
+    }
+    async fn renew_time(&self) -> Option<Timestamp> {
+        self.lease()
+            .await
+            .and_then(|l| l.spec?.renew_time)
+            .map(|t| t.0)
+    }
+    async fn node_obj(&self) -> Node {
+        Api::<Node>::all(self.admin.clone())
+            .get("n1")
+            .await
+            .unwrap()
+    }
+    async fn ready_heartbeat(&self) -> Timestamp {
+        let n = self.node_obj().await;
+        n.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .last_heartbeat_time
+            .unwrap()
+            .0
+    }
+    async fn pod(&self, name: &str) -> Option<Pod> {
+        Api::<Pod>::namespaced(self.admin.clone(), "default")
+            .get_opt(name)
+            .await
+            .unwrap()
+    }
+    async fn create_pod(&self, name: &str, policy: &str, command: &[&str]) {
+        let p = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                restart_policy: Some(policy.into()),
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("busybox:1.36".into()),
+                    command: if command.is_empty() {
+                        None
+                    } else {
+                        Some(command.iter().map(|s| s.to_string()).collect())
+                    },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Api::<Pod>::namespaced(self.admin.clone(), "default")
+            .create(&PostParams::default(), &p)
+            .await
+            .unwrap();
+    }
+    async fn events(&self, reason: &str) -> Vec<Event> {
+        let mut v: Vec<Event> = Api::<Event>::namespaced(self.admin.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect();
+        v.sort_by_key(|e| e.metadata.name.clone());
+        v
+    }
+    async fn phase(&self, name: &str) -> Option<String> {
+        self.pod(name).await.and_then(|p| p.status?.phase)
+    }
+    async fn container(&self, name: &str) -> k8s_openapi::api::core::v1::ContainerStatus {
+        self.pod(name)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .container_statuses
+            .unwrap()
+            .remove(0)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn registers_and_renews_the_lease_every_ten_seconds() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    let n = c.node_obj().await;
+    assert_eq!(n.metadata.labels.unwrap()["kubernetes.io/hostname"], "n1");
+    let conds: Vec<String> = n
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert_eq!(
+        conds,
+        vec!["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    );
+    // The first lease sync (t=0) ran before registration (t=0.1): no owner, no lease.
+    assert!(c.lease().await.is_none());
+    c.at(15.0).await;
+    let lease = c.lease().await.unwrap();
+    assert_eq!(lease.metadata.owner_references.unwrap()[0].kind, "Node");
+    assert_eq!(
+        lease.spec.as_ref().unwrap().lease_duration_seconds,
+        Some(40)
+    );
+    assert_eq!(c.renew_time().await, Some(c.ts(10)));
+    for k in 2..6 {
+        c.at(k as f64 * 10.0 + 5.0).await;
+        assert_eq!(c.renew_time().await, Some(c.ts(k * 10)), "renewal {k}");
+    }
+    let starting = c.events("Starting").await;
+    assert_eq!(starting.len(), 1);
+    assert_eq!(starting[0].message.as_deref(), Some("Starting kubelet."));
+    assert_eq!(starting[0].involved_object.uid.as_deref(), Some("n1"));
+    assert_eq!(c.events("NodeHasSufficientMemory").await.len(), 1);
+    assert!(
+        c.events("NodeReady").await.is_empty(),
+        "a new Ready condition records no event"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_posted_on_change_at_once_and_unchanged_every_five_minutes() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    // Registered and reported at t=0.1 (Time has whole seconds).
+    assert_eq!(c.ready_heartbeat().await, c.ts(0));
+    c.at(299.0).await;
+    assert_eq!(
+        c.ready_heartbeat().await,
+        c.ts(0),
+        "unchanged status is not re-posted before 5m"
+    );
+    c.at(301.0).await;
+    assert_eq!(c.ready_heartbeat().await, c.ts(300), "re-posted at 300.1 s");
+    // A controller marks the node Unknown at t=305: the kubelet's next computation (310.1 s)
+    // differs and is posted at once, with a NodeReady event.
+    let unknown = serde_json::json!({"status": {"conditions": [
+        {"type": "MemoryPressure", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:05Z"},
+        {"type": "DiskPressure", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:05Z"},
+        {"type": "PIDPressure", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:05Z"},
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": "2026-01-01T00:05:05Z"}
+    ]}});
+    c.at(305.0).await;
+    Api::<Node>::all(c.admin.clone())
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(&unknown))
+        .await
+        .unwrap();
+    c.at(310.0).await;
+    assert_eq!(c.ready_heartbeat().await, c.ts(300));
+    c.at(311.0).await;
+    let n = c.node_obj().await;
+    let ready = n
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.last_heartbeat_time.unwrap().0),
+        ("True", c.ts(310))
+    );
+    assert_eq!(ready.last_transition_time.unwrap().0, c.ts(310));
+    let ev = c.events("NodeReady").await;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        ev[0].message.as_deref(),
+        Some("Node n1 status is now: NodeReady")
+    );
+    // The Unknown→False transition repeats the registration-time event: one object, count 2
+    // (`kubectl describe`: "(x2 over 5m10s)").
+    let mem = c.events("NodeHasSufficientMemory").await;
+    assert_eq!(mem.len(), 1);
+    assert_eq!(mem[0].count, Some(2));
+    assert_eq!(mem[0].first_timestamp.as_ref().unwrap().0, c.ts(0));
+    assert_eq!(mem[0].last_timestamp.as_ref().unwrap().0, c.ts(310));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_runs_after_modelled_delays() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("web", "Always", &[]).await;
+    c.at(13.5).await;
+    assert_eq!(c.phase("web").await.as_deref(), Some("Pending"));
+    let w = c.container("web").await.state.unwrap().waiting.unwrap();
+    assert_eq!(w.reason.as_deref(), Some("ContainerCreating"));
+    // sandbox 1 s + pull 2 s + start 1 s.
+    c.at(14.0).await;
+    assert_eq!(c.phase("web").await.as_deref(), Some("Running"));
+    let cs = c.container("web").await;
+    assert_eq!(
+        cs.state.unwrap().running.unwrap().started_at.unwrap().0,
+        c.ts(14)
+    );
+    assert!(cs.ready);
+    let st = c.pod("web").await.unwrap().status.unwrap();
+    assert_eq!(st.host_ip.as_deref(), Some("10.0.0.5"));
+    assert!(st.conditions.unwrap().iter().all(|c| c.status == "True"));
+    let started = c.events("Started").await;
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        started[0].involved_object.field_path.as_deref(),
+        Some("spec.containers{app}")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_deletion_ends_at_grace_or_at_sigterm_exit() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("ignores", "Always", &["sleep", "3600"]).await;
+    c.create_pod("server", "Always", &[]).await;
+    c.create_pod("tiny", "Always", &["sleep", "3600"]).await;
+    c.at(20.0).await;
+    let pods: Api<Pod> = Api::namespaced(c.admin.clone(), "default");
+    let grace = |g: u32| DeleteParams {
+        grace_period_seconds: Some(g),
+        ..Default::default()
+    };
+    pods.delete("ignores", &grace(30)).await.unwrap();
+    pods.delete("server", &grace(30)).await.unwrap();
+    pods.delete("tiny", &grace(1)).await.unwrap();
+    c.at(20.5).await;
+    assert!(
+        c.pod("server").await.is_none(),
+        "exits on SIGTERM: gone at once"
+    );
+    assert!(c.pod("ignores").await.is_some());
+    c.at(21.9).await;
+    assert!(c.pod("tiny").await.is_some());
+    c.at(22.1).await;
+    assert!(
+        c.pod("tiny").await.is_none(),
+        "grace 1 → SIGKILL after the 2 s floor"
+    );
+    c.at(49.9).await;
+    let p = c.pod("ignores").await.unwrap();
+    assert!(p.metadata.deletion_timestamp.is_some());
+    c.at(50.1).await;
+    assert!(
+        c.pod("ignores").await.is_none(),
+        "SIGKILL at the end of the 30 s grace"
+    );
+    let killing = c.events("Killing").await;
+    assert_eq!(killing.len(), 3);
+    assert_eq!(
+        killing[0].message.as_deref(),
+        Some("Stopping container app")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn kubelet_stopped_for_two_minutes_restarts_nothing() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("web", "Always", &[]).await;
+    c.at(20.0).await;
+    let before = c.container("web").await;
+    assert_eq!(before.restart_count, 0);
+    c.node.apply(NodeFault::StopKubelet);
+    c.at(60.0).await;
+    assert_eq!(
+        c.renew_time().await,
+        Some(c.ts(20)),
+        "no renewal while stopped"
+    );
+    assert_eq!(
+        c.node.state().running_containers,
+        vec!["default/web/app".to_string()]
+    );
+    c.at(140.0).await;
+    c.node.apply(NodeFault::StartKubelet);
+    c.at(145.0).await;
+    assert_eq!(c.renew_time().await, Some(c.ts(140)));
+    let after = c.container("web").await;
+    assert_eq!(after.restart_count, 0);
+    assert_eq!(after.state, before.state, "same container instance");
+    assert_eq!(c.events("Started").await.len(), 1);
+    assert_eq!(c.events("Starting").await.len(), 2);
+    assert!(c.events("Rebooted").await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reboot_reports_new_boot_id_restarts_always_pods_and_fails_never_pods() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("web", "Always", &[]).await;
+    c.create_pod("job", "Never", &["sleep", "3600"]).await;
+    c.at(30.0).await;
+    let old_boot = c
+        .node_obj()
+        .await
+        .status
+        .unwrap()
+        .node_info
+        .unwrap()
+        .boot_id;
+    c.node.apply(NodeFault::Reboot);
+    let new_boot = c.node.state().boot_id;
+    assert_ne!(old_boot, new_boot);
+    c.at(40.0).await;
+    let n = c.node_obj().await;
+    assert_eq!(n.status.unwrap().node_info.unwrap().boot_id, new_boot);
+    let rebooted = c.events("Rebooted").await;
+    assert_eq!(rebooted.len(), 1);
+    assert_eq!(rebooted[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        rebooted[0].message.clone().unwrap(),
+        format!("Node n1 has been rebooted, boot id: {new_boot}")
+    );
+    let web = c.container("web").await;
+    assert_eq!(web.restart_count, 1);
+    let last = web.last_state.unwrap().terminated.unwrap();
+    assert_eq!(
+        (last.exit_code, last.reason.as_deref()),
+        (255, Some("Unknown"))
+    );
+    assert_eq!(c.phase("web").await.as_deref(), Some("Running"));
+    assert_eq!(c.phase("job").await.as_deref(), Some("Failed"));
+    assert_eq!(c.events("SandboxChanged").await.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn partition_freezes_the_lease_and_backoff_resumes_it_after_heal() {
+    // N-13: renewals at 10, 20, 30 s; partitioned at 35 s; the sync at 40 s fails five PUTs, then
+    // backoffEnsureLease retries GET after 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 7, 7 … s (40.2 … 94.6,
+    // 101.6 s). Healed at 95 s, the 101.6 s GET succeeds and the lease is renewed then.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(35.0).await;
+    assert_eq!(c.renew_time().await, Some(c.ts(30)));
+    c.node.apply(NodeFault::Partition);
+    c.at(95.0).await;
+    assert_eq!(
+        c.renew_time().await,
+        Some(c.ts(30)),
+        "renewTime frozen during the partition"
+    );
+    c.node.apply(NodeFault::Heal);
+    c.at(101.5).await;
+    assert_eq!(c.renew_time().await, Some(c.ts(30)));
+    c.at(102.0).await;
+    assert_eq!(
+        c.renew_time().await,
+        Some(c.ts(101) + SignedDuration::from_millis(600))
+    );
+    c.at(112.0).await;
+    assert_eq!(
+        c.renew_time().await,
+        Some(c.ts(111) + SignedDuration::from_millis(600)),
+        "normal cadence again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn freeze_stops_heartbeats_and_containers_until_thaw() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("job", "Never", &["sleep", "100"]).await;
+    c.at(35.0).await;
+    c.node.apply(NodeFault::Freeze);
+    assert!(c.node.state().frozen);
+    c.at(95.0).await;
+    assert_eq!(c.renew_time().await, Some(c.ts(30)));
+    c.node.apply(NodeFault::Thaw);
+    c.at(96.0).await;
+    assert_eq!(
+        c.renew_time().await,
+        Some(c.ts(95)),
+        "the lease loop resumes at thaw"
+    );
+    // Started at 14 s, `sleep 100` would exit at 114 s; the 60 s freeze moves that to 174 s.
+    c.at(173.0).await;
+    assert_eq!(c.phase("job").await.as_deref(), Some("Running"));
+    c.at(175.0).await;
+    assert_eq!(c.phase("job").await.as_deref(), Some("Succeeded"));
+    let t = c.container("job").await.state.unwrap().terminated.unwrap();
+    assert_eq!((t.exit_code, t.finished_at.unwrap().0), (0, c.ts(174)));
+}
+
+/// One scripted run with upstream's jitter; returns a trace of everything observable.
+async fn scripted_run() -> (Vec<String>, Vec<Timestamp>) {
+    let mut c = cluster_with(RuntimeModel::default()).await;
+    c.node.start();
+    let mut renewals = Vec::new();
+    for s in 1..=120 {
+        tokio::time::sleep_until(c.t0 + Duration::from_secs(s)).await;
+        match s {
+            5 => {
+                c.create_pod("web", "Always", &["sh", "-c", "sleep 7; exit 1"])
+                    .await
+            }
+            60 => c.node.apply(NodeFault::StopKubelet),
+            80 => c.node.apply(NodeFault::StartKubelet),
+            100 => c.node.apply(NodeFault::Reboot),
+            _ => {}
+        }
+        if let Some(t) = c.renew_time().await
+            && renewals.last() != Some(&t)
+        {
+            renewals.push(t);
+        }
+    }
+    let mut trace: Vec<String> = Api::<Event>::namespaced(c.admin.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{} {} {:?} {:?}",
+                e.metadata.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.count,
+                e.message
+            )
+        })
+        .collect();
+    trace.sort();
+    trace.push(serde_json::to_string(&c.pod("web").await.unwrap().status).unwrap());
+    (trace, renewals)
+}
+
+#[test]
+fn runs_are_deterministic_and_jitter_stays_within_four_percent() {
+    let run = || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(scripted_run())
+    };
+    let (a, renew_a) = run();
+    let (b, renew_b) = run();
+    assert_eq!(a, b);
+    assert_eq!(renew_a, renew_b);
+    assert!(
+        a.iter().any(|l| l.contains("BackOff")),
+        "the crash loop happened: {a:?}"
+    );
+    assert!(a.iter().any(|l| l.contains("Rebooted")));
+    // Renewals before the stop (t < 60 s) are 10.0–10.4 s apart (N-08).
+    let before: Vec<&Timestamp> = renew_a
+        .iter()
+        .filter(|t| t.duration_since(renew_a[0]).as_secs() < 40)
+        .collect();
+    assert!(before.len() >= 4);
+    for w in before.windows(2) {
+        let d = w[1].duration_since(*w[0]);
+        assert!(
+            d >= SignedDuration::from_secs(10) && d < SignedDuration::from_millis(10_400),
+            "{d:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn deletion_while_kubelet_down_is_finished_with_full_grace_after_start() {
+    // N-44: the API object stays Terminating while the kubelet is down; on start the kubelet
+    // kills with the full 30 s budget (sleep ignores SIGTERM), then DELETEs.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("web", "Always", &["sleep", "3600"]).await;
+    c.at(20.0).await;
+    c.node.apply(NodeFault::StopKubelet);
+    c.at(30.0).await;
+    let grace = DeleteParams {
+        grace_period_seconds: Some(30),
+        ..Default::default()
+    };
+    Api::<Pod>::namespaced(c.admin.clone(), "default")
+        .delete("web", &grace)
+        .await
+        .unwrap();
+    c.at(300.0).await;
+    assert!(
+        c.pod("web").await.is_some(),
+        "Terminating while the kubelet is down"
+    );
+    assert_eq!(
+        c.node.state().running_containers,
+        vec!["default/web/app".to_string()]
+    );
+    c.node.apply(NodeFault::StartKubelet);
+    c.at(329.9).await;
+    assert!(c.pod("web").await.is_some());
+    c.at(330.1).await;
+    assert!(c.pod("web").await.is_none());
+    assert!(c.node.state().running_containers.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cordon_is_noticed_at_the_next_status_computation() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(12.0).await;
+    let cordon = serde_json::json!({"spec": {"unschedulable": true}});
+    Api::<Node>::all(c.admin.clone())
+        .patch("n1", &PatchParams::default(), &Patch::Merge(&cordon))
+        .await
+        .unwrap();
+    c.at(20.0).await;
+    assert!(c.events("NodeNotSchedulable").await.is_empty());
+    // Status computations at 0.1, 10.1, 20.1 s …
+    c.at(20.2).await;
+    let ev = c.events("NodeNotSchedulable").await;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        ev[0].message.as_deref(),
+        Some("Node n1 status is now: NodeNotSchedulable")
+    );
+    assert_eq!(ev[0].first_timestamp.as_ref().unwrap().0, c.ts(20));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_ready_reasserted_after_controller_marked_it_not_ready() {
+    // N-13 / N-25: while the node is cut off, the node lifecycle controller marks its pods
+    // Ready=False; once the kubelet reaches the API again it writes its own status back.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("web", "Always", &[]).await;
+    c.at(20.0).await;
+    c.node.apply(NodeFault::Partition);
+    c.at(30.0).await;
+    let not_ready = serde_json::json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:30Z"}
+    ]}});
+    let pods: Api<Pod> = Api::namespaced(c.admin.clone(), "default");
+    pods.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(&not_ready),
+    )
+    .await
+    .unwrap();
+    let ready = |p: Pod| {
+        p.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .status
+    };
+    assert_eq!(ready(c.pod("web").await.unwrap()), "False");
+    c.at(40.0).await;
+    c.node.apply(NodeFault::Heal);
+    c.at(45.0).await;
+    assert_eq!(ready(c.pod("web").await.unwrap()), "True");
+    assert_eq!(c.container("web").await.restart_count, 0);
+}
