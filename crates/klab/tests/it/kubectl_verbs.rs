@@ -144,7 +144,11 @@ fn get_and_describe_show_kubelet_state() {
         let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
         assert_eq!(row[..5], ["default", "bare", "1/1", "Running", "0"]);
         assert_eq!(row[7..], ["klab-worker", "<none>", "<none>"]);
-        let leases = k.ok(minor, &["get", "lease", "-n", "kube-node-lease"]);
+        // The first Lease is written once the Node exists (one renew interval after start).
+        let leases = k.wait_for("node leases", Duration::from_secs(60), || {
+            let l = k.ok(minor, &["get", "lease", "-n", "kube-node-lease"]);
+            (l.lines().count() == 4).then_some(l)
+        });
         assert!(leases.starts_with("NAME           HOLDER         AGE\nklab-worker    klab-worker    "), "{leases}");
         let yaml = k.ok(minor, &["get", "node", "klab-worker", "-o", "yaml"]);
         assert!(yaml.contains("kind: Node") && yaml.contains("type: Ready"), "{yaml}");
