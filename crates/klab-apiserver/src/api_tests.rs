@@ -985,3 +985,18 @@ async fn patch_resource_version_preconditions() {
     let fresh = json!({"metadata": {"resourceVersion": p2.metadata.resource_version.unwrap(), "labels": {"u": "1"}}});
     pods.patch("a", &PatchParams::default(), &Patch::Merge(fresh)).await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn uid_in_a_patch_is_a_precondition() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let p = pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    let uid = p.metadata.uid.unwrap();
+    let ok = json!({"metadata": {"uid": uid}, "status": {"phase": "Running"}});
+    pods.patch_status("a", &PatchParams::default(), &Patch::Merge(ok)).await.unwrap();
+    let stale = json!({"metadata": {"uid": "00000000-0000-4000-8000-000000000000"}, "status": {"phase": "Failed"}});
+    let e = api_err(pods.patch_status("a", &PatchParams::default(), &Patch::Merge(stale)).await.unwrap_err());
+    assert_eq!(e.code, 409);
+    assert!(e.message.contains("Precondition failed: UID in precondition"), "{}", e.message);
+    assert_eq!(pods.get("a").await.unwrap().status.unwrap().phase.as_deref(), Some("Running"));
+}

@@ -766,6 +766,17 @@ where
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
+        // A uid in the body is a precondition too (kubelets patch status with their pod's uid, so a
+        // pod recreated under the same name is never written with a stale status).
+        if let Some(uid) = object::meta_str(&proposed, "uid").filter(|u| !u.is_empty())
+            && uid != object::uid(&current)
+        {
+            return Err(ApiError::precondition_failed(
+                ri,
+                name,
+                format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(&current)),
+            ));
+        }
         // An explicit resourceVersion is a precondition.
         let pinned = object::resource_version(&proposed).map(str::to_string);
         if let Some(rv) = &pinned

@@ -458,7 +458,12 @@ async fn pod_loop(s: Arc<Shared>) {
                     synced = true;
                 }
                 Some(Ok(watcher::Event::Apply(p))) => {
-                    if let Some(uid) = p.metadata.uid.clone() {
+                    // The watch can deliver the echo of a write after the PATCH response that
+                    // superseded it was stored: never go back to an older version, or the next sync
+                    // would recompute transition times against a stale status and flip them.
+                    if let Some(uid) = p.metadata.uid.clone()
+                        && !pods.get(&uid).is_some_and(|held| is_newer(held, &p))
+                    {
                         pods.insert(uid, p);
                     }
                 }
@@ -508,6 +513,13 @@ async fn pod_loop(s: Arc<Shared>) {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
     }
+}
+
+/// Whether `a` is a newer version of the object than `b` (resourceVersions are compared as numbers
+/// when both are; otherwise the incoming one is taken).
+fn is_newer(a: &Pod, b: &Pod) -> bool {
+    let rv = |p: &Pod| p.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    matches!((rv(a), rv(b)), (Some(x), Some(y)) if x > y)
 }
 
 async fn apply_write(
