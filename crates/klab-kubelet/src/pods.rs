@@ -109,6 +109,32 @@ enum Lifecycle {
     Finished,
 }
 
+/// Records, in a machine that has never seen `pod`, the containers the API says ran for it (with
+/// their restart counts), as exited with the state a power loss leaves. Returns whether any was.
+fn seed_from_api_status(pod: &Pod, machine: &mut Machine, now: Timestamp) -> bool {
+    let Some(uid) = pod.metadata.uid.as_deref() else { return false };
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let ran: Vec<_> = statuses.into_iter().flatten().filter(|c| c.container_id.is_some()).collect();
+    if ran.is_empty() {
+        return false;
+    }
+    let started = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+        c.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref()).map(|t| t.0).unwrap_or(now)
+    };
+    let records = ran
+        .iter()
+        .map(|c| (c.name.clone(), c.image.clone(), c.restart_count, c.container_id.clone().unwrap_or_default(), started(c)))
+        .collect();
+    machine.seed_lost_containers(
+        uid,
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        records,
+        now,
+    );
+    true
+}
+
 #[derive(Clone, Debug)]
 struct Worker {
     pod: Pod,
@@ -759,7 +785,12 @@ impl PodManager {
                 return; // being created
             }
             let had_old = rp.and_then(|p| p.sandbox.as_ref()).is_some();
-            if had_old {
+            // No runtime record, but the API says containers of this pod ran here: the machine
+            // was restarted underneath us (a `klab up` restart, like a reboot whose runtime state
+            // survived on disk). Seed what the runtime would remember, so the containers restart
+            // with restartCount + 1 and a lost (Unknown, 255) last state.
+            let seeded = rp.is_none() && seed_from_api_status(&w.pod, machine, now);
+            if had_old || seeded {
                 out.writes.push(w.event(
                     None,
                     names::EVENT_NORMAL,

@@ -232,6 +232,47 @@ impl Machine {
         best
     }
 
+    /// Seeds the runtime's memory of a pod whose containers ran before the machine lost its state:
+    /// `(name, image, restart_count, container_id, started_at)` per container, each now exited with
+    /// the state a power loss leaves (exit 255, reason `Unknown`). No sandbox is recorded.
+    pub fn seed_lost_containers(
+        &mut self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+        containers: Vec<(String, String, i32, String, Timestamp)>,
+        now: Timestamp,
+    ) {
+        let pod = self.pods.entry(uid.to_string()).or_insert_with(|| RuntimePod {
+            uid: uid.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            sandbox: None,
+            pod_ip: String::new(),
+            containers: BTreeMap::new(),
+        });
+        for (cname, image, restart_count, container_id, started_at) in containers {
+            let exited = Terminated {
+                exit_code: 255,
+                reason: "Unknown".into(),
+                started_at,
+                finished_at: now,
+                container_id: container_id.clone(),
+                message: None,
+            };
+            pod.containers.entry(cname.clone()).or_insert(RtContainer {
+                name: cname,
+                image,
+                container_id,
+                restart_count,
+                state: RtState::Exited(exited),
+                previous: None,
+                spec_hash: 0,
+                program: Program::from_command(&[], &[]),
+            });
+        }
+    }
+
     /// Creates (or re-creates) the sandbox of a pod; ready after `delay`.
     pub fn run_sandbox(
         &mut self,

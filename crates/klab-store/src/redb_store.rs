@@ -344,17 +344,20 @@ impl Writer {
                 Ok(out) => {
                     self.rev = out.rev;
                     self.compacted = out.compacted;
-                    self.shared.current.store(out.rev, Ordering::Release);
-                    self.shared
-                        .compacted
-                        .store(out.compacted, Ordering::Release);
-                    self.shared.commits.fetch_add(1, Ordering::AcqRel);
+                    // Publish before advancing the visible revision: whoever reads
+                    // `current_revision() == r` can rely on every event up to r being queued for
+                    // its watchers already.
                     {
                         let mut hub = self.shared.hub();
                         for e in &out.events {
                             hub.publish(e);
                         }
                     }
+                    self.shared.current.store(out.rev, Ordering::Release);
+                    self.shared
+                        .compacted
+                        .store(out.compacted, Ordering::Release);
+                    self.shared.commits.fetch_add(1, Ordering::AcqRel);
                     for (reply, result) in replies.into_iter().zip(out.results) {
                         let _ = reply.send(result); // the caller may have given up waiting
                     }

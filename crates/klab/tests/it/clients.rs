@@ -95,3 +95,23 @@ fn restart_keeps_objects_and_resource_versions() {
         }
     });
 }
+
+#[test]
+fn restart_brings_the_cluster_back_with_its_pods_running() {
+    let k = Klab::start(&["--speed", "10"]);
+    let (_, pod, _) = crate::kubectl_verbs::manifests("default");
+    let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&pod));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let running = |k: &Klab| k.ok(33, &["get", "pod", "bare", "-o", "jsonpath={.status.phase}"]) == "Running";
+    k.wait_for("bare Running", Duration::from_secs(60), || running(&k).then_some(()));
+    let dir = k.stop();
+    let k = Klab::start_in(dir, &["--speed", "10"]);
+    // The machines were down with klab: the nodes come back (with new boot IDs) and the kubelet
+    // starts the pod again, as after a reboot.
+    k.wait_for("nodes Ready again and bare Running with a restart", Duration::from_secs(90), || {
+        let nodes = k.ok(33, &["get", "nodes", "--no-headers"]);
+        let all_ready = nodes.lines().count() == 3 && nodes.lines().all(|l| l.split_whitespace().nth(1) == Some("Ready"));
+        let restarts = k.ok(33, &["get", "pod", "bare", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"]);
+        (all_ready && running(&k) && restarts == "1").then_some(())
+    });
+}

@@ -30,7 +30,7 @@ fn fails_in(args: &str, stdin: &str, stderr: &str) -> Step {
     Step { ok: false, ..step_in(args, stdin, stderr) }
 }
 
-fn manifests(ns: &str) -> (String, String, String) {
+pub fn manifests(ns: &str) -> (String, String, String) {
     let namespace = format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#);
     let pod = format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bare\n  namespace: {ns}\nspec:\n  nodeName: klab-worker\n  containers:\n  - name: c\n    image: busybox:1.36\n    command: [\"sleep\", \"3600\"]\n"
@@ -192,4 +192,28 @@ fn watch_prints_added_modified_deleted() {
     let _ = child.kill();
     let kinds: Vec<&str> = lines.iter().skip(1).map(|l| l.split_whitespace().next().unwrap_or("")).collect();
     assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"], "{lines:?}");
+}
+
+#[test]
+fn rollout_status_scale_and_strict_validation() {
+    let k = Klab::start(&[]);
+    let (_, _, deploy) = manifests("default");
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(&deploy));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = k.ok(33, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(out.trim_end().ends_with("deployment \"web\" successfully rolled out"), "{out}");
+    k.ok(33, &["scale", "deployment", "web", "--replicas=3"]);
+    let out = k.ok(33, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(out.trim_end().ends_with("deployment \"web\" successfully rolled out"), "{out}");
+    let ready = k.ok(33, &["get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}"]);
+    assert_eq!(ready, "3");
+    // A manifest with a field the API does not know: kubectl's usual strict-validation error, and
+    // nothing is stored.
+    let bad = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndatta:\n  a: b\n";
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("strict decoding error: unknown field \"datta\""), "{err}");
+    let out = k.kubectl(33, &["get", "configmap", "typo"]);
+    assert!(!out.status.success(), "nothing was stored");
 }
