@@ -9,6 +9,7 @@ pub mod duration;
 pub mod names;
 pub mod rng;
 pub mod selector;
+pub mod nodeaffinity;
 pub mod taints;
 
 pub use clock::{Clock, ClockMode};

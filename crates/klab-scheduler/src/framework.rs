@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::DetRng;
 
-use crate::nodeaffinity;
+use klab_api::nodeaffinity;
 use crate::nodeinfo::{NodeInfo, pod_requests};
 use crate::plugins::{self, Code, Plugin, Rejection};
 

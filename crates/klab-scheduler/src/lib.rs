@@ -7,7 +7,7 @@
 //! upstream weights; the `FitError` message with the DefaultPreemption part. The scheduler does not
 //! read node conditions: dead nodes are avoided only through the node lifecycle controller's taints.
 //!
-//! Layout: [`quantity`] and [`nodeinfo`] (accounting), [`nodeaffinity`], [`plugins`] (filters and
+//! Layout: [`quantity`] and [`nodeinfo`] (accounting), [`plugins`] (filters and
 //! scores), [`framework`] (`schedule_one`, pure), [`queue`] (active/backoff/unschedulable, pure),
 //! [`events`] (events.k8s.io recorder), [`shell`] (`run`: watch, cache, bind, report).
 //!
@@ -17,7 +17,6 @@
 
 pub mod events;
 pub mod framework;
-pub mod nodeaffinity;
 pub mod nodeinfo;
 pub mod plugins;
 pub mod quantity;

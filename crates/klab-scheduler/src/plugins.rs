@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 use klab_api::names;
 use klab_api::taints::{tolerated_by_any, untolerated};
 
-use crate::nodeaffinity;
+use klab_api::nodeaffinity;
 use crate::nodeinfo::{NodeInfo, Resources, host_ports, ports_conflict};
 
 /// The score of the best node (upstream `framework.MaxNodeScore`).

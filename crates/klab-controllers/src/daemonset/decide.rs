@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use klab_api::names;
 use klab_api::taints::untolerated;
 
-use super::nodeaffinity::required_node_affinity_matches;
+use klab_api::nodeaffinity::required_node_affinity_matches;
 use crate::replicaset::util;
 
 /// Label with the DaemonSet's template hash (upstream `apps.DefaultDaemonSetUniqueLabelKey`).

@@ -9,7 +9,6 @@
 
 pub mod config;
 pub mod decide;
-mod nodeaffinity;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Node selection by a pod: `spec.nodeSelector` and `affinity.nodeAffinity` (required terms with
 //! `matchExpressions` on labels and `matchFields` on `metadata.name`; preferred terms by weight),
-//! as upstream `component-helpers/scheduling/corev1/nodeaffinity`.
+//! as upstream `component-helpers/scheduling/corev1/nodeaffinity`. Shared by the scheduler and the
+//! DaemonSet controller ("should this node run a daemon pod").
 
 use std::collections::BTreeMap;
 
