@@ -136,26 +136,7 @@ pub fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
 /// An empty selector matches everything; a malformed expression matches nothing (upstream's
 /// conversion error makes the controller skip the object).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    if let Some(ml) = &sel.match_labels
-        && ml.iter().any(|(k, v)| labels.get(k) != Some(v))
-    {
-        return false;
-    }
-    for e in sel.match_expressions.iter().flatten() {
-        let vals = e.values.as_deref().unwrap_or(&[]);
-        let have = labels.get(&e.key);
-        let ok = match e.operator.as_str() {
-            "In" => have.is_some_and(|v| vals.contains(v)),
-            "NotIn" => have.is_none_or(|v| !vals.contains(v)),
-            "Exists" => have.is_some(),
-            "DoesNotExist" => have.is_none(),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
+    klab_api::selector::LabelSelector::from_label_selector(sel).is_ok_and(|s| s.matches(labels))
 }
 
 /// A selector that selects nothing is not expressible; a selector with no requirements selects
@@ -165,26 +146,10 @@ pub fn selector_is_empty(sel: &LabelSelector) -> bool {
         && sel.match_expressions.as_ref().is_none_or(|m| m.is_empty())
 }
 
-/// The selector as kubectl's string form (`app=web,pod-template-hash=x`), matchLabels only
-/// followed by expressions, as `metav1.FormatLabelSelector` prints them.
+/// The selector as kubectl's string form (`app=web,pod-template-hash=x`), as
+/// `metav1.FormatLabelSelector` prints it.
 pub fn selector_string(sel: &LabelSelector) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for (k, v) in sel.match_labels.iter().flatten() {
-        parts.push(format!("{k}={v}"));
-    }
-    for e in sel.match_expressions.iter().flatten() {
-        let mut vals = e.values.clone().unwrap_or_default();
-        vals.sort();
-        let s = match e.operator.as_str() {
-            "In" => format!("{} in ({})", e.key, vals.join(",")),
-            "NotIn" => format!("{} notin ({})", e.key, vals.join(",")),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            other => format!("{} {other}", e.key),
-        };
-        parts.push(s);
-    }
-    parts.join(",")
+    klab_api::selector::LabelSelector::from_label_selector(sel).map(|s| s.to_string()).unwrap_or_default()
 }
 
 /// JSON of a template with nulls, empty maps and empty lists removed, so that two templates that
