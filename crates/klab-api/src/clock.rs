@@ -63,7 +63,12 @@ impl Clock {
 
     fn build(mode: ClockMode, epoch: Timestamp, speed: f64) -> Self {
         Clock {
-            inner: Arc::new(Inner { mode, epoch, start: tokio::time::Instant::now(), speed }),
+            inner: Arc::new(Inner {
+                mode,
+                epoch,
+                start: tokio::time::Instant::now(),
+                speed,
+            }),
         }
     }
 
@@ -108,7 +113,11 @@ impl Clock {
 
     /// Converts a span of the objects' timeline into runtime time.
     pub fn to_runtime(&self, d: StdDuration) -> StdDuration {
-        if self.inner.speed == 1.0 { d } else { d.div_f64(self.inner.speed) }
+        if self.inner.speed == 1.0 {
+            d
+        } else {
+            d.div_f64(self.inner.speed)
+        }
     }
 
     /// Sleeps `d` of the objects' timeline.
@@ -175,7 +184,10 @@ mod tests {
         assert_eq!(format_time(c.now()), "2026-01-01T00:00:55Z");
         assert_eq!(format_micro_time(c.now()), "2026-01-01T00:00:55.250000Z");
         assert_eq!(c.elapsed_label(), "55.250s");
-        assert_eq!(serde_json::to_string(&c.now_time()).unwrap(), "\"2026-01-01T00:00:55Z\"");
+        assert_eq!(
+            serde_json::to_string(&c.now_time()).unwrap(),
+            "\"2026-01-01T00:00:55Z\""
+        );
         assert_eq!(
             serde_json::to_string(&c.now_micro()).unwrap(),
             "\"2026-01-01T00:00:55.250000Z\""
@@ -187,7 +199,10 @@ mod tests {
         let c = Clock::scaled_from("2026-01-01T00:00:00Z".parse().unwrap(), 20.0);
         let before = tokio::time::Instant::now();
         c.sleep(StdDuration::from_secs(300)).await;
-        assert_eq!(tokio::time::Instant::now() - before, StdDuration::from_secs(15));
+        assert_eq!(
+            tokio::time::Instant::now() - before,
+            StdDuration::from_secs(15)
+        );
         assert_eq!(format_time(c.now()), "2026-01-01T00:05:00Z");
     }
 
@@ -195,7 +210,10 @@ mod tests {
     async fn sleep_until_and_runtime_instant_agree() {
         let c = Clock::scaled_from("2026-01-01T00:00:00Z".parse().unwrap(), 2.0);
         let t: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
-        assert_eq!(c.runtime_instant_at(t) - tokio::time::Instant::now(), StdDuration::from_secs(30));
+        assert_eq!(
+            c.runtime_instant_at(t) - tokio::time::Instant::now(),
+            StdDuration::from_secs(30)
+        );
         c.sleep_until(t).await;
         assert_eq!(c.now(), t);
         c.sleep_until("2025-01-01T00:00:00Z".parse().unwrap()).await; // past: returns at once

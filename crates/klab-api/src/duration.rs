@@ -17,7 +17,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = 0f64;
     let mut rest = t;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return Err(format!("invalid duration {s:?}: expected a number"));
         }
@@ -25,7 +27,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .parse()
             .map_err(|_| format!("invalid duration {s:?}: bad number {:?}", &rest[..num_len]))?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -100,7 +104,13 @@ mod tests {
 
     #[test]
     fn formats_like_go() {
-        for (ms, s) in [(300_000, "5m0s"), (40_000, "40s"), (3_600_000, "1h0m0s"), (100, "100ms"), (1_500, "1.5s")] {
+        for (ms, s) in [
+            (300_000, "5m0s"),
+            (40_000, "40s"),
+            (3_600_000, "1h0m0s"),
+            (100, "100ms"),
+            (1_500, "1.5s"),
+        ] {
             assert_eq!(format_go_duration(Duration::from_millis(ms)), s);
         }
     }

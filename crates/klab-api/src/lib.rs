@@ -7,9 +7,9 @@
 pub mod clock;
 pub mod duration;
 pub mod names;
+pub mod nodeaffinity;
 pub mod rng;
 pub mod selector;
-pub mod nodeaffinity;
 pub mod taints;
 
 pub use clock::{Clock, ClockMode};

@@ -18,12 +18,16 @@ const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 impl DetRng {
     pub fn seeded(seed: u64) -> Self {
-        DetRng { inner: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed))) }
+        DetRng {
+            inner: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed))),
+        }
     }
 
     /// A seed from the OS, for live clusters where reproducibility is not wanted.
     pub fn from_entropy() -> Self {
-        DetRng { inner: Arc::new(Mutex::new(ChaCha8Rng::from_os_rng())) }
+        DetRng {
+            inner: Arc::new(Mutex::new(ChaCha8Rng::from_os_rng())),
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut ChaCha8Rng) -> T) -> T {
@@ -37,13 +41,22 @@ impl DetRng {
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
         let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
     }
 
     /// `n` characters from upstream's `generateName` alphabet.
     pub fn suffix(&self, n: usize) -> String {
         self.with(|r| {
-            (0..n).map(|_| SUFFIX_ALPHABET[r.random_range(0..SUFFIX_ALPHABET.len())] as char).collect()
+            (0..n)
+                .map(|_| SUFFIX_ALPHABET[r.random_range(0..SUFFIX_ALPHABET.len())] as char)
+                .collect()
         })
     }
 

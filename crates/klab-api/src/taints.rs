@@ -24,7 +24,9 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match toleration.operator.as_deref().unwrap_or("") {
         "Exists" => true,
-        "" | "Equal" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "" | "Equal" => {
+            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
         _ => false,
     }
 }
@@ -35,7 +37,11 @@ pub fn tolerated_by_any(tolerations: &[Toleration], taint: &Taint) -> bool {
 }
 
 /// Taints (of the given effects) that none of `tolerations` tolerates, in the node's order.
-pub fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Vec<&'a Taint> {
+pub fn untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Vec<&'a Taint> {
     taints
         .iter()
         .filter(|t| effects.contains(&t.effect.as_str()))
@@ -60,12 +66,23 @@ mod tests {
     use super::*;
 
     fn taint(key: &str, value: &str, effect: &str) -> Taint {
-        Taint { key: key.into(), value: (!value.is_empty()).then(|| value.into()), effect: effect.into(), time_added: None }
+        Taint {
+            key: key.into(),
+            value: (!value.is_empty()).then(|| value.into()),
+            effect: effect.into(),
+            time_added: None,
+        }
     }
 
     fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
         let s = |x: &str| (!x.is_empty()).then(|| x.to_string());
-        Toleration { key: s(key), operator: s(op), value: s(value), effect: s(effect), toleration_seconds: None }
+        Toleration {
+            key: s(key),
+            operator: s(op),
+            value: s(value),
+            effect: s(effect),
+            toleration_seconds: None,
+        }
     }
 
     #[test]
@@ -73,20 +90,60 @@ mod tests {
         let unreachable = taint("node.kubernetes.io/unreachable", "", "NoExecute");
         let dedicated = taint("dedicated", "gpu", "NoSchedule");
         let cases = [
-            (tol("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"), &unreachable, true),
-            (tol("node.kubernetes.io/unreachable", "Exists", "", ""), &unreachable, true),
-            (tol("node.kubernetes.io/unreachable", "Exists", "", "NoSchedule"), &unreachable, false),
+            (
+                tol("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"),
+                &unreachable,
+                true,
+            ),
+            (
+                tol("node.kubernetes.io/unreachable", "Exists", "", ""),
+                &unreachable,
+                true,
+            ),
+            (
+                tol("node.kubernetes.io/unreachable", "Exists", "", "NoSchedule"),
+                &unreachable,
+                false,
+            ),
             (tol("", "Exists", "", ""), &unreachable, true),
             (tol("", "Exists", "", "NoSchedule"), &unreachable, false),
-            (tol("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"), &unreachable, false),
+            (
+                tol("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+                &unreachable,
+                false,
+            ),
             // Equal with a value does not tolerate an empty-valued taint (the admission quirk).
-            (tol("node.kubernetes.io/unreachable", "Equal", "x", "NoExecute"), &unreachable, false),
-            (tol("node.kubernetes.io/unreachable", "", "", "NoExecute"), &unreachable, true),
-            (tol("dedicated", "Equal", "gpu", "NoSchedule"), &dedicated, true),
+            (
+                tol("node.kubernetes.io/unreachable", "Equal", "x", "NoExecute"),
+                &unreachable,
+                false,
+            ),
+            (
+                tol("node.kubernetes.io/unreachable", "", "", "NoExecute"),
+                &unreachable,
+                true,
+            ),
+            (
+                tol("dedicated", "Equal", "gpu", "NoSchedule"),
+                &dedicated,
+                true,
+            ),
             (tol("dedicated", "", "gpu", ""), &dedicated, true),
-            (tol("dedicated", "Equal", "cpu", "NoSchedule"), &dedicated, false),
-            (tol("dedicated", "Exists", "", "NoSchedule"), &dedicated, true),
-            (tol("dedicated", "Bogus", "gpu", "NoSchedule"), &dedicated, false),
+            (
+                tol("dedicated", "Equal", "cpu", "NoSchedule"),
+                &dedicated,
+                false,
+            ),
+            (
+                tol("dedicated", "Exists", "", "NoSchedule"),
+                &dedicated,
+                true,
+            ),
+            (
+                tol("dedicated", "Bogus", "gpu", "NoSchedule"),
+                &dedicated,
+                false,
+            ),
         ];
         for (i, (t, taint, want)) in cases.iter().enumerate() {
             assert_eq!(tolerates(t, taint), *want, "case {i}: {t:?}");
@@ -100,9 +157,20 @@ mod tests {
         assert!(taint_matches(&a, &b));
         assert!(!taint_matches(&a, &taint("k", "v1", "NoExecute")));
         assert_eq!(taint_to_string(&a), "k=v1:NoSchedule");
-        assert_eq!(taint_to_string(&taint("node.kubernetes.io/unreachable", "", "NoExecute")), "node.kubernetes.io/unreachable:NoExecute");
-        let taints = vec![a.clone(), taint("x", "", "NoExecute"), taint("p", "", "PreferNoSchedule")];
-        let u = untolerated(&taints, &[tol("k", "Exists", "", "")], &["NoSchedule", "NoExecute"]);
+        assert_eq!(
+            taint_to_string(&taint("node.kubernetes.io/unreachable", "", "NoExecute")),
+            "node.kubernetes.io/unreachable:NoExecute"
+        );
+        let taints = vec![
+            a.clone(),
+            taint("x", "", "NoExecute"),
+            taint("p", "", "PreferNoSchedule"),
+        ];
+        let u = untolerated(
+            &taints,
+            &[tol("k", "Exists", "", "")],
+            &["NoSchedule", "NoExecute"],
+        );
         assert_eq!(u.len(), 1);
         assert_eq!(u[0].key, "x");
     }

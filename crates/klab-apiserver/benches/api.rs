@@ -20,7 +20,14 @@ fn pod(name: String) -> Pod {
 }
 
 async fn run(store: klab_store::DynStorage, n: usize, concurrency: usize) -> f64 {
-    let api = ApiServer::new(store, Clock::scaled(1.0), DetRng::seeded(1), ApiServerConfig::default()).await.unwrap();
+    let api = ApiServer::new(
+        store,
+        Clock::scaled(1.0),
+        DetRng::seeded(1),
+        ApiServerConfig::default(),
+    )
+    .await
+    .unwrap();
     let client = kube::Client::new(api.router_as(Identity::admin()), "default");
     let start = Instant::now();
     let per = n / concurrency;
@@ -29,7 +36,9 @@ async fn run(store: klab_store::DynStorage, n: usize, concurrency: usize) -> f64
         let pods: Api<Pod> = Api::default_namespaced(client.clone());
         tasks.push(tokio::spawn(async move {
             for i in 0..per {
-                pods.create(&PostParams::default(), &pod(format!("p-{t}-{i}"))).await.unwrap();
+                pods.create(&PostParams::default(), &pod(format!("p-{t}-{i}")))
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -40,15 +49,25 @@ async fn run(store: klab_store::DynStorage, n: usize, concurrency: usize) -> f64
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     println!("{:<44} {:>12}", "path", "creates/s");
-    for (label, conc, n) in [("memory, sequential", 1, 5_000), ("memory, 16 concurrent", 16, 5_000)] {
+    for (label, conc, n) in [
+        ("memory, sequential", 1, 5_000),
+        ("memory, 16 concurrent", 16, 5_000),
+    ] {
         let r = rt.block_on(run(klab_store::memory::MemoryStore::new(), n, conc));
         println!("{label:<44} {r:>12.0}");
     }
-    for (label, conc, n) in [("redb (fsync per group commit), sequential", 1, 1_000), ("redb (fsync per group commit), 16 concurrent", 16, 5_000)] {
+    for (label, conc, n) in [
+        ("redb (fsync per group commit), sequential", 1, 1_000),
+        ("redb (fsync per group commit), 16 concurrent", 16, 5_000),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let store: klab_store::DynStorage = klab_store::redb_store::RedbStore::open(dir.path().join("bench.redb")).unwrap();
+        let store: klab_store::DynStorage =
+            klab_store::redb_store::RedbStore::open(dir.path().join("bench.redb")).unwrap();
         let r = rt.block_on(run(Arc::clone(&store), n, conc));
         println!("{label:<44} {r:>12.0}");
     }

@@ -971,32 +971,83 @@ async fn history_is_compacted_every_five_minutes() {
 async fn patch_resource_version_preconditions() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    let p = pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    let p = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
     let rv = p.metadata.resource_version.unwrap();
     // A JSON patch may test the current resourceVersion.
     let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, {"op": "add", "path": "/metadata/labels/t", "value": "1"}]);
-    let p2 = pods.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(ops.clone()).unwrap())).await.unwrap();
+    let p2 = pods
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(ops.clone()).unwrap()),
+        )
+        .await
+        .unwrap();
     // The same test against the now-stale version fails.
-    let e = api_err(pods.patch("a", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(ops).unwrap())).await.unwrap_err());
+    let e = api_err(
+        pods.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(ops).unwrap()),
+        )
+        .await
+        .unwrap_err(),
+    );
     assert_eq!(e.code, 422);
     // A merge patch carrying a stale resourceVersion is a Conflict; a current one succeeds.
     let stale = json!({"metadata": {"resourceVersion": rv, "labels": {"u": "1"}}});
-    assert_eq!(api_err(pods.patch("a", &PatchParams::default(), &Patch::Merge(stale)).await.unwrap_err()).code, 409);
+    assert_eq!(
+        api_err(
+            pods.patch("a", &PatchParams::default(), &Patch::Merge(stale))
+                .await
+                .unwrap_err()
+        )
+        .code,
+        409
+    );
     let fresh = json!({"metadata": {"resourceVersion": p2.metadata.resource_version.unwrap(), "labels": {"u": "1"}}});
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(fresh)).await.unwrap();
+    pods.patch("a", &PatchParams::default(), &Patch::Merge(fresh))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn uid_in_a_patch_is_a_precondition() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
-    let p = pods.create(&PostParams::default(), &pod("a")).await.unwrap();
+    let p = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
     let uid = p.metadata.uid.unwrap();
     let ok = json!({"metadata": {"uid": uid}, "status": {"phase": "Running"}});
-    pods.patch_status("a", &PatchParams::default(), &Patch::Merge(ok)).await.unwrap();
+    pods.patch_status("a", &PatchParams::default(), &Patch::Merge(ok))
+        .await
+        .unwrap();
     let stale = json!({"metadata": {"uid": "00000000-0000-4000-8000-000000000000"}, "status": {"phase": "Failed"}});
-    let e = api_err(pods.patch_status("a", &PatchParams::default(), &Patch::Merge(stale)).await.unwrap_err());
+    let e = api_err(
+        pods.patch_status("a", &PatchParams::default(), &Patch::Merge(stale))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 409);
-    assert!(e.message.contains("Precondition failed: UID in precondition"), "{}", e.message);
-    assert_eq!(pods.get("a").await.unwrap().status.unwrap().phase.as_deref(), Some("Running"));
+    assert!(
+        e.message
+            .contains("Precondition failed: UID in precondition"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        pods.get("a")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Running")
+    );
 }

@@ -774,7 +774,10 @@ where
             return Err(ApiError::precondition_failed(
                 ri,
                 name,
-                format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(&current)),
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    object::uid(&current)
+                ),
             ));
         }
         // An explicit resourceVersion is a precondition.

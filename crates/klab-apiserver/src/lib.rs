@@ -7,26 +7,26 @@
 //! The same Router is served in-process (each component gets a `kube::Client` over it, with its
 //! identity attached as a request extension) and over TCP/TLS by `klab-server`.
 
-pub mod registry;
-pub mod selector_field;
-pub mod patch;
-pub mod validation;
-pub mod defaults;
-pub mod table;
-pub mod discovery;
-pub mod openapi;
 pub mod admission;
+pub mod conversion;
+pub mod crud;
+pub mod defaults;
 pub mod deletion;
+pub mod discovery;
 pub mod error;
 pub mod identity;
 pub mod object;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
 pub mod schema;
-pub mod conversion;
-pub mod crud;
+pub mod selector_field;
 pub mod server;
 pub mod subresources;
-pub mod watch;
+pub mod table;
 pub mod testing;
+pub mod validation;
+pub mod watch;
 
 #[cfg(test)]
 mod api_tests;

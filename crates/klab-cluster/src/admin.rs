@@ -19,7 +19,11 @@ use crate::{Cluster, ClusterError, FAULT_NAMES, SimNodeState, parse_fault};
 
 fn status(code: u16, reason: &str, message: String) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code});
-    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(body),
+    )
+        .into_response()
 }
 
 fn state_json(s: &SimNodeState) -> Value {
@@ -35,12 +39,18 @@ fn state_json(s: &SimNodeState) -> Value {
 }
 
 fn authorized(identity: &Option<Extension<Identity>>) -> bool {
-    identity.as_ref().is_some_and(|Extension(i)| i.groups.iter().any(|g| g == "system:masters"))
+    identity
+        .as_ref()
+        .is_some_and(|Extension(i)| i.groups.iter().any(|g| g == "system:masters"))
 }
 
 async fn list(State(c): State<Arc<Cluster>>, identity: Option<Extension<Identity>>) -> Response {
     if !authorized(&identity) {
-        return status(403, "Forbidden", "only system:masters may use the klab admin endpoint".into());
+        return status(
+            403,
+            "Forbidden",
+            "only system:masters may use the klab admin endpoint".into(),
+        );
     }
     let mut items = Vec::new();
     for n in c.node_names() {
@@ -57,14 +67,24 @@ async fn fault(
     Path((name, fault)): Path<(String, String)>,
 ) -> Response {
     if !authorized(&identity) {
-        return status(403, "Forbidden", "only system:masters may use the klab admin endpoint".into());
+        return status(
+            403,
+            "Forbidden",
+            "only system:masters may use the klab admin endpoint".into(),
+        );
     }
     let Some(f) = parse_fault(&fault) else {
-        return status(400, "BadRequest", format!("unknown fault {fault:?}: one of {}", FAULT_NAMES.join(", ")));
+        return status(
+            400,
+            "BadRequest",
+            format!("unknown fault {fault:?}: one of {}", FAULT_NAMES.join(", ")),
+        );
     };
     match c.apply_fault(&name, f).await {
         Ok(s) => Json(state_json(&s)).into_response(),
-        Err(ClusterError::UnknownNode(n)) => status(404, "NotFound", format!("node {n:?} is not a klab node")),
+        Err(ClusterError::UnknownNode(n)) => {
+            status(404, "NotFound", format!("node {n:?} is not a klab node"))
+        }
         Err(ClusterError::Transition(m)) => status(409, "Conflict", m),
         Err(e) => status(500, "InternalError", e.to_string()),
     }

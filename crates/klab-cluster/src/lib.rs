@@ -16,9 +16,9 @@ pub mod admin;
 
 pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
-pub use klab_scheduler::SchedulerConfig;
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
+pub use klab_scheduler::SchedulerConfig;
 
 /// One node of the cluster as a scenario or `klab up --nodes` describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,14 @@ pub struct NodeSpec {
 
 impl NodeSpec {
     pub fn new(name: impl Into<String>) -> Self {
-        NodeSpec { name: name.into(), zone: None, labels: BTreeMap::new(), cpu: "4".into(), memory: "8Gi".into(), pods: 110 }
+        NodeSpec {
+            name: name.into(),
+            zone: None,
+            labels: BTreeMap::new(),
+            cpu: "4".into(),
+            memory: "8Gi".into(),
+            pods: 110,
+        }
     }
 }
 
@@ -67,7 +74,11 @@ pub enum ClusterError {
     #[error("unknown flag --{0}")]
     UnknownFlag(String),
     #[error("invalid value {value:?} for --{flag}: {reason}")]
-    InvalidFlag { flag: String, value: String, reason: String },
+    InvalidFlag {
+        flag: String,
+        value: String,
+        reason: String,
+    },
 }
 
 /// A running cluster in this process.
@@ -86,8 +97,15 @@ pub struct Cluster {
 impl Cluster {
     /// Builds the API server over `store` and starts every component. Call inside the runtime
     /// that will drive the cluster (a paused current-thread runtime for sim).
-    pub async fn start(store: DynStorage, clock: Clock, rng: DetRng, config: ClusterConfig) -> Result<Cluster, ClusterError> {
-        let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone()).await.map_err(ClusterError::Api)?;
+    pub async fn start(
+        store: DynStorage,
+        clock: Clock,
+        rng: DetRng,
+        config: ClusterConfig,
+    ) -> Result<Cluster, ClusterError> {
+        let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone())
+            .await
+            .map_err(ClusterError::Api)?;
         let client_api = api.clone();
         let (mut tasks, controller_metrics) = klab_controllers::manager::start(
             move |sa| kube::Client::new(client_api.router_as(service_account(sa)), "default"),
@@ -95,14 +113,25 @@ impl Cluster {
             rng.clone(),
             config.controllers.clone(),
         );
-        let scheduler_client = kube::Client::new(api.router_as(Identity::component("kube-scheduler")), "default");
+        let scheduler_client = kube::Client::new(
+            api.router_as(Identity::component("kube-scheduler")),
+            "default",
+        );
         let (sclock, srng, scfg) = (clock.clone(), rng.clone(), config.scheduler.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = klab_scheduler::run(scheduler_client, sclock, srng, scfg).await {
                 tracing::error!("scheduler stopped: {e}");
             }
         }));
-        let mut cluster = Cluster { api, clock, rng, config, nodes: BTreeMap::new(), controller_metrics, tasks };
+        let mut cluster = Cluster {
+            api,
+            clock,
+            rng,
+            config,
+            nodes: BTreeMap::new(),
+            controller_metrics,
+            tasks,
+        };
         for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
             cluster.add_node(&spec, i)?;
         }
@@ -111,17 +140,20 @@ impl Cluster {
 
     /// Builds one simulated node (machine + kubelet) and starts its kubelet.
     fn add_node(&mut self, spec: &NodeSpec, index: usize) -> Result<(), ClusterError> {
-        let invalid = |reason: String| ClusterError::InvalidNode { node: spec.name.clone(), reason };
+        let invalid = |reason: String| ClusterError::InvalidNode {
+            node: spec.name.clone(),
+            reason,
+        };
         let mut node_spec = klab_kubelet::config::NodeSpecConfig {
             labels: spec.labels.clone(),
             zone: spec.zone.clone(),
             node_ip: format!("10.0.0.{}", 10 + index),
             ..Default::default()
         };
-        node_spec.cpu_millis =
-            klab_kubelet::quantity::cpu_millis(&spec.cpu).ok_or_else(|| invalid(format!("bad cpu quantity {:?}", spec.cpu)))?;
-        node_spec.memory_bytes =
-            klab_kubelet::quantity::bytes(&spec.memory).ok_or_else(|| invalid(format!("bad memory quantity {:?}", spec.memory)))?;
+        node_spec.cpu_millis = klab_kubelet::quantity::cpu_millis(&spec.cpu)
+            .ok_or_else(|| invalid(format!("bad cpu quantity {:?}", spec.cpu)))?;
+        node_spec.memory_bytes = klab_kubelet::quantity::bytes(&spec.memory)
+            .ok_or_else(|| invalid(format!("bad memory quantity {:?}", spec.memory)))?;
         let mut kubelet = self.config.kubelet.clone();
         kubelet.max_pods = i64::from(spec.pods);
         let api = self.api.clone();
@@ -173,8 +205,15 @@ impl Cluster {
 
     /// Applies a fault to one node's agent and machine, refusing transitions that make no sense
     /// (starting a running kubelet, powering on a running machine, …).
-    pub async fn apply_fault(&self, node: &str, fault: NodeFault) -> Result<SimNodeState, ClusterError> {
-        let cell = self.nodes.get(node).ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+    pub async fn apply_fault(
+        &self,
+        node: &str,
+        fault: NodeFault,
+    ) -> Result<SimNodeState, ClusterError> {
+        let cell = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
         let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
         check_transition(&n.state(), fault).map_err(ClusterError::Transition)?;
         n.apply(fault);
@@ -183,7 +222,10 @@ impl Cluster {
 
     /// The simulated state of one node.
     pub fn node_state(&self, node: &str) -> Result<SimNodeState, ClusterError> {
-        let cell = self.nodes.get(node).ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        let cell = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
         let n = cell.lock().unwrap_or_else(|p| p.into_inner());
         Ok(n.state())
     }
@@ -191,17 +233,40 @@ impl Cluster {
     /// Sets a component flag by its upstream name: kube-apiserver
     /// (`default-unreachable-toleration-seconds`, …), kube-controller-manager
     /// (`node-monitor-grace-period`, …) and kubelet configuration (`nodeStatusUpdateFrequency`, …).
-    pub fn set_flag(config: &mut ClusterConfig, name: &str, value: &str) -> Result<(), ClusterError> {
-        let invalid = |reason: String| ClusterError::InvalidFlag { flag: name.into(), value: value.into(), reason };
+    pub fn set_flag(
+        config: &mut ClusterConfig,
+        name: &str,
+        value: &str,
+    ) -> Result<(), ClusterError> {
+        let invalid = |reason: String| ClusterError::InvalidFlag {
+            flag: name.into(),
+            value: value.into(),
+            reason,
+        };
         let int = |v: &str| v.parse::<i64>().map_err(|e| invalid(e.to_string()));
         let dur = |v: &str| klab_api::duration::parse_duration(v).map_err(invalid);
         match name {
-            "default-not-ready-toleration-seconds" => config.apiserver.default_toleration_seconds.not_ready_seconds = int(value)?,
-            "default-unreachable-toleration-seconds" => config.apiserver.default_toleration_seconds.unreachable_seconds = int(value)?,
-            "nodeStatusUpdateFrequency" | "node-status-update-frequency" => config.kubelet.node_status_update_frequency = dur(value)?,
-            "nodeStatusReportFrequency" => config.kubelet.node_status_report_frequency = Some(dur(value)?),
+            "default-not-ready-toleration-seconds" => {
+                config
+                    .apiserver
+                    .default_toleration_seconds
+                    .not_ready_seconds = int(value)?
+            }
+            "default-unreachable-toleration-seconds" => {
+                config
+                    .apiserver
+                    .default_toleration_seconds
+                    .unreachable_seconds = int(value)?
+            }
+            "nodeStatusUpdateFrequency" | "node-status-update-frequency" => {
+                config.kubelet.node_status_update_frequency = dur(value)?
+            }
+            "nodeStatusReportFrequency" => {
+                config.kubelet.node_status_report_frequency = Some(dur(value)?)
+            }
             "nodeLeaseDurationSeconds" => {
-                config.kubelet.node_lease_duration_seconds = i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
+                config.kubelet.node_lease_duration_seconds =
+                    i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
             }
             other => {
                 if !config.controllers.set_flag(other, value).map_err(invalid)? {
@@ -222,7 +287,11 @@ impl Cluster {
 fn service_account(name: &str) -> Identity {
     Identity::new(
         format!("system:serviceaccount:kube-system:{name}"),
-        &["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
     )
 }
 
@@ -239,15 +308,26 @@ pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), St
     let n = &state.name;
     let err = |m: String| Err(m);
     match fault {
-        NodeFault::StopKubelet | NodeFault::StartKubelet | NodeFault::Reboot | NodeFault::PowerOff | NodeFault::Partition | NodeFault::Freeze
+        NodeFault::StopKubelet
+        | NodeFault::StartKubelet
+        | NodeFault::Reboot
+        | NodeFault::PowerOff
+        | NodeFault::Partition
+        | NodeFault::Freeze
             if !state.powered =>
         {
             err(format!("node {n} is powered off"))
         }
-        NodeFault::StopKubelet if !state.kubelet_running => err(format!("the kubelet on node {n} is not running")),
-        NodeFault::StartKubelet if state.kubelet_running => err(format!("the kubelet on node {n} is already running")),
+        NodeFault::StopKubelet if !state.kubelet_running => {
+            err(format!("the kubelet on node {n} is not running"))
+        }
+        NodeFault::StartKubelet if state.kubelet_running => {
+            err(format!("the kubelet on node {n} is already running"))
+        }
         NodeFault::PowerOn if state.powered => err(format!("node {n} is already powered on")),
-        NodeFault::Partition if state.partitioned => err(format!("node {n} is already partitioned")),
+        NodeFault::Partition if state.partitioned => {
+            err(format!("node {n} is already partitioned"))
+        }
         NodeFault::Heal if !state.partitioned => err(format!("node {n} is not partitioned")),
         NodeFault::Freeze if state.frozen => err(format!("node {n} is already frozen")),
         NodeFault::Thaw if !state.frozen => err(format!("node {n} is not frozen")),
@@ -272,8 +352,17 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
 }
 
 /// The spelling `parse_fault` accepts for each fault.
-pub const FAULT_NAMES: [&str; 9] =
-    ["stop-kubelet", "start-kubelet", "power-off", "power-on", "reboot", "partition", "heal", "freeze", "thaw"];
+pub const FAULT_NAMES: [&str; 9] = [
+    "stop-kubelet",
+    "start-kubelet",
+    "power-off",
+    "power-on",
+    "reboot",
+    "partition",
+    "heal",
+    "freeze",
+    "thaw",
+];
 
 #[cfg(test)]
 mod tests {
@@ -297,12 +386,27 @@ mod tests {
     #[test]
     fn impossible_transitions_are_refused() {
         assert!(check_transition(&state(true, true), NodeFault::StopKubelet).is_ok());
-        assert_eq!(check_transition(&state(true, true), NodeFault::StartKubelet).unwrap_err(), "the kubelet on node n1 is already running");
-        assert_eq!(check_transition(&state(true, false), NodeFault::StopKubelet).unwrap_err(), "the kubelet on node n1 is not running");
-        assert_eq!(check_transition(&state(false, false), NodeFault::StartKubelet).unwrap_err(), "node n1 is powered off");
-        assert_eq!(check_transition(&state(true, true), NodeFault::PowerOn).unwrap_err(), "node n1 is already powered on");
+        assert_eq!(
+            check_transition(&state(true, true), NodeFault::StartKubelet).unwrap_err(),
+            "the kubelet on node n1 is already running"
+        );
+        assert_eq!(
+            check_transition(&state(true, false), NodeFault::StopKubelet).unwrap_err(),
+            "the kubelet on node n1 is not running"
+        );
+        assert_eq!(
+            check_transition(&state(false, false), NodeFault::StartKubelet).unwrap_err(),
+            "node n1 is powered off"
+        );
+        assert_eq!(
+            check_transition(&state(true, true), NodeFault::PowerOn).unwrap_err(),
+            "node n1 is already powered on"
+        );
         assert!(check_transition(&state(false, false), NodeFault::PowerOn).is_ok());
-        assert_eq!(check_transition(&state(true, true), NodeFault::Heal).unwrap_err(), "node n1 is not partitioned");
+        assert_eq!(
+            check_transition(&state(true, true), NodeFault::Heal).unwrap_err(),
+            "node n1 is not partitioned"
+        );
         for name in FAULT_NAMES {
             assert!(parse_fault(name).is_some(), "{name}");
         }
@@ -311,25 +415,54 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn nodes_register_and_faults_apply() {
-        let config = ClusterConfig { nodes: vec![NodeSpec::new("n1"), NodeSpec::new("n2")], ..Default::default() };
-        let cluster = Cluster::start(klab_store::memory::MemoryStore::new(), Clock::virtual_default(), DetRng::seeded(3), config).await.unwrap();
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1"), NodeSpec::new("n2")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
         let nodes: Api<Node> = Api::all(cluster.admin_client());
         let start = tokio::time::Instant::now();
         loop {
             let l = nodes.list(&ListParams::default()).await.unwrap();
-            let ready = l.items.iter().filter(|n| {
-                n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            }).count();
+            let ready = l
+                .items
+                .iter()
+                .filter(|n| {
+                    n.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .count();
             if ready == 2 {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "nodes did not become Ready");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "nodes did not become Ready"
+            );
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        let s = cluster.apply_fault("n1", NodeFault::StopKubelet).await.unwrap();
+        let s = cluster
+            .apply_fault("n1", NodeFault::StopKubelet)
+            .await
+            .unwrap();
         assert!(!s.kubelet_running);
-        assert!(matches!(cluster.apply_fault("n1", NodeFault::StopKubelet).await, Err(ClusterError::Transition(_))));
-        assert!(matches!(cluster.apply_fault("n9", NodeFault::Reboot).await, Err(ClusterError::UnknownNode(_))));
+        assert!(matches!(
+            cluster.apply_fault("n1", NodeFault::StopKubelet).await,
+            Err(ClusterError::Transition(_))
+        ));
+        assert!(matches!(
+            cluster.apply_fault("n9", NodeFault::Reboot).await,
+            Err(ClusterError::UnknownNode(_))
+        ));
         assert_eq!(cluster.node_names(), vec!["n1", "n2"]);
     }
 }

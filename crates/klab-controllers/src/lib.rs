@@ -5,15 +5,15 @@
 //! async shell: watch, cache, call the decision with `now`, apply with PATCHes), `config.rs` (knobs
 //! with upstream flag names and defaults). `manager` starts them all from one entry point.
 
+pub mod daemonset;
+pub mod deployment;
 pub mod events;
+pub mod garbage_collector;
+pub mod job;
 pub mod manager;
+pub mod namespace;
 pub mod node_lifecycle;
-pub mod taint_eviction;
 pub mod pod_gc;
 pub mod replicaset;
-pub mod deployment;
 pub mod statefulset;
-pub mod daemonset;
-pub mod job;
-pub mod garbage_collector;
-pub mod namespace;
+pub mod taint_eviction;

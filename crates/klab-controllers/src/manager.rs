@@ -15,9 +15,9 @@ use crate::events::EventRecorder;
 use crate::garbage_collector::GarbageCollectorConfig;
 use crate::job::JobControllerConfig;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleMetrics};
+use crate::pod_gc::{PodGcConfig, PodGcMetrics};
 use crate::replicaset::ReplicaSetControllerConfig;
 use crate::statefulset::StatefulSetControllerConfig;
-use crate::pod_gc::{PodGcConfig, PodGcMetrics};
 use crate::taint_eviction::{TaintEvictionConfig, TaintEvictionMetrics};
 
 /// Configuration of every controller, set from kube-controller-manager flags.
@@ -87,71 +87,174 @@ pub fn start(
 ) -> (Vec<JoinHandle<()>>, ControllerMetrics) {
     let metrics = ControllerMetrics::default();
     let mut tasks = Vec::new();
-    let log = |name: &'static str| move |r: Result<(), String>| {
-        if let Err(e) = r {
-            tracing::error!("{name} stopped: {e}");
+    let log = |name: &'static str| {
+        move |r: Result<(), String>| {
+            if let Err(e) = r {
+                tracing::error!("{name} stopped: {e}");
+            }
         }
     };
     {
-        let (c, clock, rng, cfg, m) = (client_for("node-controller"), clock.clone(), rng.clone(), config.node_lifecycle.clone(), metrics.node_lifecycle.clone());
+        let (c, clock, rng, cfg, m) = (
+            client_for("node-controller"),
+            clock.clone(),
+            rng.clone(),
+            config.node_lifecycle.clone(),
+            metrics.node_lifecycle.clone(),
+        );
         let done = log("node lifecycle controller");
-        tasks.push(tokio::spawn(async move { done(crate::node_lifecycle::run(c, clock, rng, cfg, m).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::node_lifecycle::run(c, clock, rng, cfg, m)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
-        let (c, clock, rng, cfg, m) = (client_for("taint-eviction-controller"), clock.clone(), rng.clone(), config.taint_eviction.clone(), metrics.taint_eviction.clone());
+        let (c, clock, rng, cfg, m) = (
+            client_for("taint-eviction-controller"),
+            clock.clone(),
+            rng.clone(),
+            config.taint_eviction.clone(),
+            metrics.taint_eviction.clone(),
+        );
         let done = log("taint eviction controller");
-        tasks.push(tokio::spawn(async move { done(crate::taint_eviction::run(c, clock, rng, cfg, m).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::taint_eviction::run(c, clock, rng, cfg, m)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
-        let (c, clock, cfg, m) = (client_for("pod-garbage-collector"), clock.clone(), config.pod_gc.clone(), metrics.pod_gc.clone());
+        let (c, clock, cfg, m) = (
+            client_for("pod-garbage-collector"),
+            clock.clone(),
+            config.pod_gc.clone(),
+            metrics.pod_gc.clone(),
+        );
         let done = log("pod garbage collector");
-        tasks.push(tokio::spawn(async move { done(crate::pod_gc::run(c, clock, cfg, m).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::pod_gc::run(c, clock, cfg, m)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     // Workload controllers: each with its own identity and event recorder.
     {
         let c = client_for("replicaset-controller");
-        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_REPLICASET);
+        let rec = EventRecorder::new(
+            c.clone(),
+            clock.clone(),
+            rng.clone(),
+            names::CONTROLLER_REPLICASET,
+        );
         let (clock, cfg) = (clock.clone(), config.replicaset.clone());
         let done = log("replicaset controller");
-        tasks.push(tokio::spawn(async move { done(crate::replicaset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::replicaset::run(c, clock, cfg, rec)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
         let c = client_for("deployment-controller");
-        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_DEPLOYMENT);
+        let rec = EventRecorder::new(
+            c.clone(),
+            clock.clone(),
+            rng.clone(),
+            names::CONTROLLER_DEPLOYMENT,
+        );
         let (clock, cfg) = (clock.clone(), config.deployment.clone());
         let done = log("deployment controller");
-        tasks.push(tokio::spawn(async move { done(crate::deployment::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::deployment::run(c, clock, cfg, rec)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
         let c = client_for("statefulset-controller");
-        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_STATEFULSET);
+        let rec = EventRecorder::new(
+            c.clone(),
+            clock.clone(),
+            rng.clone(),
+            names::CONTROLLER_STATEFULSET,
+        );
         let (clock, cfg) = (clock.clone(), config.statefulset.clone());
         let done = log("statefulset controller");
-        tasks.push(tokio::spawn(async move { done(crate::statefulset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::statefulset::run(c, clock, cfg, rec)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
         let c = client_for("daemon-set-controller");
-        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_DAEMONSET);
+        let rec = EventRecorder::new(
+            c.clone(),
+            clock.clone(),
+            rng.clone(),
+            names::CONTROLLER_DAEMONSET,
+        );
         let (clock, cfg) = (clock.clone(), config.daemonset.clone());
         let done = log("daemonset controller");
-        tasks.push(tokio::spawn(async move { done(crate::daemonset::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::daemonset::run(c, clock, cfg, rec)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
         let c = client_for("job-controller");
         let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_JOB);
         let (clock, cfg) = (clock.clone(), config.job.clone());
         let done = log("job controller");
-        tasks.push(tokio::spawn(async move { done(crate::job::run(c, clock, cfg, rec).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::job::run(c, clock, cfg, rec)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
-        let (c, clock, cfg) = (client_for("generic-garbage-collector"), clock.clone(), config.garbage_collector.clone());
+        let (c, clock, cfg) = (
+            client_for("generic-garbage-collector"),
+            clock.clone(),
+            config.garbage_collector.clone(),
+        );
         let done = log("garbage collector");
-        tasks.push(tokio::spawn(async move { done(crate::garbage_collector::run(c, clock, cfg).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::garbage_collector::run(c, clock, cfg)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     {
         let (c, clock) = (client_for("namespace-controller"), clock.clone());
         let done = log("namespace controller");
-        tasks.push(tokio::spawn(async move { done(crate::namespace::run(c, clock).await.map_err(|e| e.to_string())) }));
+        tasks.push(tokio::spawn(async move {
+            done(
+                crate::namespace::run(c, clock)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }));
     }
     (tasks, metrics)
 }
@@ -164,7 +267,10 @@ mod tests {
     fn flags_map_onto_configs() {
         let mut c = ControllerManagerConfig::default();
         assert_eq!(c.set_flag("node-monitor-grace-period", "40s"), Ok(true));
-        assert_eq!(c.node_lifecycle.node_monitor_grace_period, Duration::from_secs(40));
+        assert_eq!(
+            c.node_lifecycle.node_monitor_grace_period,
+            Duration::from_secs(40)
+        );
         assert_eq!(c.set_flag("node-eviction-rate", "0.5"), Ok(true));
         assert_eq!(c.node_lifecycle.node_eviction_rate, 0.5);
         assert_eq!(c.set_flag("terminated-pod-gc-threshold", "10"), Ok(true));
@@ -172,7 +278,11 @@ mod tests {
         assert_eq!(c.set_flag("not-a-flag", "1"), Ok(false));
         assert!(c.set_flag("node-monitor-period", "soon").is_err());
         for f in FLAGS {
-            assert!(c.set_flag(f, if f.contains("period") { "5s" } else { "1" }).is_ok(), "{f}");
+            assert!(
+                c.set_flag(f, if f.contains("period") { "5s" } else { "1" })
+                    .is_ok(),
+                "{f}"
+            );
         }
     }
 }

@@ -518,7 +518,12 @@ async fn pod_loop(s: Arc<Shared>) {
 /// Whether `a` is a newer version of the object than `b` (resourceVersions are compared as numbers
 /// when both are; otherwise the incoming one is taken).
 fn is_newer(a: &Pod, b: &Pod) -> bool {
-    let rv = |p: &Pod| p.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+    let rv = |p: &Pod| {
+        p.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
     matches!((rv(a), rv(b)), (Some(x), Some(y)) if x > y)
 }
 

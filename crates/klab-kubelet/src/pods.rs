@@ -112,18 +112,40 @@ enum Lifecycle {
 /// Records, in a machine that has never seen `pod`, the containers the API says ran for it (with
 /// their restart counts), as exited with the state a power loss leaves. Returns whether any was.
 fn seed_from_api_status(pod: &Pod, machine: &mut Machine, now: Timestamp) -> bool {
-    let Some(uid) = pod.metadata.uid.as_deref() else { return false };
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    let ran: Vec<_> = statuses.into_iter().flatten().filter(|c| c.container_id.is_some()).collect();
+    let Some(uid) = pod.metadata.uid.as_deref() else {
+        return false;
+    };
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    let ran: Vec<_> = statuses
+        .into_iter()
+        .flatten()
+        .filter(|c| c.container_id.is_some())
+        .collect();
     if ran.is_empty() {
         return false;
     }
     let started = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
-        c.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref()).map(|t| t.0).unwrap_or(now)
+        c.state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.as_ref())
+            .map(|t| t.0)
+            .unwrap_or(now)
     };
     let records = ran
         .iter()
-        .map(|c| (c.name.clone(), c.image.clone(), c.restart_count, c.container_id.clone().unwrap_or_default(), started(c)))
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.image.clone(),
+                c.restart_count,
+                c.container_id.clone().unwrap_or_default(),
+                started(c),
+            )
+        })
         .collect();
     machine.seed_lost_containers(
         uid,

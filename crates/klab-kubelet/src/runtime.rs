@@ -243,14 +243,17 @@ impl Machine {
         containers: Vec<(String, String, i32, String, Timestamp)>,
         now: Timestamp,
     ) {
-        let pod = self.pods.entry(uid.to_string()).or_insert_with(|| RuntimePod {
-            uid: uid.to_string(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            sandbox: None,
-            pod_ip: String::new(),
-            containers: BTreeMap::new(),
-        });
+        let pod = self
+            .pods
+            .entry(uid.to_string())
+            .or_insert_with(|| RuntimePod {
+                uid: uid.to_string(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                sandbox: None,
+                pod_ip: String::new(),
+                containers: BTreeMap::new(),
+            });
         for (cname, image, restart_count, container_id, started_at) in containers {
             let exited = Terminated {
                 exit_code: 255,

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::DetRng;
 
-use klab_api::nodeaffinity;
 use crate::nodeinfo::{NodeInfo, pod_requests};
 use crate::plugins::{self, Code, Plugin, Rejection};
+use klab_api::nodeaffinity;
 
 /// Upstream `ErrNoNodesAvailable` text.
 pub const ERR_NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";

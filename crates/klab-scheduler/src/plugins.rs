@@ -5,8 +5,8 @@ use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 use klab_api::names;
 use klab_api::taints::{tolerated_by_any, untolerated};
 
-use klab_api::nodeaffinity;
 use crate::nodeinfo::{NodeInfo, Resources, host_ports, ports_conflict};
+use klab_api::nodeaffinity;
 
 /// The score of the best node (upstream `framework.MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;

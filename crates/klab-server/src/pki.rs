@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +17,10 @@ pub enum PkiError {
     #[error("certificate generation failed: {0}")]
     Rcgen(#[from] rcgen::Error),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// PEM material for serving and for the admin kubeconfig.
@@ -36,7 +39,11 @@ fn ca_params() -> CertificateParams {
     dn.push(DnType::CommonName, "klab-ca");
     p.distinguished_name = dn;
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     p
 }
 
@@ -44,12 +51,18 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(PkiError::Io { path: path.into(), source }),
+        Err(source) => Err(PkiError::Io {
+            path: path.into(),
+            source,
+        }),
     }
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), PkiError> {
-    std::fs::write(path, contents).map_err(|source| PkiError::Io { path: path.into(), source })?;
+    std::fs::write(path, contents).map_err(|source| PkiError::Io {
+        path: path.into(),
+        source,
+    })?;
     #[cfg(unix)]
     if path.extension().is_some_and(|e| e == "key") {
         use std::os::unix::fs::PermissionsExt;
@@ -62,7 +75,10 @@ impl Pki {
     /// Loads the PKI from `dir`, creating what is missing. The server certificate is (re)issued
     /// when it does not exist or when `hosts` changed since it was issued.
     pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io { path: dir.into(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
+            path: dir.into(),
+            source,
+        })?;
         let p = |n: &str| dir.join(n);
         let (ca_key, ca_cert_pem) = match (read(&p("ca.key"))?, read(&p("ca.crt"))?) {
             (Some(k), Some(c)) => (KeyPair::from_pem(&k)?, c),
@@ -76,7 +92,11 @@ impl Pki {
         };
         let issuer = Issuer::new(ca_params(), ca_key);
         let hosts_line = hosts.join(",");
-        let server = match (read(&p("server.crt"))?, read(&p("server.key"))?, read(&p("server.hosts"))?) {
+        let server = match (
+            read(&p("server.crt"))?,
+            read(&p("server.key"))?,
+            read(&p("server.hosts"))?,
+        ) {
             (Some(c), Some(k), Some(h)) if h == hosts_line => (c, k),
             _ => {
                 let key = KeyPair::generate()?;
@@ -85,7 +105,10 @@ impl Pki {
                 dn.push(DnType::CommonName, "kube-apiserver");
                 params.distinguished_name = dn;
                 params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-                params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+                params.key_usages = vec![
+                    KeyUsagePurpose::DigitalSignature,
+                    KeyUsagePurpose::KeyEncipherment,
+                ];
                 let cert = params.signed_by(&key, &issuer)?;
                 write(&p("server.crt"), &cert.pem())?;
                 write(&p("server.key"), &key.serialize_pem())?;
@@ -103,7 +126,10 @@ impl Pki {
                 dn.push(DnType::OrganizationName, "system:masters");
                 params.distinguished_name = dn;
                 params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-                params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+                params.key_usages = vec![
+                    KeyUsagePurpose::DigitalSignature,
+                    KeyUsagePurpose::KeyEncipherment,
+                ];
                 let cert = params.signed_by(&key, &issuer)?;
                 write(&p("admin.crt"), &cert.pem())?;
                 write(&p("admin.key"), &key.serialize_pem())?;

@@ -30,7 +30,9 @@ pub enum ServeError {
 }
 
 fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, ServeError> {
-    rustls_pemfile::certs(&mut pem.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| ServeError::Tls(e.to_string()))
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServeError::Tls(e.to_string()))
 }
 
 fn key(pem: &str) -> Result<PrivateKeyDer<'static>, ServeError> {
@@ -65,9 +67,16 @@ pub fn tls_config(pki: &Pki) -> Result<Arc<rustls::ServerConfig>, ServeError> {
 pub fn identity_from_cert(der: &CertificateDer<'_>) -> Option<Identity> {
     let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
     let subject = cert.subject();
-    let user = subject.iter_common_name().next()?.as_str().ok()?.to_string();
-    let mut groups: Vec<String> =
-        subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
+    let user = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let mut groups: Vec<String> = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(String::from))
+        .collect();
     groups.push("system:authenticated".into());
     Some(Identity { user, groups })
 }
@@ -117,8 +126,12 @@ pub async fn serve_tls(
                     return;
                 }
             };
-            let identity =
-                tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(identity_from_cert);
+            let identity = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(identity_from_cert);
             let svc = tower::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let router = router.clone();
                 let identity = identity.clone();
@@ -129,7 +142,10 @@ pub async fn serve_tls(
                             req.extensions_mut().insert(id);
                         }
                         None if is_public(req.uri().path()) => {
-                            req.extensions_mut().insert(Identity::new("system:anonymous", &["system:unauthenticated"]));
+                            req.extensions_mut().insert(Identity::new(
+                                "system:anonymous",
+                                &["system:unauthenticated"],
+                            ));
                         }
                         None => return Ok::<_, std::convert::Infallible>(unauthorized()),
                     }
@@ -137,7 +153,8 @@ pub async fn serve_tls(
                 }
             });
             let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }

@@ -32,7 +32,15 @@ pub struct UpOptions {
 
 /// Node names a user of a kind-like cluster expects: `klab-worker`, `klab-worker2`, …
 pub fn default_node_names(n: usize) -> Vec<String> {
-    (1..=n).map(|i| if i == 1 { "klab-worker".to_string() } else { format!("klab-worker{i}") }).collect()
+    (1..=n)
+        .map(|i| {
+            if i == 1 {
+                "klab-worker".to_string()
+            } else {
+                format!("klab-worker{i}")
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,11 +52,17 @@ pub enum UpError {
     #[error("cluster: {0}")]
     Cluster(#[from] klab_cluster::ClusterError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Serve(#[from] crate::ServeError),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A started `klab up`: the API server and where kubectl finds it.
@@ -78,7 +92,9 @@ fn host_names(listen: &SocketAddr) -> Vec<String> {
 /// The timeline to resume: the later of the wall clock and what a previous run saved.
 fn resume_clock(data_dir: &std::path::Path, speed: f64) -> Clock {
     let wall = Clock::scaled(1.0).now();
-    let saved = std::fs::read_to_string(data_dir.join("timeline")).ok().and_then(|s| s.trim().parse::<jiff::Timestamp>().ok());
+    let saved = std::fs::read_to_string(data_dir.join("timeline"))
+        .ok()
+        .and_then(|s| s.trim().parse::<jiff::Timestamp>().ok());
     match saved {
         Some(t) if t > wall => Clock::scaled_from(t, speed),
         _ => Clock::scaled_from(wall, speed),
@@ -90,20 +106,55 @@ fn resume_clock(data_dir: &std::path::Path, speed: f64) -> Clock {
 pub async fn start(
     opts: UpOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(Running, tokio::task::JoinHandle<Result<(), crate::ServeError>>), UpError> {
+) -> Result<
+    (
+        Running,
+        tokio::task::JoinHandle<Result<(), crate::ServeError>>,
+    ),
+    UpError,
+> {
     let dir = &opts.data_dir;
-    std::fs::create_dir_all(dir).map_err(|source| UpError::Io { path: dir.clone(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| UpError::Io {
+        path: dir.clone(),
+        source,
+    })?;
     let store: klab_store::DynStorage = RedbStore::open(dir.join("store.redb"))?;
     let clock = resume_clock(dir, opts.speed);
-    let cluster = Arc::new(Cluster::start(store, clock.clone(), DetRng::from_entropy(), opts.cluster.clone()).await?);
+    let cluster = Arc::new(
+        Cluster::start(
+            store,
+            clock.clone(),
+            DetRng::from_entropy(),
+            opts.cluster.clone(),
+        )
+        .await?,
+    );
     let api = cluster.api().clone();
-    let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|source| UpError::Listen { addr: opts.listen, source })?;
-    let local_addr = listener.local_addr().map_err(|source| UpError::Listen { addr: opts.listen, source })?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| UpError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| UpError::Listen {
+        addr: opts.listen,
+        source,
+    })?;
     let pki = Pki::load_or_create(&dir.join("pki"), &host_names(&local_addr))?;
-    let host = if local_addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { local_addr.ip().to_string() };
+    let host = if local_addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        local_addr.ip().to_string()
+    };
     let server_url = format!("https://{host}:{}", local_addr.port());
-    let kubeconfig = opts.kubeconfig.clone().unwrap_or_else(|| dir.join("kubeconfig"));
-    write_kubeconfig(&kubeconfig, &server_url, &pki).map_err(|source| UpError::Io { path: kubeconfig.clone(), source })?;
+    let kubeconfig = opts
+        .kubeconfig
+        .clone()
+        .unwrap_or_else(|| dir.join("kubeconfig"));
+    write_kubeconfig(&kubeconfig, &server_url, &pki).map_err(|source| UpError::Io {
+        path: kubeconfig.clone(),
+        source,
+    })?;
     // Persist the timeline every second so a restart never goes back in the objects' time.
     let timeline = dir.join("timeline");
     let tclock = clock.clone();
@@ -116,7 +167,16 @@ pub async fn start(
     let tls = tls_config(&pki)?;
     let router = klab_cluster::admin::admin_router(cluster.clone()).merge(api.router());
     let handle = tokio::spawn(serve_tls(listener, tls, router, shutdown));
-    Ok((Running { cluster, api, kubeconfig, server_url, local_addr }, handle))
+    Ok((
+        Running {
+            cluster,
+            api,
+            kubeconfig,
+            server_url,
+            local_addr,
+        },
+        handle,
+    ))
 }
 
 /// Runs `klab up` until Ctrl-C.
@@ -126,7 +186,10 @@ pub async fn run(opts: UpOptions) -> Result<(), UpError> {
     })
     .await?;
     let kc = running.kubeconfig.display();
-    println!("klab is serving the Kubernetes API at {}", running.server_url);
+    println!(
+        "klab is serving the Kubernetes API at {}",
+        running.server_url
+    );
     println!("kubeconfig: {kc}");
     println!();
     println!("Try:  kubectl --kubeconfig {kc} get nodes");

@@ -98,13 +98,23 @@ pub enum StoreError {
     NotFound(String),
     /// The key's mod revision was not the expected one; `current` is what is stored now.
     #[error("key {key} was modified: expected revision {expected}")]
-    Conflict { key: String, expected: Revision, current: Option<Box<KeyValue>> },
+    Conflict {
+        key: String,
+        expected: Revision,
+        current: Option<Box<KeyValue>>,
+    },
     /// The requested revision has been compacted away.
     #[error("required revision {requested} has been compacted (compacted revision {compacted})")]
-    Compacted { requested: Revision, compacted: Revision },
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
     /// A read at a revision the store has not reached yet.
     #[error("revision {requested} is in the future (current revision {current})")]
-    FutureRevision { requested: Revision, current: Revision },
+    FutureRevision {
+        requested: Revision,
+        current: Revision,
+    },
     /// A watcher fell too far behind the live stream and must start again from a list.
     #[error("watch fell behind at revision {0}")]
     Lagged(Revision),

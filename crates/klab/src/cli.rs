@@ -8,7 +8,11 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "klab", version, about = "A Kubernetes-API-compatible cluster whose node-failure behaviour matches upstream")]
+#[command(
+    name = "klab",
+    version,
+    about = "A Kubernetes-API-compatible cluster whose node-failure behaviour matches upstream"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -17,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a live cluster served over TLS for kubectl.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Play a scenario in deterministic virtual time and print its trace.
     Sim(SimArgs),
     /// Apply a fault to a node of a running `klab up`, or list the nodes.
@@ -134,11 +138,23 @@ impl ComponentFlags {
             ("node-monitor-grace-period", &self.node_monitor_grace_period),
             ("node-startup-grace-period", &self.node_startup_grace_period),
             ("node-eviction-rate", &self.node_eviction_rate),
-            ("secondary-node-eviction-rate", &self.secondary_node_eviction_rate),
-            ("large-cluster-size-threshold", &self.large_cluster_size_threshold),
+            (
+                "secondary-node-eviction-rate",
+                &self.secondary_node_eviction_rate,
+            ),
+            (
+                "large-cluster-size-threshold",
+                &self.large_cluster_size_threshold,
+            ),
             ("unhealthy-zone-threshold", &self.unhealthy_zone_threshold),
-            ("terminated-pod-gc-threshold", &self.terminated_pod_gc_threshold),
-            ("node-status-update-frequency", &self.node_status_update_frequency),
+            (
+                "terminated-pod-gc-threshold",
+                &self.terminated_pod_gc_threshold,
+            ),
+            (
+                "node-status-update-frequency",
+                &self.node_status_update_frequency,
+            ),
         ]
         .into_iter()
         .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))
@@ -150,7 +166,8 @@ impl ApiServerFlags {
     fn config(&self) -> klab_apiserver::ApiServerConfig {
         let mut c = klab_apiserver::ApiServerConfig::default();
         c.default_toleration_seconds.not_ready_seconds = self.default_not_ready_toleration_seconds;
-        c.default_toleration_seconds.unreachable_seconds = self.default_unreachable_toleration_seconds;
+        c.default_toleration_seconds.unreachable_seconds =
+            self.default_unreachable_toleration_seconds;
         c
     }
 }
@@ -158,14 +175,21 @@ impl ApiServerFlags {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(a) => {
-            anyhow::ensure!(a.speed > 0.0 && a.speed.is_finite(), "--speed must be a positive number");
+            anyhow::ensure!(
+                a.speed > 0.0 && a.speed.is_finite(),
+                "--speed must be a positive number"
+            );
             let mut cluster = klab_cluster::ClusterConfig {
-                nodes: klab_server::up::default_node_names(a.nodes).into_iter().map(klab_cluster::NodeSpec::new).collect(),
+                nodes: klab_server::up::default_node_names(a.nodes)
+                    .into_iter()
+                    .map(klab_cluster::NodeSpec::new)
+                    .collect(),
                 apiserver: a.apiserver.config(),
                 ..Default::default()
             };
             for (name, value) in a.components.given() {
-                klab_cluster::Cluster::set_flag(&mut cluster, name, value).with_context(|| format!("--{name}"))?;
+                klab_cluster::Cluster::set_flag(&mut cluster, name, value)
+                    .with_context(|| format!("--{name}"))?;
             }
             let opts = klab_server::up::UpOptions {
                 data_dir: a.data_dir,
@@ -174,13 +198,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 speed: a.speed,
                 cluster,
             };
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
             rt.block_on(klab_server::up::run(opts))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Node(a) => {
-            let kubeconfig = a.kubeconfig.unwrap_or_else(|| a.data_dir.join("kubeconfig"));
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the runtime")?;
+            let kubeconfig = a
+                .kubeconfig
+                .unwrap_or_else(|| a.data_dir.join("kubeconfig"));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
             match (a.action.as_str(), a.name.as_deref()) {
                 ("list", _) => rt.block_on(crate::node_cmd::list(&kubeconfig)),
                 (action, Some(name)) if klab_cluster::parse_fault(action).is_some() => {
@@ -201,7 +233,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TraceFormat::Json => klab_sim::Format::Json,
             };
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-            let code = klab_sim::cli(&a.file, a.seed, format, a.until.as_deref(), &mut out, &mut err);
+            let code = klab_sim::cli(
+                &a.file,
+                a.seed,
+                format,
+                a.until.as_deref(),
+                &mut out,
+                &mut err,
+            );
             Ok(ExitCode::from(code))
         }
     }

@@ -7,9 +7,15 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 async fn client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading {} (is `klab up` running with this data directory?)", kubeconfig.display()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.context("loading the kubeconfig")?;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).with_context(|| {
+        format!(
+            "reading {} (is `klab up` running with this data directory?)",
+            kubeconfig.display()
+        )
+    })?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .context("loading the kubeconfig")?;
     kube::Client::try_from(cfg).context("building a client")
 }
 
@@ -18,8 +24,16 @@ fn describe(s: &Value) -> String {
     format!(
         "power {}, kubelet {}, network {}{}",
         if yes("powered") { "on" } else { "off" },
-        if yes("kubeletRunning") { "running" } else { "stopped" },
-        if yes("partitioned") { "partitioned" } else { "connected" },
+        if yes("kubeletRunning") {
+            "running"
+        } else {
+            "stopped"
+        },
+        if yes("partitioned") {
+            "partitioned"
+        } else {
+            "connected"
+        },
         if yes("frozen") { ", frozen" } else { "" },
     )
 }
@@ -36,18 +50,36 @@ pub async fn list(kubeconfig: &Path) -> anyhow::Result<ExitCode> {
     let c = client(kubeconfig).await?;
     let req = http::Request::get("/klab/v1/nodes").body(Vec::new())?;
     let v: Value = c.request(req).await.map_err(api_error)?;
-    println!("{:<20} {:<6} {:<8} {:<12} {:<7} {:<38} CONTAINERS", "NAME", "POWER", "KUBELET", "NETWORK", "FROZEN", "BOOT-ID");
-    for n in v.get("items").and_then(Value::as_array).into_iter().flatten() {
+    println!(
+        "{:<20} {:<6} {:<8} {:<12} {:<7} {:<38} CONTAINERS",
+        "NAME", "POWER", "KUBELET", "NETWORK", "FROZEN", "BOOT-ID"
+    );
+    for n in v
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let b = |k: &str| n.get(k).and_then(Value::as_bool).unwrap_or(false);
         println!(
             "{:<20} {:<6} {:<8} {:<12} {:<7} {:<38} {}",
             n.get("name").and_then(Value::as_str).unwrap_or(""),
             if b("powered") { "on" } else { "off" },
-            if b("kubeletRunning") { "running" } else { "stopped" },
-            if b("partitioned") { "partitioned" } else { "connected" },
+            if b("kubeletRunning") {
+                "running"
+            } else {
+                "stopped"
+            },
+            if b("partitioned") {
+                "partitioned"
+            } else {
+                "connected"
+            },
             if b("frozen") { "yes" } else { "no" },
             n.get("bootID").and_then(Value::as_str).unwrap_or(""),
-            n.get("runningContainers").and_then(Value::as_array).map_or(0, Vec::len),
+            n.get("runningContainers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -79,10 +79,15 @@ pub fn pins_resource_version(kind: PatchKind, patch: &Value) -> bool {
         PatchKind::Json => patch.as_array().is_some_and(|ops| {
             ops.iter().any(|op| {
                 op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion")
-                    && matches!(op.get("op").and_then(Value::as_str), Some("add" | "replace"))
+                    && matches!(
+                        op.get("op").and_then(Value::as_str),
+                        Some("add" | "replace")
+                    )
             })
         }),
-        _ => patch.pointer("/metadata/resourceVersion").is_some_and(|v| !v.is_null()),
+        _ => patch
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| !v.is_null()),
     }
 }
 

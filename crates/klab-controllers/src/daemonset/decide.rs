@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use klab_api::names;
 use klab_api::taints::untolerated;
 
-use klab_api::nodeaffinity::required_node_affinity_matches;
 use crate::replicaset::util;
+use klab_api::nodeaffinity::required_node_affinity_matches;
 
 /// Label with the DaemonSet's template hash (upstream `apps.DefaultDaemonSetUniqueLabelKey`).
 pub const LABEL_CONTROLLER_REVISION_HASH: &str = names::LABEL_CONTROLLER_REVISION_HASH;

@@ -37,7 +37,11 @@ impl ContentReport {
 /// `kubernetes` finalizer.
 pub fn needs_finalizing(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some()
-        && ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| f.iter().any(|x| x == "kubernetes"))
+        && ns
+            .spec
+            .as_ref()
+            .and_then(|s| s.finalizers.as_ref())
+            .is_some_and(|f| f.iter().any(|x| x == "kubernetes"))
 }
 
 async fn namespaced_resources(client: &kube::Client) -> Result<Vec<ApiResource>, kube::Error> {
@@ -45,19 +49,28 @@ async fn namespaced_resources(client: &kube::Client) -> Result<Vec<ApiResource>,
     let mut out = Vec::new();
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
-            if caps.scope == Scope::Namespaced && caps.supports_operation(kube::discovery::verbs::DELETE) && caps.supports_operation(kube::discovery::verbs::LIST) {
+            if caps.scope == Scope::Namespaced
+                && caps.supports_operation(kube::discovery::verbs::DELETE)
+                && caps.supports_operation(kube::discovery::verbs::LIST)
+            {
                 out.push(ar);
             }
         }
     }
-    out.sort_by(|a, b| (a.group.as_str(), a.plural.as_str()).cmp(&(b.group.as_str(), b.plural.as_str())));
+    out.sort_by(|a, b| {
+        (a.group.as_str(), a.plural.as_str()).cmp(&(b.group.as_str(), b.plural.as_str()))
+    });
     // The same objects can be served under two groups (core and events.k8s.io events): keep one.
     out.dedup_by(|a, b| a.plural == b.plural && a.kind == b.kind);
     Ok(out)
 }
 
 /// Deletes what is left in `ns` and reports what remains.
-async fn delete_content(client: &kube::Client, resources: &[ApiResource], ns: &str) -> Result<ContentReport, kube::Error> {
+async fn delete_content(
+    client: &kube::Client,
+    resources: &[ApiResource],
+    ns: &str,
+) -> Result<ContentReport, kube::Error> {
     let mut report = ContentReport::default();
     for ar in resources {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
@@ -113,7 +126,10 @@ pub async fn run(client: kube::Client, clock: Clock) -> Result<(), kube::Error> 
             match delete_content(&client, res, &name).await {
                 Ok(report) if report.is_empty() => {
                     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {"finalizers": []}});
-                    if let Err(e) = namespaces.replace_subresource("finalize", &name, &PostParams::default(), &body).await {
+                    if let Err(e) = namespaces
+                        .replace_subresource("finalize", &name, &PostParams::default(), &body)
+                        .await
+                    {
                         tracing::warn!("namespace controller: finalize {name}: {e}");
                         pending = true;
                     }
@@ -158,15 +174,33 @@ mod tests {
         let client = kube::Client::new(api.router(), "default");
         let clock = api.clock().clone();
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap()).await.unwrap();
-        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "demo");
-        cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap()).await.unwrap();
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "demo");
+        cms.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
+        )
+        .await
+        .unwrap();
         let task = tokio::spawn(run(client.clone(), clock));
-        namespaces.delete("demo", &DeleteParams::default()).await.unwrap();
+        namespaces
+            .delete("demo", &DeleteParams::default())
+            .await
+            .unwrap();
         let start = tokio::time::Instant::now();
         while namespaces.get_opt("demo").await.unwrap().is_some() {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            assert!(start.elapsed() < Duration::from_secs(30), "namespace not removed");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "namespace not removed"
+            );
         }
         assert!(cms.get_opt("c").await.unwrap().is_none());
         task.abort();

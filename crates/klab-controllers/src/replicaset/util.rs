@@ -149,7 +149,9 @@ pub fn selector_is_empty(sel: &LabelSelector) -> bool {
 /// The selector as kubectl's string form (`app=web,pod-template-hash=x`), as
 /// `metav1.FormatLabelSelector` prints it.
 pub fn selector_string(sel: &LabelSelector) -> String {
-    klab_api::selector::LabelSelector::from_label_selector(sel).map(|s| s.to_string()).unwrap_or_default()
+    klab_api::selector::LabelSelector::from_label_selector(sel)
+        .map(|s| s.to_string())
+        .unwrap_or_default()
 }
 
 /// JSON of a template with nulls, empty maps and empty lists removed, so that two templates that

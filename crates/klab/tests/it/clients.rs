@@ -12,7 +12,9 @@ use crate::harness::Klab;
 
 async fn kube_client(k: &Klab) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(&k.kubeconfig).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
     kube::Client::try_from(cfg).expect("client")
 }
 
@@ -25,13 +27,31 @@ async fn kube_rs_over_tls_lists_watches_and_patches() {
     let k = Klab::start(&[]);
     let client = kube_client(&k).await;
     let ns: Api<Namespace> = Api::all(client.clone());
-    assert_eq!(ns.list(&ListParams::default()).await.unwrap().items.len(), 4);
+    assert_eq!(
+        ns.list(&ListParams::default()).await.unwrap().items.len(),
+        4
+    );
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
     let created = cms.create(&PostParams::default(), &cm("a")).await.unwrap();
     let rv = created.metadata.resource_version.unwrap();
-    let mut w = cms.watch(&WatchParams::default().timeout(10), &rv).await.unwrap().boxed();
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}}))).await.unwrap();
-    match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap() {
+    let mut w = cms
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "w"}})),
+    )
+    .await
+    .unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), w.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
         WatchEvent::Modified(c) => assert_eq!(c.data.unwrap()["k"], "w"),
         other => panic!("{other:?}"),
     }
@@ -60,7 +80,12 @@ else:
     raise SystemExit("no watch event")
 print("ok")
 "#;
-    let out = std::process::Command::new("python3").arg("-c").arg(script).arg(&k.kubeconfig).output().expect("python3");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&k.kubeconfig)
+        .output()
+        .expect("python3");
     assert!(
         out.status.success(),
         "python client failed (is the `kubernetes` package installed? .ci/run installs it):\n{}\n{}",
@@ -73,23 +98,72 @@ print("ok")
 #[test]
 fn restart_keeps_objects_and_resource_versions() {
     let k = Klab::start(&[]);
-    let manifest = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep"},"data":{"a":"1"}}"#;
+    let manifest =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep"},"data":{"a":"1"}}"#;
     let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(manifest));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let before = k.ok(33, &["get", "configmap", "keep", "-o", "jsonpath={.metadata.resourceVersion} {.metadata.uid}"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = k.ok(
+        33,
+        &[
+            "get",
+            "configmap",
+            "keep",
+            "-o",
+            "jsonpath={.metadata.resourceVersion} {.metadata.uid}",
+        ],
+    );
     let dir = k.stop();
     let k = Klab::start_in(dir, &[]);
-    let after = k.ok(33, &["get", "configmap", "keep", "-o", "jsonpath={.metadata.resourceVersion} {.metadata.uid}"]);
-    assert_eq!(before, after, "same object, same resourceVersion after a restart");
+    let after = k.ok(
+        33,
+        &[
+            "get",
+            "configmap",
+            "keep",
+            "-o",
+            "jsonpath={.metadata.resourceVersion} {.metadata.uid}",
+        ],
+    );
+    assert_eq!(
+        before, after,
+        "same object, same resourceVersion after a restart"
+    );
     // A watch from the old resourceVersion resumes (the change log survived the restart).
     let rv: u64 = before.split(' ').next().unwrap().parse().unwrap();
-    let out = k.kubectl_stdin(33, &["patch", "configmap", "keep", "--type=merge", "-p", r#"{"data":{"a":"2"}}"#], None);
+    let out = k.kubectl_stdin(
+        33,
+        &[
+            "patch",
+            "configmap",
+            "keep",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"a":"2"}}"#,
+        ],
+        None,
+    );
     assert!(out.status.success());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let cms: Api<ConfigMap> = Api::default_namespaced(kube_client(&k).await);
-        let mut w = cms.watch(&WatchParams::default().timeout(5), &rv.to_string()).await.unwrap().boxed();
-        match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap() {
+        let mut w = cms
+            .watch(&WatchParams::default().timeout(5), &rv.to_string())
+            .await
+            .unwrap()
+            .boxed();
+        match tokio::time::timeout(Duration::from_secs(10), w.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             WatchEvent::Modified(c) => assert_eq!(c.data.unwrap()["a"], "2"),
             other => panic!("expected the change made after the restart, got {other:?}"),
         }
@@ -101,17 +175,44 @@ fn restart_brings_the_cluster_back_with_its_pods_running() {
     let k = Klab::start(&["--speed", "10"]);
     let (_, pod, _) = crate::kubectl_verbs::manifests("default");
     let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&pod));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let running = |k: &Klab| k.ok(33, &["get", "pod", "bare", "-o", "jsonpath={.status.phase}"]) == "Running";
-    k.wait_for("bare Running", Duration::from_secs(60), || running(&k).then_some(()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let running = |k: &Klab| {
+        k.ok(
+            33,
+            &["get", "pod", "bare", "-o", "jsonpath={.status.phase}"],
+        ) == "Running"
+    };
+    k.wait_for("bare Running", Duration::from_secs(60), || {
+        running(&k).then_some(())
+    });
     let dir = k.stop();
     let k = Klab::start_in(dir, &["--speed", "10"]);
     // The machines were down with klab: the nodes come back (with new boot IDs) and the kubelet
     // starts the pod again, as after a reboot.
-    k.wait_for("nodes Ready again and bare Running with a restart", Duration::from_secs(90), || {
-        let nodes = k.ok(33, &["get", "nodes", "--no-headers"]);
-        let all_ready = nodes.lines().count() == 3 && nodes.lines().all(|l| l.split_whitespace().nth(1) == Some("Ready"));
-        let restarts = k.ok(33, &["get", "pod", "bare", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"]);
-        (all_ready && running(&k) && restarts == "1").then_some(())
-    });
+    k.wait_for(
+        "nodes Ready again and bare Running with a restart",
+        Duration::from_secs(90),
+        || {
+            let nodes = k.ok(33, &["get", "nodes", "--no-headers"]);
+            let all_ready = nodes.lines().count() == 3
+                && nodes
+                    .lines()
+                    .all(|l| l.split_whitespace().nth(1) == Some("Ready"));
+            let restarts = k.ok(
+                33,
+                &[
+                    "get",
+                    "pod",
+                    "bare",
+                    "-o",
+                    "jsonpath={.status.containerStatuses[0].restartCount}",
+                ],
+            );
+            (all_ready && running(&k) && restarts == "1").then_some(())
+        },
+    );
 }

@@ -11,7 +11,6 @@ pub struct Klab {
     child: Child,
     pub dir: tempfile::TempDir,
     pub kubeconfig: PathBuf,
-    pub server: String,
 }
 
 impl Klab {
@@ -37,17 +36,25 @@ impl Klab {
             .expect("spawn klab");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().expect("klab printed nothing").expect("read stdout");
-        let server = first
-            .rsplit(' ')
+        let first = lines
             .next()
-            .filter(|s| s.starts_with("https://"))
-            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-            .to_string();
+            .expect("klab printed nothing")
+            .expect("read stdout");
+        assert!(
+            first
+                .rsplit(' ')
+                .next()
+                .is_some_and(|s| s.starts_with("https://")),
+            "unexpected first line: {first}"
+        );
         // Keep draining stdout so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         let kubeconfig = data.join("kubeconfig");
-        Klab { child, dir, kubeconfig, server }
+        Klab {
+            child,
+            dir,
+            kubeconfig,
+        }
     }
 
     /// Stops the process and hands back its data directory.
@@ -70,13 +77,22 @@ impl Klab {
             .arg("--cache-dir")
             .arg(self.dir.path().join(format!("cache-{minor}")))
             .args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn kubectl");
         if let Some(input) = stdin {
             use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write stdin");
         }
         child.wait_with_output().expect("kubectl output")
     }
@@ -93,14 +109,24 @@ impl Klab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Polls `check` until it returns Some, or fails after `bound`.
-    pub fn wait_for<T>(&self, what: &str, bound: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    /// Polls `check` until it returns Some, or fails after `bound`. End-to-end tests run a real
+    /// process on the wall clock, so the bound is wall time.
+    #[allow(clippy::disallowed_methods)]
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        bound: Duration,
+        mut check: impl FnMut() -> Option<T>,
+    ) -> T {
         let start = Instant::now();
         loop {
             if let Some(v) = check() {
                 return v;
             }
-            assert!(start.elapsed() < bound, "timed out after {bound:?} waiting for {what}");
+            assert!(
+                start.elapsed() < bound,
+                "timed out after {bound:?} waiting for {what}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -125,7 +151,11 @@ pub fn kubectl_binary(minor: u32) -> PathBuf {
 }
 
 fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
 }
 
 /// Normalises a kubectl table for comparison: AGE-like cells (`5s`, `2m3s`) become `AGE` and
@@ -138,7 +168,12 @@ pub fn mask_ages(s: &str) -> String {
             && t.ends_with(|c: char| "smhdy".contains(c))
     };
     s.lines()
-        .map(|l| l.split_whitespace().map(|t| if is_age(t) { "AGE" } else { t }).collect::<Vec<_>>().join(" "))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| if is_age(t) { "AGE" } else { t })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -1,8 +1,8 @@
 //! One integration-test binary for klab: end-to-end tests that run the real `klab` binary and the
 //! real kubectl binaries (1.27 … 1.33) against it.
 
-mod harness;
 mod clients;
+mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod seed000_live;

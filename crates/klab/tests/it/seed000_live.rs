@@ -25,23 +25,46 @@ fn pods(k: &Klab) -> Vec<(String, String, String)> {
 fn kubelet_stop_on_live_cluster_matches_seed_000() {
     let k = Klab::start(&["--speed", "30"]);
     let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(MANIFESTS));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bound = Duration::from_secs(90);
     k.wait_for("6 pods Running", bound, || {
         let p = pods(&k);
         (p.len() == 6 && p.iter().all(|(_, s, _)| s == "Running")).then_some(())
     });
     // The node that runs mysql-0 fails.
-    let node = pods(&k).into_iter().find(|(n, _, _)| n == "mysql-0").unwrap().2;
-    let before: Vec<String> = pods(&k).into_iter().filter(|(_, _, n)| *n == node).map(|(p, _, _)| p).collect();
+    let node = pods(&k)
+        .into_iter()
+        .find(|(n, _, _)| n == "mysql-0")
+        .unwrap()
+        .2;
+    let before: Vec<String> = pods(&k)
+        .into_iter()
+        .filter(|(_, _, n)| *n == node)
+        .map(|(p, _, _)| p)
+        .collect();
     let klab = env!("CARGO_BIN_EXE_klab");
     let kc = k.kubeconfig.to_str().unwrap().to_string();
     let run = |args: &[&str]| {
-        let o = std::process::Command::new(klab).args(args).args(["--kubeconfig", &kc]).output().unwrap();
-        assert!(o.status.success(), "klab {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new(klab)
+            .args(args)
+            .args(["--kubeconfig", &kc])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "klab {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    assert_eq!(run(&["node", "stop-kubelet", &node]).trim(), format!("node/{node}: stop-kubelet done (power on, kubelet stopped, network connected)"));
+    assert_eq!(
+        run(&["node", "stop-kubelet", &node]).trim(),
+        format!("node/{node}: stop-kubelet done (power on, kubelet stopped, network connected)")
+    );
     k.wait_for("node NotReady", bound, || {
         let out = k.ok(33, &["get", "node", &node, "--no-headers"]);
         (out.split_whitespace().nth(1) == Some("NotReady")).then_some(())
@@ -49,24 +72,40 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
     // After the toleration (300 s, 10 s of wall time at --speed 30) every pod there is Terminating.
     k.wait_for("pods on the dead node Terminating", bound, || {
         let p = pods(&k);
-        before.iter().all(|b| p.iter().any(|(n, s, _)| n == b && s == "Terminating")).then_some(())
+        before
+            .iter()
+            .all(|b| p.iter().any(|(n, s, _)| n == b && s == "Terminating"))
+            .then_some(())
     });
     // The Deployment replaces its pod elsewhere; the StatefulSet cannot (mysql-0 still exists).
     k.wait_for("nginx replacement Running on another node", bound, || {
         let p = pods(&k);
-        let running = p.iter().filter(|(n, s, nd)| n.starts_with("nginx-deployment-") && s == "Running" && *nd != node).count();
+        let running = p
+            .iter()
+            .filter(|(n, s, nd)| {
+                n.starts_with("nginx-deployment-") && s == "Running" && *nd != node
+            })
+            .count();
         (running == 3).then_some(())
     });
     let p = pods(&k);
     let mysql0: Vec<_> = p.iter().filter(|(n, _, _)| n == "mysql-0").collect();
     assert_eq!(mysql0.len(), 1);
-    assert_eq!((mysql0[0].1.as_str(), mysql0[0].2.as_str()), ("Terminating", node.as_str()), "mysql-0 is stuck on the dead node");
+    assert_eq!(
+        (mysql0[0].1.as_str(), mysql0[0].2.as_str()),
+        ("Terminating", node.as_str()),
+        "mysql-0 is stuck on the dead node"
+    );
     // The kubelet comes back: it finishes the deletions, and the StatefulSet recreates mysql-0.
     run(&["node", "start-kubelet", &node]);
-    k.wait_for("Terminating pods gone and mysql-0 Running again", bound, || {
-        let p = pods(&k);
-        let terminating = p.iter().any(|(_, s, _)| s == "Terminating");
-        let mysql0_running = p.iter().any(|(n, s, _)| n == "mysql-0" && s == "Running");
-        (!terminating && mysql0_running && p.len() == 6).then_some(())
-    });
+    k.wait_for(
+        "Terminating pods gone and mysql-0 Running again",
+        bound,
+        || {
+            let p = pods(&k);
+            let terminating = p.iter().any(|(_, s, _)| s == "Terminating");
+            let mysql0_running = p.iter().any(|(n, s, _)| n == "mysql-0" && s == "Running");
+            (!terminating && mysql0_running && p.len() == 6).then_some(())
+        },
+    );
 }
