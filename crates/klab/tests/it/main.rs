@@ -6,3 +6,4 @@ mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod seed000_live;
+mod tidy;
