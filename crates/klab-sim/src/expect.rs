@@ -1,0 +1,505 @@
+//! Expectations: checked against the recorded history after the run, as a pure replay, so an
+//! expectation "at 55s" sees exactly the changes the API showed up to and including 55.000s,
+//! regardless of how tasks were scheduled within that instant.
+
+use std::time::Duration;
+
+use crate::scenario::{Check, Expectation, TaintSpec};
+use crate::trace::{Attribution, NodeView, Record, TraceLine, World};
+
+/// A failed expectation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub line: u64,
+    /// The expectation as written.
+    pub text: String,
+    /// The virtual time it was checked at.
+    pub at: Duration,
+    /// What was found instead.
+    pub detail: String,
+}
+
+/// Result of checking every expectation.
+#[derive(Debug, Clone, Default)]
+pub struct Verdict {
+    pub failures: Vec<Failure>,
+    pub passed: usize,
+    /// Expectations after the end of a shortened run (`--until`), not checked.
+    pub skipped: usize,
+}
+
+/// Checks `expectations` against sorted `records` (and the trace they produced). `end` is when the
+/// run stopped; expectations without a time are checked there.
+pub fn evaluate(
+    records: &[Record],
+    lines: &[TraceLine],
+    attr: &Attribution,
+    expectations: &[Expectation],
+    end: Duration,
+    run_for: Duration,
+) -> Verdict {
+    let mut order: Vec<(Duration, usize)> = expectations
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.at.unwrap_or(run_for), i))
+        .collect();
+    order.sort();
+    let mut world = World::default();
+    let mut sink = Vec::new();
+    let mut next = 0usize;
+    let mut verdict = Verdict::default();
+    for (at, i) in order {
+        let e = &expectations[i];
+        if at > end {
+            verdict.skipped += 1;
+            continue;
+        }
+        while next < records.len() && records[next].t <= at {
+            world.apply(&records[next], attr, &mut sink);
+            next += 1;
+        }
+        match check(&world, lines, e, at) {
+            Ok(()) => verdict.passed += 1,
+            Err(detail) => verdict.failures.push(Failure {
+                line: e.line,
+                text: e.text.clone(),
+                at,
+                detail,
+            }),
+        }
+    }
+    verdict
+}
+
+fn taint_matches(spec: &TaintSpec, taint: &str) -> bool {
+    let (kv, effect) = taint.rsplit_once(':').unwrap_or((taint, ""));
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    key == spec.key
+        && spec.value.as_deref().is_none_or(|v| v == value)
+        && spec.effect.as_deref().is_none_or(|e| e == effect)
+}
+
+fn has_taint(n: &NodeView, spec: &TaintSpec) -> bool {
+    n.taints.iter().any(|t| taint_matches(spec, t))
+}
+
+fn check(world: &World, lines: &[TraceLine], e: &Expectation, at: Duration) -> Result<(), String> {
+    match &e.check {
+        Check::Node {
+            name,
+            exists,
+            status,
+            condition,
+            has_taints,
+            no_taints,
+        } => {
+            let node = world.nodes.get(name);
+            match (exists, node) {
+                (Some(false), None) => return Ok(()),
+                (Some(false), Some(n)) => {
+                    return Err(format!("node {name} exists (STATUS {})", n.status));
+                }
+                (_, None) => return Err(format!("node {name} does not exist")),
+                _ => {}
+            }
+            let n = node.ok_or_else(|| format!("node {name} does not exist"))?;
+            if let Some(s) = status
+                && &n.status != s
+            {
+                return Err(format!("node {name} STATUS is {}, expected {s}", n.status));
+            }
+            if let Some((t, want)) = condition {
+                let got = n
+                    .conditions
+                    .get(t)
+                    .map(|c| c.0.as_str())
+                    .unwrap_or("<absent>");
+                if got != want {
+                    return Err(format!(
+                        "node {name} condition {t} is {got}, expected {want}"
+                    ));
+                }
+            }
+            let taints = || n.taints.iter().cloned().collect::<Vec<_>>().join(", ");
+            for t in has_taints {
+                if !has_taint(n, t) {
+                    return Err(format!(
+                        "node {name} lacks taint {t} (taints: [{}])",
+                        taints()
+                    ));
+                }
+            }
+            for t in no_taints {
+                if has_taint(n, t) {
+                    return Err(format!(
+                        "node {name} has taint {t} (taints: [{}])",
+                        taints()
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Check::Pod {
+            namespace,
+            name,
+            exists,
+            status,
+            ready,
+            restarts,
+            node,
+        } => {
+            let pod = world.pods.get(&(namespace.clone(), name.clone()));
+            match (exists, pod) {
+                (Some(false), None) => return Ok(()),
+                (Some(false), Some(p)) => {
+                    return Err(format!(
+                        "pod {namespace}/{name} exists ({} on {})",
+                        p.status, p.node
+                    ));
+                }
+                (_, None) => return Err(format!("pod {namespace}/{name} does not exist")),
+                _ => {}
+            }
+            let p = pod.ok_or_else(|| format!("pod {namespace}/{name} does not exist"))?;
+            if let Some(s) = status
+                && &p.status != s
+            {
+                return Err(format!(
+                    "pod {namespace}/{name} STATUS is {}, expected {s}",
+                    p.status
+                ));
+            }
+            if let Some(r) = ready
+                && &p.ready != r
+            {
+                return Err(format!(
+                    "pod {namespace}/{name} READY is {}, expected {r}",
+                    p.ready
+                ));
+            }
+            if let Some(r) = restarts
+                && p.restarts != *r
+            {
+                return Err(format!(
+                    "pod {namespace}/{name} RESTARTS is {}, expected {r}",
+                    p.restarts
+                ));
+            }
+            if let Some(n) = node
+                && &p.node != n
+            {
+                return Err(format!(
+                    "pod {namespace}/{name} is on {:?}, expected {n}",
+                    p.node
+                ));
+            }
+            Ok(())
+        }
+        Check::Pods {
+            namespace,
+            selector,
+            on_node,
+            status,
+            count,
+        } => {
+            let matching: Vec<String> = world
+                .pods
+                .iter()
+                .filter(|((ns, _), p)| {
+                    namespace.as_ref().is_none_or(|n| n == ns)
+                        && selector.as_ref().is_none_or(|s| s.matches(&p.labels))
+                        && on_node.as_ref().is_none_or(|n| n == &p.node)
+                        && status.as_ref().is_none_or(|s| s == &p.status)
+                })
+                .map(|((ns, name), p)| {
+                    format!(
+                        "{ns}/{name} {} {}",
+                        p.status,
+                        if p.node.is_empty() { "<none>" } else { &p.node }
+                    )
+                })
+                .collect();
+            if count.holds(matching.len()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} matching pods, expected {count}: [{}]",
+                    matching.len(),
+                    matching.join(", ")
+                ))
+            }
+        }
+        Check::Trace { pattern, present } => {
+            let from = e.from.unwrap_or_default();
+            let hits: Vec<&TraceLine> = lines
+                .iter()
+                .filter(|l| l.t >= from && l.t <= at && pattern.is_match(&l.plain()))
+                .collect();
+            match (present, hits.first()) {
+                (true, None) => Err(format!(
+                    "no trace line matching {pattern} between {} and {}",
+                    klab_api::clock::format_elapsed(from),
+                    klab_api::clock::format_elapsed(at)
+                )),
+                (false, Some(l)) => Err(format!(
+                    "unexpected trace line matching {pattern}: {}",
+                    l.plain()
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Count, Pattern};
+    use crate::trace::{Change, PodView, replay};
+    use std::collections::BTreeMap;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn exp(at: Option<u64>, check: Check) -> Expectation {
+        Expectation {
+            at: at.map(secs),
+            from: None,
+            line: 7,
+            text: "the expectation".into(),
+            check,
+        }
+    }
+
+    fn node_check(name: &str, status: Option<&str>) -> Check {
+        Check::Node {
+            name: name.into(),
+            exists: None,
+            status: status.map(Into::into),
+            condition: None,
+            has_taints: vec![],
+            no_taints: vec![],
+        }
+    }
+
+    fn history() -> Vec<Record> {
+        let node = |status: &str, taints: &[&str]| Change::Node {
+            name: "n1".into(),
+            view: Some(NodeView {
+                status: status.into(),
+                conditions: [(
+                    "Ready".to_string(),
+                    (
+                        if status == "Ready" { "True" } else { "Unknown" }.to_string(),
+                        String::new(),
+                        String::new(),
+                    ),
+                )]
+                .into(),
+                taints: taints.iter().map(|t| t.to_string()).collect(),
+                labels: BTreeMap::new(),
+            }),
+        };
+        let pod = |name: &str, status: &str, node: &str| Change::Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            view: Some(PodView {
+                status: status.into(),
+                ready: "1/1".into(),
+                node: node.into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            }),
+        };
+        vec![
+            Record {
+                t: secs(0),
+                rv: 1,
+                change: node("Ready", &[]),
+            },
+            Record {
+                t: secs(0),
+                rv: 2,
+                change: pod("a", "Running", "n1"),
+            },
+            Record {
+                t: secs(0),
+                rv: 3,
+                change: pod("b", "Running", "n2"),
+            },
+            Record {
+                t: secs(55),
+                rv: 4,
+                change: node("NotReady", &["node.kubernetes.io/unreachable:NoSchedule"]),
+            },
+            Record {
+                t: secs(360),
+                rv: 5,
+                change: pod("a", "Terminating", "n1"),
+            },
+        ]
+    }
+
+    fn run(exps: &[Expectation], end: u64) -> Verdict {
+        let records = history();
+        let attr = Attribution::default();
+        let lines = replay(&records, &attr);
+        evaluate(&records, &lines, &attr, exps, secs(end), secs(600))
+    }
+
+    #[test]
+    fn state_checks_see_changes_up_to_and_including_their_time() {
+        let taint = |s: &str| TaintSpec::parse(s).unwrap();
+        let sel = Some(klab_api::selector::LabelSelector::parse("app=web").unwrap());
+        let table: Vec<(Expectation, Option<&str>)> = vec![
+            (exp(Some(54), node_check("n1", Some("Ready"))), None),
+            (exp(Some(55), node_check("n1", Some("NotReady"))), None),
+            (
+                exp(Some(54), node_check("n1", Some("NotReady"))),
+                Some("node n1 STATUS is Ready, expected NotReady"),
+            ),
+            (
+                exp(Some(60), node_check("n2", None)),
+                Some("node n2 does not exist"),
+            ),
+            (
+                exp(
+                    Some(60),
+                    Check::Node {
+                        name: "n1".into(),
+                        exists: None,
+                        status: None,
+                        condition: Some(("Ready".into(), "Unknown".into())),
+                        has_taints: vec![taint("node.kubernetes.io/unreachable:NoSchedule")],
+                        no_taints: vec![taint("node.kubernetes.io/unreachable:NoExecute")],
+                    },
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(60),
+                    Check::Node {
+                        name: "n1".into(),
+                        exists: None,
+                        status: None,
+                        condition: None,
+                        has_taints: vec![taint("node.kubernetes.io/unreachable:NoExecute")],
+                        no_taints: vec![],
+                    },
+                ),
+                Some(
+                    "node n1 lacks taint node.kubernetes.io/unreachable:NoExecute (taints: [node.kubernetes.io/unreachable:NoSchedule])",
+                ),
+            ),
+            (
+                exp(
+                    None,
+                    Check::Pods {
+                        namespace: Some("default".into()),
+                        selector: sel.clone(),
+                        on_node: None,
+                        status: Some("Running".into()),
+                        count: Count::Exactly(1),
+                    },
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(100),
+                    Check::Pods {
+                        namespace: None,
+                        selector: sel,
+                        on_node: Some("n1".into()),
+                        status: None,
+                        count: Count::AtLeast(2),
+                    },
+                ),
+                Some("1 matching pods, expected at least 2: [default/a Running n1]"),
+            ),
+            (
+                exp(
+                    Some(360),
+                    Check::Pod {
+                        namespace: "default".into(),
+                        name: "a".into(),
+                        exists: None,
+                        status: Some("Terminating".into()),
+                        ready: Some("1/1".into()),
+                        restarts: Some(0),
+                        node: Some("n1".into()),
+                    },
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(360),
+                    Check::Pod {
+                        namespace: "default".into(),
+                        name: "b".into(),
+                        exists: Some(false),
+                        status: None,
+                        ready: None,
+                        restarts: None,
+                        node: None,
+                    },
+                ),
+                Some("pod default/b exists (Running on n2)"),
+            ),
+        ];
+        for (e, want) in table {
+            let v = run(std::slice::from_ref(&e), 600);
+            let got = v.failures.first().map(|f| f.detail.as_str());
+            assert_eq!(got, want, "{:?}", e.check);
+            if let Some(f) = v.failures.first() {
+                assert_eq!((f.line, f.at), (7, e.at.unwrap_or(secs(600))));
+            }
+        }
+    }
+
+    #[test]
+    fn trace_checks_use_a_time_window_and_skips_after_the_end() {
+        let substr = |s: &str, present| Check::Trace {
+            pattern: Pattern::Substring(s.into()),
+            present,
+        };
+        let mut windowed = exp(Some(60), substr("STATUS NotReady", true));
+        windowed.from = Some(secs(50));
+        let mut too_early = exp(Some(60), substr("STATUS NotReady", true));
+        too_early.from = Some(secs(56));
+        let regex = exp(
+            None,
+            Check::Trace {
+                pattern: Pattern::Regex(
+                    regex::Regex::new(r"^360\.000s .* Pod default/a .*Terminating").unwrap(),
+                ),
+                present: true,
+            },
+        );
+        let absent = exp(None, substr("Pod default/b deleted", false));
+        let absent_fails = exp(None, substr("Terminating", false));
+        let v = run(&[windowed, too_early, regex, absent, absent_fails], 600);
+        assert_eq!(v.passed, 3);
+        assert_eq!(v.skipped, 0);
+        let details: Vec<&str> = v.failures.iter().map(|f| f.detail.as_str()).collect();
+        assert_eq!(
+            details,
+            vec![
+                "no trace line matching \"STATUS NotReady\" between 56.000s and 60.000s",
+                "unexpected trace line matching \"Terminating\": 360.000s kubelet Pod default/a 1/1 Terminating 0 n1",
+            ]
+        );
+        // After a run shortened with --until, later expectations are skipped, not failed.
+        let v = run(
+            &[
+                exp(Some(500), node_check("n1", None)),
+                exp(None, node_check("n1", None)),
+            ],
+            400,
+        );
+        assert_eq!((v.passed, v.skipped, v.failures.len()), (0, 2, 0));
+    }
+}

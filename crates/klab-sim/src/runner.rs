@@ -1,0 +1,657 @@
+//! The virtual-time runner: builds the cluster on a memory store and a virtual clock, watches it
+//! through the API as any client would, applies the manifests and the fault plan at their virtual
+//! times, and hands the recorded observations to the pure trace / expectation / summary replays.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use klab_api::{Clock, DetRng};
+use klab_apiserver::registry::{self, ResourceInfo};
+use klab_cluster::Cluster;
+use klab_store::memory::MemoryStore;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, WatchEvent, WatchParams,
+};
+use serde_json::{Value, json};
+
+use crate::expect::{self, Verdict};
+use crate::manifest::{Manifest, api_resource};
+use crate::scenario::{Action, Scenario, TaintSpec};
+use crate::summary;
+use crate::trace::{
+    self, Attribution, Change, EventView, NodeView, PodView, Record, TraceLine, WorkloadView,
+};
+
+/// Why a run could not be carried out (as opposed to expectations failing).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Scenario(#[from] crate::scenario::ScenarioError),
+    #[error("starting the cluster: {0}")]
+    Cluster(String),
+    #[error("{file}:{line}: step at {at} failed: {msg}")]
+    Step {
+        file: String,
+        line: u64,
+        at: String,
+        msg: String,
+    },
+    #[error("{source_}: creating {what} failed: {msg}")]
+    Manifest {
+        source_: String,
+        what: String,
+        msg: String,
+    },
+    #[error("building the runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// Called right after `Cluster::start`, before anything is created: starts extra in-process
+/// clients next to the cluster (a controller under test). They must talk to the cluster only
+/// through `cluster.client(..)`, like every component.
+pub type StartHook = Arc<dyn Fn(&Cluster) + Send + Sync>;
+
+/// Command-line overrides.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Overrides the scenario's seed.
+    pub seed: Option<u64>,
+    /// Stops the run early (expectations after it are skipped).
+    pub until: Option<Duration>,
+    /// See [`StartHook`].
+    pub on_start: Option<StartHook>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("seed", &self.seed)
+            .field("until", &self.until)
+            .field("on_start", &self.on_start.is_some())
+            .finish()
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub seed: u64,
+    /// Virtual time at which the run stopped.
+    pub end: Duration,
+    pub records: Vec<Record>,
+    pub attribution: Attribution,
+    pub lines: Vec<TraceLine>,
+    pub verdict: Verdict,
+    pub summary: String,
+}
+
+impl RunOutcome {
+    pub fn trace_hash(&self) -> u64 {
+        trace::hash(&self.lines)
+    }
+}
+
+/// Runs a scenario on a fresh current-thread runtime with paused (virtual) time.
+pub fn run_blocking(scenario: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()?;
+    rt.block_on(run(scenario, opts))
+}
+
+/// Shared between the watch tasks and the runner; every push happens on the one runtime thread.
+#[derive(Default)]
+struct Recorded {
+    records: Vec<Record>,
+    max_rv: u64,
+    attr: Attribution,
+}
+
+#[derive(Clone)]
+struct Recorder {
+    clock: Clock,
+    inner: Arc<Mutex<Recorded>>,
+}
+
+/// What one watch task observes.
+#[derive(Clone, Copy, Debug)]
+enum Watched {
+    Node,
+    Pod,
+    CoreEvent,
+    Workload(&'static str),
+}
+
+impl Recorder {
+    fn with<T>(&self, f: impl FnOnce(&mut Recorded) -> T) -> T {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
+    }
+
+    fn push(&self, rv: u64, change: Change) {
+        let t = self.clock.elapsed();
+        self.with(|r| {
+            r.max_rv = r.max_rv.max(rv);
+            r.records.push(Record { t, rv, change });
+        });
+    }
+
+    fn action(&self, text: String) {
+        let rv = self.with(|r| r.max_rv);
+        self.push(rv, Change::Action(text));
+    }
+
+    fn user_rv(&self, obj: &DynamicObject) {
+        if let Some(rv) = obj
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|s| s.parse().ok())
+        {
+            self.with(|r| r.attr.user_revisions.insert(rv));
+        }
+    }
+
+    fn observe(&self, what: Watched, obj: &DynamicObject, deleted: bool, modified: bool) {
+        let rv = obj
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let namespace = obj.metadata.namespace.clone().unwrap_or_default();
+        let value = match serde_json::to_value(obj) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("sim: cannot serialize a watched object: {e}");
+                return;
+            }
+        };
+        let now = self.clock.now();
+        let change = match what {
+            Watched::Node => Change::Node {
+                name,
+                view: (!deleted).then(|| NodeView::from_object(&value, now)),
+            },
+            Watched::Pod => Change::Pod {
+                namespace,
+                name,
+                view: (!deleted).then(|| PodView::from_object(&value, now)),
+            },
+            Watched::Workload(kind) => Change::Workload {
+                kind: kind.into(),
+                namespace,
+                name,
+                view: (!deleted).then(|| WorkloadView::from_object(kind, &value)),
+            },
+            Watched::CoreEvent => {
+                if deleted {
+                    return;
+                }
+                let ev = EventView::from_core(&value);
+                // A modification of an Event is a repeat (count bump); other edits are noise.
+                if modified && ev.count <= 1 {
+                    return;
+                }
+                Change::Event(ev)
+            }
+        };
+        self.push(rv, change);
+    }
+}
+
+fn resource(api_version: &str, kind: &str) -> &'static ResourceInfo {
+    registry::lookup_kind(api_version, kind).expect("klab serves every kind the runner watches")
+}
+
+/// Lists, then watches one resource across all namespaces until aborted.
+async fn watch_loop(
+    client: kube::Client,
+    ri: &'static ResourceInfo,
+    what: Watched,
+    rec: Recorder,
+    ready: tokio::sync::oneshot::Sender<()>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &api_resource(ri));
+    let mut ready = Some(ready);
+    let mut rv = String::new();
+    let mut seen = 0u64;
+    loop {
+        if rv.is_empty() {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    let mut items = list.items;
+                    items.sort_by(|a, b| {
+                        (&a.metadata.namespace, &a.metadata.name)
+                            .cmp(&(&b.metadata.namespace, &b.metadata.name))
+                    });
+                    for o in &items {
+                        // After a 410 relist, only what changed since the last event is new
+                        // (objects deleted in the gap are not seen; the store's history is long
+                        // enough in sim that this does not happen).
+                        if rv_num(o) > seen {
+                            rec.observe(what, o, false, false);
+                        }
+                    }
+                    rv = list.metadata.resource_version.unwrap_or_default();
+                }
+                Err(e) => {
+                    tracing::warn!("sim: listing {} failed: {e}", ri.plural);
+                    rec.clock.sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+            if let Some(tx) = ready.take() {
+                let _ = tx.send(());
+            }
+        }
+        let stream = match api.watch(&WatchParams::default().timeout(290), &rv).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("sim: watching {} failed: {e}", ri.plural);
+                rec.clock.sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let ev = match stream.try_next().await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break, // timeoutSeconds: watch again from `rv`
+                Err(e) => {
+                    // Back off in virtual time so a persistent error cannot spin at one instant.
+                    tracing::warn!("sim: watch of {} failed: {e}", ri.plural);
+                    rec.clock.sleep(Duration::from_secs(1)).await;
+                    break;
+                }
+            };
+            if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &ev {
+                seen = seen.max(rv_num(o));
+            }
+            match ev {
+                WatchEvent::Added(o) => {
+                    rv = o
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_else(|| rv.clone());
+                    rec.observe(what, &o, false, false);
+                }
+                WatchEvent::Modified(o) => {
+                    rv = o
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_else(|| rv.clone());
+                    rec.observe(what, &o, false, true);
+                }
+                WatchEvent::Deleted(o) => {
+                    rv = o
+                        .metadata
+                        .resource_version
+                        .clone()
+                        .unwrap_or_else(|| rv.clone());
+                    rec.observe(what, &o, true, false);
+                }
+                WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
+                WatchEvent::Error(e) => {
+                    tracing::warn!("sim: watch of {} ended: {}", ri.plural, e.message);
+                    if e.code == 410 {
+                        rv.clear(); // relist
+                    }
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn rv_num(o: &DynamicObject) -> u64 {
+    o.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs a scenario on the current (paused, current-thread) runtime.
+pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimError> {
+    let seed = opts.seed.unwrap_or(sc.seed);
+    let clock = match sc.epoch {
+        Some(e) => Clock::virtual_at(e),
+        None => Clock::virtual_default(),
+    };
+    let store: klab_store::DynStorage = MemoryStore::new();
+    let cluster = Cluster::start(
+        store,
+        clock.clone(),
+        DetRng::seeded(seed),
+        sc.cluster.clone(),
+    )
+    .await
+    .map_err(|e| SimError::Cluster(e.to_string()))?;
+    if let Some(hook) = &opts.on_start {
+        hook(&cluster);
+    }
+    let client = cluster.admin_client();
+    let rec = Recorder {
+        clock: clock.clone(),
+        inner: Arc::new(Mutex::new(Recorded::default())),
+    };
+
+    let mut watches: Vec<(&'static ResourceInfo, Watched)> = vec![
+        (resource("v1", "Node"), Watched::Node),
+        (resource("v1", "Pod"), Watched::Pod),
+        // events.k8s.io/v1 is served as a view of the same Events, so one watch sees both the
+        // kubelet's core/v1 Events and the scheduler's events.k8s.io ones.
+        (resource("v1", "Event"), Watched::CoreEvent),
+    ];
+    for (av, kind) in trace::WORKLOAD_KINDS {
+        watches.push((resource(av, kind), Watched::Workload(kind)));
+    }
+    let mut tasks = Vec::new();
+    let mut readies = Vec::new();
+    for (ri, what) in watches {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tasks.push(tokio::spawn(watch_loop(
+            client.clone(),
+            ri,
+            what,
+            rec.clone(),
+            tx,
+        )));
+        readies.push(rx);
+    }
+    for r in readies {
+        let _ = r.await;
+    }
+
+    for m in &sc.manifests {
+        create(&client, &rec, m).await?;
+    }
+
+    let end = match opts.until {
+        Some(u) if u < sc.run_for => u,
+        _ => sc.run_for,
+    };
+    for step in &sc.steps {
+        if step.at > end {
+            break;
+        }
+        sleep_to(&clock, step.at).await;
+        rec.action(step.action.describe());
+        execute(&cluster, &client, &rec, &step.action)
+            .await
+            .map_err(|msg| SimError::Step {
+                file: sc.path.display().to_string(),
+                line: step.line,
+                at: klab_api::clock::format_elapsed(step.at),
+                msg,
+            })?;
+    }
+    sleep_to(&clock, end).await;
+    // Let the watchers drain what the last instant wrote, without advancing time.
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
+    for t in &tasks {
+        t.abort();
+    }
+    drop(cluster);
+
+    let (mut records, attr) = rec.with(|r| (std::mem::take(&mut r.records), r.attr.clone()));
+    records.retain(|r| r.t <= end);
+    trace::sort_records(&mut records);
+    let lines = trace::replay(&records, &attr);
+    let verdict = expect::evaluate(&records, &lines, &attr, &sc.expectations, end, sc.run_for);
+    let summary = summary::summarize(&records, &attr, end);
+    Ok(RunOutcome {
+        seed,
+        end,
+        records,
+        attribution: attr,
+        lines,
+        verdict,
+        summary,
+    })
+}
+
+async fn sleep_to(clock: &Clock, at: Duration) {
+    let now = clock.elapsed();
+    if at > now {
+        clock.sleep(at - now).await;
+    }
+}
+
+async fn create(client: &kube::Client, rec: &Recorder, m: &Manifest) -> Result<(), SimError> {
+    match m.create(client).await {
+        Ok(obj) => {
+            rec.user_rv(&obj);
+            Ok(())
+        }
+        Err(e) => Err(SimError::Manifest {
+            source_: m.source.clone(),
+            what: m.display(),
+            msg: e.to_string(),
+        }),
+    }
+}
+
+fn dyn_api(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = api_resource(resource(api_version, kind));
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+fn taint_matches(spec: &TaintSpec, t: &Value) -> bool {
+    let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("");
+    s("key") == spec.key && spec.effect.as_deref().is_none_or(|e| e == s("effect"))
+}
+
+/// Carries out one step; errors are returned as messages for the step's line.
+async fn execute(
+    cluster: &Cluster,
+    client: &kube::Client,
+    rec: &Recorder,
+    action: &Action,
+) -> Result<(), String> {
+    let nodes = dyn_api(client, "v1", "Node", None);
+    let pp = PatchParams::default();
+    let patched = |r: Result<DynamicObject, kube::Error>| -> Result<(), String> {
+        let o = r.map_err(|e| e.to_string())?;
+        rec.user_rv(&o);
+        Ok(())
+    };
+    match action {
+        Action::Fault { node, fault } => cluster
+            .apply_fault(node, *fault)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::Taint { node, taint } | Action::Untaint { node, taint } => {
+            let n = nodes.get(node).await.map_err(|e| e.to_string())?;
+            let mut taints: Vec<Value> = n
+                .data
+                .pointer("/spec/taints")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if matches!(action, Action::Taint { .. }) {
+                // kubectl: re-tainting the same key and effect overwrites the value.
+                taints.retain(|t| !taint_matches(taint, t));
+                let mut t = json!({"key": taint.key, "effect": taint.effect});
+                if let Some(v) = &taint.value {
+                    t["value"] = json!(v);
+                }
+                taints.push(t);
+            } else {
+                let before = taints.len();
+                taints.retain(|t| !taint_matches(taint, t));
+                if taints.len() == before {
+                    return Err(format!(
+                        "taint {taint:?} not found on node {node}",
+                        taint = taint.to_string()
+                    ));
+                }
+            }
+            patched(
+                nodes
+                    .patch(
+                        node,
+                        &pp,
+                        &Patch::Merge(json!({"spec": {"taints": taints}})),
+                    )
+                    .await,
+            )
+        }
+        Action::Cordon {
+            node,
+            unschedulable,
+        } => {
+            let v = if *unschedulable {
+                json!(true)
+            } else {
+                Value::Null
+            };
+            patched(
+                nodes
+                    .patch(
+                        node,
+                        &pp,
+                        &Patch::Merge(json!({"spec": {"unschedulable": v}})),
+                    )
+                    .await,
+            )
+        }
+        Action::DeleteNode { node } => {
+            nodes
+                .delete(node, &DeleteParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        }
+        Action::DeletePod {
+            namespace,
+            name,
+            grace,
+            force,
+        } => {
+            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
+            let dp = DeleteParams {
+                grace_period_seconds: grace.map(|g| g as u32),
+                ..Default::default()
+            };
+            if *force || *grace == Some(0) {
+                rec.with(|r| {
+                    r.attr
+                        .user_force_deleted
+                        .insert((namespace.clone(), name.clone()))
+                });
+            }
+            let res = pods.delete(name, &dp).await.map_err(|e| e.to_string())?;
+            if let Some(o) = res.left() {
+                rec.user_rv(&o);
+            }
+            Ok(())
+        }
+        Action::DeletePods {
+            namespace,
+            selector,
+            on_node,
+            grace,
+            force,
+        } => {
+            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
+            let mut lp = ListParams::default().labels(selector);
+            if let Some(n) = on_node {
+                lp = lp.fields(&format!("spec.nodeName={n}"));
+            }
+            let list = pods.list(&lp).await.map_err(|e| e.to_string())?;
+            let mut victims: Vec<String> = list
+                .items
+                .iter()
+                .filter(|p| {
+                    on_node.as_ref().is_none_or(|n| {
+                        p.data.pointer("/spec/nodeName").and_then(Value::as_str) == Some(n.as_str())
+                    })
+                })
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            victims.sort();
+            if victims.is_empty() {
+                return Err(format!("no pods match {selector}"));
+            }
+            let dp = DeleteParams {
+                grace_period_seconds: grace.map(|g| g as u32),
+                ..Default::default()
+            };
+            for name in victims {
+                if *force || *grace == Some(0) {
+                    rec.with(|r| {
+                        r.attr
+                            .user_force_deleted
+                            .insert((namespace.clone(), name.clone()))
+                    });
+                }
+                if let Some(o) = pods
+                    .delete(&name, &dp)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .left()
+                {
+                    rec.user_rv(&o);
+                }
+            }
+            Ok(())
+        }
+        Action::Patch {
+            resource,
+            namespace,
+            name,
+            patch,
+        } => {
+            let ar = api_resource(resource);
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
+            };
+            patched(api.patch(name, &pp, &Patch::Merge(patch)).await)
+        }
+        Action::Scale {
+            kind,
+            namespace,
+            name,
+            replicas,
+        } => {
+            let api = dyn_api(client, "apps/v1", kind, Some(namespace));
+            patched(
+                api.patch(
+                    name,
+                    &pp,
+                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                )
+                .await,
+            )
+        }
+        Action::Apply { manifests } => {
+            for m in manifests {
+                let o = m
+                    .create(client)
+                    .await
+                    .map_err(|e| format!("creating {}: {e}", m.display()))?;
+                rec.user_rv(&o);
+            }
+            Ok(())
+        }
+    }
+}

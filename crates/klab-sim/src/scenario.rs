@@ -1,0 +1,1324 @@
+//! The scenario file format: parsing (serde-saphyr) and validation into typed, line-numbered plans.
+//!
+//! Everything here is pure: a scenario is read, checked and turned into a [`Scenario`] before any
+//! cluster starts, so a bad duration, an unknown fault or node, or a malformed manifest is rejected
+//! with the line it was written on and never half-way through a run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use klab_api::selector::LabelSelector;
+use klab_apiserver::registry::ResourceInfo;
+use klab_cluster::{Cluster, ClusterConfig, NodeFault, NodeSpec};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::manifest::{self, Manifest};
+
+/// Why a scenario was rejected before the run. Every variant names the file, and the line when
+/// the problem has one.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{file}:{line}: {msg}")]
+    At {
+        file: String,
+        line: u64,
+        msg: String,
+    },
+    #[error("{file}: {msg}")]
+    File { file: String, msg: String },
+}
+
+/// A validated scenario, ready to run.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Where it was read from (for messages and the replay command).
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    /// The seed of the run unless `--seed` overrides it.
+    pub seed: u64,
+    /// Virtual epoch (`Clock::virtual_at`); `None` is `DEFAULT_VIRTUAL_EPOCH`.
+    pub epoch: Option<jiff::Timestamp>,
+    /// Nodes and component flags, already applied with `Cluster::set_flag`.
+    pub cluster: ClusterConfig,
+    /// `(flag, value)` as written, for the summary.
+    pub flags: Vec<(String, String)>,
+    /// Objects created at t = 0, in order.
+    pub manifests: Vec<Manifest>,
+    /// Faults and API actions, sorted by time (file order within one instant).
+    pub steps: Vec<Step>,
+    pub run_for: Duration,
+    pub expectations: Vec<Expectation>,
+}
+
+/// One timed entry of the fault plan.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub at: Duration,
+    pub line: u64,
+    pub action: Action,
+}
+
+/// What a step does. Node faults act at the node's seams (through `Cluster::apply_fault`); the
+/// others are API calls the runner makes as the cluster administrator, like kubectl would.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Fault {
+        node: String,
+        fault: NodeFault,
+    },
+    /// `kubectl taint nodes NODE key[=value]:Effect`
+    Taint {
+        node: String,
+        taint: TaintSpec,
+    },
+    /// `kubectl taint nodes NODE key[:Effect]-`
+    Untaint {
+        node: String,
+        taint: TaintSpec,
+    },
+    /// `kubectl cordon` / `uncordon`.
+    Cordon {
+        node: String,
+        unschedulable: bool,
+    },
+    /// `kubectl delete node`.
+    DeleteNode {
+        node: String,
+    },
+    /// `kubectl delete pod [--grace-period=N] [--force]`.
+    DeletePod {
+        namespace: String,
+        name: String,
+        grace: Option<i64>,
+        force: bool,
+    },
+    /// `kubectl delete pods -l SELECTOR [--field-selector spec.nodeName=NODE] [--grace-period=N] [--force]`.
+    DeletePods {
+        namespace: String,
+        selector: String,
+        on_node: Option<String>,
+        grace: Option<i64>,
+        force: bool,
+    },
+    /// `kubectl scale KIND/NAME --replicas=N`.
+    Scale {
+        kind: String,
+        namespace: String,
+        name: String,
+        replicas: i64,
+    },
+    /// `kubectl patch KIND/NAME --type=merge -p PATCH`.
+    Patch {
+        resource: &'static ResourceInfo,
+        namespace: Option<String>,
+        name: String,
+        patch: serde_json::Value,
+    },
+    /// `kubectl create -f` at a later time.
+    Apply {
+        manifests: Vec<Manifest>,
+    },
+}
+
+impl Action {
+    /// The kubectl-like description printed in the trace (component `sim`).
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Fault { node, fault } => format!("Node {node} fault {}", fault_name(*fault)),
+            Action::Taint { node, taint } => format!("Node {node} kubectl taint {taint}"),
+            Action::Untaint { node, taint } => format!("Node {node} kubectl taint {taint}-"),
+            Action::Cordon {
+                node,
+                unschedulable: true,
+            } => format!("Node {node} kubectl cordon"),
+            Action::Cordon {
+                node,
+                unschedulable: false,
+            } => format!("Node {node} kubectl uncordon"),
+            Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
+            Action::DeletePod {
+                namespace,
+                name,
+                grace,
+                force,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} kubectl delete pod");
+                if let Some(g) = grace {
+                    s.push_str(&format!(" --grace-period={g}"));
+                }
+                if *force {
+                    s.push_str(" --force");
+                }
+                s
+            }
+            Action::DeletePods {
+                namespace,
+                selector,
+                on_node,
+                grace,
+                force,
+            } => {
+                let mut s = format!("kubectl delete pods -n {namespace} -l {selector}");
+                if let Some(n) = on_node {
+                    s.push_str(&format!(" --field-selector spec.nodeName={n}"));
+                }
+                if let Some(g) = grace {
+                    s.push_str(&format!(" --grace-period={g}"));
+                }
+                if *force {
+                    s.push_str(" --force");
+                }
+                s
+            }
+            Action::Scale {
+                kind,
+                namespace,
+                name,
+                replicas,
+            } => {
+                format!("{kind} {namespace}/{name} kubectl scale --replicas={replicas}")
+            }
+            Action::Patch {
+                resource,
+                namespace,
+                name,
+                patch,
+            } => {
+                let obj = match namespace {
+                    Some(ns) => format!("{} {ns}/{name}", resource.kind),
+                    None => format!("{} {name}", resource.kind),
+                };
+                format!("{obj} kubectl patch --type=merge -p '{patch}'")
+            }
+            Action::Apply { manifests } => {
+                let names: Vec<String> = manifests.iter().map(|m| m.display()).collect();
+                format!("kubectl create {}", names.join(" "))
+            }
+        }
+    }
+}
+
+/// A taint as kubectl writes it: `key[=value]:Effect` (the effect may be omitted for untaint).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TaintSpec {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: Option<String>,
+}
+
+impl TaintSpec {
+    /// Parses `key[=value][:Effect]`.
+    pub fn parse(s: &str) -> Result<TaintSpec, String> {
+        let s = s.trim();
+        let (kv, effect) = match s.rsplit_once(':') {
+            Some((kv, e)) => (kv, Some(e.to_string())),
+            None => (s, None),
+        };
+        if let Some(e) = &effect
+            && !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e.as_str())
+        {
+            return Err(format!(
+                "invalid taint effect {e:?} (NoSchedule, PreferNoSchedule or NoExecute)"
+            ));
+        }
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (kv.to_string(), None),
+        };
+        if key.is_empty() {
+            return Err(format!("invalid taint {s:?}: empty key"));
+        }
+        Ok(TaintSpec { key, value, effect })
+    }
+}
+
+impl fmt::Display for TaintSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)?;
+        if let Some(v) = &self.value {
+            write!(f, "={v}")?;
+        }
+        if let Some(e) = &self.effect {
+            write!(f, ":{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An assertion about the cluster at a virtual time.
+#[derive(Debug, Clone)]
+pub struct Expectation {
+    /// `None` = at the end of the run.
+    pub at: Option<Duration>,
+    /// For trace checks: only lines at or after this time count.
+    pub from: Option<Duration>,
+    pub line: u64,
+    /// The expectation as written (one line), for failure messages.
+    pub text: String,
+    pub check: Check,
+}
+
+#[derive(Debug, Clone)]
+pub enum Check {
+    Node {
+        name: String,
+        exists: Option<bool>,
+        /// kubectl STATUS column (`Ready`, `NotReady`, `Ready,SchedulingDisabled`).
+        status: Option<String>,
+        /// `(type, status)`, e.g. `Ready=Unknown`.
+        condition: Option<(String, String)>,
+        has_taints: Vec<TaintSpec>,
+        no_taints: Vec<TaintSpec>,
+    },
+    Pod {
+        namespace: String,
+        name: String,
+        exists: Option<bool>,
+        status: Option<String>,
+        ready: Option<String>,
+        restarts: Option<i64>,
+        node: Option<String>,
+    },
+    Pods {
+        namespace: Option<String>,
+        selector: Option<LabelSelector>,
+        on_node: Option<String>,
+        status: Option<String>,
+        count: Count,
+    },
+    Trace {
+        pattern: Pattern,
+        present: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    Exactly(usize),
+    AtLeast(usize),
+    AtMost(usize),
+}
+
+impl Count {
+    pub fn holds(self, n: usize) -> bool {
+        match self {
+            Count::Exactly(c) => n == c,
+            Count::AtLeast(c) => n >= c,
+            Count::AtMost(c) => n <= c,
+        }
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Exactly(c) => write!(f, "{c}"),
+            Count::AtLeast(c) => write!(f, "at least {c}"),
+            Count::AtMost(c) => write!(f, "at most {c}"),
+        }
+    }
+}
+
+/// A trace pattern: plain substring or regular expression.
+#[derive(Debug, Clone)]
+pub enum Pattern {
+    Substring(String),
+    Regex(regex::Regex),
+}
+
+impl Pattern {
+    pub fn is_match(&self, line: &str) -> bool {
+        match self {
+            Pattern::Substring(s) => line.contains(s.as_str()),
+            Pattern::Regex(r) => r.is_match(line),
+        }
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pattern::Substring(s) => write!(f, "{s:?}"),
+            Pattern::Regex(r) => write!(f, "/{}/", r.as_str()),
+        }
+    }
+}
+
+/// Upstream-style name of a node fault, as written in scenario files.
+pub fn fault_name(f: NodeFault) -> &'static str {
+    match f {
+        NodeFault::StopKubelet => "stop-kubelet",
+        NodeFault::StartKubelet => "start-kubelet",
+        NodeFault::PowerOff => "power-off",
+        NodeFault::PowerOn => "power-on",
+        NodeFault::Reboot => "reboot",
+        NodeFault::Partition => "partition",
+        NodeFault::Heal => "heal",
+        NodeFault::Freeze => "freeze",
+        NodeFault::Thaw => "thaw",
+    }
+}
+
+const NODE_FAULTS: &[NodeFault] = &[
+    NodeFault::StopKubelet,
+    NodeFault::StartKubelet,
+    NodeFault::PowerOff,
+    NodeFault::PowerOn,
+    NodeFault::Reboot,
+    NodeFault::Partition,
+    NodeFault::Heal,
+    NodeFault::Freeze,
+    NodeFault::Thaw,
+];
+
+const API_ACTIONS: &[&str] = &[
+    "taint",
+    "untaint",
+    "cordon",
+    "uncordon",
+    "delete-node",
+    "delete-pod",
+    "scale",
+    "patch",
+    "apply",
+];
+
+// ---- raw (as written) form -------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    seed: Option<u64>,
+    epoch: Option<Spanned<String>>,
+    run_for: Spanned<String>,
+    #[serde(default)]
+    cluster: RawCluster,
+    #[serde(default)]
+    flags: BTreeMap<String, Spanned<Scalar>>,
+    #[serde(default)]
+    manifests: Vec<Spanned<RawManifest>>,
+    #[serde(default)]
+    faults: Vec<Spanned<RawStep>>,
+    #[serde(default)]
+    expect: Vec<Spanned<RawExpect>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    #[serde(default)]
+    nodes: Vec<Spanned<RawNode>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawNode {
+    name: Option<String>,
+    /// With `count`: nodes `<prefix>1` … `<prefix><count>`.
+    name_prefix: Option<String>,
+    count: Option<u32>,
+    zone: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    cpu: Option<Scalar>,
+    memory: Option<String>,
+    pods: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    file: Option<String>,
+    inline: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawStep {
+    at: Spanned<String>,
+    fault: Spanned<String>,
+    node: Option<Spanned<String>>,
+    taint: Option<String>,
+    pod: Option<String>,
+    namespace: Option<String>,
+    grace: Option<i64>,
+    #[serde(default)]
+    force: bool,
+    target: Option<String>,
+    replicas: Option<i64>,
+    selector: Option<String>,
+    on_node: Option<String>,
+    patch: Option<serde_json::Value>,
+    #[serde(default)]
+    manifests: Vec<Spanned<RawManifest>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawExpect {
+    at: Option<Spanned<String>>,
+    from: Option<Spanned<String>>,
+    node: Option<Spanned<String>>,
+    pod: Option<String>,
+    pods: Option<RawPods>,
+    exists: Option<bool>,
+    status: Option<String>,
+    condition: Option<String>,
+    ready: Option<Scalar>,
+    restarts: Option<i64>,
+    on_node: Option<String>,
+    #[serde(default)]
+    has_taint: Vec<String>,
+    #[serde(default)]
+    no_taint: Vec<String>,
+    count: Option<usize>,
+    min_count: Option<usize>,
+    max_count: Option<usize>,
+    trace: Option<String>,
+    trace_regex: Option<String>,
+    #[serde(default)]
+    absent: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawPods {
+    namespace: Option<String>,
+    selector: Option<String>,
+}
+
+/// A YAML scalar of any type, kept as the string it was written as (flags: `40s`, `100`).
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a scalar (string, number or boolean)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---- validation ------------------------------------------------------------------------------
+
+/// Reads and validates a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::File {
+        file: path.display().to_string(),
+        msg: format!("cannot read: {e}"),
+    })?;
+    parse(&text, path)
+}
+
+/// Validates scenario text; `path` names it in messages and anchors relative manifest paths.
+pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let raw: RawScenario = serde_saphyr::from_str(text).map_err(|e| yaml_error(&file, 0, &e))?;
+    let cx = Cx {
+        file: file.clone(),
+        dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+
+    let mut cluster = ClusterConfig::default();
+    let mut names = BTreeSet::new();
+    for n in &raw.cluster.nodes {
+        let line = n.referenced.line();
+        for spec in cx.node_specs(&n.value, line)? {
+            if !names.insert(spec.name.clone()) {
+                return Err(cx.at(line, format!("duplicate node {:?}", spec.name)));
+            }
+            cluster.nodes.push(spec);
+        }
+    }
+
+    let mut flags = Vec::new();
+    for (name, v) in &raw.flags {
+        let name = name.trim_start_matches('-');
+        Cluster::set_flag(&mut cluster, name, &v.value.0)
+            .map_err(|e| cx.at(v.referenced.line(), e.to_string()))?;
+        flags.push((name.to_string(), v.value.0.clone()));
+    }
+
+    let mut manifests = Vec::new();
+    for m in &raw.manifests {
+        manifests.extend(cx.manifests(&m.value, m.referenced.line())?);
+    }
+    // Node objects a scenario creates itself are as good as cluster nodes for actions on them.
+    for m in &manifests {
+        if m.kind() == "Node" {
+            names.insert(m.name().to_string());
+        }
+    }
+
+    let run_for = cx.duration(&raw.run_for)?;
+    if run_for.is_zero() {
+        return Err(cx.at(
+            raw.run_for.referenced.line(),
+            "run-for must be positive".into(),
+        ));
+    }
+
+    let mut steps = Vec::new();
+    for s in &raw.faults {
+        let step = cx.step(&s.value, s.referenced.line(), &names)?;
+        if step.at > run_for {
+            return Err(cx.at(
+                step.line,
+                format!("step at {:?} is after run-for {:?}", step.at, run_for),
+            ));
+        }
+        steps.push(step);
+    }
+    steps.sort_by_key(|s| s.at); // stable: file order within one instant
+
+    let mut expectations = Vec::new();
+    for e in &raw.expect {
+        let line = e.referenced.line();
+        let exp = cx.expectation(&e.value, line, &names, text)?;
+        if let Some(at) = exp.at
+            && at > run_for
+        {
+            return Err(cx.at(
+                line,
+                format!("expectation at {at:?} is after run-for {run_for:?}"),
+            ));
+        }
+        expectations.push(exp);
+    }
+
+    let epoch = match &raw.epoch {
+        Some(e) => Some(e.value.parse::<jiff::Timestamp>().map_err(|err| {
+            cx.at(
+                e.referenced.line(),
+                format!("invalid epoch {:?}: {err}", e.value),
+            )
+        })?),
+        None => None,
+    };
+
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        name: raw.name.unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
+        description: raw.description.unwrap_or_default(),
+        seed: raw.seed.unwrap_or(1),
+        epoch,
+        cluster,
+        flags,
+        manifests,
+        steps,
+        run_for,
+        expectations,
+    })
+}
+
+/// The first line of saphyr's message without its own `error: line N column M:` prefix (our
+/// messages carry the line, relative to the scenario file).
+pub(crate) fn yaml_message(e: &serde_saphyr::Error) -> String {
+    let msg = e.to_string();
+    let first = msg.lines().next().unwrap_or("invalid YAML");
+    let re = regex::Regex::new(r"^(error: )?line \d+ column \d+: ").expect("valid regex");
+    re.replace(first, "").into_owned()
+}
+
+fn yaml_error(file: &str, line_offset: u64, e: &serde_saphyr::Error) -> ScenarioError {
+    // The library's message carries a source snippet; the first line is the message itself.
+    let first = yaml_message(e);
+    match e.location() {
+        Some(loc) if loc.line() > 0 => ScenarioError::At {
+            file: file.into(),
+            line: loc.line() + line_offset,
+            msg: first,
+        },
+        _ => ScenarioError::File {
+            file: file.into(),
+            msg: first,
+        },
+    }
+}
+
+struct Cx {
+    file: String,
+    dir: PathBuf,
+}
+
+impl Cx {
+    fn at(&self, line: u64, msg: String) -> ScenarioError {
+        ScenarioError::At {
+            file: self.file.clone(),
+            line,
+            msg,
+        }
+    }
+
+    fn duration(&self, s: &Spanned<String>) -> Result<Duration, ScenarioError> {
+        klab_api::parse_duration(&s.value).map_err(|e| self.at(s.referenced.line(), e))
+    }
+
+    fn node_specs(&self, n: &RawNode, line: u64) -> Result<Vec<NodeSpec>, ScenarioError> {
+        let names: Vec<String> = match (&n.name, &n.name_prefix, n.count) {
+            (Some(name), None, None) => vec![name.clone()],
+            (None, Some(p), Some(c)) if c > 0 => (1..=c).map(|i| format!("{p}{i}")).collect(),
+            _ => {
+                return Err(self.at(
+                    line,
+                    "a node needs `name`, or `name-prefix` with a positive `count`".into(),
+                ));
+            }
+        };
+        let mut out = Vec::new();
+        for name in names {
+            let errs = klab_api::selector::is_dns1123_subdomain(&name);
+            if !errs.is_empty() {
+                return Err(self.at(
+                    line,
+                    format!("invalid node name {name:?}: {}", errs.join("; ")),
+                ));
+            }
+            let mut spec = NodeSpec::new(name);
+            spec.zone = n.zone.clone();
+            spec.labels = n.labels.clone();
+            if let Some(c) = &n.cpu {
+                spec.cpu = c.0.clone();
+            }
+            if let Some(m) = &n.memory {
+                spec.memory = m.clone();
+            }
+            if let Some(p) = n.pods {
+                spec.pods = p;
+            }
+            out.push(spec);
+        }
+        Ok(out)
+    }
+
+    fn manifests(&self, m: &RawManifest, line: u64) -> Result<Vec<Manifest>, ScenarioError> {
+        match (&m.file, &m.inline) {
+            (Some(f), None) => {
+                let p = self.dir.join(f);
+                let text = std::fs::read_to_string(&p).map_err(|e| {
+                    self.at(line, format!("cannot read manifest {}: {e}", p.display()))
+                })?;
+                manifest::parse_documents(&text, &p.display().to_string(), 0)
+            }
+            (None, Some(inline)) => {
+                // saphyr locates a block scalar (`inline: |`) at its first content line, so
+                // document line N is scenario line start + N - 1.
+                let start = inline.referenced.line();
+                manifest::parse_documents(&inline.value, &self.file, start.saturating_sub(1))
+            }
+            _ => Err(self.at(
+                line,
+                "a manifest needs exactly one of `file` or `inline`".into(),
+            )),
+        }
+    }
+
+    fn node_ref(
+        &self,
+        n: &Option<Spanned<String>>,
+        line: u64,
+        names: &BTreeSet<String>,
+        what: &str,
+    ) -> Result<String, ScenarioError> {
+        let n = n
+            .as_ref()
+            .ok_or_else(|| self.at(line, format!("{what} needs `node`")))?;
+        if !names.contains(&n.value) {
+            let known: Vec<&str> = names.iter().map(String::as_str).collect();
+            return Err(self.at(
+                n.referenced.line(),
+                format!("unknown node {:?} (nodes: {})", n.value, known.join(", ")),
+            ));
+        }
+        Ok(n.value.clone())
+    }
+
+    fn step(
+        &self,
+        s: &RawStep,
+        line: u64,
+        names: &BTreeSet<String>,
+    ) -> Result<Step, ScenarioError> {
+        let at = self.duration(&s.at)?;
+        let kind = s.fault.value.as_str();
+        let fline = s.fault.referenced.line();
+        let action = if let Some(f) = NODE_FAULTS.iter().find(|f| fault_name(**f) == kind) {
+            Action::Fault {
+                node: self.node_ref(&s.node, line, names, kind)?,
+                fault: *f,
+            }
+        } else {
+            match kind {
+                "taint" | "untaint" => {
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let t = s.taint.as_deref().ok_or_else(|| {
+                        self.at(line, format!("{kind} needs `taint: key[=value]:Effect`"))
+                    })?;
+                    let taint = TaintSpec::parse(t).map_err(|e| self.at(line, e))?;
+                    if kind == "taint" {
+                        if taint.effect.is_none() {
+                            return Err(self.at(
+                                line,
+                                format!("taint {t:?} needs an effect (key[=value]:Effect)"),
+                            ));
+                        }
+                        Action::Taint { node, taint }
+                    } else {
+                        Action::Untaint { node, taint }
+                    }
+                }
+                "cordon" | "uncordon" => Action::Cordon {
+                    node: self.node_ref(&s.node, line, names, kind)?,
+                    unschedulable: kind == "cordon",
+                },
+                "delete-node" => Action::DeleteNode {
+                    node: self.node_ref(&s.node, line, names, kind)?,
+                },
+                "delete-pod" => {
+                    if let Some(g) = s.grace
+                        && !(0..=i64::from(u32::MAX)).contains(&g)
+                    {
+                        return Err(self.at(
+                            line,
+                            format!("grace must be between 0 and {} seconds, got {g}", u32::MAX),
+                        ));
+                    }
+                    if s.force && s.grace.is_some_and(|g| g != 0) {
+                        // kubectl: "--force" needs "--grace-period=0" (or none).
+                        return Err(
+                            self.at(line, "force deletion needs grace 0 (or no grace)".into())
+                        );
+                    }
+                    let grace = if s.force { Some(0) } else { s.grace };
+                    match (s.pod.as_deref(), s.selector.as_deref()) {
+                        (Some(pod), None) => {
+                            let (namespace, name) = split_ns(pod, s.namespace.as_deref());
+                            Action::DeletePod {
+                                namespace,
+                                name,
+                                grace,
+                                force: s.force,
+                            }
+                        }
+                        (None, Some(sel)) => {
+                            LabelSelector::parse(sel)
+                                .map_err(|e| self.at(line, format!("invalid selector: {e}")))?;
+                            if let Some(n) = &s.on_node
+                                && !names.contains(n)
+                            {
+                                return Err(self.at(line, format!("unknown node {n:?}")));
+                            }
+                            Action::DeletePods {
+                                namespace: s.namespace.clone().unwrap_or_else(|| "default".into()),
+                                selector: sel.to_string(),
+                                on_node: s.on_node.clone(),
+                                grace,
+                                force: s.force,
+                            }
+                        }
+                        _ => {
+                            return Err(self.at(
+                                line,
+                                "delete-pod needs one of `pod: [namespace/]name` or `selector`"
+                                    .into(),
+                            ));
+                        }
+                    }
+                }
+                "patch" => {
+                    let target = s
+                        .target
+                        .as_deref()
+                        .ok_or_else(|| self.at(line, "patch needs `target: kind/name`".into()))?;
+                    let (kind_s, rest) = target.split_once('/').ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!("invalid patch target {target:?}: expected kind/name"),
+                        )
+                    })?;
+                    let resource = resolve_kind(kind_s)
+                        .ok_or_else(|| self.at(line, format!("unknown resource {kind_s:?}")))?;
+                    let patch = s
+                        .patch
+                        .clone()
+                        .filter(serde_json::Value::is_object)
+                        .ok_or_else(|| {
+                            self.at(
+                                line,
+                                "patch needs `patch:` with a mapping (a JSON merge patch)".into(),
+                            )
+                        })?;
+                    let (namespace, name) = if resource.namespaced {
+                        let (ns, name) = split_ns(rest, s.namespace.as_deref());
+                        (Some(ns), name)
+                    } else {
+                        (None, rest.to_string())
+                    };
+                    Action::Patch {
+                        resource,
+                        namespace,
+                        name,
+                        patch,
+                    }
+                }
+                "scale" => {
+                    let target = s
+                        .target
+                        .as_deref()
+                        .ok_or_else(|| self.at(line, "scale needs `target: kind/name`".into()))?;
+                    let (kind_s, rest) = target.split_once('/').ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!("invalid scale target {target:?}: expected kind/name"),
+                        )
+                    })?;
+                    let kind = scale_kind(kind_s).ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!(
+                                "cannot scale {kind_s:?} (deployment, replicaset, statefulset)"
+                            ),
+                        )
+                    })?;
+                    let (namespace, name) = split_ns(rest, s.namespace.as_deref());
+                    let replicas = s
+                        .replicas
+                        .ok_or_else(|| self.at(line, "scale needs `replicas`".into()))?;
+                    if replicas < 0 {
+                        return Err(self.at(line, format!("replicas must be >= 0, got {replicas}")));
+                    }
+                    Action::Scale {
+                        kind: kind.into(),
+                        namespace,
+                        name,
+                        replicas,
+                    }
+                }
+                "apply" => {
+                    let mut manifests = Vec::new();
+                    for m in &s.manifests {
+                        manifests.extend(self.manifests(&m.value, m.referenced.line())?);
+                    }
+                    if manifests.is_empty() {
+                        return Err(self.at(line, "apply needs `manifests`".into()));
+                    }
+                    Action::Apply { manifests }
+                }
+                other => {
+                    let mut all: Vec<&str> = NODE_FAULTS.iter().map(|f| fault_name(*f)).collect();
+                    all.extend(API_ACTIONS);
+                    return Err(self.at(
+                        fline,
+                        format!("unknown fault {other:?} (one of: {})", all.join(", ")),
+                    ));
+                }
+            }
+        };
+        Ok(Step { at, line, action })
+    }
+
+    fn expectation(
+        &self,
+        e: &RawExpect,
+        line: u64,
+        names: &BTreeSet<String>,
+        text: &str,
+    ) -> Result<Expectation, ScenarioError> {
+        let at =
+            e.at.as_ref()
+                .filter(|a| a.value != "end")
+                .map(|a| self.duration(a))
+                .transpose()?;
+        let from = e.from.as_ref().map(|a| self.duration(a)).transpose()?;
+        let subjects = [
+            e.node.is_some(),
+            e.pod.is_some(),
+            e.pods.is_some(),
+            e.trace.is_some() || e.trace_regex.is_some(),
+        ];
+        if subjects.iter().filter(|b| **b).count() != 1 {
+            return Err(self.at(
+                line,
+                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`"
+                    .into(),
+            ));
+        }
+        let taints = |v: &[String]| -> Result<Vec<TaintSpec>, ScenarioError> {
+            v.iter()
+                .map(|t| TaintSpec::parse(t).map_err(|err| self.at(line, err)))
+                .collect()
+        };
+        let check = if let Some(n) = &e.node {
+            let name = n.value.clone();
+            if !names.contains(&name) {
+                return Err(self.at(n.referenced.line(), format!("unknown node {name:?}")));
+            }
+            let condition = match &e.condition {
+                Some(c) => {
+                    let (t, s) = c.split_once('=').ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!("invalid condition {c:?}: expected Type=Status"),
+                        )
+                    })?;
+                    if !["True", "False", "Unknown"].contains(&s) {
+                        return Err(self.at(
+                            line,
+                            format!("invalid condition status {s:?} (True, False or Unknown)"),
+                        ));
+                    }
+                    Some((t.to_string(), s.to_string()))
+                }
+                None => None,
+            };
+            Check::Node {
+                name,
+                exists: e.exists,
+                status: e.status.clone(),
+                condition,
+                has_taints: taints(&e.has_taint)?,
+                no_taints: taints(&e.no_taint)?,
+            }
+        } else if let Some(p) = &e.pod {
+            let (namespace, name) = split_ns(p, None);
+            Check::Pod {
+                namespace,
+                name,
+                exists: e.exists,
+                status: e.status.clone(),
+                ready: e.ready.as_ref().map(|r| r.0.clone()),
+                restarts: e.restarts,
+                node: e.on_node.clone(),
+            }
+        } else if let Some(p) = &e.pods {
+            let selector = p
+                .selector
+                .as_deref()
+                .map(LabelSelector::parse)
+                .transpose()
+                .map_err(|err| self.at(line, format!("invalid selector: {err}")))?;
+            let count = match (e.count, e.min_count, e.max_count) {
+                (Some(c), None, None) => Count::Exactly(c),
+                (None, Some(c), None) => Count::AtLeast(c),
+                (None, None, Some(c)) => Count::AtMost(c),
+                _ => {
+                    return Err(self.at(
+                        line,
+                        "`pods` needs exactly one of `count`, `min-count`, `max-count`".into(),
+                    ));
+                }
+            };
+            Check::Pods {
+                namespace: p.namespace.clone(),
+                selector,
+                on_node: e.on_node.clone(),
+                status: e.status.clone(),
+                count,
+            }
+        } else {
+            let pattern = match (&e.trace, &e.trace_regex) {
+                (Some(s), None) => Pattern::Substring(s.clone()),
+                (None, Some(r)) => Pattern::Regex(
+                    regex::Regex::new(r)
+                        .map_err(|err| self.at(line, format!("invalid regex: {err}")))?,
+                ),
+                _ => return Err(self.at(line, "use one of `trace` or `trace-regex`".into())),
+            };
+            Check::Trace {
+                pattern,
+                present: !e.absent,
+            }
+        };
+        if e.absent && !matches!(check, Check::Trace { .. }) {
+            return Err(self.at(
+                line,
+                "`absent` applies to trace expectations; use `exists: false` for objects".into(),
+            ));
+        }
+        let text = text
+            .lines()
+            .nth(line.saturating_sub(1) as usize)
+            .unwrap_or("")
+            .trim()
+            .trim_start_matches("- ")
+            .to_string();
+        Ok(Expectation {
+            at,
+            from,
+            line,
+            text,
+            check,
+        })
+    }
+}
+
+fn split_ns(s: &str, ns: Option<&str>) -> (String, String) {
+    match s.split_once('/') {
+        Some((n, name)) => (n.to_string(), name.to_string()),
+        None => (ns.unwrap_or("default").to_string(), s.to_string()),
+    }
+}
+
+/// Finds a resource the way kubectl resolves `KIND/NAME` (kind, singular, plural or short name).
+pub fn resolve_kind(k: &str) -> Option<&'static ResourceInfo> {
+    let k = k.to_ascii_lowercase();
+    klab_apiserver::registry::RESOURCES.iter().find(|r| {
+        r.kind.eq_ignore_ascii_case(&k)
+            || r.singular == k
+            || r.plural == k
+            || r.short_names.contains(&k.as_str())
+    })
+}
+
+fn scale_kind(k: &str) -> Option<&'static str> {
+    match k.to_ascii_lowercase().as_str() {
+        "deployment" | "deployments" | "deploy" => Some("Deployment"),
+        "replicaset" | "replicasets" | "rs" => Some("ReplicaSet"),
+        "statefulset" | "statefulsets" | "sts" => Some("StatefulSet"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"name: demo
+seed: 7
+run-for: 10m
+cluster:
+  nodes:
+    - name: n1
+      zone: z1
+    - name-prefix: w
+      count: 2
+      cpu: 8
+flags:
+  default-unreachable-toleration-seconds: 100
+manifests:
+  - inline: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: web}
+      ---
+      apiVersion: v1
+      kind: Node
+      metadata: {name: extra}
+faults:
+  - {at: 400s, fault: taint, node: extra, taint: "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"}
+  - {at: 30s, fault: stop-kubelet, node: w2}
+  - {at: 30s, fault: delete-pod, pod: web-1, force: true}
+  - {at: 1m, fault: scale, target: deployment/web, replicas: 3}
+expect:
+  - {at: 55s, node: w2, condition: Ready=Unknown, has-taint: ["node.kubernetes.io/unreachable:NoSchedule"]}
+  - {pods: {selector: app=web}, status: Running, count: 3}
+  - {at: 61s, from: 55s, trace-regex: 'taint\+ node\.kubernetes\.io/unreachable:NoExecute'}
+"#;
+
+    #[test]
+    fn parses_a_full_scenario() {
+        let sc = parse(GOOD, Path::new("dir/demo.yaml")).unwrap();
+        assert_eq!(
+            (sc.name.as_str(), sc.seed, sc.run_for),
+            ("demo", 7, Duration::from_secs(600))
+        );
+        let nodes: Vec<(&str, &str)> = sc
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.cpu.as_str()))
+            .collect();
+        assert_eq!(nodes, vec![("n1", "4"), ("w1", "8"), ("w2", "8")]);
+        assert_eq!(sc.cluster.nodes[0].zone.as_deref(), Some("z1"));
+        assert_eq!(
+            sc.cluster
+                .apiserver
+                .default_toleration_seconds
+                .unreachable_seconds,
+            100
+        );
+        assert_eq!(sc.manifests.len(), 2);
+        assert_eq!(sc.manifests[0].source, "dir/demo.yaml:15");
+        assert_eq!(sc.manifests[1].source, "dir/demo.yaml:19");
+        // Sorted by time, file order within an instant.
+        let steps: Vec<(u64, String)> = sc
+            .steps
+            .iter()
+            .map(|s| (s.at.as_secs(), s.action.describe()))
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                (30, "Node w2 fault stop-kubelet".to_string()),
+                (30, "Pod default/web-1 kubectl delete pod --grace-period=0 --force".to_string()),
+                (60, "Deployment default/web kubectl scale --replicas=3".to_string()),
+                (400, "Node extra kubectl taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute".to_string()),
+            ]
+        );
+        assert_eq!(sc.steps[0].line, 24);
+        assert_eq!(sc.expectations.len(), 3);
+        assert_eq!(sc.expectations[0].line, 28);
+        assert_eq!(sc.expectations[0].at, Some(Duration::from_secs(55)));
+        assert!(sc.expectations[1].at.is_none());
+        assert!(sc.expectations[0].text.starts_with("{at: 55s, node: w2"));
+        match &sc.expectations[2].check {
+            Check::Trace {
+                pattern,
+                present: true,
+            } => {
+                assert!(pattern.is_match("60.100s node-lifecycle-controller Node w2 taint+ node.kubernetes.io/unreachable:NoExecute"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn manifests_from_files_are_relative_to_the_scenario() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("app.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+        )
+        .unwrap();
+        let path = dir.path().join("s.yaml");
+        std::fs::write(&path, "run-for: 1m\nmanifests:\n  - file: app.yaml\n").unwrap();
+        let sc = load(&path).unwrap();
+        assert_eq!(sc.manifests[0].name(), "p");
+        std::fs::write(&path, "run-for: 1m\nmanifests:\n  - file: missing.yaml\n").unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains("s.yaml:3: cannot read manifest"), "{e}");
+    }
+
+    #[test]
+    fn bad_input_is_rejected_with_its_line() {
+        let base = "run-for: 10m\ncluster:\n  nodes:\n    - name: n1\n";
+        let cases: &[(&str, &str)] = &[
+            (
+                "faults:\n  - at: 30s\n    fault: unplug\n    node: n1\n",
+                "s.yaml:7: unknown fault \"unplug\" (one of: stop-kubelet, start-kubelet",
+            ),
+            (
+                "faults:\n  - at: 30s\n    fault: stop-kubelet\n    node: n9\n",
+                "s.yaml:8: unknown node \"n9\" (nodes: n1)",
+            ),
+            (
+                "faults:\n  - at: 30x\n    fault: stop-kubelet\n    node: n1\n",
+                "s.yaml:6: invalid duration \"30x\": unknown unit \"x\"",
+            ),
+            (
+                "faults:\n  - at: 11m\n    fault: stop-kubelet\n    node: n1\n",
+                "s.yaml:6: step at 660s is after run-for 600s",
+            ),
+            (
+                "faults:\n  - at: 1m\n    fault: taint\n    node: n1\n    taint: k=v:Sometimes\n",
+                "s.yaml:6: invalid taint effect \"Sometimes\"",
+            ),
+            (
+                "faults:\n  - at: 1m\n    fault: delete-pod\n    pod: p\n    grace: 5\n    force: true\n",
+                "s.yaml:6: force deletion needs grace 0",
+            ),
+            (
+                "faults:\n  - at: 1m\n    fault: delete-pod\n    pod: p\n    grace: -1\n",
+                "s.yaml:6: grace must be between 0 and 4294967295 seconds, got -1",
+            ),
+            (
+                "manifests:\n  - inline: |\n      apiVersion: v1\n      kind: Pod\n      metadata: {name: [x\n",
+                "s.yaml:9: malformed manifest:",
+            ),
+            (
+                "manifests:\n  - inline: |\n      apiVersion: v1\n      kind: Widget\n      metadata: {name: x}\n",
+                "s.yaml:7: malformed manifest: no resource for apiVersion \"v1\" kind \"Widget\"",
+            ),
+            (
+                "flags:\n  node-monitor-grace-perod: 40s\n",
+                "s.yaml:6: unknown flag --node-monitor-grace-perod",
+            ),
+            (
+                "flags:\n  default-unreachable-toleration-seconds: soon\n",
+                "s.yaml:6: invalid value \"soon\" for --default-unreachable-toleration-seconds",
+            ),
+            (
+                "expect:\n  - at: 1m\n    status: Running\n",
+                "s.yaml:6: an expectation needs exactly one of",
+            ),
+            (
+                "expect:\n  - at: 1m\n    node: n2\n    status: Ready\n",
+                "s.yaml:7: unknown node \"n2\"",
+            ),
+            (
+                "expect:\n  - pods: {selector: 'a in (b'}\n    count: 1\n",
+                "s.yaml:6: invalid selector",
+            ),
+            ("expect:\n  - trace-regex: '('\n", "s.yaml:6: invalid regex"),
+            (
+                "expect:\n  - node: n1\n    condition: Ready\n",
+                "s.yaml:6: invalid condition \"Ready\"",
+            ),
+            ("bogus: 1\n", "s.yaml:5: unknown field `bogus`"),
+        ];
+        for (extra, want) in cases {
+            let text = format!("{base}{extra}");
+            let err = parse(&text, Path::new("s.yaml"))
+                .expect_err(extra)
+                .to_string();
+            assert!(
+                err.starts_with(want),
+                "{extra:?}\n got: {err}\nwant: {want}"
+            );
+        }
+        let e = parse("cluster: {}\n", Path::new("s.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("run-for"), "{e}");
+        let e = parse(
+            "run-for: 1m\ncluster:\n  nodes:\n    - name: a\n    - name: a\n",
+            Path::new("s.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "s.yaml:5: duplicate node \"a\"");
+    }
+
+    #[test]
+    fn taint_specs_round_trip() {
+        for s in [
+            "k:NoSchedule",
+            "k=v:NoExecute",
+            "k",
+            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+        ] {
+            assert_eq!(TaintSpec::parse(s).unwrap().to_string(), s);
+        }
+        assert!(TaintSpec::parse(":NoSchedule").is_err());
+        assert!(TaintSpec::parse("k:Never").is_err());
+    }
+}

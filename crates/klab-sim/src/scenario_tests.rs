@@ -1,0 +1,304 @@
+//! End-to-end tests of `klab sim` (a unit-test module, so the workspace keeps one integration-test binary): the runner on real clusters (API actions, expectations, failure
+//! reports, bad input), determinism of every shipped scenario, and the shipped scenarios' golden
+//! traces and expectations (`KLAB_UPDATE_GOLDEN=1` rewrites the goldens).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::{Format, RunOptions, Scenario, run_blocking, scenario, trace};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
+}
+
+/// Every `scenarios/<area>/<behaviour>.yaml`, sorted.
+fn shipped() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let root = repo_root().join("scenarios");
+    for area in std::fs::read_dir(&root).expect("scenarios/ exists") {
+        let area = area.unwrap().path();
+        if !area.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&area).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "yaml") {
+                out.push(f);
+            }
+        }
+    }
+    out.sort();
+    assert!(
+        out.len() >= 12,
+        "expected the shipped scenarios, found {out:?}"
+    );
+    out
+}
+
+// ---- the runner on today's cluster -------------------------------------------------------------
+
+#[test]
+fn api_actions_are_traced_at_their_virtual_times() {
+    let sc = scenario::load(&fixture("actions.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    assert_eq!(
+        o.verdict.failures,
+        vec![],
+        "{}",
+        trace::format_text(&o.lines)
+    );
+    assert_eq!((o.verdict.passed, o.verdict.skipped), (11, 0));
+    assert_eq!(o.end, Duration::from_secs(90));
+    assert_eq!(o.seed, 3);
+    let plain: Vec<String> = o.lines.iter().map(|l| l.plain()).collect();
+    for want in [
+        "0.000s kubectl Pod default/solo created 0/1 Pending 0 n1",
+        "10.000s sim  Node n2 kubectl cordon",
+        "10.000s kubectl Node n2 STATUS Ready,SchedulingDisabled",
+        "20.000s kubectl Node n1 taint+ k=v:NoSchedule",
+        "25.000s kubectl Node n1 taint- k=v:NoSchedule",
+        "30.000s kubectl Pod default/victim 1/1 Terminating 0 n2 (grace 5s)",
+        "40.000s kubectl Pod default/solo deleted",
+        "60.000s kubectl Node n2 STATUS Ready",
+    ] {
+        assert!(
+            plain.iter().any(|l| l == want),
+            "missing {want:?} in\n{}",
+            plain.join("\n")
+        );
+    }
+    // The scale is the runner's write (whatever the controllers do next).
+    assert!(
+        plain.iter().any(
+            |l| l.starts_with("50.000s kubectl Deployment default/web READY ") && l.contains("/3 ")
+        ),
+        "{}",
+        plain.join("\n")
+    );
+    // The kubelet kills the SIGTERM-ignoring `sleep` at the end of the 5s grace period and then
+    // removes the pod: virtual time really advanced through the grace period.
+    let gone = o
+        .lines
+        .iter()
+        .find(|l| l.object == "Pod default/victim" && l.text == "deleted")
+        .expect("victim deleted");
+    assert_eq!(
+        (gone.component.as_str(), gone.t),
+        ("kubelet", Duration::from_secs(35))
+    );
+    // Trace order is revision order, so time never goes backwards.
+    assert!(o.lines.windows(2).all(|w| w[0].t <= w[1].t));
+    assert!(
+        o.summary
+            .contains("default/victim on n2: marked for deletion at 30.000s, gone at 35.000s"),
+        "{}",
+        o.summary
+    );
+}
+
+#[test]
+fn until_stops_early_and_skips_later_expectations() {
+    let sc = scenario::load(&fixture("actions.yaml")).unwrap();
+    let o = run_blocking(
+        &sc,
+        &RunOptions {
+            seed: Some(9),
+            until: Some(Duration::from_secs(27)),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(o.end, Duration::from_secs(27));
+    assert_eq!(o.seed, 9);
+    assert_eq!(
+        (
+            o.verdict.passed,
+            o.verdict.skipped,
+            o.verdict.failures.len()
+        ),
+        (4, 7, 0)
+    );
+    assert!(o.lines.iter().all(|l| l.t <= Duration::from_secs(27)));
+    assert!(o.lines.iter().any(|l| l.text == "taint- k=v:NoSchedule"));
+    assert!(
+        !o.lines
+            .iter()
+            .any(|l| l.text.contains("kubectl delete pod"))
+    );
+}
+
+#[test]
+fn a_broken_expectation_names_itself_the_time_and_the_seed() {
+    let path = fixture("actions.yaml");
+    let text = std::fs::read_to_string(&path).unwrap() + "  - {at: 15s, node: n2, status: Ready}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("broken.yaml");
+    std::fs::write(&copy, &text).unwrap();
+    let line = text.lines().count() as u64;
+
+    let sc = scenario::load(&copy).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    assert_eq!(o.verdict.failures.len(), 1);
+    let f = &o.verdict.failures[0];
+    assert_eq!((f.line, f.at), (line, Duration::from_secs(15)));
+    assert_eq!(
+        f.detail,
+        "node n2 STATUS is Ready,SchedulingDisabled, expected Ready"
+    );
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = crate::cli(&copy, None, Format::Text, None, &mut out, &mut err);
+    assert_eq!(code, 1);
+    let err = String::from_utf8(err).unwrap();
+    let want = format!(
+        "FAILED {}:{line}: `{{at: 15s, node: n2, status: Ready}}` at 15.000s (seed 3): node n2 STATUS is Ready,SchedulingDisabled, expected Ready\nreplay: klab sim {} --seed 3\n",
+        copy.display(),
+        copy.display()
+    );
+    assert_eq!(err, want);
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("expectations: 11 passed, 1 failed, 0 skipped (seed 3"),
+        "{out}"
+    );
+}
+
+#[test]
+fn cli_exit_codes_and_formats() {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(
+        crate::cli(
+            &fixture("actions.yaml"),
+            None,
+            Format::Json,
+            Some("12s"),
+            &mut out,
+            &mut err
+        ),
+        0
+    );
+    let out = String::from_utf8(out).unwrap();
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["t"], "0.000s");
+    assert!(
+        out.lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "stdout must be JSON lines only"
+    );
+    assert!(
+        String::from_utf8(err)
+            .unwrap()
+            .contains("Summary at 12.000s")
+    );
+
+    // Bad input never starts a run: exit 2 and the line.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "run-for: 1m\ncluster:\n  nodes:\n    - name: n1\nfaults:\n  - {at: 5s, fault: stop-kublet, node: n1}\n").unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(
+        crate::cli(&bad, None, Format::Text, None, &mut out, &mut err),
+        2
+    );
+    let err = String::from_utf8(err).unwrap();
+    assert!(
+        err.starts_with(&format!(
+            "error: {}:6: unknown fault \"stop-kublet\"",
+            bad.display()
+        )),
+        "{err}"
+    );
+    assert!(out.is_empty());
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(
+        crate::cli(
+            &fixture("actions.yaml"),
+            None,
+            Format::Text,
+            Some("soon"),
+            &mut out,
+            &mut err
+        ),
+        2
+    );
+    assert!(
+        String::from_utf8(err)
+            .unwrap()
+            .contains("--until: invalid duration \"soon\"")
+    );
+}
+
+#[test]
+fn a_failing_step_stops_the_run_naming_its_line() {
+    let text = "run-for: 1m\ncluster:\n  nodes:\n    - name: n1\nfaults:\n  - {at: 5s, fault: delete-pod, pod: nope}\n";
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let e = run_blocking(&sc, &RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("s.yaml:6: step at 5.000s failed:"), "{e}");
+    assert!(e.contains("not found"), "{e}");
+}
+
+// ---- shipped scenarios ---------------------------------------------------------------------------
+
+/// Every shipped scenario runs twice with its seed: the two traces must be identical (hash and
+/// lines); the first run must also meet the scenario's expectations and match its golden trace
+/// (`KLAB_UPDATE_GOLDEN=1` rewrites the goldens).
+#[test]
+fn shipped_scenarios_are_deterministic_meet_expectations_and_match_goldens() {
+    let update = std::env::var_os("KLAB_UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    let mut problems = Vec::new();
+    for path in shipped() {
+        let sc = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let (a, b) = match (
+            run_blocking(&sc, &RunOptions::default()),
+            run_blocking(&sc, &RunOptions::default()),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => panic!(
+                "{}: {:?} / {:?}",
+                path.display(),
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            ),
+        };
+        assert!(!a.lines.is_empty(), "{}: empty trace", path.display());
+        assert_eq!(
+            a.trace_hash(),
+            b.trace_hash(),
+            "{}: two runs with seed {} differ",
+            path.display(),
+            a.seed
+        );
+        assert_eq!(a.lines, b.lines);
+        let text = trace::format_text(&a.lines);
+        let golden = path.with_extension("trace");
+        if update {
+            std::fs::write(&golden, &text).unwrap();
+        } else {
+            match std::fs::read_to_string(&golden) {
+                Ok(g) if g == text => {}
+                Ok(_) => problems.push(format!(
+                    "{}: trace differs from {} (KLAB_UPDATE_GOLDEN=1 rewrites it)",
+                    path.display(),
+                    golden.display()
+                )),
+                Err(_) => problems.push(format!(
+                    "{}: no golden trace (run with KLAB_UPDATE_GOLDEN=1)",
+                    path.display()
+                )),
+            }
+        }
+        if !a.verdict.failures.is_empty() {
+            problems.push(crate::failure_report(&sc, &a));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,451 @@
+//! The end-of-run summary per workload: desired vs available over time, which pods were marked
+//! for deletion and when, their replacements, and the pods still Terminating at the end with the
+//! reason they are stuck — computed by replaying the recorded history (pure).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use klab_api::clock::format_elapsed;
+
+use crate::trace::{Attribution, Change, PodView, Record, World};
+
+type WorkloadKey = (String, String, String); // kind, namespace, name
+
+#[derive(Debug, Default, Clone)]
+struct PodLife {
+    workload: Option<WorkloadKey>,
+    created: Duration,
+    first_node: String,
+    running_at: Option<Duration>,
+    deleting_at: Option<(Duration, String)>,
+    deleted_at: Option<Duration>,
+}
+
+/// Builds the summary text.
+pub fn summarize(records: &[Record], attr: &Attribution, end: Duration) -> String {
+    let mut world = World::default();
+    let mut sink = Vec::new();
+    let mut timeline: BTreeMap<WorkloadKey, Vec<(Duration, i64, i64)>> = BTreeMap::new();
+    let mut rs_owner: BTreeMap<(String, String), WorkloadKey> = BTreeMap::new();
+    let mut pods: BTreeMap<(String, String), PodLife> = BTreeMap::new();
+
+    for r in records {
+        match &r.change {
+            Change::Workload {
+                kind,
+                namespace,
+                name,
+                view: Some(v),
+            } => {
+                if kind == "ReplicaSet"
+                    && let Some((ok, on)) = &v.owner
+                {
+                    rs_owner.insert(
+                        (namespace.clone(), name.clone()),
+                        (ok.clone(), namespace.clone(), on.clone()),
+                    );
+                } else {
+                    let t = timeline
+                        .entry((kind.clone(), namespace.clone(), name.clone()))
+                        .or_default();
+                    // One entry per instant (its last state), and only on change.
+                    if t.last().is_some_and(|(at, _, _)| *at == r.t) {
+                        t.pop();
+                    }
+                    if t.last()
+                        .is_none_or(|(_, d, a)| (*d, *a) != (v.desired, v.available))
+                    {
+                        t.push((r.t, v.desired, v.available));
+                    }
+                }
+            }
+            Change::Pod {
+                namespace,
+                name,
+                view,
+            } => {
+                let key = (namespace.clone(), name.clone());
+                match view {
+                    Some(v) => {
+                        let life = pods.entry(key).or_insert_with(|| PodLife {
+                            workload: v.owner.as_ref().map(|(k, n)| {
+                                if k == "ReplicaSet" {
+                                    rs_owner
+                                        .get(&(namespace.clone(), n.clone()))
+                                        .cloned()
+                                        .unwrap_or((k.clone(), namespace.clone(), n.clone()))
+                                } else {
+                                    (k.clone(), namespace.clone(), n.clone())
+                                }
+                            }),
+                            created: r.t,
+                            ..Default::default()
+                        });
+                        if life.first_node.is_empty() {
+                            life.first_node = v.node.clone();
+                        }
+                        if life.running_at.is_none() && v.status == "Running" && !v.deleting {
+                            life.running_at = Some(r.t);
+                        }
+                        if life.deleting_at.is_none() && v.deleting {
+                            life.deleting_at =
+                                Some((r.t, v.disruption.clone().unwrap_or_default()));
+                        }
+                    }
+                    None => {
+                        if let Some(l) = pods.get_mut(&key) {
+                            l.deleted_at = Some(r.t);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        world.apply(r, attr, &mut sink);
+    }
+
+    let mut out = String::new();
+    let _ = writeln!(out, "Summary at {}:", format_elapsed(end));
+    let mut keys: Vec<WorkloadKey> = timeline.keys().cloned().collect();
+    // Pods without a known workload (bare pods) are grouped under their own heading.
+    if pods.values().any(|p| p.workload.is_none()) {
+        keys.push(("Pod".into(), String::new(), String::new()));
+    }
+    for key in keys {
+        let (kind, ns, name) = &key;
+        let is_bare = kind == "Pod";
+        if is_bare {
+            let _ = writeln!(out, "  bare pods:");
+        } else {
+            let hist: Vec<String> = timeline[&key]
+                .iter()
+                .map(|(at, d, a)| format!("{a}/{d}@{}", format_elapsed(*at)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {kind} {ns}/{name}: available/desired {}",
+                hist.join(" -> ")
+            );
+        }
+        let members: Vec<(&(String, String), &PodLife)> = pods
+            .iter()
+            .filter(|(_, l)| {
+                if is_bare {
+                    l.workload.is_none()
+                } else {
+                    l.workload.as_ref() == Some(&key)
+                }
+            })
+            .collect();
+        let first_eviction = members
+            .iter()
+            .filter_map(|(_, l)| l.deleting_at.as_ref().map(|d| d.0))
+            .min();
+        for ((pns, pname), l) in &members {
+            let node = if l.first_node.is_empty() {
+                "<none>".to_string()
+            } else {
+                l.first_node.clone()
+            };
+            let mut line = format!("    {pns}/{pname} on {node}");
+            if let Some((t, reason)) = &l.deleting_at {
+                let why = if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({reason})")
+                };
+                let _ = write!(line, ": marked for deletion at {}{why}", format_elapsed(*t));
+                match l.deleted_at {
+                    Some(d) => {
+                        let _ = write!(line, ", gone at {}", format_elapsed(d));
+                    }
+                    None => line.push_str(", still Terminating at the end"),
+                }
+            } else if first_eviction.is_some_and(|f| l.created >= f) {
+                let _ = write!(
+                    line,
+                    ": replacement created at {}",
+                    format_elapsed(l.created)
+                );
+                match l.running_at {
+                    Some(r) => {
+                        let _ = write!(line, ", Running at {}", format_elapsed(r));
+                    }
+                    None => {
+                        let status = world
+                            .pods
+                            .get(&((*pns).clone(), (*pname).clone()))
+                            .map(|p| p.status.clone())
+                            .unwrap_or_else(|| "gone".into());
+                        let _ = write!(line, ", not Running at the end ({status})");
+                    }
+                }
+            } else if let Some(d) = l.deleted_at {
+                let _ = write!(line, ": gone at {}", format_elapsed(d));
+            } else {
+                continue; // undisturbed: not worth a line
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+
+    let stuck: Vec<(&(String, String), &PodView)> =
+        world.pods.iter().filter(|(_, p)| p.deleting).collect();
+    if !stuck.is_empty() {
+        let _ = writeln!(out, "  still Terminating at the end:");
+        for ((ns, name), p) in stuck {
+            let _ = writeln!(
+                out,
+                "    {ns}/{name}: {}",
+                stuck_reason(&world, ns, name, p)
+            );
+        }
+    }
+    out
+}
+
+/// Why a pod is still Terminating, in the words of the seeds' explanations.
+fn stuck_reason(world: &World, ns: &str, name: &str, p: &PodView) -> String {
+    let node_state = match world.nodes.get(&p.node) {
+        None if p.node.is_empty() => {
+            "it was never bound, nothing confirms its termination".to_string()
+        }
+        None => format!(
+            "node {} was deleted; the pod garbage collector removes it",
+            p.node
+        ),
+        Some(n) if n.status.starts_with("Ready") => {
+            format!(
+                "the kubelet on {} is still terminating it (grace {}s)",
+                p.node,
+                p.grace.unwrap_or(0)
+            )
+        }
+        Some(n) => format!(
+            "node {} is {}: no kubelet confirms the termination; it stays until the node comes back, the node is deleted, the node.kubernetes.io/out-of-service taint is added, or it is force-deleted",
+            p.node, n.status
+        ),
+    };
+    match &p.owner {
+        Some((k, owner)) if k == "StatefulSet" => {
+            format!(
+                "StatefulSet identity {name} still held by a Terminating pod on {} ({owner} cannot create a replacement); {node_state}",
+                p.node
+            )
+        }
+        Some((k, rs)) if k == "ReplicaSet" => {
+            let deploy = world
+                .workloads
+                .get(&("ReplicaSet".into(), ns.into(), rs.clone()))
+                .and_then(|w| w.owner.clone());
+            let recreate = deploy
+                .as_ref()
+                .and_then(|(_, d)| {
+                    world
+                        .workloads
+                        .get(&("Deployment".into(), ns.into(), d.clone()))
+                })
+                .and_then(|w| w.strategy.clone());
+            match (deploy, recreate.as_deref()) {
+                (Some((_, d)), Some("Recreate")) => {
+                    format!(
+                        "Recreate Deployment {d} waits for all old pods to be gone before creating new ones; {node_state}"
+                    )
+                }
+                _ => node_state,
+            }
+        }
+        _ => node_state,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{NodeView, WorkloadView};
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn statefulset_pod_stuck_on_a_dead_node() {
+        let pod = |status: &str, deleting: bool| PodView {
+            ready: "1/1".into(),
+            status: status.into(),
+            node: "n2".into(),
+            deleting,
+            grace: deleting.then_some(30),
+            disruption: deleting.then(|| "DeletionByTaintManager".to_string()),
+            owner: Some(("StatefulSet".into(), "web".into())),
+            ..Default::default()
+        };
+        let sts = |avail| Change::Workload {
+            kind: "StatefulSet".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+            view: Some(WorkloadView {
+                desired: 2,
+                available: avail,
+                columns: format!("READY {avail}/2"),
+                ..Default::default()
+            }),
+        };
+        let p = |v| Change::Pod {
+            namespace: "default".into(),
+            name: "web-1".into(),
+            view: Some(v),
+        };
+        let records = vec![
+            Record {
+                t: secs(0),
+                rv: 1,
+                change: Change::Node {
+                    name: "n2".into(),
+                    view: Some(NodeView {
+                        status: "Ready".into(),
+                        ..Default::default()
+                    }),
+                },
+            },
+            Record {
+                t: secs(0),
+                rv: 2,
+                change: sts(0),
+            },
+            Record {
+                t: secs(0),
+                rv: 3,
+                change: p(pod("Pending", false)),
+            },
+            Record {
+                t: secs(2),
+                rv: 4,
+                change: p(pod("Running", false)),
+            },
+            Record {
+                t: secs(2),
+                rv: 5,
+                change: sts(2),
+            },
+            Record {
+                t: secs(55),
+                rv: 6,
+                change: Change::Node {
+                    name: "n2".into(),
+                    view: Some(NodeView {
+                        status: "NotReady".into(),
+                        ..Default::default()
+                    }),
+                },
+            },
+            Record {
+                t: secs(55),
+                rv: 7,
+                change: sts(1),
+            },
+            Record {
+                t: secs(360),
+                rv: 8,
+                change: p(pod("Terminating", true)),
+            },
+        ];
+        let s = summarize(&records, &Attribution::default(), secs(600));
+        assert_eq!(
+            s,
+            "Summary at 600.000s:\n  StatefulSet default/web: available/desired 0/2@0.000s -> 2/2@2.000s -> 1/2@55.000s\n    default/web-1 on n2: marked for deletion at 360.000s (DeletionByTaintManager), still Terminating at the end\n  still Terminating at the end:\n    default/web-1: StatefulSet identity web-1 still held by a Terminating pod on n2 (web cannot create a replacement); node n2 is NotReady: no kubelet confirms the termination; it stays until the node comes back, the node is deleted, the node.kubernetes.io/out-of-service taint is added, or it is force-deleted\n"
+        );
+    }
+
+    #[test]
+    fn deployment_replacements_resolve_through_the_replicaset() {
+        let rs = Change::Workload {
+            kind: "ReplicaSet".into(),
+            namespace: "d".into(),
+            name: "web-5b".into(),
+            view: Some(WorkloadView {
+                owner: Some(("Deployment".into(), "web".into())),
+                ..Default::default()
+            }),
+        };
+        let dep = |a| Change::Workload {
+            kind: "Deployment".into(),
+            namespace: "d".into(),
+            name: "web".into(),
+            view: Some(WorkloadView {
+                desired: 1,
+                available: a,
+                strategy: Some("Recreate".into()),
+                ..Default::default()
+            }),
+        };
+        let pod = |name: &str, status: &str, node: &str, deleting: bool| Change::Pod {
+            namespace: "d".into(),
+            name: name.into(),
+            view: Some(PodView {
+                status: status.into(),
+                node: node.into(),
+                deleting,
+                owner: Some(("ReplicaSet".into(), "web-5b".into())),
+                ..Default::default()
+            }),
+        };
+        let records = vec![
+            Record {
+                t: secs(0),
+                rv: 1,
+                change: rs,
+            },
+            Record {
+                t: secs(0),
+                rv: 2,
+                change: dep(1),
+            },
+            Record {
+                t: secs(0),
+                rv: 3,
+                change: pod("web-a", "Running", "n1", false),
+            },
+            Record {
+                t: secs(360),
+                rv: 4,
+                change: pod("web-a", "Terminating", "n1", true),
+            },
+            Record {
+                t: secs(400),
+                rv: 5,
+                change: Change::Pod {
+                    namespace: "d".into(),
+                    name: "web-a".into(),
+                    view: None,
+                },
+            },
+            Record {
+                t: secs(400),
+                rv: 6,
+                change: pod("web-b", "Pending", "", false),
+            },
+            Record {
+                t: secs(402),
+                rv: 7,
+                change: pod("web-b", "Running", "n2", false),
+            },
+        ];
+        let s = summarize(&records, &Attribution::default(), secs(500));
+        assert!(
+            s.contains("  Deployment d/web: available/desired 1/1@0.000s\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("    d/web-a on n1: marked for deletion at 360.000s, gone at 400.000s\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("    d/web-b on n2: replacement created at 400.000s, Running at 402.000s\n"),
+            "{s}"
+        );
+        assert!(!s.contains("still Terminating"), "{s}");
+    }
+}
