@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{Format, RunOptions, Scenario, run_blocking, scenario, trace};
+use crate::{Format, RunOptions, run_blocking, scenario, trace};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
