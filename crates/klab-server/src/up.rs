@@ -51,7 +51,7 @@ pub enum UpError {
     Store(#[from] klab_store::StoreError),
     #[error("cluster: {0}")]
     Cluster(#[from] klab_cluster::ClusterError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         addr: SocketAddr,
         source: std::io::Error,
@@ -118,6 +118,13 @@ pub async fn start(
         path: dir.clone(),
         source,
     })?;
+    // Bind first: a busy address must fail before any component starts.
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| UpError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
     let store: klab_store::DynStorage = RedbStore::open(dir.join("store.redb"))?;
     let clock = resume_clock(dir, opts.speed);
     let cluster = Arc::new(
@@ -130,12 +137,6 @@ pub async fn start(
         .await?,
     );
     let api = cluster.api().clone();
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|source| UpError::Listen {
-            addr: opts.listen,
-            source,
-        })?;
     let local_addr = listener.local_addr().map_err(|source| UpError::Listen {
         addr: opts.listen,
         source,

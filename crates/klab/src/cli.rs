@@ -88,6 +88,9 @@ pub struct UpArgs {
     /// Number of simulated nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// Zones to spread the nodes over, round-robin (`topology.kubernetes.io/zone`), e.g. `a,b,c`.
+    #[arg(long, value_delimiter = ',')]
+    pub zones: Vec<String>,
     /// Run the cluster's time this many times faster than the wall clock.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -182,7 +185,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut cluster = klab_cluster::ClusterConfig {
                 nodes: klab_server::up::default_node_names(a.nodes)
                     .into_iter()
-                    .map(klab_cluster::NodeSpec::new)
+                    .enumerate()
+                    .map(|(i, name)| klab_cluster::NodeSpec {
+                        zone: (!a.zones.is_empty()).then(|| a.zones[i % a.zones.len()].clone()),
+                        ..klab_cluster::NodeSpec::new(name)
+                    })
                     .collect(),
                 apiserver: a.apiserver.config(),
                 ..Default::default()
