@@ -350,6 +350,12 @@ fn get_and_describe_show_kubelet_state() {
 #[test]
 fn watch_prints_added_modified_deleted() {
     let k = Klab::start(&[]);
+    let cm = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"a":"1"}}}}"#
+        )
+    };
+    k.kubectl_stdin(33, &["create", "-f", "-"], Some(&cm("w0")));
     let mut child = std::process::Command::new(crate::harness::kubectl_binary(33))
         .args([
             "--kubeconfig",
@@ -362,17 +368,33 @@ fn watch_prints_added_modified_deleted() {
             "configmaps",
             "-w",
             "--output-watch-events",
-            "--request-timeout=20s",
+            "--request-timeout=60s",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Give the watch time to start, by waiting until kubectl printed its first line is not
-    // possible with no objects; instead create after the watch's list has been served (poll the
-    // child is alive) and rely on the watch starting from the list's resourceVersion.
-    std::thread::sleep(Duration::from_millis(1500));
-    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w1"},"data":{"a":"1"}}"#;
-    k.kubectl_stdin(33, &["create", "-f", "-"], Some(cm));
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for l in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        rx.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line for {what}"))
+    };
+    // The watch is established once the initial state (w0) is printed.
+    assert!(next("header").starts_with("EVENT"));
+    let w0 = next("w0");
+    assert_eq!(
+        w0.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["ADDED", "w0"],
+        "{w0}"
+    );
+    k.kubectl_stdin(33, &["create", "-f", "-"], Some(&cm("w1")));
     k.ok(
         33,
         &[
@@ -385,19 +407,21 @@ fn watch_prints_added_modified_deleted() {
         ],
     );
     k.ok(33, &["delete", "configmap", "w1"]);
-    let stdout = child.stdout.take().unwrap();
-    let lines: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        .take(4)
-        .map(|l| l.unwrap())
-        .collect();
+    let got: Vec<String> = (0..3).map(|_| next("w1 events")).collect();
     let _ = child.kill();
     let _ = child.wait();
-    let kinds: Vec<&str> = lines
+    let kinds: Vec<(&str, &str)> = got
         .iter()
-        .skip(1)
-        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next().unwrap_or(""), w.next().unwrap_or(""))
+        })
         .collect();
-    assert_eq!(kinds, vec!["ADDED", "MODIFIED", "DELETED"], "{lines:?}");
+    assert_eq!(
+        kinds,
+        vec![("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")],
+        "{got:?}"
+    );
 }
 
 #[test]
