@@ -426,6 +426,32 @@ impl LabelSelector {
         Ok(Self::from_requirements(reqs))
     }
 
+    /// Evaluates a `metav1.LabelSelector` directly, without building a selector: what controllers
+    /// call once per pod per sync. Same result as `from_label_selector(sel)?.matches(labels)` for
+    /// every selector the API server accepts (it validates keys and values on write); an unknown
+    /// operator matches nothing, as the conversion error makes upstream skip the object.
+    pub fn label_selector_matches(
+        sel: &metav1::LabelSelector,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        if let Some(ml) = &sel.match_labels
+            && ml.iter().any(|(k, v)| labels.get(k) != Some(v))
+        {
+            return false;
+        }
+        sel.match_expressions.iter().flatten().all(|e| {
+            let vals = e.values.as_deref().unwrap_or(&[]);
+            let have = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| vals.contains(v)),
+                "NotIn" => have.is_none_or(|v| !vals.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+    }
+
     /// `None` (a nil selector) selects nothing, as upstream.
     pub fn from_optional(sel: Option<&metav1::LabelSelector>) -> Result<LabelSelector, String> {
         match sel {
@@ -1014,5 +1040,69 @@ mod tests {
             is_valid_label_value(&"a".repeat(64)),
             vec!["must be no more than 63 characters".to_string()]
         );
+    }
+
+    #[test]
+    fn direct_evaluation_agrees_with_the_built_selector() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement {
+            key: k.into(),
+            operator: op.into(),
+            values: Some(v.iter().map(|s| s.to_string()).collect()),
+        };
+        let sels = [
+            metav1::LabelSelector::default(),
+            metav1::LabelSelector {
+                match_labels: Some([("app".into(), "web".into())].into()),
+                ..Default::default()
+            },
+            metav1::LabelSelector {
+                match_expressions: Some(vec![req("tier", "In", &["fe", "be"])]),
+                ..Default::default()
+            },
+            metav1::LabelSelector {
+                match_expressions: Some(vec![req("tier", "NotIn", &["fe"])]),
+                ..Default::default()
+            },
+            metav1::LabelSelector {
+                match_expressions: Some(vec![
+                    req("app", "Exists", &[]),
+                    req("x", "DoesNotExist", &[]),
+                ]),
+                ..Default::default()
+            },
+        ];
+        let label_sets: Vec<BTreeMap<String, String>> = vec![
+            BTreeMap::new(),
+            [("app".to_string(), "web".to_string())].into(),
+            [
+                ("app".to_string(), "web".to_string()),
+                ("tier".to_string(), "fe".to_string()),
+            ]
+            .into(),
+            [
+                ("tier".to_string(), "be".to_string()),
+                ("x".to_string(), "1".to_string()),
+            ]
+            .into(),
+        ];
+        for sel in &sels {
+            let built = LabelSelector::from_label_selector(sel).unwrap();
+            for l in &label_sets {
+                assert_eq!(
+                    LabelSelector::label_selector_matches(sel, l),
+                    built.matches(l),
+                    "{sel:?} {l:?}"
+                );
+            }
+        }
+        let bad = metav1::LabelSelector {
+            match_expressions: Some(vec![req("a", "Near", &[])]),
+            ..Default::default()
+        };
+        assert!(!LabelSelector::label_selector_matches(
+            &bad,
+            &BTreeMap::new()
+        ));
     }
 }

@@ -136,7 +136,7 @@ pub fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
 /// An empty selector matches everything; a malformed expression matches nothing (upstream's
 /// conversion error makes the controller skip the object).
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    klab_api::selector::LabelSelector::from_label_selector(sel).is_ok_and(|s| s.matches(labels))
+    klab_api::selector::LabelSelector::label_selector_matches(sel, labels)
 }
 
 /// A selector that selects nothing is not expressible; a selector with no requirements selects
