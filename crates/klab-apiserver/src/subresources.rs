@@ -15,7 +15,7 @@ use crate::crud::{
 };
 use crate::error::{ApiError, ApiResult};
 use crate::object;
-use crate::registry::{self, ResourceInfo};
+use crate::registry;
 use crate::server::Ctx;
 
 pub(crate) async fn handle(
@@ -26,7 +26,8 @@ pub(crate) async fn handle(
 ) -> ApiResult<Response> {
     match (sub, method) {
         ("scale", Method::GET) => get_scale(ctx).await,
-        ("scale", Method::PUT) | ("scale", Method::PATCH) => write_scale(ctx, body).await,
+        ("scale", Method::PUT) => write_scale(ctx, false, body).await,
+        ("scale", Method::PATCH) => write_scale(ctx, true, body).await,
         ("binding", Method::POST) => bind(ctx, body).await,
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
@@ -44,14 +45,13 @@ fn name(ctx: &Ctx) -> &str {
 }
 
 /// The autoscaling/v1 Scale view of a workload.
-fn scale_of(ri: &ResourceInfo, obj: &Value) -> Value {
+fn scale_of(obj: &Value) -> Value {
     let selector = obj
         .pointer("/spec/selector")
         .and_then(|s| serde_json::from_value(s.clone()).ok())
         .and_then(|s| LabelSelector::from_label_selector(&s).ok())
         .map(|s| s.to_string())
         .unwrap_or_default();
-    let _ = ri;
     let meta = obj.get("metadata").cloned().unwrap_or(json!({}));
     json!({
         "kind": "Scale",
@@ -81,13 +81,12 @@ async fn get_scale(ctx: &Ctx) -> ApiResult<Response> {
         .await?
         .ok_or_else(|| ApiError::not_found(t.ri, name(ctx)))?;
     let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
-    Ok(json_response(StatusCode::OK, &scale_of(t.ri, &obj)))
+    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
 }
 
-async fn write_scale(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
+async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Response> {
     let t = &ctx.target;
     let ri = t.ri;
-    let is_patch = ctx.target.sub.is_some() && ctx.content_type().contains("patch");
     let patch = if is_patch {
         let kind = crate::patch::PatchKind::from_content_type(ctx.content_type())?;
         Some((kind, crate::patch::decode_patch(kind, &body)?))
@@ -110,7 +109,7 @@ async fn write_scale(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             strict: false,
         },
         |current| {
-            let scale = scale_of(ri, current);
+            let scale = scale_of(current);
             let new_scale = match (&patch, &put_body) {
                 (Some((kind, p)), _) => {
                     let scale_ri =
@@ -139,7 +138,7 @@ async fn write_scale(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     )
     .await?;
     let (WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj)) = outcome;
-    Ok(json_response(StatusCode::OK, &scale_of(ri, &obj)))
+    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
 }
 
 /// `POST pods/<name>/binding`: assigns the pod to a node, once.
@@ -413,12 +412,12 @@ async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         && object::finalizers(&obj).is_empty()
         && !ctx.dry_run()
     {
-        let opts = DeleteOptions::default();
+        // The last finalizer of a terminating namespace is gone: remove it (a concurrent write
+        // makes the CAS fail, and the namespace controller finalizes again).
         let key = ri.key(None, name(ctx));
         if let Some(kv) = ctx.inner.store.get(&key).await? {
             let _ = ctx.inner.store.delete(&key, Some(kv.mod_revision)).await;
         }
-        let _ = opts;
     }
     Ok(json_response(StatusCode::OK, &obj))
 }
