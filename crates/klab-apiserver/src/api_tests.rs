@@ -1051,3 +1051,182 @@ async fn uid_in_a_patch_is_a_precondition() {
         Some("Running")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn eviction_respects_pod_disruption_budgets() {
+    let api = memory_server().await;
+    let c = client(&api);
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    for name in ["a", "b"] {
+        pods.create(&PostParams::default(), &bound_pod(name, "n1"))
+            .await
+            .unwrap();
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .unwrap();
+    }
+    let evict = |name: &str| {
+        let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}});
+        let uri = format!("/api/v1/namespaces/default/pods/{name}/eviction");
+        let api = api.clone();
+        async move {
+            raw(
+                &api,
+                "POST",
+                &uri,
+                "application/json",
+                serde_json::to_vec(&body).unwrap(),
+            )
+            .await
+        }
+    };
+    // A budget whose status the disruption controller has not processed yet blocks evictions.
+    let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::default_namespaced(c.clone());
+    let pdb = json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}});
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(pdb).unwrap(),
+    )
+    .await
+    .unwrap();
+    let (code, v) = evict("a").await;
+    assert_eq!(code, 429, "{v}");
+    assert_eq!(
+        v["message"],
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(
+        v["details"]["causes"][0]["message"],
+        "The disruption budget web is still being processed by the server."
+    );
+    // Processed, no disruption allowed.
+    let status = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": 0, "desiredHealthy": 2, "currentHealthy": 2, "expectedPods": 2}});
+    pdbs.patch_status("web", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+    let (code, v) = evict("a").await;
+    assert_eq!(code, 429);
+    assert_eq!(
+        v["details"]["causes"][0]["message"],
+        "The disruption budget web needs 2 healthy pods and has 2 currently"
+    );
+    assert!(
+        pods.get("a")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "nothing changed"
+    );
+    // One disruption allowed: the eviction marks the pod and deletes it gracefully.
+    pdbs.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"disruptionsAllowed": 1}})),
+    )
+    .await
+    .unwrap();
+    let (code, v) = evict("a").await;
+    assert_eq!(code, 201, "{v}");
+    let a = pods.get("a").await.unwrap();
+    assert_eq!(a.metadata.deletion_grace_period_seconds, Some(30));
+    let cond = a
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap();
+    assert_eq!(
+        (cond.reason.as_deref(), cond.message.as_deref()),
+        (
+            Some("EvictionByEvictionAPI"),
+            Some("Eviction API: evicting")
+        )
+    );
+    let pdb = pdbs.get("web").await.unwrap().status.unwrap();
+    assert_eq!(pdb.disruptions_allowed, 0);
+    assert!(pdb.disrupted_pods.unwrap().contains_key("a"));
+    // The budget is now spent.
+    assert_eq!(evict("b").await.0, 429);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_collection_by_selector() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    for (name, app) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let mut p = pod(name);
+        p.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    pods.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=web"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(left, vec!["c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_initial_events_ends_with_a_bookmark_and_bookmarks_follow() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let (code, v) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true",
+        "",
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 422, "{v}");
+    // Real watch: streaming list then the initial-events-end bookmark, then a periodic bookmark.
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .uri("/api/v1/namespaces/default/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=90")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = api.router().oneshot(req).await.unwrap();
+    let mut body = resp.into_body().into_data_stream();
+    let mut lines: Vec<Value> = Vec::new();
+    let mut buf = Vec::new();
+    while lines.len() < 3 {
+        let chunk = body.next().await.expect("stream open").unwrap();
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            lines.push(serde_json::from_slice(&buf[..i]).unwrap());
+            buf.drain(..=i);
+        }
+    }
+    assert_eq!(lines[0]["type"], "ADDED");
+    assert_eq!(lines[1]["type"], "BOOKMARK");
+    assert_eq!(
+        lines[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(lines[1]["object"]["kind"], "Pod");
+    assert_eq!(
+        lines[2]["type"], "BOOKMARK",
+        "periodic bookmark after the interval"
+    );
+}

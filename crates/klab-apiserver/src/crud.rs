@@ -65,20 +65,18 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
             })?
         }
         "application/vnd.kubernetes.protobuf" => {
-            return Err(ApiError::unsupported_media_type(
-                &ct,
-                &["application/json", "application/yaml"],
-            )
-            .with_message(
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
                 "klab does not accept protobuf request bodies yet (kubectl 1.32+ sends them for `kubectl create namespace|deployment|job`): \
                  use `kubectl create -f` / `kubectl apply -f` with a manifest, or kubectl 1.31 or older",
             ));
         }
-        other => {
-            return Err(ApiError::unsupported_media_type(
-                other,
-                &["application/json", "application/yaml"],
-            ));
+        _ => {
+            return Err(ApiError::unsupported_media_type(&[
+                "application/json",
+                "application/yaml",
+            ]));
         }
     };
     if !value.is_object() {
@@ -117,13 +115,6 @@ fn decode_prefix(ri: &ResourceInfo) -> String {
         "{} in version \"{}\" cannot be handled as a {}",
         ri.kind, ri.version, ri.kind
     )
-}
-
-impl ApiError {
-    pub(crate) fn with_message(mut self, m: &str) -> Self {
-        self.message = m.to_string();
-        self
-    }
 }
 
 /// Checks `apiVersion`/`kind` of a body against the URL (both may be omitted).

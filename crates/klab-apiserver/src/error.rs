@@ -141,8 +141,7 @@ impl ApiError {
         )
     }
 
-    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
-        let _ = content_type;
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
@@ -155,10 +154,6 @@ impl ApiError {
 
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
-    }
-
-    pub fn gone(message: impl Into<String>) -> Self {
-        Self::new(410, "Gone", message)
     }
 
     pub fn too_large() -> Self {

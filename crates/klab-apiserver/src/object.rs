@@ -85,16 +85,3 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
         m.insert("kind".into(), Value::String(kind.into()));
     }
 }
-
-/// Labels as a sorted map (for selectors and ordering).
-pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
-    obj.get("metadata")
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}

@@ -220,14 +220,11 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let pod_ri = t.ri;
     let ns = t.namespace.clone().unwrap_or_default();
     let pod_name = name(ctx).to_string();
-    let opts = match eviction.get("deleteOptions") {
+    let mut opts = match eviction.get("deleteOptions") {
         Some(o) if !o.is_null() => DeleteOptions::from_value(o)?,
         _ => DeleteOptions::default(),
     };
-    let mut opts = opts;
-    if ctx.dry_run() {
-        opts.dry_run = true;
-    }
+    opts.dry_run |= ctx.dry_run();
     let key = pod_ri.key(Some(&ns), &pod_name);
     let kv = ctx
         .inner

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, Response, StatusCode, header};
+use axum::http::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -17,7 +17,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use klab_apiserver::Identity;
+use axum::response::IntoResponse;
+use klab_apiserver::{ApiError, Identity};
 
 use crate::pki::Pki;
 
@@ -86,15 +87,6 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
-fn unauthorized() -> Response<Body> {
-    let body = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
-    Response::builder()
-        .status(StatusCode::UNAUTHORIZED)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body))
-        .expect("static response")
-}
-
 /// Serves `router` on `listener` over TLS until `shutdown` completes.
 pub async fn serve_tls(
     listener: TcpListener,
@@ -147,7 +139,11 @@ pub async fn serve_tls(
                                 &["system:unauthenticated"],
                             ));
                         }
-                        None => return Ok::<_, std::convert::Infallible>(unauthorized()),
+                        None => {
+                            return Ok::<_, std::convert::Infallible>(
+                                ApiError::unauthorized().into_response(),
+                            );
+                        }
                     }
                     router.oneshot(req).await
                 }

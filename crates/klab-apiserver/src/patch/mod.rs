@@ -37,7 +37,7 @@ impl PatchKind {
             "application/merge-patch+json" => Ok(PatchKind::Merge),
             "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
             "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchKind::Apply),
-            other => Err(ApiError::unsupported_media_type(other, &ACCEPTED)),
+            _ => Err(ApiError::unsupported_media_type(&ACCEPTED)),
         }
     }
 }
