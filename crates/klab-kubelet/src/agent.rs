@@ -581,3 +581,28 @@ async fn apply_write(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rv: Option<&str>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.resource_version = rv.map(String::from);
+        p
+    }
+
+    #[test]
+    fn a_watch_echo_never_replaces_a_newer_view() {
+        // Held 12, the watch delivers the echo of write 11: keep 12.
+        assert!(is_newer(&at(Some("12")), &at(Some("11"))));
+        // Same or newer incoming versions are taken.
+        assert!(!is_newer(&at(Some("12")), &at(Some("12"))));
+        assert!(!is_newer(&at(Some("12")), &at(Some("13"))));
+        // Numeric, not lexical: 9 < 10.
+        assert!(!is_newer(&at(Some("9")), &at(Some("10"))));
+        // Opaque versions from another server: take the incoming one.
+        assert!(!is_newer(&at(Some("abc")), &at(Some("1"))));
+        assert!(!is_newer(&at(None), &at(Some("1"))));
+    }
+}
