@@ -10,6 +10,7 @@ pub mod names;
 pub mod nodeaffinity;
 pub mod rng;
 pub mod selector;
+pub mod supervise;
 pub mod taints;
 
 pub use clock::{Clock, ClockMode};

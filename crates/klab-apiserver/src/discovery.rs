@@ -503,15 +503,12 @@ pub fn aggregated(core: bool, format: DiscoveryFormat) -> Value {
 // Routes
 // ------------------------------------------------------------------------------------------------
 
-/// `/version`, `/healthz`, `/livez`, `/readyz`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
+/// `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
 /// `/apis/{group}/{version}` — exactly these paths, so the router can sit in front of the
 /// resource routes. `?timeout=32s` on discovery calls is a client timeout and is ignored.
 pub fn routes() -> Router {
     Router::new()
         .route("/version", get(version_handler))
-        .route("/healthz", get(ok_handler))
-        .route("/livez", get(ok_handler))
-        .route("/readyz", get(ok_handler))
         .route("/api", get(api_handler))
         .route("/api/v1", get(api_v1_handler))
         .route("/apis", get(apis_handler))
@@ -565,19 +562,6 @@ fn not_acceptable() -> Response {
 
 async fn version_handler() -> Response {
     json_response("application/json", &version_info())
-}
-
-async fn ok_handler() -> Response {
-    let mut resp = (StatusCode::OK, "ok").into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp.headers_mut().insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    resp
 }
 
 fn accept(headers: &HeaderMap) -> Option<&str> {
@@ -1102,6 +1086,7 @@ mod tests {
             req = req.header("accept", a);
         }
         let resp = routes()
+            .merge(crate::health::routes(Default::default()))
             .oneshot(req.body(axum::body::Body::empty()).unwrap())
             .await
             .unwrap();
@@ -1284,8 +1269,13 @@ mod tests {
             eprintln!("SKIPPED: kubectl.1.27/kubectl.1.33 not found (set KLAB_KUBECTL_DIR)");
             return;
         };
-        let h = kubectl_harness::Harness::start(bin_dir, routes().merge(crate::openapi::routes()))
-            .await;
+        let h = kubectl_harness::Harness::start(
+            bin_dir,
+            routes()
+                .merge(crate::openapi::routes())
+                .merge(crate::health::routes(Default::default())),
+        )
+        .await;
         let expected = expected_api_resources();
         assert!(expected.starts_with(
             "NAME                     SHORTNAMES   APIVERSION               NAMESPACED   KIND\n"

@@ -14,6 +14,7 @@ pub mod defaults;
 pub mod deletion;
 pub mod discovery;
 pub mod error;
+pub mod health;
 pub mod identity;
 pub mod object;
 pub mod openapi;

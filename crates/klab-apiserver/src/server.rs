@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use klab_api::supervise::Health;
 use klab_api::{Clock, DetRng};
 use klab_store::DynStorage;
 
@@ -57,6 +58,8 @@ pub(crate) struct Inner {
     pub clock: Clock,
     pub rng: DetRng,
     pub config: ApiServerConfig,
+    /// The supervision registry of the components of this cluster, served as health checks.
+    pub health: Health,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -83,6 +86,7 @@ impl ApiServer {
                 clock,
                 rng,
                 config,
+                health: Health::new(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
@@ -126,6 +130,12 @@ impl ApiServer {
         &self.inner.clock
     }
 
+    /// The supervision registry whose components `/readyz`, `/livez`, `/healthz` and `/metrics`
+    /// report; the composition root supervises every component into it.
+    pub fn health(&self) -> &Health {
+        &self.inner.health
+    }
+
     pub fn store(&self) -> &DynStorage {
         &self.inner.store
     }
@@ -137,6 +147,7 @@ impl ApiServer {
             .fallback(dispatch)
             .with_state(self.inner.clone());
         crate::discovery::routes()
+            .merge(crate::health::routes(self.inner.health.clone()))
             .merge(crate::openapi::routes())
             .merge(resources)
     }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
 use klab_store::DynStorage;
@@ -112,17 +113,28 @@ impl Cluster {
             clock.clone(),
             rng.clone(),
             config.controllers.clone(),
+            api.health().clone(),
         );
         let scheduler_client = kube::Client::new(
             api.router_as(Identity::component("kube-scheduler")),
             "default",
         );
         let (sclock, srng, scfg) = (clock.clone(), rng.clone(), config.scheduler.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = klab_scheduler::run(scheduler_client, sclock, srng, scfg).await {
-                tracing::error!("scheduler stopped: {e}");
-            }
-        }));
+        tasks.push(tokio::spawn(supervise(
+            api.health().clone(),
+            "kube-scheduler",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            move || {
+                let run = klab_scheduler::run(
+                    scheduler_client.clone(),
+                    sclock.clone(),
+                    srng.clone(),
+                    scfg.clone(),
+                );
+                async move { run.await.map_err(|e| e.to_string()) }
+            },
+        )));
         let mut cluster = Cluster {
             api,
             clock,
@@ -167,9 +179,15 @@ impl Cluster {
             self.rng.clone(),
             move || api.router_as(identity.clone()),
         );
+        node.set_health(self.api.health().clone());
         node.start();
         self.nodes.insert(spec.name.clone(), Mutex::new(node));
         Ok(())
+    }
+
+    /// The supervision registry: every component's failures and restarts.
+    pub fn health(&self) -> &Health {
+        self.api.health()
     }
 
     /// Metrics of the controller manager's controllers.

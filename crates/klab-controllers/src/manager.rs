@@ -3,8 +3,11 @@
 
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 
+use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng, duration::parse_duration};
 
 use klab_api::names;
@@ -19,6 +22,10 @@ use crate::pod_gc::{PodGcConfig, PodGcMetrics};
 use crate::replicaset::ReplicaSetControllerConfig;
 use crate::statefulset::StatefulSetControllerConfig;
 use crate::taint_eviction::{TaintEvictionConfig, TaintEvictionMetrics};
+
+/// The component name health checks and metrics use for the controllers (`kube-controller-manager/
+/// replicaset-controller`, …), after the binary that runs them upstream.
+pub const COMPONENT: &str = "kube-controller-manager";
 
 /// Configuration of every controller, set from kube-controller-manager flags.
 #[derive(Debug, Clone, Default)]
@@ -76,23 +83,34 @@ pub struct ControllerMetrics {
     pub pod_gc: PodGcMetrics,
 }
 
-/// Starts every controller. `client_for(service_account)` returns the in-process client for one
-/// controller's identity (upstream runs each controller under its own service account in
-/// kube-system, e.g. `node-controller`).
+/// Starts every controller, each supervised (`klab_api::supervise`): a controller that panics or
+/// stops is logged once, reported in `health` as `kube-controller-manager/<name>`, and started
+/// again with crash-loop backoff, as a static-pod controller manager would be. `client_for(
+/// service_account)` returns the in-process client for one controller's identity (upstream runs
+/// each controller under its own service account in kube-system, e.g. `node-controller`).
 pub fn start(
     client_for: impl Fn(&str) -> kube::Client,
     clock: Clock,
     rng: DetRng,
     config: ControllerManagerConfig,
+    health: Health,
 ) -> (Vec<JoinHandle<()>>, ControllerMetrics) {
     let metrics = ControllerMetrics::default();
     let mut tasks = Vec::new();
-    let log = |name: &'static str| {
-        move |r: Result<(), String>| {
-            if let Err(e) = r {
-                tracing::error!("{name} stopped: {e}");
-            }
-        }
+    // One run of a controller from clones of what it was given, so the supervisor can start it
+    // again after a failure.
+    let mut spawn =
+        |name: &str, start: Box<dyn FnMut() -> BoxFuture<'static, Result<(), String>> + Send>| {
+            tasks.push(tokio::spawn(supervise(
+                health.clone(),
+                format!("{COMPONENT}/{name}"),
+                clock.clone(),
+                RestartPolicy::CrashLoop,
+                start,
+            )));
+        };
+    let recorder = |client: &kube::Client, controller: &'static str| {
+        EventRecorder::new(client.clone(), clock.clone(), rng.clone(), controller)
     };
     {
         let (c, clock, rng, cfg, m) = (
@@ -102,14 +120,19 @@ pub fn start(
             config.node_lifecycle.clone(),
             metrics.node_lifecycle.clone(),
         );
-        let done = log("node lifecycle controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::node_lifecycle::run(c, clock, rng, cfg, m)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "node-lifecycle-controller",
+            Box::new(move || {
+                let run = crate::node_lifecycle::run(
+                    c.clone(),
+                    clock.clone(),
+                    rng.clone(),
+                    cfg.clone(),
+                    m.clone(),
+                );
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let (c, clock, rng, cfg, m) = (
@@ -119,14 +142,19 @@ pub fn start(
             config.taint_eviction.clone(),
             metrics.taint_eviction.clone(),
         );
-        let done = log("taint eviction controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::taint_eviction::run(c, clock, rng, cfg, m)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "taint-eviction-controller",
+            Box::new(move || {
+                let run = crate::taint_eviction::run(
+                    c.clone(),
+                    clock.clone(),
+                    rng.clone(),
+                    cfg.clone(),
+                    m.clone(),
+                );
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let (c, clock, cfg, m) = (
@@ -135,126 +163,102 @@ pub fn start(
             config.pod_gc.clone(),
             metrics.pod_gc.clone(),
         );
-        let done = log("pod garbage collector");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::pod_gc::run(c, clock, cfg, m)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "pod-garbage-collector-controller",
+            Box::new(move || {
+                let run = crate::pod_gc::run(c.clone(), clock.clone(), cfg.clone(), m.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     // Workload controllers: each with its own identity and event recorder.
     {
         let c = client_for("replicaset-controller");
-        let rec = EventRecorder::new(
-            c.clone(),
-            clock.clone(),
-            rng.clone(),
-            names::CONTROLLER_REPLICASET,
-        );
+        let rec = recorder(&c, names::CONTROLLER_REPLICASET);
         let (clock, cfg) = (clock.clone(), config.replicaset.clone());
-        let done = log("replicaset controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::replicaset::run(c, clock, cfg, rec)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "replicaset-controller",
+            Box::new(move || {
+                let run =
+                    crate::replicaset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let c = client_for("deployment-controller");
-        let rec = EventRecorder::new(
-            c.clone(),
-            clock.clone(),
-            rng.clone(),
-            names::CONTROLLER_DEPLOYMENT,
-        );
+        let rec = recorder(&c, names::CONTROLLER_DEPLOYMENT);
         let (clock, cfg) = (clock.clone(), config.deployment.clone());
-        let done = log("deployment controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::deployment::run(c, clock, cfg, rec)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "deployment-controller",
+            Box::new(move || {
+                let run =
+                    crate::deployment::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let c = client_for("statefulset-controller");
-        let rec = EventRecorder::new(
-            c.clone(),
-            clock.clone(),
-            rng.clone(),
-            names::CONTROLLER_STATEFULSET,
-        );
+        let rec = recorder(&c, names::CONTROLLER_STATEFULSET);
         let (clock, cfg) = (clock.clone(), config.statefulset.clone());
-        let done = log("statefulset controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::statefulset::run(c, clock, cfg, rec)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "statefulset-controller",
+            Box::new(move || {
+                let run =
+                    crate::statefulset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let c = client_for("daemon-set-controller");
-        let rec = EventRecorder::new(
-            c.clone(),
-            clock.clone(),
-            rng.clone(),
-            names::CONTROLLER_DAEMONSET,
-        );
+        let rec = recorder(&c, names::CONTROLLER_DAEMONSET);
         let (clock, cfg) = (clock.clone(), config.daemonset.clone());
-        let done = log("daemonset controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::daemonset::run(c, clock, cfg, rec)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "daemonset-controller",
+            Box::new(move || {
+                let run = crate::daemonset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let c = client_for("job-controller");
-        let rec = EventRecorder::new(c.clone(), clock.clone(), rng.clone(), names::CONTROLLER_JOB);
+        let rec = recorder(&c, names::CONTROLLER_JOB);
         let (clock, cfg) = (clock.clone(), config.job.clone());
-        let done = log("job controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::job::run(c, clock, cfg, rec)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "job-controller",
+            Box::new(move || {
+                let run = crate::job::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
-    {
+    // `--enable-garbage-collector=false` means the controller is not started at all.
+    if config.garbage_collector.enable_garbage_collector {
         let (c, clock, cfg) = (
             client_for("generic-garbage-collector"),
             clock.clone(),
             config.garbage_collector.clone(),
         );
-        let done = log("garbage collector");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::garbage_collector::run(c, clock, cfg)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "garbage-collector-controller",
+            Box::new(move || {
+                let run = crate::garbage_collector::run(c.clone(), clock.clone(), cfg.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     {
         let (c, clock) = (client_for("namespace-controller"), clock.clone());
-        let done = log("namespace controller");
-        tasks.push(tokio::spawn(async move {
-            done(
-                crate::namespace::run(c, clock)
-                    .await
-                    .map_err(|e| e.to_string()),
-            )
-        }));
+        spawn(
+            "namespace-controller",
+            Box::new(move || {
+                let run = crate::namespace::run(c.clone(), clock.clone());
+                async move { run.await.map_err(|e| e.to_string()) }.boxed()
+            }),
+        );
     }
     (tasks, metrics)
 }

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
+use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
 use tower::{Layer, Service};
 
@@ -41,6 +42,8 @@ pub struct SimNode {
     machine: Arc<Mutex<Machine>>,
     net: NetFault,
     kubelet: Option<tokio::task::JoinHandle<()>>,
+    /// Where the kubelet's supervisor reports failures; without one the kubelet runs unsupervised.
+    health: Option<Health>,
 }
 
 impl SimNode {
@@ -86,11 +89,18 @@ impl SimNode {
             machine: Arc::new(Mutex::new(machine)),
             net,
             kubelet: None,
+            health: None,
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Supervises the kubelet from its next start on: a kubelet that panics or returns is
+    /// reported in `health` as `kubelet/<node>` and started again after 10 s, as systemd does.
+    pub fn set_health(&mut self, health: Health) {
+        self.health = Some(health);
     }
 
     /// Starts the kubelet (same as `apply(NodeFault::StartKubelet)`). Must run inside the runtime
@@ -121,18 +131,62 @@ impl SimNode {
         if self.kubelet_running() || !self.machine().powered {
             return;
         }
-        let ctx = KubeletContext {
-            name: self.name.clone(),
-            spec: self.spec.clone(),
-            cfg: self.cfg.clone(),
-            model: self.model.clone(),
-            clock: self.clock.clone(),
-            rng: self.rng.clone(),
-            client: (self.make_client)(),
-            machine: self.machine.clone(),
-            net: self.net.clone(),
+        let (name, spec, cfg, model) = (
+            self.name.clone(),
+            self.spec.clone(),
+            self.cfg.clone(),
+            self.model.clone(),
+        );
+        let (clock, rng, make_client) = (
+            self.clock.clone(),
+            self.rng.clone(),
+            self.make_client.clone(),
+        );
+        let (machine, net) = (self.machine.clone(), self.net.clone());
+        let mut first = true;
+        // One kubelet process per call: a restart after a crash is a new process, whose
+        // predecessor's connections broke and whose pending stops were abandoned.
+        let start = move || {
+            if !std::mem::take(&mut first) {
+                net.break_connections();
+                machine
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .abandon_stops();
+            }
+            let ctx = KubeletContext {
+                name: name.clone(),
+                spec: spec.clone(),
+                cfg: cfg.clone(),
+                model: model.clone(),
+                clock: clock.clone(),
+                rng: rng.clone(),
+                client: make_client(),
+                machine: machine.clone(),
+                net: net.clone(),
+            };
+            async move {
+                run_kubelet(ctx).await;
+                Ok(())
+            }
         };
-        self.kubelet = Some(tokio::spawn(run_kubelet(ctx)));
+        self.kubelet = Some(match &self.health {
+            // kubeadm's kubelet.service: `Restart=always`, `RestartSec=10`.
+            Some(h) => tokio::spawn(supervise(
+                h.clone(),
+                format!("kubelet/{}", self.name),
+                self.clock.clone(),
+                RestartPolicy::Fixed(std::time::Duration::from_secs(10)),
+                start,
+            )),
+            None => {
+                let mut start = start;
+                let run = start();
+                tokio::spawn(async move {
+                    let _ = run.await;
+                })
+            }
+        });
     }
 
     /// Applies a fault now (virtual time of the clock).

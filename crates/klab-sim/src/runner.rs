@@ -45,6 +45,9 @@ pub enum SimError {
     },
     #[error("building the runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// A component panicked, failed or stopped: a klab bug, never a simulated fault.
+    #[error("component failure at {at}: {failure}")]
+    Component { at: String, failure: String },
 }
 
 /// Called right after `Cluster::start`, before anything is created: starts extra in-process
@@ -399,6 +402,13 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
     }
     for t in &tasks {
         t.abort();
+    }
+    if let Some(f) = cluster.health().first_failure() {
+        let since = f.at.duration_since(clock.epoch()).unsigned_abs();
+        return Err(SimError::Component {
+            at: klab_api::clock::format_elapsed(since),
+            failure: f.to_string(),
+        });
     }
     drop(cluster);
 

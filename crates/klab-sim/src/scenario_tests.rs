@@ -246,6 +246,45 @@ fn a_failing_step_stops_the_run_naming_its_line() {
     assert!(e.contains("not found"), "{e}");
 }
 
+/// A component that panics fails the run (the CLI's exit 2 with the replay command), naming the
+/// component, its message and the virtual time — even though the supervisor restarted it.
+#[test]
+fn a_component_panic_fails_the_run() {
+    use klab_api::supervise::{RestartPolicy, supervise};
+    let text = "run-for: 1m\ncluster:\n  nodes:\n    - name: n1\n";
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let hook: crate::StartHook = std::sync::Arc::new(|cluster: &klab_cluster::Cluster| {
+        let clock = cluster.clock().clone();
+        tokio::spawn(supervise(
+            cluster.health().clone(),
+            "kube-controller-manager/flaky-controller",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            move || {
+                let clock = clock.clone();
+                async move {
+                    clock.sleep(Duration::from_secs(7)).await;
+                    let ranked: Vec<u8> = Vec::new();
+                    Err(format!("ranked {} pods", ranked[3]))
+                }
+            },
+        ));
+    });
+    let e = run_blocking(
+        &sc,
+        &RunOptions {
+            on_start: Some(hook),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("component failure at 7.000s: kube-controller-manager/flaky-controller panicked: index out of bounds"),
+        "{e}"
+    );
+}
+
 // ---- shipped scenarios ---------------------------------------------------------------------------
 
 /// Every shipped scenario runs twice with its seed: the two traces must be identical (hash and
