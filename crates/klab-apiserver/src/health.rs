@@ -153,7 +153,12 @@ pub fn render_check(health: &Health, name: &str) -> Option<(StatusCode, String)>
 pub fn render_metrics(health: &Health) -> String {
     let components = health.components();
     let mut out = String::new();
-    type Family = (&'static str, &'static str, &'static str, fn(&ComponentHealth) -> u64);
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&ComponentHealth) -> u64,
+    );
     let families: [Family; 3] = [
         (
             "klab_component_up",

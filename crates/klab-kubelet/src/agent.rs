@@ -427,6 +427,12 @@ async fn pod_loop(s: Arc<Shared>) {
     let mut net_rx = ctx.net.subscribe();
     let mut net_open = true;
     let mut next_wake: Option<jiff::Timestamp> = None;
+    // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
+    // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
+    // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
+    // removed taint rejects pods that the scheduler rightly bound here — in virtual time a
+    // zero-time loop of rejections and replacements. So the Node is read again first.
+    let mut new_pods = false;
     loop {
         let net_change = async {
             if !net_open || net_rx.changed().await.is_err() {
@@ -448,6 +454,7 @@ async fn pod_loop(s: Arc<Shared>) {
                 Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
                 Some(Ok(watcher::Event::InitApply(p))) => {
                     if let (Some(m), Some(uid)) = (init.as_mut(), p.metadata.uid.clone()) {
+                        new_pods |= !pods.contains_key(&uid);
                         m.insert(uid, p);
                     }
                 }
@@ -464,6 +471,7 @@ async fn pod_loop(s: Arc<Shared>) {
                     if let Some(uid) = p.metadata.uid.clone()
                         && !pods.get(&uid).is_some_and(|held| is_newer(held, &p))
                     {
+                        new_pods |= !pods.contains_key(&uid);
                         pods.insert(uid, p);
                     }
                 }
@@ -490,6 +498,13 @@ async fn pod_loop(s: Arc<Shared>) {
         }
         if !synced {
             continue;
+        }
+        if std::mem::take(&mut new_pods) {
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            match nodes.get(&ctx.name).await {
+                Ok(n) => s.set_node(n),
+                Err(e) => tracing::debug!(node = %ctx.name, error = %e, "error getting node"),
+            }
         }
         let node = s.cached_node().unwrap_or_else(|| {
             initial_node(

@@ -229,6 +229,23 @@ fn check(world: &World, lines: &[TraceLine], e: &Expectation, at: Duration) -> R
                 ))
             }
         }
+        Check::WorkloadsConverged { namespace } => {
+            let off: Vec<String> = world
+                .workloads
+                .iter()
+                .filter(|((_, ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
+                .filter_map(|((kind, ns, name), w)| {
+                    w.unconverged
+                        .as_ref()
+                        .map(|why| format!("{kind} {ns}/{name}: {why}"))
+                })
+                .collect();
+            if off.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("not converged: {}", off.join("; ")))
+            }
+        }
         Check::Trace { pattern, present } => {
             let from = e.from.unwrap_or_default();
             let hits: Vec<&TraceLine> = lines

@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod runner;
 pub mod scenario;
 pub mod summary;
+pub mod swarm;
 pub mod trace;
 
 #[cfg(test)]
@@ -67,7 +68,7 @@ pub fn cli(
         &RunOptions {
             seed,
             until,
-            on_start: None,
+            ..RunOptions::default()
         },
     ) {
         Ok(o) => o,

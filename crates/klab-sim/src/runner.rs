@@ -2,6 +2,7 @@
 //! through the API as any client would, applies the manifests and the fault plan at their virtual
 //! times, and hands the recorded observations to the pure trace / expectation / summary replays.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +46,9 @@ pub enum SimError {
     },
     #[error("building the runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// Work that never lets virtual time advance (see `LIVELOCK_CHANGES`).
+    #[error("{0}")]
+    Livelock(String),
     /// A component panicked, failed or stopped: a klab bug, never a simulated fault.
     #[error("component failure at {at}: {failure}")]
     Component { at: String, failure: String },
@@ -64,6 +68,9 @@ pub struct RunOptions {
     pub until: Option<Duration>,
     /// See [`StartHook`].
     pub on_start: Option<StartHook>,
+    /// Changes of one workload within one virtual instant that make a livelock (default
+    /// [`LIVELOCK_CHANGES`]).
+    pub livelock_changes: Option<u32>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -110,12 +117,26 @@ struct Recorded {
     records: Vec<Record>,
     max_rv: u64,
     attr: Attribution,
+    /// The virtual instant of the latest record, and how often each workload changed in it.
+    instant: Duration,
+    changes_in_instant: BTreeMap<(String, String, String), u32>,
+    /// Set when one object changed so often in one instant that the run cannot be progressing.
+    livelock: Option<String>,
 }
+
+/// How often one workload may change within a single virtual instant before the run is declared
+/// a livelock. Work takes no virtual time, so a loop that upstream would run at the speed of its
+/// API calls (a kubelet rejecting pods the scheduler keeps binding to it) never lets virtual time
+/// advance; this turns a hung run into a failure that names the loop. Legitimate bursts (a
+/// 150 000-replica Deployment created at t = 0) change their workload's status far less often.
+pub const LIVELOCK_CHANGES: u32 = 10_000;
 
 #[derive(Clone)]
 struct Recorder {
     clock: Clock,
     inner: Arc<Mutex<Recorded>>,
+    livelock: Arc<tokio::sync::Notify>,
+    livelock_changes: u32,
 }
 
 /// What one watch task observes.
@@ -135,10 +156,37 @@ impl Recorder {
 
     fn push(&self, rv: u64, change: Change) {
         let t = self.clock.elapsed();
-        self.with(|r| {
+        let looping = self.with(|r| {
+            if r.instant != t {
+                r.instant = t;
+                r.changes_in_instant.clear();
+            }
+            let mut looping = false;
+            if let Change::Workload {
+                kind,
+                namespace,
+                name,
+                ..
+            } = &change
+            {
+                let key = (kind.clone(), namespace.clone(), name.clone());
+                let n = r.changes_in_instant.entry(key).or_default();
+                *n = n.saturating_add(1);
+                if *n == self.livelock_changes && r.livelock.is_none() {
+                    r.livelock = Some(format!(
+                        "livelock at {}: {kind} {namespace}/{name} changed {n} times without virtual time advancing",
+                        klab_api::clock::format_elapsed(t)
+                    ));
+                    looping = true;
+                }
+            }
             r.max_rv = r.max_rv.max(rv);
             r.records.push(Record { t, rv, change });
+            looping
         });
+        if looping {
+            self.livelock.notify_one();
+        }
     }
 
     fn action(&self, text: String) {
@@ -343,6 +391,8 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
     let rec = Recorder {
         clock: clock.clone(),
         inner: Arc::new(Mutex::new(Recorded::default())),
+        livelock: Arc::new(tokio::sync::Notify::new()),
+        livelock_changes: opts.livelock_changes.unwrap_or(LIVELOCK_CHANGES),
     };
 
     let mut watches: Vec<(&'static ResourceInfo, Watched)> = vec![
@@ -372,30 +422,45 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         let _ = r.await;
     }
 
-    for m in &sc.manifests {
-        create(&client, &rec, m).await?;
-    }
-
     let end = match opts.until {
         Some(u) if u < sc.run_for => u,
         _ => sc.run_for,
     };
-    for step in &sc.steps {
-        if step.at > end {
-            break;
+    let drive = async {
+        for m in &sc.manifests {
+            create(&client, &rec, m).await?;
         }
-        sleep_to(&clock, step.at).await;
-        rec.action(step.action.describe());
-        execute(&cluster, &client, &rec, &step.action)
-            .await
-            .map_err(|msg| SimError::Step {
-                file: sc.path.display().to_string(),
-                line: step.line,
-                at: klab_api::clock::format_elapsed(step.at),
-                msg,
-            })?;
+
+        for step in &sc.steps {
+            if step.at > end {
+                break;
+            }
+            sleep_to(&clock, step.at).await;
+            rec.action(step.action.describe());
+            execute(&cluster, &client, &rec, &step.action)
+                .await
+                .map_err(|msg| SimError::Step {
+                    file: sc.path.display().to_string(),
+                    line: step.line,
+                    at: klab_api::clock::format_elapsed(step.at),
+                    msg,
+                })?;
+        }
+        sleep_to(&clock, end).await;
+        Ok::<(), SimError>(())
+    };
+    let livelock = rec.livelock.clone();
+    tokio::select! {
+        biased;
+        _ = livelock.notified() => {
+            for t in &tasks {
+                t.abort();
+            }
+            let msg = rec.with(|r| r.livelock.clone()).unwrap_or_default();
+            return Err(SimError::Livelock(msg));
+        }
+        r = drive => r?,
     }
-    sleep_to(&clock, end).await;
     // Let the watchers drain what the last instant wrote, without advancing time.
     for _ in 0..64 {
         tokio::task::yield_now().await;
@@ -598,9 +663,7 @@ async fn execute(
                 .filter_map(|p| p.metadata.name.clone())
                 .collect();
             victims.sort();
-            if victims.is_empty() {
-                return Err(format!("no pods match {selector}"));
-            }
+            // As `kubectl delete pods -l …`: "No resources found" is not an error.
             let dp = DeleteParams {
                 grace_period_seconds: grace.map(|g| g as u32),
                 ..Default::default()

@@ -294,6 +294,11 @@ pub enum Check {
         pattern: Pattern,
         present: bool,
     },
+    /// Every Deployment, ReplicaSet, StatefulSet and DaemonSet (in `namespace`, or all) shows its
+    /// spec carried out: observed generation current, all replicas updated, ready and available.
+    WorkloadsConverged {
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -484,6 +489,18 @@ struct RawExpect {
     trace_regex: Option<String>,
     #[serde(default)]
     absent: bool,
+    workloads: Option<RawWorkloads>,
+}
+
+/// `workloads: converged` or `workloads: {converged: true, namespace: ns}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawWorkloads {
+    Word(String),
+    Filter {
+        converged: bool,
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Deserialize, Default)]
@@ -964,11 +981,12 @@ impl Cx {
             e.pod.is_some(),
             e.pods.is_some(),
             e.trace.is_some() || e.trace_regex.is_some(),
+            e.workloads.is_some(),
         ];
         if subjects.iter().filter(|b| **b).count() != 1 {
             return Err(self.at(
                 line,
-                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`"
+                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`, `workloads`"
                     .into(),
             ));
         }
@@ -1018,6 +1036,25 @@ impl Cx {
                 ready: e.ready.as_ref().map(|r| r.0.clone()),
                 restarts: e.restarts,
                 node: e.on_node.clone(),
+            }
+        } else if let Some(w) = &e.workloads {
+            match w {
+                RawWorkloads::Word(word) if word == "converged" => {
+                    Check::WorkloadsConverged { namespace: None }
+                }
+                RawWorkloads::Filter {
+                    converged: true,
+                    namespace,
+                } => Check::WorkloadsConverged {
+                    namespace: namespace.clone(),
+                },
+                _ => {
+                    return Err(self.at(
+                        line,
+                        "`workloads` takes `converged` or `{converged: true, namespace: NS}`"
+                            .into(),
+                    ));
+                }
             }
         } else if let Some(p) = &e.pods {
             let selector = p

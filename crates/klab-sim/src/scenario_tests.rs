@@ -285,6 +285,44 @@ fn a_component_panic_fails_the_run() {
     );
 }
 
+/// Work that never lets virtual time advance fails the run naming the object that loops, instead
+/// of hanging: here a client that rewrites a Deployment's spec in a loop without ever waiting.
+#[test]
+fn a_zero_time_loop_fails_the_run_as_a_livelock() {
+    let text = "run-for: 1m\ncluster:\n  nodes:\n    - name: n1\nmanifests:\n  - inline: |\n      apiVersion: apps/v1\n      kind: Deployment\n      metadata: {name: web}\n      spec:\n        replicas: 0\n        selector: {matchLabels: {app: web}}\n        template:\n          metadata: {labels: {app: web}}\n          spec: {containers: [{name: c, image: nginx}]}\nfaults:\n  - {at: 5s, fault: scale, target: deployment/web, replicas: 0}\n";
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let hook: crate::StartHook = std::sync::Arc::new(|cluster: &klab_cluster::Cluster| {
+        let client = cluster.admin_client();
+        let clock = cluster.clock().clone();
+        tokio::spawn(async move {
+            use k8s_openapi::api::apps::v1::Deployment;
+            use kube::api::{Api, Patch, PatchParams};
+            let api: Api<Deployment> = Api::namespaced(client, "default");
+            clock.sleep(Duration::from_secs(5)).await;
+            for i in 0u64.. {
+                let p = serde_json::json!({"spec": {"minReadySeconds": i % 7}});
+                let _ = api
+                    .patch("web", &PatchParams::default(), &Patch::Merge(&p))
+                    .await;
+            }
+        });
+    });
+    let e = run_blocking(
+        &sc,
+        &RunOptions {
+            on_start: Some(hook),
+            livelock_changes: Some(200),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "livelock at 5.000s: Deployment default/web changed 200 times without virtual time advancing"
+    );
+}
+
 // ---- shipped scenarios ---------------------------------------------------------------------------
 
 /// Every shipped scenario runs twice with its seed: the two traces must be identical (hash and

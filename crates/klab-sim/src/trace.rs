@@ -116,6 +116,85 @@ pub struct WorkloadView {
     pub owner: Option<(String, String)>,
     /// Deployment `.spec.strategy.type`.
     pub strategy: Option<String>,
+    /// Why the workload's status does not (yet) show its spec carried out, or `None` when it does
+    /// (what `kubectl rollout status` waits for; Jobs are never unconverged).
+    pub unconverged: Option<String>,
+}
+
+/// Why a workload's status does not match its spec, as `kubectl rollout status` judges it: the
+/// controller has observed the latest generation, and every counter of its status has reached the
+/// desired number (no extra, old, unready or unavailable pods).
+fn unconverged(kind: &str, obj: &Value, replicas: i64) -> Option<String> {
+    let i = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let generation = i("/metadata/generation");
+    let observed = i("/status/observedGeneration");
+    if kind != "Job" && observed < generation {
+        return Some(format!(
+            "observedGeneration {observed} < generation {generation}"
+        ));
+    }
+    let (desired, fields): (i64, &[&str]) = match kind {
+        "Deployment" => (
+            replicas,
+            &[
+                "replicas",
+                "updatedReplicas",
+                "readyReplicas",
+                "availableReplicas",
+            ],
+        ),
+        "ReplicaSet" => (
+            replicas,
+            &["replicas", "readyReplicas", "availableReplicas"],
+        ),
+        "StatefulSet" => (
+            replicas,
+            &[
+                "replicas",
+                "readyReplicas",
+                "availableReplicas",
+                "updatedReplicas",
+            ],
+        ),
+        "DaemonSet" => {
+            let d = i("/status/desiredNumberScheduled");
+            if i("/status/numberMisscheduled") != 0 {
+                return Some(format!(
+                    "numberMisscheduled {}",
+                    i("/status/numberMisscheduled")
+                ));
+            }
+            (
+                d,
+                &[
+                    "currentNumberScheduled",
+                    "numberReady",
+                    "numberAvailable",
+                    "updatedNumberScheduled",
+                ],
+            )
+        }
+        _ => return None,
+    };
+    let off: Vec<String> = fields
+        .iter()
+        .filter_map(|f| {
+            let v = i(&format!("/status/{f}"));
+            (v != desired).then(|| format!("{f} {v}"))
+        })
+        .collect();
+    if kind == "StatefulSet" {
+        let (cur, upd) = (
+            obj.pointer("/status/currentRevision")
+                .and_then(Value::as_str),
+            obj.pointer("/status/updateRevision")
+                .and_then(Value::as_str),
+        );
+        if desired > 0 && cur != upd {
+            return Some(format!("currentRevision {cur:?} != updateRevision {upd:?}"));
+        }
+    }
+    (!off.is_empty()).then(|| format!("desired {desired}, {}", off.join(", ")))
 }
 
 /// An Event (core/v1 or events.k8s.io/v1) as the trace prints it.
@@ -331,6 +410,7 @@ impl WorkloadView {
             }
         };
         WorkloadView {
+            unconverged: unconverged(kind, obj, replicas),
             desired,
             available,
             columns,

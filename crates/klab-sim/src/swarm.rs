@@ -1,0 +1,422 @@
+//! Swarm testing: random sequences of ordinary operations and faults, played as ordinary scenarios.
+//!
+//! For one seed, [`generate`] writes a scenario file: a small zoned cluster running a RollingUpdate
+//! Deployment, a Recreate Deployment, a StatefulSet and a DaemonSet; then, during a chaos window,
+//! random scale-ups and scale-downs, rollouts, pod deletions with random grace (incl. force and
+//! grace periods of decades), node faults (every valid transition of stop/start kubelet, power,
+//! reboot, partition, freeze), taints incl. `node.kubernetes.io/out-of-service`, cordons; then every
+//! fault is healed and the cluster is given time to settle. Its expectations: every workload
+//! converged (all replicas updated, ready and available), no pod left Terminating, every node
+//! Ready — and, as in every sim run, no component failed (a panic fails the run).
+//!
+//! Because a swarm case is a scenario file, a failing seed is replayed and debugged with
+//! `klab sim` like any other scenario (the failure report carries the file).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use klab_api::DetRng;
+
+use crate::{RunOptions, run_blocking, scenario};
+
+/// The shape of generated cases.
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    pub nodes: usize,
+    pub zones: usize,
+    /// Random operations during the chaos window.
+    pub operations: usize,
+    pub chaos_for: Duration,
+    /// Time to converge after every fault is healed.
+    pub settle_for: Duration,
+}
+
+impl Default for SwarmConfig {
+    fn default() -> Self {
+        SwarmConfig {
+            nodes: 4,
+            zones: 2,
+            operations: 30,
+            chaos_for: Duration::from_secs(600),
+            // Long enough for the DaemonSet controller's failed-pod backoff and the longest
+            // default toleration after the last heal.
+            settle_for: Duration::from_secs(1200),
+        }
+    }
+}
+
+/// What the generator knows of a node, so that it only asks for valid transitions.
+#[derive(Debug, Clone)]
+struct NodeModel {
+    name: String,
+    powered: bool,
+    kubelet: bool,
+    partitioned: bool,
+    frozen: bool,
+    out_of_service: bool,
+    tainted: bool,
+    cordoned: bool,
+}
+
+const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute";
+const CUSTOM_TAINT: &str = "swarm.klab.dev/maintenance=true:NoSchedule";
+
+const MANIFESTS: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: nginx, image: "nginx:1.27", resources: {requests: {cpu: 100m, memory: 64Mi}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch}
+spec:
+  replicas: 1
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: batch}}
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      containers:
+      - {name: worker, image: "busybox:1.36", resources: {requests: {cpu: 100m}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - {name: mysql, image: "mysql:8.4", resources: {requests: {cpu: 200m, memory: 256Mi}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers:
+      - {name: agent, image: "fluent-bit:3.2", resources: {requests: {cpu: 50m}}}
+"#;
+
+fn pick<'a, T>(rng: &DetRng, items: &'a [T]) -> &'a T {
+    let i = rng.range(0, items.len() as u64) as usize;
+    &items[i.min(items.len() - 1)]
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// The valid node faults for a node in this state, as scenario fault names.
+fn valid_faults(n: &NodeModel) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if n.powered {
+        out.push("power-off");
+        out.push("reboot");
+        out.push(if n.kubelet {
+            "stop-kubelet"
+        } else {
+            "start-kubelet"
+        });
+        out.push(if n.frozen { "thaw" } else { "freeze" });
+        out.push(if n.partitioned { "heal" } else { "partition" });
+    } else {
+        out.push("power-on");
+        if n.partitioned {
+            out.push("heal");
+        }
+    }
+    out
+}
+
+fn apply_fault(n: &mut NodeModel, fault: &str) {
+    match fault {
+        "power-off" => {
+            n.powered = false;
+            n.kubelet = false;
+            n.frozen = false;
+        }
+        "power-on" | "reboot" => {
+            n.powered = true;
+            n.kubelet = true;
+            n.frozen = false;
+        }
+        "stop-kubelet" => n.kubelet = false,
+        "start-kubelet" => n.kubelet = true,
+        "freeze" => n.frozen = true,
+        "thaw" => n.frozen = false,
+        "partition" => n.partitioned = true,
+        "heal" => n.partitioned = false,
+        _ => {}
+    }
+}
+
+/// Writes the scenario of one swarm case.
+pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
+    let rng = DetRng::seeded(seed ^ 0x5741_524d); // the plan's own stream, apart from the run's
+    let mut nodes: Vec<NodeModel> = (1..=cfg.nodes.max(1))
+        .map(|i| NodeModel {
+            name: format!("n{i}"),
+            powered: true,
+            kubelet: true,
+            partitioned: false,
+            frozen: false,
+            out_of_service: false,
+            tainted: false,
+            cordoned: false,
+        })
+        .collect();
+    let end = cfg.chaos_for + cfg.settle_for;
+    let mut y = String::new();
+    let _ = writeln!(y, "name: swarm-{seed}");
+    let _ = writeln!(
+        y,
+        "description: random operations and faults for {}, then {} to converge",
+        secs(cfg.chaos_for),
+        secs(cfg.settle_for)
+    );
+    let _ = writeln!(y, "seed: {seed}");
+    let _ = writeln!(y, "run-for: {}", secs(end));
+    let _ = writeln!(y, "cluster:\n  nodes:");
+    for (i, n) in nodes.iter().enumerate() {
+        let _ = writeln!(
+            y,
+            "    - {{name: {}, zone: zone-{}}}",
+            n.name,
+            i % cfg.zones.max(1)
+        );
+    }
+    let _ = writeln!(y, "manifests:\n  - inline: |");
+    for l in MANIFESTS.lines() {
+        let _ = writeln!(y, "      {l}");
+    }
+    let _ = writeln!(y, "faults:");
+    let mut times: Vec<u64> = (0..cfg.operations)
+        .map(|_| rng.range(5_000, cfg.chaos_for.as_millis().max(5_001) as u64))
+        .collect();
+    times.sort_unstable();
+    let mut revision = 0u32;
+    for t in times {
+        let at = secs(Duration::from_millis(t));
+        let step = match rng.range(0, 16) {
+            0..=2 => {
+                let (target, max) = *pick(
+                    &rng,
+                    &[
+                        ("deployment/web", 12u64),
+                        ("deployment/batch", 3),
+                        ("statefulset/db", 4),
+                    ],
+                );
+                // Now and then a big jump, as `kubectl scale` of a busy service does.
+                let replicas = if rng.range(0, 5) == 0 {
+                    rng.range(0, 30)
+                } else {
+                    rng.range(0, max + 1)
+                };
+                format!("{{at: {at}, fault: scale, target: {target}, replicas: {replicas}}}")
+            }
+            3 | 4 => {
+                revision += 1;
+                let target = pick(
+                    &rng,
+                    &[
+                        "deployment/web",
+                        "deployment/batch",
+                        "statefulset/db",
+                        "daemonset/agent",
+                    ],
+                );
+                format!(
+                    "{{at: {at}, fault: patch, target: {target}, patch: {{spec: {{template: {{metadata: {{annotations: {{swarm.klab.dev/revision: \"{revision}\"}}}}}}}}}}}}"
+                )
+            }
+            5..=7 => {
+                let app = pick(&rng, &["web", "batch", "db", "agent"]);
+                let how = match rng.range(0, 6) {
+                    0 => ", force: true".to_string(),
+                    1 => ", grace: 0".to_string(),
+                    2 => ", grace: 1".to_string(),
+                    3 => format!(", grace: {}", u32::MAX),
+                    4 => ", grace: 30".to_string(),
+                    _ => String::new(),
+                };
+                let on_node = if rng.range(0, 2) == 0 {
+                    format!(", on-node: {}", pick(&rng, &nodes).name)
+                } else {
+                    String::new()
+                };
+                format!("{{at: {at}, fault: delete-pod, selector: app={app}{on_node}{how}}}")
+            }
+            8..=12 => {
+                let i = rng.range(0, nodes.len() as u64) as usize;
+                let n = &mut nodes[i];
+                let fault = *pick(&rng, &valid_faults(n));
+                apply_fault(n, fault);
+                format!("{{at: {at}, fault: {fault}, node: {}}}", n.name)
+            }
+            13 | 14 => {
+                let i = rng.range(0, nodes.len() as u64) as usize;
+                let n = &mut nodes[i];
+                if rng.range(0, 2) == 0 {
+                    n.out_of_service = !n.out_of_service;
+                    if n.out_of_service {
+                        format!(
+                            "{{at: {at}, fault: taint, node: {}, taint: \"{OUT_OF_SERVICE}\"}}",
+                            n.name
+                        )
+                    } else {
+                        format!(
+                            "{{at: {at}, fault: untaint, node: {}, taint: \"node.kubernetes.io/out-of-service:NoExecute\"}}",
+                            n.name
+                        )
+                    }
+                } else {
+                    n.tainted = !n.tainted;
+                    if n.tainted {
+                        format!(
+                            "{{at: {at}, fault: taint, node: {}, taint: \"{CUSTOM_TAINT}\"}}",
+                            n.name
+                        )
+                    } else {
+                        format!(
+                            "{{at: {at}, fault: untaint, node: {}, taint: \"swarm.klab.dev/maintenance:NoSchedule\"}}",
+                            n.name
+                        )
+                    }
+                }
+            }
+            _ => {
+                let i = rng.range(0, nodes.len() as u64) as usize;
+                let n = &mut nodes[i];
+                n.cordoned = !n.cordoned;
+                let verb = if n.cordoned { "cordon" } else { "uncordon" };
+                format!("{{at: {at}, fault: {verb}, node: {}}}", n.name)
+            }
+        };
+        let _ = writeln!(y, "  - {step}");
+    }
+    // Heal everything at the end of the chaos window.
+    let at = secs(cfg.chaos_for);
+    for n in &nodes {
+        let mut steps: Vec<String> = Vec::new();
+        if n.frozen {
+            steps.push("fault: thaw".into());
+        }
+        if n.partitioned {
+            steps.push("fault: heal".into());
+        }
+        if !n.powered {
+            steps.push("fault: power-on".into());
+        } else if !n.kubelet {
+            steps.push("fault: start-kubelet".into());
+        }
+        if n.out_of_service {
+            steps.push(
+                "fault: untaint, taint: \"node.kubernetes.io/out-of-service:NoExecute\"".into(),
+            );
+        }
+        if n.tainted {
+            steps.push("fault: untaint, taint: \"swarm.klab.dev/maintenance:NoSchedule\"".into());
+        }
+        if n.cordoned {
+            steps.push("fault: uncordon".into());
+        }
+        for s in steps {
+            let _ = writeln!(y, "  - {{at: {at}, {s}, node: {}}}", n.name);
+        }
+    }
+    let _ = writeln!(y, "expect:");
+    let _ = writeln!(y, "  - {{workloads: converged}}");
+    let _ = writeln!(
+        y,
+        "  - {{pods: {{namespace: default}}, status: Terminating, count: 0}}"
+    );
+    for n in &nodes {
+        let _ = writeln!(y, "  - {{node: {}, status: Ready}}", n.name);
+    }
+    y
+}
+
+/// A failed swarm case: its seed, its scenario and what went wrong.
+#[derive(Debug, Clone)]
+pub struct SwarmFailure {
+    pub seed: u64,
+    pub scenario: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for SwarmFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "swarm seed {}: {}\n(save the scenario below as swarm-{}.yaml and replay it with `klab sim swarm-{}.yaml`)\n{}",
+            self.seed, self.problem, self.seed, self.seed, self.scenario
+        )
+    }
+}
+
+/// Runs one swarm case.
+pub fn run_case(seed: u64, cfg: &SwarmConfig) -> Result<(), SwarmFailure> {
+    let text = generate(seed, cfg);
+    let fail = |problem: String| SwarmFailure {
+        seed,
+        scenario: text.clone(),
+        problem,
+    };
+    let path = format!("swarm-{seed}.yaml");
+    let sc = scenario::parse(&text, Path::new(&path)).map_err(|e| fail(e.to_string()))?;
+    let outcome = run_blocking(&sc, &RunOptions::default()).map_err(|e| fail(e.to_string()))?;
+    if outcome.verdict.failures.is_empty() {
+        return Ok(());
+    }
+    Err(fail(crate::failure_report(&sc, &outcome)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_cases_parse_and_only_ask_for_valid_transitions() {
+        let cfg = SwarmConfig {
+            operations: 200,
+            ..SwarmConfig::default()
+        };
+        for seed in 0..50 {
+            let text = generate(seed, &cfg);
+            let sc = scenario::parse(&text, Path::new("swarm.yaml"))
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+            assert_eq!(sc.seed, seed);
+            assert!(sc.steps.len() >= 200, "seed {seed}");
+            assert_eq!(generate(seed, &cfg), text, "generation is deterministic");
+        }
+        assert_ne!(generate(1, &cfg), generate(2, &cfg));
+    }
+
+    /// A few seeds in every test run (the release swarm bench runs thousands): no component
+    /// fails, and every workload converges after the faults heal.
+    #[test]
+    fn random_operations_and_faults_converge_without_component_failures() {
+        let cfg = SwarmConfig::default();
+        for seed in 1..=3 {
+            if let Err(f) = run_case(seed, &cfg) {
+                panic!("{f}");
+            }
+        }
+    }
+}
