@@ -609,6 +609,7 @@ async fn execute(
             )
         }
         Action::DeleteNode { node } => {
+            rec.with(|r| r.attr.user_deleted_nodes.insert(node.clone()));
             nodes
                 .delete(node, &DeleteParams::default())
                 .await

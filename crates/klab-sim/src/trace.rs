@@ -503,6 +503,9 @@ pub struct Attribution {
     pub user_revisions: BTreeSet<u64>,
     /// Pods the runner force-deleted (namespace, name): their disappearance is kubectl's doing.
     pub user_force_deleted: BTreeSet<(String, String)>,
+    /// Nodes the runner deleted: a Node DELETE answers a Status, not the object, so its revision
+    /// is not known to `user_revisions`.
+    pub user_deleted_nodes: BTreeSet<String>,
 }
 
 /// The cluster as the trace has seen it so far.
@@ -613,11 +616,12 @@ impl World {
                 match (prev, view) {
                     (None, None) => {}
                     (Some(_), None) => {
-                        line(
-                            if by_user { COMPONENT_KUBECTL } else { "?" },
-                            object,
-                            "deleted".into(),
-                        );
+                        let who = if by_user || attr.user_deleted_nodes.contains(name) {
+                            COMPONENT_KUBECTL
+                        } else {
+                            "?"
+                        };
+                        line(who, object, "deleted".into());
                         self.nodes.remove(name);
                         self.deleted_nodes.insert(name.clone());
                     }
