@@ -74,14 +74,14 @@ pub fn pods_to_delete<'a>(
     for p in related.iter().filter(|p| is_pod_active(p)) {
         *on_node.entry(node_name(p)).or_default() += 1;
     }
-    // Name order first so the (otherwise unstable upstream) sort is deterministic.
-    let mut ranked: Vec<(&Pod, usize)> = active
+    let ranked: Vec<(&Pod, usize)> = active
         .iter()
         .map(|p| (*p, on_node.get(node_name(p)).copied().unwrap_or(0)))
         .collect();
-    ranked.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
-    ranked.sort_by(|a, b| compare_for_deletion(a.0, a.1, b.0, b.1, now));
-    ranked.into_iter().take(diff).map(|(p, _)| p).collect()
+    let keys = deletion_keys(&ranked, now);
+    let mut order: Vec<usize> = (0..ranked.len()).collect();
+    order.sort_by(|&i, &j| keys[i].cmp(&keys[j]));
+    order.into_iter().take(diff).map(|i| ranked[i].0).collect()
 }
 
 fn node_name(p: &Pod) -> &str {
@@ -110,20 +110,109 @@ fn deletion_cost(p: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
-/// Upstream `logarithmicRankDiff`: ages compared on a log2 scale of nanoseconds.
-fn log_rank_diff(t1: Timestamp, t2: Timestamp, now: Timestamp) -> i64 {
-    let rank = |t: Timestamp| {
-        let d = now.duration_since(t).as_nanos();
-        if d > 0 { (d as f64).log2() as i64 } else { -1 }
-    };
-    rank(t1) - rank(t2)
+/// Upstream `logarithmicRankDiff`'s rank of one time: log2 of its age in nanoseconds, `-1` for a
+/// time not in the past.
+fn log_rank(t: Timestamp, now: Timestamp) -> i64 {
+    let d = now.duration_since(t).as_nanos();
+    if d > 0 { (d as f64).log2() as i64 } else { -1 }
 }
 
-/// Upstream `ActivePodsWithRanks.Less` (LogarithmicScaleDown and PodDeletionCost on): `Less`
-/// means "delete first". The cases, in order: (1) unassigned < assigned; (2) Pending < Unknown <
-/// Running; (3) not Ready < Ready; (4) lower deletion cost first; (5) more co-located related pods
-/// first; (6) Ready for less time first (log scale, UID tie-break); (7) more restarts first;
-/// (8) newer first (log scale, UID tie-break).
+/// The position of one time in upstream's "zero first, then by log-scale age, UID within a
+/// bucket" comparison: `None` for a zero time (it sorts first), else the bucket and the smallest
+/// UID of the candidates with exactly this time. Equal times share a key, so the comparison falls
+/// through to the next rule as upstream's `!t1.Equal(t2)` guard does.
+type TimeKey = Option<(i64, String)>;
+
+fn time_keys(times: &[(Option<Timestamp>, &str)], now: Timestamp) -> Vec<TimeKey> {
+    let mut group_uid: BTreeMap<Timestamp, &str> = BTreeMap::new();
+    for (t, uid) in times {
+        if let Some(t) = t {
+            let e = group_uid.entry(*t).or_insert(uid);
+            if *uid < *e {
+                *e = uid;
+            }
+        }
+    }
+    times
+        .iter()
+        .map(|(t, _)| t.map(|t| (log_rank(t, now), group_uid[&t].to_string())))
+        .collect()
+}
+
+/// The deletion rank of one candidate as a sort key: comparing keys is upstream's
+/// `ActivePodsWithRanks.Less` (LogarithmicScaleDown and PodDeletionCost on) made a total order.
+/// The rules, in order: (1) unassigned < assigned; (2) Pending < Unknown < Running; (3) not Ready
+/// < Ready; (4) lower deletion cost first; (5) more co-located related pods first; (6) both Ready:
+/// Ready for less time first (log scale); (7) more restarts first; (8) newer first (log scale);
+/// then UID and name.
+///
+/// Why keys: upstream's `Less` is not transitive — two pods with different times in one log2
+/// bucket are ordered by UID, while equal times fall through to the later rules, so three pods
+/// can form a cycle. Go's sort tolerates that; Rust's sort may panic on it ("user-provided
+/// comparison function does not correctly implement a total order"). Within one bucket, klab
+/// orders groups of equal times by their smallest UID: the same as upstream for every pair except
+/// inside such a cycle, where upstream's own result depends on its sort's internals.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeletionKey {
+    assigned: bool,
+    phase: u8,
+    ready: bool,
+    cost: i32,
+    colocated: std::cmp::Reverse<usize>,
+    ready_time: TimeKey,
+    restarts: std::cmp::Reverse<i32>,
+    created: TimeKey,
+    uid: String,
+    name: String,
+}
+
+/// Sort keys of the candidates `(pod, related pods on its node)`, computed once for the set.
+pub fn deletion_keys(pods: &[(&Pod, usize)], now: Timestamp) -> Vec<DeletionKey> {
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    let uids: Vec<String> = pods.iter().map(|(p, _)| uid(p)).collect();
+    // Rule 6 applies only when both are Ready; not-Ready pods never reach it (rule 3).
+    let ready_times: Vec<(Option<Timestamp>, &str)> = pods
+        .iter()
+        .zip(&uids)
+        .map(|((p, _), u)| {
+            let t = if is_pod_ready(p) {
+                util::ready_since(p)
+            } else {
+                None
+            };
+            (t, u.as_str())
+        })
+        .collect();
+    let created: Vec<(Option<Timestamp>, &str)> = pods
+        .iter()
+        .zip(&uids)
+        .map(|((p, _), u)| {
+            (
+                p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                u.as_str(),
+            )
+        })
+        .collect();
+    let ready_keys = time_keys(&ready_times, now);
+    let created_keys = time_keys(&created, now);
+    pods.iter()
+        .enumerate()
+        .map(|(i, (p, rank))| DeletionKey {
+            assigned: !node_name(p).is_empty(),
+            phase: phase_ordinal(p),
+            ready: is_pod_ready(p),
+            cost: deletion_cost(p),
+            colocated: std::cmp::Reverse(*rank),
+            ready_time: ready_keys[i].clone(),
+            restarts: std::cmp::Reverse(util::max_container_restarts(p)),
+            created: created_keys[i].clone(),
+            uid: uids[i].clone(),
+            name: p.metadata.name.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Compares two candidates as [`deletion_keys`] ranks them (`Less` = delete first).
 pub fn compare_for_deletion(
     a: &Pod,
     rank_a: usize,
@@ -131,73 +220,8 @@ pub fn compare_for_deletion(
     rank_b: usize,
     now: Timestamp,
 ) -> Ordering {
-    let (na, nb) = (node_name(a), node_name(b));
-    if na != nb && (na.is_empty() || nb.is_empty()) {
-        return if na.is_empty() {
-            Ordering::Less
-        } else {
-            Ordering::Greater
-        };
-    }
-    let (pa, pb) = (phase_ordinal(a), phase_ordinal(b));
-    if pa != pb {
-        return pa.cmp(&pb);
-    }
-    let (ra, rb) = (is_pod_ready(a), is_pod_ready(b));
-    if ra != rb {
-        return if !ra {
-            Ordering::Less
-        } else {
-            Ordering::Greater
-        };
-    }
-    let (ca, cb) = (deletion_cost(a), deletion_cost(b));
-    if ca != cb {
-        return ca.cmp(&cb);
-    }
-    if rank_a != rank_b {
-        return rank_b.cmp(&rank_a);
-    }
-    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
-    if ra && rb {
-        let (ta, tb) = (util::ready_since(a), util::ready_since(b));
-        if ta != tb {
-            let o = match (ta, tb) {
-                (Some(x), Some(y)) => match log_rank_diff(x, y, now) {
-                    0 => uid(a).cmp(&uid(b)),
-                    d if d < 0 => Ordering::Less,
-                    _ => Ordering::Greater,
-                },
-                // afterOrZero: a zero time sorts first
-                (None, _) => Ordering::Less,
-                (_, None) => Ordering::Greater,
-            };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-    }
-    let (xa, xb) = (
-        util::max_container_restarts(a),
-        util::max_container_restarts(b),
-    );
-    if xa != xb {
-        return xb.cmp(&xa);
-    }
-    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let (ta, tb) = (created(a), created(b));
-    if ta != tb {
-        return match (ta, tb) {
-            (Some(x), Some(y)) => match log_rank_diff(x, y, now) {
-                0 => uid(a).cmp(&uid(b)),
-                d if d < 0 => Ordering::Less,
-                _ => Ordering::Greater,
-            },
-            (None, _) => Ordering::Less,
-            (_, None) => Ordering::Greater,
-        };
-    }
-    Ordering::Equal
+    let k = deletion_keys(&[(a, rank_a), (b, rank_b)], now);
+    k[0].cmp(&k[1])
 }
 
 /// Upstream `slowStartBatch` sizes: 1, 2, 4, … until `n` is covered. Creation stops at the first
@@ -531,6 +555,106 @@ mod tests {
         let x = pod("x").node("n1").running_ready(5).build();
         let y = pod("y").node("n2").running_ready(5).build();
         assert_eq!(compare_for_deletion(&x, 2, &y, 1, now), Ordering::Less);
+    }
+
+    /// The three pods of upstream's comparison cycle (x and y Ready at the same time, z in the same
+    /// log2 bucket at another time): a < c < b < a by upstream's `Less`. Sorting them (and a
+    /// scale-down from 300 such pods to 100) must not panic, and the order is total.
+    #[test]
+    fn ranking_is_a_total_order_even_where_upstream_cycles() {
+        let now = ts(100_000);
+        let a = pod("a").node("n").running_ready(50_000).build();
+        let b = pod("c").node("n").running_ready(50_000).restarts(5).build();
+        let c = pod("b").node("n").running_ready(50_001).build();
+        let got = pods_to_delete(&[&a, &b, &c], &[], 3, now);
+        assert_eq!(names(&got), vec!["c", "a", "b"]);
+        let many: Vec<Pod> = (0..300)
+            .map(|i| {
+                pod(&format!("p{i:03}"))
+                    .node(&format!("n{}", i % 7))
+                    .running_ready(50_000 + (i % 3) as i64)
+                    .restarts((i % 4) as i32)
+                    .created((i % 5) as i64)
+                    .build()
+            })
+            .collect();
+        let refs: Vec<&Pod> = many.iter().collect();
+        assert_eq!(pods_to_delete(&refs, &refs, 200, now).len(), 200);
+    }
+
+    mod total_order {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Pods drawn from small value sets, so that equal timestamps, equal UIDs and equal
+        /// everything else are common.
+        fn arb_pod() -> impl Strategy<Value = (Pod, usize)> {
+            (
+                0..3usize,
+                0..4u8,
+                prop::option::of((any::<bool>(), 0..4i64)),
+                0..3i32,
+                0..4i64,
+                0..3u8,
+                0..3usize,
+                prop::option::of(-1..2i32),
+            )
+                .prop_map(
+                    |(node, phase, ready, restarts, created, uid, rank, cost)| {
+                        let mut p = pod(&format!("p{uid}{node}{phase}{restarts}"));
+                        if node > 0 {
+                            p = p.node(&format!("n{node}"));
+                        }
+                        p = p.phase(["Pending", "Unknown", "Running", "Succeeded"][phase as usize]);
+                        if let Some((r, t)) = ready {
+                            // times in two log2 buckets of age, several equal
+                            p = p.ready(r, 60_000 + [0, 1, 40_000, 40_001][t as usize]);
+                        }
+                        if let Some(c) = cost {
+                            p = p.cost(&c.to_string());
+                        }
+                        let mut p = p.restarts(restarts).created(created * 9_000).build();
+                        p.metadata.uid = Some(format!("uid-{uid}"));
+                        (p, rank)
+                    },
+                )
+        }
+
+        proptest! {
+            #[test]
+            fn compare_for_deletion_is_a_total_order(
+                pods in prop::collection::vec(arb_pod(), 1..12)
+            ) {
+                let now = ts(100_000);
+                let keyed: Vec<(&Pod, usize)> = pods.iter().map(|(p, r)| (p, *r)).collect();
+                let keys = deletion_keys(&keyed, now);
+                for i in 0..keys.len() {
+                    for j in 0..keys.len() {
+                        // antisymmetric, and equal only for identical candidates
+                        prop_assert_eq!(keys[i].cmp(&keys[j]), keys[j].cmp(&keys[i]).reverse());
+                        if keys[i] == keys[j] {
+                            prop_assert_eq!(&pods[i].0.metadata.name, &pods[j].0.metadata.name);
+                        }
+                        for k in 0..keys.len() {
+                            if keys[i] < keys[j] && keys[j] < keys[k] {
+                                prop_assert!(keys[i] < keys[k]);
+                            }
+                        }
+                    }
+                }
+                // Sorting never panics, and any input order gives the same ranking.
+                let refs: Vec<&Pod> = pods.iter().map(|(p, _)| p).collect();
+                let mut reversed = refs.clone();
+                reversed.reverse();
+                let names = |v: Vec<&Pod>| -> Vec<String> {
+                    v.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect()
+                };
+                prop_assert_eq!(
+                    names(pods_to_delete(&refs, &refs, refs.len(), now)),
+                    names(pods_to_delete(&reversed, &reversed, refs.len(), now))
+                );
+            }
+        }
     }
 
     #[test]
