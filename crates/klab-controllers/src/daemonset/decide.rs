@@ -303,7 +303,8 @@ impl FailedPodsBackoff {
     pub fn in_backoff(&self, node: &str, now: Timestamp) -> Option<Duration> {
         let (d, at) = self.entries.get(node)?;
         let elapsed = Duration::try_from(now.duration_since(*at)).unwrap_or_default();
-        (elapsed < *d).then_some(*d - elapsed)
+        // Once the delay has passed there is nothing left (not a negative remainder).
+        d.checked_sub(elapsed).filter(|left| !left.is_zero())
     }
 
     /// `Next`: start at `initial` or double up to `max` (reset after 2 × max of quiet).
@@ -313,10 +314,10 @@ impl FailedPodsBackoff {
             .entry(node.to_string())
             .or_insert((Duration::ZERO, now));
         let quiet = Duration::try_from(now.duration_since(e.1)).unwrap_or_default();
-        e.0 = if e.0.is_zero() || quiet > 2 * max {
+        e.0 = if e.0.is_zero() || quiet > max.saturating_mul(2) {
             initial
         } else {
-            (e.0 * 2).min(max)
+            e.0.saturating_mul(2).min(max)
         };
         e.1 = now;
     }
@@ -909,6 +910,30 @@ mod tests {
         assert_eq!(st.number_available, Some(1));
         assert_eq!(st.updated_number_scheduled, Some(1));
         assert_eq!(st.observed_generation, Some(1));
+    }
+
+    /// A failed daemon pod found again after its back-off expired (the kubelet rejected the
+    /// replacement too): no remainder, no overflow, a doubled delay — the controller once
+    /// panicked here with "overflow when subtracting durations".
+    #[test]
+    fn failed_pod_backoff_after_expiry() {
+        let mut b = FailedPodsBackoff::default();
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let (one, max) = (Duration::from_secs(1), Duration::from_secs(900));
+        b.next("n1", t0, one, max);
+        assert_eq!(b.in_backoff("n1", t0), Some(one));
+        let later = |s: i64| t0 + jiff::SignedDuration::from_millis(s);
+        assert_eq!(b.in_backoff("n1", later(400)), Some(Duration::from_millis(600)));
+        assert_eq!(b.in_backoff("n1", later(1_000)), None);
+        assert_eq!(b.in_backoff("n1", later(5_000)), None);
+        b.next("n1", later(5_000), one, max);
+        assert_eq!(b.in_backoff("n1", later(5_000)), Some(Duration::from_secs(2)));
+        // A huge maximum neither overflows nor resets early.
+        let mut h = FailedPodsBackoff::default();
+        h.next("n1", t0, Duration::from_secs(u64::MAX / 2), Duration::MAX);
+        h.next("n1", later(1), Duration::from_secs(1), Duration::MAX);
+        assert_eq!(h.in_backoff("n1", later(1)), Some(Duration::from_secs(u64::MAX - 1)));
+        assert_eq!(b.in_backoff("n2", t0), None);
     }
 
     #[test]
