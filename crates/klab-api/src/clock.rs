@@ -147,6 +147,21 @@ impl Clock {
     }
 }
 
+/// `t + secs`, saturating at the ends of the representable range (years -9999 and 9999) instead
+/// of panicking (the latest is 9999-12-30T22:00:00Z): grace periods, tolerations and deadlines come from users and may be `i64::MAX`.
+pub fn saturating_add_secs(t: Timestamp, secs: i64) -> Timestamp {
+    t.checked_add(SignedDuration::from_secs(secs))
+        .unwrap_or(if secs < 0 { Timestamp::MIN } else { Timestamp::MAX })
+}
+
+/// `t + d` for a span of the objects' timeline, saturating like [`saturating_add_secs`].
+pub fn saturating_add(t: Timestamp, d: StdDuration) -> Timestamp {
+    SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
 /// `12.345s` style label of a span since the start of a run.
 pub fn format_elapsed(d: StdDuration) -> String {
     format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
@@ -175,6 +190,20 @@ pub fn format_micro_time(t: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saturating_arithmetic_on_extreme_values() {
+        let t: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(format_time(saturating_add_secs(t, 30)), "2026-01-01T00:00:30Z");
+        assert_eq!(saturating_add_secs(t, i64::MAX), Timestamp::MAX);
+        assert_eq!(saturating_add_secs(t, i64::MIN), Timestamp::MIN);
+        assert_eq!(format_time(truncate_to_second(Timestamp::MAX)), "9999-12-30T22:00:00Z");
+        assert_eq!(saturating_add(t, StdDuration::MAX), Timestamp::MAX);
+        assert_eq!(
+            format_time(saturating_add(t, StdDuration::from_secs(60))),
+            "2026-01-01T00:01:00Z"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn virtual_clock_follows_paused_time() {

@@ -1230,3 +1230,53 @@ async fn send_initial_events_ends_with_a_bookmark_and_bookmarks_follow() {
         "periodic bookmark after the interval"
     );
 }
+
+/// Grace periods are user input up to `i64::MAX` seconds: a DELETE with one answers (the
+/// deletionTimestamp saturates at the latest representable time, 9999-12-30T22:00:00Z) instead of aborting the connection, and
+/// a pod whose spec carries one can be deleted normally, shortened and force-deleted.
+#[tokio::test(start_paused = true)]
+async fn huge_grace_periods_never_panic() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::namespaced(client(&api), "default");
+    pods.create(&PostParams::default(), &bound_pod("a", "n1"))
+        .await
+        .unwrap();
+    let (code, body) = raw(
+        &api,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=9223372036854775807",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"]["deletionTimestamp"], "9999-12-30T22:00:00Z");
+    assert_eq!(
+        body["metadata"]["deletionGracePeriodSeconds"],
+        9223372036854775807i64
+    );
+    // A shorter grace moves the deadline back from the saturated one without overflowing.
+    let dp = DeleteParams {
+        grace_period_seconds: Some(30),
+        ..Default::default()
+    };
+    let p = pods.delete("a", &dp).await.unwrap().left().unwrap();
+    assert_eq!(p.metadata.deletion_grace_period_seconds, Some(1));
+
+    let mut b = bound_pod("b", "n1");
+    b.spec.as_mut().unwrap().termination_grace_period_seconds = Some(i64::MAX);
+    pods.create(&PostParams::default(), &b).await.unwrap();
+    let p = pods
+        .delete("b", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(p.metadata.deletion_grace_period_seconds, Some(i64::MAX));
+    pods.delete("b", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert!(pods.get_opt("b").await.unwrap().is_none());
+    // The server is still healthy.
+    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 1);
+}

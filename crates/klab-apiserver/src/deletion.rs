@@ -4,7 +4,8 @@
 //! force delete) removes the object later. Unbound or terminal pods go at once. Objects with
 //! finalizers are only marked until the finalizers are removed.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
+use klab_api::clock::saturating_add_secs;
 
 /// What a DELETE does to a stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,8 +65,8 @@ pub fn decide_pod_delete(
             if new_grace >= old_grace {
                 return DeleteDecision::Unchanged;
             }
-            let mut ts = old_ts - SignedDuration::from_secs(old_grace)
-                + SignedDuration::from_secs(new_grace);
+            // old − oldGrace + newGrace = old − (oldGrace − newGrace), with 0 ≤ newGrace < oldGrace.
+            let mut ts = saturating_add_secs(old_ts, -(old_grace - new_grace));
             let mut grace = new_grace;
             if ts < now {
                 ts = now;
@@ -93,7 +94,8 @@ pub fn decide_pod_delete(
             let grace = pod_grace_period(pod, requested);
             if grace > 0 || pod.has_finalizers {
                 DeleteDecision::Mark {
-                    deletion_timestamp: now + SignedDuration::from_secs(grace),
+                    // A grace period of centuries is valid input: saturate, never overflow.
+                    deletion_timestamp: saturating_add_secs(now, grace),
                     grace_seconds: grace,
                 }
             } else {
