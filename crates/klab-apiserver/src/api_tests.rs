@@ -1280,3 +1280,44 @@ async fn huge_grace_periods_never_panic() {
     // The server is still healthy.
     assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 1);
 }
+
+/// A StatefulSet's template may mount its volumeClaimTemplates (upstream validates the template's
+/// labels, restart policy and activeDeadlineSeconds only; the pods carry the claim volumes).
+#[tokio::test(start_paused = true)]
+async fn statefulset_mounts_its_volume_claim_templates() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let api = memory_server().await;
+    let sts: Api<StatefulSet> = Api::namespaced(client(&api), "default");
+    let mut obj: StatefulSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "web"},
+        "spec": {
+            "serviceName": "nginx", "replicas": 2,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{
+                    "name": "nginx", "image": "nginx:1.27",
+                    "volumeMounts": [{"name": "www", "mountPath": "/usr/share/nginx/html"}]
+                }]}
+            },
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "www"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+            }]
+        }
+    }))
+    .unwrap();
+    sts.create(&PostParams::default(), &obj).await.unwrap();
+    // What upstream does check in the template still holds.
+    obj.metadata.name = Some("bad".into());
+    obj.spec.as_mut().unwrap().template.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
+    let e = api_err(sts.create(&PostParams::default(), &obj).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .contains("spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported"),
+        "{}",
+        e.message
+    );
+}

@@ -1000,6 +1000,20 @@ fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errs) {
 
 /// A pod template inside a workload: labels, and the spec with the allowed restart policies.
 fn validate_pod_template(spec: &Value, restart_policies: &[&str], errs: &mut Errs) {
+    validate_pod_template_as(spec, restart_policies, "ReplicaSet", true, errs)
+}
+
+/// [`validate_pod_template`] naming `kind` in the activeDeadlineSeconds error; with
+/// `validate_spec == false` the pod spec itself is not validated (upstream's StatefulSet rule:
+/// its template's volume mounts may name volumeClaimTemplates, which only the pods created from
+/// it carry as volumes, so pods are validated when the controller creates them).
+fn validate_pod_template_as(
+    spec: &Value,
+    restart_policies: &[&str],
+    kind: &str,
+    validate_spec: bool,
+    errs: &mut Errs,
+) {
     let Some(template) = spec.get("template").filter(|t| t.is_object()) else {
         errs.push(FieldError::required("spec.template", ""));
         return;
@@ -1014,7 +1028,9 @@ fn validate_pod_template(spec: &Value, restart_policies: &[&str], errs: &mut Err
     ));
     let empty = Value::Object(Map::new());
     let pod_spec = template.get("spec").unwrap_or(&empty);
-    validate_pod_spec(pod_spec, "spec.template.spec", errs);
+    if validate_spec {
+        validate_pod_spec(pod_spec, "spec.template.spec", errs);
+    }
     let rp = s_or_empty(pod_spec, "restartPolicy");
     if !rp.is_empty() && RESTART_POLICIES.contains(&rp) && !restart_policies.contains(&rp) {
         errs.push(FieldError::not_supported(
@@ -1030,7 +1046,7 @@ fn validate_pod_template(spec: &Value, restart_policies: &[&str], errs: &mut Err
     {
         errs.push(FieldError::forbidden(
             "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in ReplicaSet is not Supported",
+            format!("activeDeadlineSeconds in {kind} is not Supported"),
         ));
     }
 }
@@ -1207,7 +1223,7 @@ fn validate_statefulset(obj: &Value, errs: &mut Errs) {
         )),
     }
     validate_workload_selector(spec, "empty selector is invalid for statefulset", errs);
-    validate_pod_template(spec, &["Always"], errs);
+    validate_pod_template_as(spec, &["Always"], "StatefulSet", false, errs);
 }
 
 fn validate_daemonset(obj: &Value, errs: &mut Errs) {
@@ -1216,7 +1232,7 @@ fn validate_daemonset(obj: &Value, errs: &mut Errs) {
     non_negative(errs, spec, "minReadySeconds", "spec");
     non_negative(errs, spec, "revisionHistoryLimit", "spec");
     validate_workload_selector(spec, "empty selector is invalid for daemonset", errs);
-    validate_pod_template(spec, &["Always"], errs);
+    validate_pod_template_as(spec, &["Always"], "DaemonSet", true, errs);
     let us = spec.get("updateStrategy").unwrap_or(&empty);
     match s_or_empty(us, "type") {
         "OnDelete" => {}
