@@ -151,7 +151,11 @@ impl Clock {
 /// of panicking (the latest is 9999-12-30T22:00:00Z): grace periods, tolerations and deadlines come from users and may be `i64::MAX`.
 pub fn saturating_add_secs(t: Timestamp, secs: i64) -> Timestamp {
     t.checked_add(SignedDuration::from_secs(secs))
-        .unwrap_or(if secs < 0 { Timestamp::MIN } else { Timestamp::MAX })
+        .unwrap_or(if secs < 0 {
+            Timestamp::MIN
+        } else {
+            Timestamp::MAX
+        })
 }
 
 /// `t + d` for a span of the objects' timeline, saturating like [`saturating_add_secs`].
@@ -194,10 +198,16 @@ mod tests {
     #[test]
     fn saturating_arithmetic_on_extreme_values() {
         let t: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        assert_eq!(format_time(saturating_add_secs(t, 30)), "2026-01-01T00:00:30Z");
+        assert_eq!(
+            format_time(saturating_add_secs(t, 30)),
+            "2026-01-01T00:00:30Z"
+        );
         assert_eq!(saturating_add_secs(t, i64::MAX), Timestamp::MAX);
         assert_eq!(saturating_add_secs(t, i64::MIN), Timestamp::MIN);
-        assert_eq!(format_time(truncate_to_second(Timestamp::MAX)), "9999-12-30T22:00:00Z");
+        assert_eq!(
+            format_time(truncate_to_second(Timestamp::MAX)),
+            "9999-12-30T22:00:00Z"
+        );
         assert_eq!(saturating_add(t, StdDuration::MAX), Timestamp::MAX);
         assert_eq!(
             format_time(saturating_add(t, StdDuration::from_secs(60))),

@@ -249,9 +249,18 @@ pub async fn supervise<F, Fut>(
 }
 
 /// A caught panic: its message with location, and the backtrace taken where it happened.
-struct CaughtPanic {
-    message: String,
-    backtrace: Option<String>,
+#[derive(Debug)]
+pub struct CaughtPanic {
+    pub message: String,
+    pub backtrace: Option<String>,
+}
+
+/// Runs `fut`, turning a panic in any of its polls into `Err` with the panic's message,
+/// location and backtrace, which the panic hook then does not print (the caller logs it once).
+/// The API server answers a request that panics with this.
+pub async fn catch_panic<F: Future>(fut: F) -> Result<F::Output, CaughtPanic> {
+    install_panic_hook();
+    CatchPanic::new(fut).await
 }
 
 thread_local! {

@@ -1250,7 +1250,10 @@ async fn huge_grace_periods_never_panic() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(body["metadata"]["deletionTimestamp"], "9999-12-30T22:00:00Z");
+    assert_eq!(
+        body["metadata"]["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
     assert_eq!(
         body["metadata"]["deletionGracePeriodSeconds"],
         9223372036854775807i64
@@ -1278,7 +1281,10 @@ async fn huge_grace_periods_never_panic() {
         .unwrap();
     assert!(pods.get_opt("b").await.unwrap().is_none());
     // The server is still healthy.
-    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
 }
 
 /// A StatefulSet's template may mount its volumeClaimTemplates (upstream validates the template's
@@ -1311,7 +1317,14 @@ async fn statefulset_mounts_its_volume_claim_templates() {
     sts.create(&PostParams::default(), &obj).await.unwrap();
     // What upstream does check in the template still holds.
     obj.metadata.name = Some("bad".into());
-    obj.spec.as_mut().unwrap().template.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
+    obj.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .active_deadline_seconds = Some(5);
     let e = api_err(sts.create(&PostParams::default(), &obj).await.unwrap_err());
     assert_eq!(e.code, 422);
     assert!(
@@ -1320,4 +1333,28 @@ async fn statefulset_mounts_its_volume_claim_templates() {
         "{}",
         e.message
     );
+}
+
+/// A handler that panics answers 500 with a Status carrying upstream's message, and the server
+/// (and, in process, the caller) goes on.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_request_answers_500_and_the_server_goes_on() {
+    let api = memory_server().await;
+    let (code, body) = raw(&api, "GET", "/debug/panic", "application/json", Vec::new()).await;
+    assert_eq!(code, 500);
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["reason"], "InternalError");
+    assert_eq!(
+        body["message"],
+        "Internal error occurred: This request caused apiserver to panic. Look in the logs for details."
+    );
+    let (code, _) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 200);
 }

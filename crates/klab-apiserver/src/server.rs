@@ -146,15 +146,46 @@ impl ApiServer {
         let resources = Router::new()
             .fallback(dispatch)
             .with_state(self.inner.clone());
-        crate::discovery::routes()
+        let router = crate::discovery::routes()
             .merge(crate::health::routes(self.inner.health.clone()))
             .merge(crate::openapi::routes())
-            .merge(resources)
+            .merge(resources);
+        #[cfg(test)]
+        let router = router.route(
+            "/debug/panic",
+            axum::routing::get(|| async {
+                let v: Vec<u8> = Vec::new();
+                v[1].to_string()
+            }),
+        );
+        router.layer(axum::middleware::from_fn(recover_panics))
     }
 
     /// The Router as seen by one component: every request carries `identity`.
     pub fn router_as(&self, identity: Identity) -> Router {
         self.router().layer(axum::Extension(identity))
+    }
+}
+
+/// kube-apiserver's panic recovery: a handler that panics answers 500 with upstream's message
+/// (as a `metav1.Status`, like every klab error) and is logged once with its backtrace; the
+/// server goes on serving. In one process this also keeps a bug in a handler from unwinding
+/// into the component whose in-process request it was serving.
+async fn recover_panics(req: Request, next: axum::middleware::Next) -> Response {
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    match klab_api::supervise::catch_panic(next.run(req)).await {
+        Ok(resp) => resp,
+        Err(p) => {
+            tracing::error!(
+                "apiserver panic'd: {method} {uri}: {}\nbacktrace:\n{}",
+                p.message,
+                p.backtrace.unwrap_or_default()
+            );
+            ApiError::internal(
+                "This request caused apiserver to panic. Look in the logs for details.",
+            )
+            .into_response()
+        }
     }
 }
 

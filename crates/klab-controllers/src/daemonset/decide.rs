@@ -923,16 +923,25 @@ mod tests {
         b.next("n1", t0, one, max);
         assert_eq!(b.in_backoff("n1", t0), Some(one));
         let later = |s: i64| t0 + jiff::SignedDuration::from_millis(s);
-        assert_eq!(b.in_backoff("n1", later(400)), Some(Duration::from_millis(600)));
+        assert_eq!(
+            b.in_backoff("n1", later(400)),
+            Some(Duration::from_millis(600))
+        );
         assert_eq!(b.in_backoff("n1", later(1_000)), None);
         assert_eq!(b.in_backoff("n1", later(5_000)), None);
         b.next("n1", later(5_000), one, max);
-        assert_eq!(b.in_backoff("n1", later(5_000)), Some(Duration::from_secs(2)));
+        assert_eq!(
+            b.in_backoff("n1", later(5_000)),
+            Some(Duration::from_secs(2))
+        );
         // A huge maximum neither overflows nor resets early.
         let mut h = FailedPodsBackoff::default();
         h.next("n1", t0, Duration::from_secs(u64::MAX / 2), Duration::MAX);
         h.next("n1", later(1), Duration::from_secs(1), Duration::MAX);
-        assert_eq!(h.in_backoff("n1", later(1)), Some(Duration::from_secs(u64::MAX - 1)));
+        assert_eq!(
+            h.in_backoff("n1", later(1)),
+            Some(Duration::from_secs(u64::MAX - 1))
+        );
         assert_eq!(b.in_backoff("n2", t0), None);
     }
 
