@@ -573,7 +573,7 @@ mod tests {
                 pod(&format!("p{i:03}"))
                     .node(&format!("n{}", i % 7))
                     .running_ready(50_000 + (i % 3) as i64)
-                    .restarts((i % 4) as i32)
+                    .restarts(i % 4)
                     .created((i % 5) as i64)
                     .build()
             })
