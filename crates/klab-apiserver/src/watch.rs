@@ -7,8 +7,9 @@
 //!   delivered as DELETED, one that starts matching as ADDED.
 //! * `sendInitialEvents=true` ends the initial ADDED burst with a BOOKMARK annotated
 //!   `k8s.io/initial-events-end`.
-//! * Bookmarks carry only the last delivered revision, never a revision that was not delivered
-//!   yet, so a client resuming from a bookmark cannot skip an event.
+//! * Bookmarks carry the store's current revision once every change up to it has been examined
+//!   (delivered or filtered out), as upstream's watch cache does: an idle watch keeps up with
+//!   compaction, and a client resuming from a bookmark cannot skip an event.
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
 
@@ -18,7 +19,7 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -201,27 +202,24 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
                 item = stream.next() => {
-                    let ev = match item {
-                        None => return,
-                        Some(Ok(ev)) => ev,
-                        Some(Err(StoreError::Lagged(_))) | Some(Err(StoreError::Compacted { .. })) => {
-                            let e = ApiError::expired(format!("too old resource version: {last_rv} ({})", store.current_revision()));
-                            let _ = tx.send(Ok(enc.error(&e))).await;
-                            return;
-                        }
-                        Some(Err(e)) => {
-                            let _ = tx.send(Ok(enc.error(&ApiError::internal(e)))).await;
-                            return;
-                        }
-                    };
-                    last_rv = ev.revision;
-                    if let Some(line) = event_line(&mut enc, &sel, &ev)
-                        && tx.send(Ok(line)).await.is_err()
-                    {
+                    if forward(item, &mut enc, &sel, &tx, &store, &mut last_rv).await.is_err() {
                         return;
                     }
                 }
                 _ = &mut next_bookmark, if allow_bookmarks => {
+                    // Upstream's watch cache bookmarks its current revision even when nothing
+                    // matched this watch, so an idle watcher resumes from a recent revision
+                    // instead of falling behind compaction and relisting. Every change up to
+                    // `current` was published to this stream before `current` became visible
+                    // (a store invariant), so once the stream has nothing ready, this watch has
+                    // examined them all and may claim `current` without skipping an event.
+                    let current = store.current_revision();
+                    while let Some(item) = stream.next().now_or_never() {
+                        if forward(item, &mut enc, &sel, &tx, &store, &mut last_rv).await.is_err() {
+                            return;
+                        }
+                    }
+                    last_rv = last_rv.max(current);
                     if tx.send(Ok(enc.bookmark(last_rv, false))).await.is_err() {
                         return;
                     }
@@ -237,6 +235,41 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(body)
         .map_err(ApiError::internal)
+}
+
+/// Sends what one item of the store's change feed means to this watcher: its line, if it matches,
+/// or the terminal error. `Err(())` ends the watch.
+async fn forward(
+    item: Option<Result<klab_store::Event, StoreError>>,
+    enc: &mut Encoder,
+    sel: &Selectors,
+    tx: &mpsc::Sender<Result<Bytes, Infallible>>,
+    store: &klab_store::DynStorage,
+    last_rv: &mut u64,
+) -> Result<(), ()> {
+    let ev = match item {
+        None => return Err(()),
+        Some(Ok(ev)) => ev,
+        Some(Err(StoreError::Lagged(_))) | Some(Err(StoreError::Compacted { .. })) => {
+            let e = ApiError::expired(format!(
+                "too old resource version: {last_rv} ({})",
+                store.current_revision()
+            ));
+            let _ = tx.send(Ok(enc.error(&e))).await;
+            return Err(());
+        }
+        Some(Err(e)) => {
+            let _ = tx.send(Ok(enc.error(&ApiError::internal(e)))).await;
+            return Err(());
+        }
+    };
+    *last_rv = ev.revision;
+    if let Some(line) = event_line(enc, sel, &ev)
+        && tx.send(Ok(line)).await.is_err()
+    {
+        return Err(());
+    }
+    Ok(())
 }
 
 /// Turns one store change into the watch line this watcher should see, if any.
