@@ -1107,6 +1107,35 @@ pub(crate) async fn delete_object(
                     Err(e) => return Err(e.into()),
                 }
             }
+            DeleteDecision::MarkThenRemove { deletion_timestamp } => {
+                let m = meta_mut(&mut next);
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(format_time(deletion_timestamp)),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if opts.dry_run {
+                    return Ok(Deleted::Removed(present(ri, next, kv.mod_revision)));
+                }
+                let marked = match inner
+                    .store
+                    .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
+                    .await
+                {
+                    Ok(rev) => rev,
+                    Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                // Someone else (the kubelet, a force delete) may remove it first: not an error,
+                // as upstream ignores NotFound here.
+                return match inner.store.delete(&key, Some(marked)).await {
+                    Ok((rev, _)) => Ok(Deleted::Removed(present(ri, next, rev))),
+                    Err(StoreError::NotFound(_)) | Err(StoreError::Conflict { .. }) => {
+                        Ok(Deleted::Removed(present(ri, next, marked)))
+                    }
+                    Err(e) => Err(e.into()),
+                };
+            }
             DeleteDecision::RemoveNow => {
                 if opts.dry_run {
                     return Ok(Deleted::Removed(current));

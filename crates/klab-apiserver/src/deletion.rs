@@ -19,6 +19,10 @@ pub enum DeleteDecision {
     },
     /// The delete changes nothing (a graceful delete is already pending with an equal or shorter grace).
     Unchanged,
+    /// A graceful delete with grace 0: persist the deletion fields (grace 0) first, then remove
+    /// the object — upstream's `updateForGracefulDeletionAndFinalizers` followed by the storage
+    /// delete, so watchers see the pod MODIFIED with its deletionTimestamp, then DELETED.
+    MarkThenRemove { deletion_timestamp: Timestamp },
 }
 
 /// The parts of a stored pod that graceful deletion reads.
@@ -75,7 +79,9 @@ pub fn decide_pod_delete(
                 }
             }
             if grace == 0 && !pod.has_finalizers {
-                return DeleteDecision::RemoveNow;
+                return DeleteDecision::MarkThenRemove {
+                    deletion_timestamp: ts,
+                };
             }
             DeleteDecision::Mark {
                 deletion_timestamp: ts,
@@ -91,6 +97,8 @@ pub fn decide_pod_delete(
             }
         }
         (None, _) => {
+            // A pod is always deleted gracefully upstream (its strategy's CheckGracefulDelete
+            // says yes), even with grace 0: then the marked pod is written and removed at once.
             let grace = pod_grace_period(pod, requested);
             if grace > 0 || pod.has_finalizers {
                 DeleteDecision::Mark {
@@ -99,7 +107,9 @@ pub fn decide_pod_delete(
                     grace_seconds: grace,
                 }
             } else {
-                DeleteDecision::RemoveNow
+                DeleteDecision::MarkThenRemove {
+                    deletion_timestamp: now,
+                }
             }
         }
     }
@@ -157,10 +167,13 @@ mod tests {
             decide_pod_delete(&bound_running(), Some(5), now),
             mark("2026-01-01T00:01:05Z", 5)
         );
-        // Force: grace 0 removes.
+        // Force: grace 0 marks (deletionTimestamp now, grace 0), then removes.
+        let marked_now = DeleteDecision::MarkThenRemove {
+            deletion_timestamp: now,
+        };
         assert_eq!(
             decide_pod_delete(&bound_running(), Some(0), now),
-            DeleteDecision::RemoveNow
+            marked_now
         );
         // Negative grace becomes 1.
         assert_eq!(
@@ -172,21 +185,14 @@ mod tests {
             node_name: None,
             ..bound_running()
         };
-        assert_eq!(
-            decide_pod_delete(&unbound, None, now),
-            DeleteDecision::RemoveNow
-        );
+        assert_eq!(decide_pod_delete(&unbound, None, now), marked_now);
         // Terminal pods: at once.
         for phase in ["Succeeded", "Failed"] {
             let p = PodDeleteView {
                 phase: Some(phase.into()),
                 ..bound_running()
             };
-            assert_eq!(
-                decide_pod_delete(&p, None, now),
-                DeleteDecision::RemoveNow,
-                "{phase}"
-            );
+            assert_eq!(decide_pod_delete(&p, None, now), marked_now, "{phase}");
         }
         // Unbound pod with finalizers: marked with grace 0.
         let held = PodDeleteView {
@@ -237,10 +243,12 @@ mod tests {
                 grace_seconds: 1
             }
         );
-        // Force delete of a terminating pod removes it.
+        // Force delete of a terminating pod: its deadline moves to now with grace 0, then it goes.
         assert_eq!(
             decide_pod_delete(&deleting, Some(0), now),
-            DeleteDecision::RemoveNow
+            DeleteDecision::MarkThenRemove {
+                deletion_timestamp: now
+            }
         );
         // Stored grace 0 (recovery path): removes at once.
         let zero = PodDeleteView {

@@ -98,6 +98,12 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
         self.objects.get(key)
     }
 
+    /// The cached object, to record a write this controller made before the watch confirms it
+    /// (the watch event replaces it when it arrives).
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut K> {
+        self.objects.get_mut(key)
+    }
+
     /// All objects in key order (namespace/name).
     pub fn values(&self) -> impl Iterator<Item = &K> {
         self.objects.values()

@@ -508,6 +508,14 @@ impl Controller {
                     let rec = record_after_write(&eval.record, status.clone(), lease.as_ref(), now);
                     self.health.insert(name.clone(), rec);
                     node.status = Some(status);
+                    // Upstream's tainting pass reads the Node informer, which has this write
+                    // milliseconds later — before its next 100 ms pass. Here the pass can run in
+                    // the same virtual instant, before the watch event: without this it would
+                    // find no Ready condition on a node that never posted status, spend the
+                    // zone's eviction token on a retry and taint one token (10 s) late.
+                    if let Some(cached) = self.nodes.get_mut(&name) {
+                        cached.status = node.status.clone();
+                    }
                     return Some((node, eval));
                 }
                 Err(e) => {

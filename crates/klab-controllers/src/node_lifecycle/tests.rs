@@ -936,6 +936,9 @@ async fn cp08_node_that_never_posts_status_gets_conditions_after_startup_grace()
         .create(&PostParams::default(), &node)
         .await
         .unwrap();
+    // A healthy node beside it, so that the zone is not fully disrupted (which stops tainting).
+    c.add_node("n1", &[]).await;
+    c.spawn_kubelet("n1", 1000.0);
     let _nlc = c.spawn_nlc(NodeLifecycleConfig::default());
     c.at(64.5).await;
     let n = c.node("fresh").await;
@@ -970,8 +973,14 @@ async fn cp08_node_that_never_posts_status_gets_conditions_after_startup_grace()
         )
         .await
     );
-    // The Unknown Ready condition gets the unreachable NoSchedule taint.
+    // The Unknown Ready condition gets the unreachable NoSchedule taint, and the same monitor
+    // pass queues the NoExecute taint (processTaintBaseEviction sees the observed Unknown).
     assert!(find_taint(&n, names::TAINT_UNREACHABLE, "NoSchedule").is_some());
+    c.at(65.5).await;
+    let n = c.node("fresh").await;
+    let t = find_taint(&n, names::TAINT_UNREACHABLE, "NoExecute")
+        .expect("NoExecute in the pass that marked the node Unknown");
+    assert_eq!(time_secs(&c, &t.time_added), 65.0);
 }
 
 #[tokio::test(start_paused = true)]
