@@ -899,41 +899,57 @@ impl PodManager {
         let rec = |n: &str| -> Option<RtContainer> {
             rp.as_ref().and_then(|p| p.containers.get(n).cloned())
         };
+        // Init containers completed in an earlier sandbox run again in a new one (upstream's
+        // computePodActions: a re-created sandbox starts over from the first init container).
+        let sandbox_attempt = rp
+            .as_ref()
+            .and_then(|p| p.sandbox.as_ref())
+            .map(|s| s.attempt);
+        let completed_here = |r: &RtContainer, t: &Terminated| {
+            t.exit_code == 0 && r.sandbox_attempt == sandbox_attempt
+        };
         let mut candidate: Option<(bool, Container)> = None;
         for c in init_specs.clone() {
-            match rec(&c.name).map(|r| r.state) {
-                None => {
-                    candidate = Some((true, c));
-                    break;
-                }
+            let Some(r) = rec(&c.name) else {
+                candidate = Some((true, c));
+                break;
+            };
+            match &r.state {
                 // A sidecar (restartable init container) only has to be running.
-                Some(RtState::Running { .. }) if c.restart_policy.as_deref() == Some("Always") => {
+                RtState::Running { .. } if c.restart_policy.as_deref() == Some("Always") => {
                     continue;
                 }
-                Some(RtState::Running { .. }) => return,
-                Some(RtState::Exited(t))
-                    if t.exit_code == 0 && c.restart_policy.as_deref() != Some("Always") =>
+                RtState::Running { .. } => return,
+                RtState::Exited(t)
+                    if completed_here(&r, t) && c.restart_policy.as_deref() != Some("Always") =>
                 {
                     continue;
                 }
-                Some(RtState::Exited(t)) => {
+                RtState::Exited(t)
+                    if t.exit_code == 0 && c.restart_policy.as_deref() != Some("Always") =>
+                {
+                    // Succeeded, but in a sandbox that is gone.
+                    candidate = Some((true, c));
+                    break;
+                }
+                RtState::Exited(t) => {
                     if policy == "Never" && c.restart_policy.as_deref() != Some("Always") {
                         return;
                     }
-                    if self.restart_allowed(uid, true, &c.name, &t, now, out) {
+                    if self.restart_allowed(uid, true, &c.name, t, now, out) {
                         candidate = Some((true, c));
                     }
                     break;
                 }
             }
         }
-        let init_done = init_specs
-            .iter()
-            .all(|c| match rec(&c.name).map(|r| r.state) {
-                Some(RtState::Exited(t)) => t.exit_code == 0,
-                Some(RtState::Running { .. }) => c.restart_policy.as_deref() == Some("Always"),
-                None => false,
-            });
+        let init_done = init_specs.iter().all(|c| match rec(&c.name) {
+            Some(r) => match &r.state {
+                RtState::Exited(t) => completed_here(&r, t),
+                RtState::Running { .. } => c.restart_policy.as_deref() == Some("Always"),
+            },
+            None => false,
+        });
         if candidate.is_none() && init_done {
             for c in self.workers[uid].spec_containers(false) {
                 match rec(&c.name).map(|r| r.state) {
@@ -1842,6 +1858,56 @@ mod tests {
         );
     }
 
+    /// A reboot re-creates the pod sandbox, and a new sandbox runs the init containers again
+    /// before the app (upstream's computePodActions starts over from the first init container).
+    #[test]
+    fn init_containers_run_again_in_a_new_sandbox_after_reboot() {
+        let mut h = Harness::new();
+        let mut p = pod("web", "Always", &[], None);
+        p.spec.as_mut().unwrap().init_containers = Some(vec![Container {
+            name: "setup".into(),
+            image: Some("busybox:1.36".into()),
+            command: Some(vec!["sh".into(), "-c".into(), "sleep 2".into()]),
+            ..Default::default()
+        }]);
+        h.add(p);
+        h.run_until(30_000);
+        let started = |h: &Harness| -> Vec<(i64, String)> {
+            h.events()
+                .into_iter()
+                .filter(|(_, r, _)| r == "Started")
+                .map(|(t, _, m)| (t, m))
+                .collect()
+        };
+        assert_eq!(started(&h).len(), 2, "{:?}", started(&h));
+        h.machine.power_off(at(30_000));
+        h.now = at(90_000);
+        h.machine.power_on("b-2".into());
+        h.mgr = PodManager::new("n1", "10.0.0.5", RuntimeModel::default());
+        h.log.clear();
+        h.run_until(120_000);
+        let after: Vec<String> = started(&h).into_iter().map(|(_, m)| m).collect();
+        assert_eq!(
+            after,
+            vec!["Started container setup", "Started container app"],
+            "init first, then the app"
+        );
+        let s = h.status("web");
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!(init.restart_count, 1);
+        assert_eq!(
+            init.state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            0
+        );
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+    }
+
     #[test]
     fn orphans_are_stopped_with_two_seconds_and_no_prestop() {
         // N-46: pod force-deleted while the kubelet was down.
@@ -1976,7 +2042,7 @@ mod tests {
 
     #[test]
     fn readiness_probe_gates_ready_until_first_success() {
-        // N-34: added at 0, running at 3.5 s, probe ticks at 0, 10, … → Ready at 10 s.
+        // N-34: added at 0, running at 3.5 s → probed at once, Ready at 3.5 s (not at the 10 s tick).
         let mut h = Harness::new();
         h.add(with_probe(
             pod("web", "Always", &[], None),
@@ -1984,7 +2050,7 @@ mod tests {
             &["true"],
         ));
         h.run_until(30_000);
-        assert_eq!(ready_at(&h), vec![(0, false), (10_000, true)]);
+        assert_eq!(ready_at(&h), vec![(0, false), (3_500, true)]);
         assert!(!h.events().iter().any(|(_, r, _)| r == "Unhealthy"));
         // A failing readiness probe: Unhealthy events every period, never Ready.
         let mut h = Harness::new();
@@ -2004,6 +2070,7 @@ mod tests {
         assert_eq!(
             unhealthy,
             vec![
+                (3_500, "Readiness probe failed: ".to_string()),
                 (10_000, "Readiness probe failed: ".to_string()),
                 (20_000, "Readiness probe failed: ".to_string()),
                 (30_000, "Readiness probe failed: ".to_string())

@@ -1,7 +1,8 @@
 //! Readiness and liveness probes on the simulated runtime (`pkg/kubelet/prober/worker.go`).
 //!
 //! A probe worker ticks every `periodSeconds` from the moment the pod was added (the first tick is
-//! immediate; right after a kubelet start it is delayed by a random fraction of the period). A tick
+//! immediate; right after a kubelet start it is delayed by a random fraction of the period); a
+//! readiness worker also probes a container as soon as it starts (upstream's manual trigger). A tick
 //! is skipped while the container is not running or younger than `initialDelaySeconds`. The
 //! result changes after `failureThreshold` consecutive failures / `successThreshold` consecutive
 //! successes. Readiness starts as Failure, liveness as Success; a new container instance resets the
@@ -116,7 +117,9 @@ impl ProbeWorker {
         }
     }
 
-    /// Runs every tick due at or before `now`.
+    /// Runs every tick due at or before `now`. A readiness worker also probes a newly started
+    /// container at once (the prober manager's manual trigger from `UpdatePodStatus`, which fires
+    /// while a running container's readiness has no result yet), not at the next period tick.
     pub fn advance(
         &mut self,
         p: &ProbeParams,
@@ -124,64 +127,78 @@ impl ProbeWorker {
         inst: Option<&Instance>,
     ) -> Vec<TickOutcome> {
         let mut out = Vec::new();
+        if self.kind == ProbeKind::Readiness
+            && let Some(i) = inst
+            && i.started_at <= now
+            && i.started_at < self.next_tick
+            && i.finished_at.is_none_or(|f| f > i.started_at)
+            && self.container_id.as_deref() != Some(i.container_id.as_str())
+        {
+            self.tick(i.started_at, p, i, &mut out);
+        }
         while self.next_tick <= now {
             let t = self.next_tick;
             self.next_tick = after(t, p.period);
-            let Some(inst) = inst else { continue };
-            if inst.started_at > t {
-                continue; // the instance did not exist yet at this tick
+            if let Some(inst) = inst {
+                self.tick(t, p, inst, &mut out);
             }
-            if self.container_id.as_deref() != Some(inst.container_id.as_str()) {
-                // A new container instance: back to the initial result.
-                self.container_id = Some(inst.container_id.clone());
-                self.result = Self::initial(self.kind);
-                self.run = 0;
-                self.last_result = None;
-                self.on_hold = false;
-            }
-            if inst.finished_at.is_some_and(|f| f <= t) {
-                if self.result {
-                    self.result = false;
-                    out.push(TickOutcome {
-                        at: t,
-                        failed: false,
-                        flipped_to: Some(false),
-                    });
-                }
-                continue;
-            }
-            if self.on_hold || t.duration_since(inst.started_at).as_secs() < p.initial_delay_seconds
-            {
-                continue;
-            }
-            let r = p.succeeds;
-            self.run = if self.last_result == Some(r) {
-                self.run + 1
-            } else {
-                1
-            };
-            self.last_result = Some(r);
-            let threshold = if r {
-                p.success_threshold
-            } else {
-                p.failure_threshold
-            };
-            let mut flipped = None;
-            if self.run >= threshold && self.result != r {
-                self.result = r;
-                flipped = Some(r);
-            }
-            if !r && self.run >= threshold && self.kind == ProbeKind::Liveness {
-                self.on_hold = true;
-                self.run = 0;
-            }
-            out.push(TickOutcome {
-                at: t,
-                failed: !r,
-                flipped_to: flipped,
-            });
         }
         out
+    }
+
+    /// One probe at `t` against `inst`.
+    fn tick(&mut self, t: Timestamp, p: &ProbeParams, inst: &Instance, out: &mut Vec<TickOutcome>) {
+        if inst.started_at > t {
+            return; // the instance did not exist yet at this tick
+        }
+        if self.container_id.as_deref() != Some(inst.container_id.as_str()) {
+            // A new container instance: back to the initial result.
+            self.container_id = Some(inst.container_id.clone());
+            self.result = Self::initial(self.kind);
+            self.run = 0;
+            self.last_result = None;
+            self.on_hold = false;
+        }
+        if inst.finished_at.is_some_and(|f| f <= t) {
+            if self.result {
+                self.result = false;
+                out.push(TickOutcome {
+                    at: t,
+                    failed: false,
+                    flipped_to: Some(false),
+                });
+            }
+            return;
+        }
+        if self.on_hold || t.duration_since(inst.started_at).as_secs() < p.initial_delay_seconds {
+            return;
+        }
+        let r = p.succeeds;
+        self.run = if self.last_result == Some(r) {
+            self.run.saturating_add(1)
+        } else {
+            1
+        };
+        self.last_result = Some(r);
+        let threshold = if r {
+            p.success_threshold
+        } else {
+            p.failure_threshold
+        };
+        let mut flipped = None;
+        if self.run >= threshold && self.result != r {
+            self.result = r;
+            flipped = Some(r);
+        }
+        if !r && self.run >= threshold && self.kind == ProbeKind::Liveness {
+            self.on_hold = true;
+            self.run = 0;
+        }
+        out.push(TickOutcome {
+            at: t,
+            failed: !r,
+            flipped_to: flipped,
+        });
     }
 }
 
@@ -228,27 +245,43 @@ mod tests {
     }
 
     #[test]
-    fn readiness_first_success_at_first_tick_after_start() {
-        // N-34: pod added at 10, container started at 13.5 → ready at the 20 s tick.
+    fn readiness_is_probed_as_soon_as_the_container_starts() {
+        // N-34: pod added at 10, container started at 13.5 → probed (and Ready) at 13.5, not at
+        // the 20 s tick; the period ticks go on from the pod's addition.
         let p = ProbeParams::from_probe(&exec(&["true"]));
         let mut w = ProbeWorker::new(ProbeKind::Readiness, t(10));
+        let started = t(13) + jiff::SignedDuration::from_millis(500);
         let inst = Instance {
             container_id: "a".into(),
-            started_at: t(13) + jiff::SignedDuration::from_millis(500),
+            started_at: started,
             finished_at: None,
         };
-        assert!(w.advance(&p, t(15), Some(&inst)).is_empty());
-        assert!(!w.result);
-        let o = w.advance(&p, t(20), Some(&inst));
+        assert!(w.advance(&p, t(13), Some(&inst)).is_empty());
+        let o = w.advance(&p, started, Some(&inst));
         assert_eq!(
             o,
             vec![TickOutcome {
-                at: t(20),
+                at: started,
                 failed: false,
                 flipped_to: Some(true)
             }]
         );
-        assert_eq!(w.next_tick, t(30));
+        assert!(w.result);
+        assert_eq!(w.next_tick, t(20));
+        let o = w.advance(&p, t(20), Some(&inst));
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].flipped_to, None);
+        // With initialDelaySeconds the immediate probe is skipped; the period ticks take over.
+        let mut p5 = p.clone();
+        p5.initial_delay_seconds = 5;
+        let mut w = ProbeWorker::new(ProbeKind::Readiness, t(10));
+        assert!(w.advance(&p5, started, Some(&inst)).is_empty());
+        assert!(!w.result);
+        let o = w.advance(&p5, t(20), Some(&inst));
+        assert_eq!(o[0].flipped_to, Some(true));
+        // Liveness has no manual trigger: its first probe is the next tick.
+        let mut w = ProbeWorker::new(ProbeKind::Liveness, t(10));
+        assert!(w.advance(&p, started, Some(&inst)).is_empty());
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub struct RtContainer {
     pub spec_hash: u64,
     /// The simulated process (how it ends, how it reacts to SIGTERM).
     pub program: Program,
+    /// The attempt of the pod sandbox the current instance was started in (`None`: unknown, e.g.
+    /// remembered from before the machine lost its state). Init containers that completed in an
+    /// earlier sandbox run again in a new one.
+    pub sandbox_attempt: Option<u32>,
 }
 
 impl RtContainer {
@@ -272,6 +276,7 @@ impl Machine {
                 previous: None,
                 spec_hash: 0,
                 program: Program::from_command(&[], &[]),
+                sandbox_attempt: None,
             });
         }
     }
@@ -335,6 +340,7 @@ impl Machine {
         let Some(pod) = self.pods.get_mut(uid) else {
             return;
         };
+        let sandbox_attempt = pod.sandbox.as_ref().map(|s| s.attempt);
         let natural_exit = match program.lifetime {
             Lifetime::Exits { after: d, code } => Some((after(now, d), code)),
             Lifetime::Forever => None,
@@ -355,6 +361,7 @@ impl Machine {
                 c.image = image.to_string();
                 c.spec_hash = spec_hash;
                 c.program = program;
+                c.sandbox_attempt = sandbox_attempt;
             }
             None => {
                 pod.containers.insert(
@@ -368,6 +375,7 @@ impl Machine {
                         previous: None,
                         spec_hash,
                         program,
+                        sandbox_attempt,
                     },
                 );
             }
