@@ -116,7 +116,9 @@ impl Clock {
         if self.inner.speed == 1.0 {
             d
         } else {
-            d.div_f64(self.inner.speed)
+            // Saturating: a user's timeout of centuries at --speed 0.5 must not overflow.
+            StdDuration::try_from_secs_f64(d.as_secs_f64() / self.inner.speed)
+                .unwrap_or(StdDuration::MAX)
         }
     }
 

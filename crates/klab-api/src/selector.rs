@@ -719,9 +719,10 @@ impl Parser {
                 Ok(s)
             }
             Tok::ClosedPar => {
-                // `k in ()` means the single empty value, as upstream.
+                // `k in ()` is an empty set, which the requirement refuses (a 400 from the API
+                // server, as kube-apiserver answers `labelSelector=app notin ()`).
                 self.next(Ctx::Values);
-                Ok(vec![String::new()])
+                Ok(Vec::new())
             }
             _ => Err(format!("found '{l}', expected: ',', ')' or identifier")),
         }
@@ -803,7 +804,6 @@ mod tests {
             ("  !env  ", "!env"),
             ("app=web,tier", "app=web,tier"),
             ("a=", "a="),
-            ("a in ()", "a in ()"),
             ("a in (,x)", "a in (,x)"),
             ("k in (in,notin)", "k in (in,notin)"),
             ("example.com/app=web", "example.com/app=web"),

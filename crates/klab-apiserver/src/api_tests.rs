@@ -1418,3 +1418,222 @@ async fn idle_watch_bookmarks_advance_past_compaction() {
         "{e:?}"
     );
 }
+
+/// Input handling as kube-apiserver: each bad request answers the stated Status, stores nothing,
+/// and the server goes on serving.
+#[tokio::test(start_paused = true)]
+async fn malformed_parameters_and_bodies_answer_upstreams_status() {
+    let api = memory_server().await;
+    let before = api.store().current_revision();
+    let pod_json =
+        br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#;
+    let big = "x".repeat(1024 * 1024 + 1);
+    // (method, uri, content type, body, code, message)
+    type Case<'a> = (&'a str, String, &'a str, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?resourceVersion=abc".into(),
+            "",
+            vec![],
+            400,
+            "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?resourceVersion=-1".into(),
+            "",
+            vec![],
+            400,
+            "resourceVersion: Invalid value: \"-1\": strconv.ParseUint: parsing \"-1\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?resourceVersion=1.5".into(),
+            "",
+            vec![],
+            400,
+            "resourceVersion: Invalid value: \"1.5\": strconv.ParseUint: parsing \"1.5\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=true&resourceVersion=abc".into(),
+            "",
+            vec![],
+            400,
+            "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default?resourceVersion=x1".into(),
+            "",
+            vec![],
+            400,
+            "resourceVersion: Invalid value: \"x1\": strconv.ParseUint: parsing \"x1\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?limit=abc".into(),
+            "",
+            vec![],
+            400,
+            "strconv.ParseInt: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=soon".into(),
+            "",
+            vec![],
+            400,
+            "strconv.ParseInt: parsing \"soon\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?labelSelector=app%20notin%20()".into(),
+            "",
+            vec![],
+            400,
+            "unable to parse requirement: values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps/a%zz".into(),
+            "",
+            vec![],
+            400,
+            "invalid URL escape \"%zz\"",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps/a%2Fb".into(),
+            "",
+            vec![],
+            404,
+            "",
+        ),
+        (
+            "PUT",
+            "/api/v1/namespaces/default".into(),
+            "application/json",
+            br#"{"metadata":{"name":"default","resourceVersion":"abc"}}"#.to_vec(),
+            400,
+            "metadata.resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/configmaps".into(),
+            "application/json",
+            serde_json::to_vec(&json!({"metadata": {"name": "big"}, "data": {"k": big}})).unwrap(),
+            422,
+            "ConfigMap \"big\" is invalid: : Too long: must have at most 1048576 bytes",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/secrets".into(),
+            "application/json",
+            serde_json::to_vec(&json!({"metadata": {"name": "big"}, "stringData": {"k": big}}))
+                .unwrap(),
+            422,
+            "Secret \"big\" is invalid: data: Too long: must have at most 1048576 bytes",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods".into(),
+            "application/yaml",
+            crate::yaml::tests::BILLION_LAUGHS.as_bytes().to_vec(),
+            400,
+            "",
+        ),
+    ];
+    for (method, uri, ct, body, want, msg) in cases {
+        let (code, v) = raw(&api, method, &uri, ct, body).await;
+        assert_eq!(code, want, "{method} {uri}: {v}");
+        assert_eq!(v["kind"], "Status", "{method} {uri}: {v}");
+        if !msg.is_empty() {
+            assert_eq!(v["message"], msg, "{method} {uri}");
+        }
+    }
+    assert_eq!(api.store().current_revision(), before, "nothing stored");
+
+    // A body that breaks off is the client's error (400), not an oversized one (413).
+    use tower::ServiceExt;
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+        Ok(bytes::Bytes::from_static(b"{\"metadata\":")),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed",
+        )),
+    ];
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(futures::stream::iter(chunks)))
+        .unwrap();
+    let resp = api.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+
+    // A read far ahead of the store waits 3 s (virtual) for it, then answers 504.
+    let start = tokio::time::Instant::now();
+    let (code, v) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/pods?resourceVersion=999999",
+        "",
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 504, "{v}");
+    assert_eq!(v["reason"], "Timeout");
+    assert_eq!(
+        v["message"],
+        format!("Too large resource version: 999999, current: {before}")
+    );
+    assert_eq!(
+        v["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    assert_eq!(v["details"]["retryAfterSeconds"], 1);
+    assert!(start.elapsed() >= Duration::from_secs(3));
+
+    // Ordinary requests still work: a Secret's stringData lands in data; escaped names decode.
+    let (code, v) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        br#"{"metadata":{"name":"s"},"data":{"a":"b2xk","b":"a2VlcA=="},"stringData":{"a":"new"}}"#
+            .to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["data"], json!({"a": "bmV3", "b": "a2VlcA=="}));
+    assert!(v.get("stringData").is_none(), "{v}");
+    let (code, _) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        br#"{"metadata":{"name":"a.b"}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, v) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/a%2Eb",
+        "",
+        vec![],
+    )
+    .await;
+    assert_eq!((code, v["metadata"]["name"].as_str()), (200, Some("a.b")));
+    let (code, _) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        pod_json.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201);
+}

@@ -60,7 +60,7 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let text =
                 std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            serde_saphyr::from_str(text).map_err(|e| {
+            crate::yaml::from_str(text).map_err(|e| {
                 ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e))
             })?
         }
@@ -94,7 +94,7 @@ pub(crate) fn decode_body_any(body: &[u8]) -> ApiResult<Value> {
         Ok(v) => v,
         Err(e) => match std::str::from_utf8(body)
             .ok()
-            .and_then(|t| serde_saphyr::from_str::<Value>(t).ok())
+            .and_then(|t| crate::yaml::from_str::<Value>(t).ok())
         {
             Some(v) => v,
             None => {
@@ -240,6 +240,9 @@ async fn get_current(
 }
 
 pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
+    if let Some(rv) = query_resource_version(ctx)? {
+        wait_for_revision(&ctx.inner, rv).await?;
+    }
     let key = store_key(ctx)?;
     let name = ctx.target.name.as_deref().unwrap_or("");
     let (obj, _) = get_current(&ctx.inner, ctx.target.ri, &key, name).await?;
@@ -255,8 +258,14 @@ pub(crate) struct Selectors {
 impl Selectors {
     pub fn from_ctx(ctx: &Ctx) -> ApiResult<Self> {
         let labels = match ctx.q("labelSelector") {
-            Some(s) if !s.trim().is_empty() => LabelSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
+            Some(s) if !s.trim().is_empty() => LabelSelector::parse(s).map_err(|e| {
+                let prefix = "unable to parse requirement: ";
+                ApiError::bad_request(if e.starts_with(prefix) {
+                    e
+                } else {
+                    format!("{prefix}{e}")
+                })
+            })?,
             _ => LabelSelector::everything(),
         };
         let fields = match ctx.q("fieldSelector") {
@@ -301,8 +310,73 @@ fn decode_continue(token: &str) -> ApiResult<(u64, String)> {
     Ok((rv, start))
 }
 
+/// Go's `strconv` error text for a number that does not parse.
+fn go_parse_error(func: &str, text: &str, e: &std::num::ParseIntError) -> String {
+    let why = match e.kind() {
+        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+            "value out of range"
+        }
+        _ => "invalid syntax",
+    };
+    format!("strconv.{func}: parsing {text:?}: {why}")
+}
+
+/// Parses a resourceVersion as upstream's `APIObjectVersioner.ParseResourceVersion` (a decimal
+/// uint64; `field` names where it came from in the error).
+pub(crate) fn parse_resource_version(field: &str, rv: &str) -> ApiResult<u64> {
+    rv.parse::<u64>().map_err(|e| {
+        ApiError::bad_request(format!(
+            "{field}: Invalid value: {rv:?}: {}",
+            go_parse_error("ParseUint", rv, &e)
+        ))
+    })
+}
+
+/// The `resourceVersion` query parameter: `None` when absent, empty or "0" (any version).
+pub(crate) fn query_resource_version(ctx: &Ctx) -> ApiResult<Option<u64>> {
+    match ctx.q("resourceVersion") {
+        None | Some("") | Some("0") => Ok(None),
+        Some(rv) => parse_resource_version("resourceVersion", rv).map(Some),
+    }
+}
+
+/// An integer query parameter (`limit`, `timeoutSeconds`), refused as upstream's parameter
+/// decoding does when it is not a decimal int64.
+pub(crate) fn query_i64(ctx: &Ctx, name: &str) -> ApiResult<Option<i64>> {
+    match ctx.q(name) {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|e| ApiError::bad_request(go_parse_error("ParseInt", v, &e))),
+    }
+}
+
+/// How long a read at a future revision waits for the store (upstream's watch cache blocks for
+/// 3 s before answering "Too large resource version").
+const FRESHNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits (on the cluster's clock) until the store has reached `rv`, or answers 504.
+pub(crate) async fn wait_for_revision(inner: &Inner, rv: u64) -> ApiResult<()> {
+    let step = std::time::Duration::from_millis(100);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let current = inner.store.current_revision();
+        if current >= rv {
+            return Ok(());
+        }
+        if waited >= FRESHNESS_WAIT {
+            return Err(ApiError::too_large_resource_version(rv, current));
+        }
+        inner.clock.sleep(step).await;
+        waited += step;
+    }
+}
+
 /// Checks the list parameters that upstream validates (resourceVersionMatch and continue).
 fn validate_list_params(ctx: &Ctx) -> ApiResult<()> {
+    query_resource_version(ctx)?;
+    query_i64(ctx, "limit")?;
     let rv = ctx.q("resourceVersion").unwrap_or("");
     match ctx.q("resourceVersionMatch") {
         None | Some("") => {}
@@ -354,12 +428,11 @@ pub(crate) async fn list_objects(
         }
         opts.start_key = Some(start);
         opts.revision = Some(rv);
-    } else if ctx.q("resourceVersionMatch") == Some("Exact") {
-        let rv = ctx.q("resourceVersion").unwrap_or("");
-        opts.revision = Some(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
-        );
+    } else if let Some(rv) = query_resource_version(ctx)? {
+        wait_for_revision(&ctx.inner, rv).await?;
+        if ctx.q("resourceVersionMatch") == Some("Exact") {
+            opts.revision = Some(rv);
+        }
     }
     let res = match ctx.inner.store.list(&prefix, opts.clone()).await {
         Err(StoreError::Compacted { .. }) if opts.start_key.is_some() => {
@@ -367,10 +440,9 @@ pub(crate) async fn list_objects(
         }
         other => other?,
     };
-    let limit = ctx
-        .q("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
+    let limit = query_i64(ctx, "limit")?
+        .filter(|l| *l > 0)
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     let mut items = Vec::new();
     let mut next: Option<String> = None;
     let mut matched_after = 0u64;
@@ -773,10 +845,11 @@ where
         }
         // An explicit resourceVersion is a precondition.
         let pinned = object::resource_version(&proposed).map(str::to_string);
-        if let Some(rv) = &pinned
-            && rv != &kv.mod_revision.to_string()
-        {
-            return Err(ApiError::conflict(ri, name));
+        if let Some(rv) = &pinned {
+            parse_resource_version("metadata.resourceVersion", rv)?;
+            if rv != &kv.mod_revision.to_string() {
+                return Err(ApiError::conflict(ri, name));
+            }
         }
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);

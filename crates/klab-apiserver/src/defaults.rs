@@ -565,13 +565,46 @@ fn default_service(spec: &mut Map<String, Value>) {
 }
 
 /// Applies the kind's defaults (idempotent; create and update).
+/// `Secret.stringData` is write-only: upstream's conversion to the internal type copies each
+/// entry into `data` (base64, overriding a `data` entry of the same key) and drops it, so it is
+/// never stored or returned.
+fn merge_string_data(m: &mut Map<String, Value>) {
+    use base64::Engine as _;
+    let Some(Value::Object(sd)) = m.remove("stringData") else {
+        return;
+    };
+    if sd.is_empty() {
+        return;
+    }
+    let data = m.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (k, v) in sd {
+            let text = match &v {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            data.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(text.as_bytes())),
+            );
+        }
+    }
+}
+
 pub fn default_object(ri: &ResourceInfo, obj: &mut Value) {
     let Some(m) = obj.as_object_mut() else { return };
     match (ri.group, ri.kind) {
         ("", "Pod") => default_pod(m),
         ("", "Namespace") => default_namespace(m),
         ("", "Node") => default_node(m),
-        ("", "Secret") => default_str(m, "type", "Opaque"),
+        ("", "Secret") => {
+            merge_string_data(m);
+            default_str(m, "type", "Opaque");
+        }
         ("", "Service") => {
             if let Some(spec) = obj_at(m, "spec") {
                 default_service(spec);

@@ -54,6 +54,20 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// The watch cache's answer to a read at a revision the store has not reached after waiting
+    /// (`storage.NewTooLargeResourceVersionError`: a 504 Timeout with a retry hint).
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1
+        }))
+    }
+
     pub fn not_found(ri: &ResourceInfo, name: &str) -> Self {
         Self::new(
             404,

@@ -28,6 +28,7 @@ pub mod table;
 pub mod testing;
 pub mod validation;
 pub mod watch;
+pub mod yaml;
 
 #[cfg(test)]
 mod api_tests;

@@ -198,8 +198,41 @@ pub(crate) struct Target {
     pub sub: Option<String>,
 }
 
-/// Parses `/api/v1/...` and `/apis/<g>/<v>/...` resource paths.
+/// Percent-decodes a URL path as Go's `URL.Path` (an escaped `/` becomes a separator, so a
+/// name can never contain one); a malformed escape is a 400 as in Go's URL parser.
+pub(crate) fn decode_path(path: &str) -> ApiResult<String> {
+    if !path.contains('%') {
+        return Ok(path.to_string());
+    }
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(v) => {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+                None => {
+                    let esc: String = path[i..].chars().take(3).collect();
+                    return Err(ApiError::bad_request(format!("invalid URL escape {esc:?}")));
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| ApiError::bad_request("invalid URL path: not UTF-8"))
+}
+
+/// Parses `/api/v1/...` and `/apis/<g>/<v>/...` resource paths (percent-decoded first).
 pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
+    let path = decode_path(path)?;
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", v, rest @ ..] => ("", *v, rest),
@@ -340,9 +373,18 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
         identity,
     };
     let read_body = || async move {
-        axum::body::to_bytes(body, limit)
-            .await
-            .map_err(|_| ApiError::too_large())
+        axum::body::to_bytes(body, limit).await.map_err(|e| {
+            // Over the limit is 413; a body that breaks off (a connection closed before
+            // Content-Length bytes, a malformed chunk) is the client's error, 400.
+            let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(err) = src {
+                if err.is::<http_body_util::LengthLimitError>() {
+                    return ApiError::too_large();
+                }
+                src = err.source();
+            }
+            ApiError::bad_request(format!("error reading request body: {e}"))
+        })
     };
     let t = &ctx.target;
     let sub = t.sub.as_deref();

@@ -859,14 +859,32 @@ fn validate_resources(c: &Value, path: &str, errs: &mut Errs) {
 
 /// `data`/`binaryData` keys of a ConfigMap or Secret (upstream `IsConfigMapKey`) and the 1 MiB
 /// total size limit.
-fn validate_config_keys(obj: &Value, errs: &mut Errs) {
+/// The size upstream counts for a config value: bytes of a string, decoded bytes of base64
+/// (`binaryData`, Secret `data`).
+fn config_value_len(v: &Value, base64: bool) -> usize {
+    use base64::Engine as _;
+    let s = v.as_str().unwrap_or("");
+    if base64 {
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_or(s.len(), |b| b.len())
+    } else {
+        s.len()
+    }
+}
+
+/// Upstream `core.MaxSecretSize`: the data of one ConfigMap or Secret.
+const MAX_CONFIG_SIZE: usize = 1024 * 1024;
+
+fn validate_config_keys(obj: &Value, secret: bool, errs: &mut Errs) {
     let mut total = 0usize;
     for field in ["data", "binaryData", "stringData"] {
         let Some(m) = obj.get(field).and_then(Value::as_object) else {
             continue;
         };
+        let base64 = field == "binaryData" || (secret && field == "data");
         for (k, v) in m {
-            total += v.as_str().map_or(0, str::len);
+            total = total.saturating_add(config_value_len(v, base64));
             let ok = !k.is_empty()
                 && k.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
@@ -896,8 +914,11 @@ fn validate_config_keys(obj: &Value, errs: &mut Errs) {
             }
         }
     }
-    if total > 1024 * 1024 {
-        errs.push(FieldError::too_long("data", 1024 * 1024));
+    if total > MAX_CONFIG_SIZE {
+        // A ConfigMap's whole object is too long (field ""); a Secret's `data`.
+        let mut e = FieldError::too_long(if secret { "data" } else { "" }, MAX_CONFIG_SIZE);
+        e.detail = format!("must have at most {MAX_CONFIG_SIZE} bytes");
+        errs.push(e);
     }
 }
 
@@ -1555,7 +1576,8 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("", "Event") => validate_event(obj, errs),
         ("", "Service") => validate_service(obj, errs),
         ("", "PersistentVolumeClaim") => validate_pvc(obj, errs),
-        ("", "ConfigMap" | "Secret") => validate_config_keys(obj, errs),
+        ("", "ConfigMap") => validate_config_keys(obj, false, errs),
+        ("", "Secret") => validate_config_keys(obj, true, errs),
         ("apps", "Deployment") => validate_deployment(obj, errs),
         ("apps", "ReplicaSet") => validate_replicaset(obj, errs),
         ("apps", "StatefulSet") => validate_statefulset(obj, errs),

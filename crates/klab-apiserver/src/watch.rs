@@ -121,10 +121,10 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
             initial_events_end_bookmark: false,
         }
     } else {
-        Start::After(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
-        )
+        let rv = crate::crud::parse_resource_version("resourceVersion", &rv)?;
+        // A watch from a revision the store has not reached waits for it, as a list does.
+        crate::crud::wait_for_revision(&ctx.inner, rv).await?;
+        Start::After(rv)
     };
     let render = if table::wants_table(ctx.accept()) {
         Render::Table {
@@ -133,12 +133,10 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
     } else {
         Render::Object
     };
-    let timeout = match ctx.q("timeoutSeconds") {
-        Some(s) => std::time::Duration::from_secs(
-            s.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?,
-        ),
-        None => ctx.inner.config.default_watch_timeout,
+    let timeout = match crate::crud::query_i64(&ctx, "timeoutSeconds")? {
+        // Zero or negative means the server's default, as upstream's minRequestTimeout path.
+        Some(s) if s > 0 => std::time::Duration::from_secs(s.unsigned_abs()),
+        _ => ctx.inner.config.default_watch_timeout,
     };
     let prefix =
         crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());

@@ -48,7 +48,7 @@ pub fn decode_patch(kind: PatchKind, body: &[u8]) -> ApiResult<Value> {
         PatchKind::Apply => {
             let text =
                 std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            serde_saphyr::from_str(text)
+            crate::yaml::from_str(text)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
         }
         _ => serde_json::from_slice(body)
