@@ -34,12 +34,36 @@ pub struct NodeArgs {
     pub action: String,
     /// The node (not needed for `list`).
     pub name: Option<String>,
-    /// Kubeconfig of the running cluster (default: <data-dir>/kubeconfig).
+    /// Kubeconfig of the running cluster (default: the first file of $KUBECONFIG, else
+    /// <data-dir>/kubeconfig).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Data directory of the running cluster.
     #[arg(long, default_value = ".klab")]
     pub data_dir: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_kubeconfig_follows_kubectl_precedence() {
+        let dir = std::path::Path::new("/d");
+        assert_eq!(
+            node_kubeconfig(Some("/flag".into()), Some("/env1:/env2".into()), dir),
+            PathBuf::from("/flag")
+        );
+        assert_eq!(
+            node_kubeconfig(None, Some("/env1:/env2".into()), dir),
+            PathBuf::from("/env1")
+        );
+        assert_eq!(
+            node_kubeconfig(None, Some("".into()), dir),
+            dir.join("kubeconfig")
+        );
+        assert_eq!(node_kubeconfig(None, None, dir), dir.join("kubeconfig"));
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -92,7 +116,7 @@ pub struct UpArgs {
     #[arg(long, value_delimiter = ',')]
     pub zones: Vec<String>,
     /// Run the cluster's time this many times faster than the wall clock.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub speed: f64,
     #[command(flatten)]
     pub apiserver: ApiServerFlags,
@@ -175,12 +199,38 @@ impl ApiServerFlags {
     }
 }
 
+/// The kubeconfig `klab node` talks through, as kubectl finds one: `--kubeconfig`, else the first
+/// file of `$KUBECONFIG`, else the one `klab up` wrote into the data directory.
+pub fn node_kubeconfig(
+    flag: Option<PathBuf>,
+    env: Option<std::ffi::OsString>,
+    data_dir: &std::path::Path,
+) -> PathBuf {
+    if let Some(p) = flag {
+        return p;
+    }
+    if let Some(first) = env
+        .as_deref()
+        .and_then(|v| std::env::split_paths(v).find(|p| !p.as_os_str().is_empty()))
+    {
+        return first;
+    }
+    data_dir.join("kubeconfig")
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(a) => {
             anyhow::ensure!(
                 a.speed > 0.0 && a.speed.is_finite(),
-                "--speed must be a positive number"
+                "--speed must be a positive number, got {}",
+                a.speed
+            );
+            anyhow::ensure!(a.nodes >= 1, "--nodes must be at least 1");
+            anyhow::ensure!(
+                a.zones.iter().all(|z| !z.trim().is_empty()),
+                "--zones has an empty zone name ({:?}): give names like a,b,c",
+                a.zones.join(",")
             );
             let mut cluster = klab_cluster::ClusterConfig {
                 nodes: klab_server::up::default_node_names(a.nodes)
@@ -195,8 +245,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..Default::default()
             };
             for (name, value) in a.components.given() {
-                klab_cluster::Cluster::set_flag(&mut cluster, name, value)
-                    .with_context(|| format!("--{name}"))?;
+                // The error names the flag itself.
+                klab_cluster::Cluster::set_flag(&mut cluster, name, value)?;
             }
             let opts = klab_server::up::UpOptions {
                 data_dir: a.data_dir,
@@ -213,9 +263,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Node(a) => {
-            let kubeconfig = a
-                .kubeconfig
-                .unwrap_or_else(|| a.data_dir.join("kubeconfig"));
+            let kubeconfig =
+                node_kubeconfig(a.kubeconfig, std::env::var_os("KUBECONFIG"), &a.data_dir);
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
