@@ -1637,3 +1637,27 @@ async fn malformed_parameters_and_bodies_answer_upstreams_status() {
     .await;
     assert_eq!(code, 201);
 }
+
+/// A client that stops sending its body holds nothing for ever: after 60 s the request answers
+/// 504 as a timed-out request, and nothing is stored.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_body_times_out() {
+    use tower::ServiceExt;
+    let api = memory_server().await;
+    let before = api.store().current_revision();
+    let stalled = futures::stream::once(async {
+        Ok::<_, std::io::Error>(bytes::Bytes::from_static(br#"{"metadata":"#))
+    })
+    .chain(futures::stream::pending());
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(stalled))
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let resp = api.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 504);
+    assert_eq!(start.elapsed(), Duration::from_secs(60));
+    assert_eq!(api.store().current_revision(), before);
+}

@@ -359,6 +359,9 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     }
 }
 
+/// How long a request body may take to arrive (kube-apiserver's `--request-timeout`, 60 s).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     let target = parse_path(parts.uri.path())?;
@@ -373,7 +376,17 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
         identity,
     };
     let read_body = || async move {
-        axum::body::to_bytes(body, limit).await.map_err(|e| {
+        // A client that stops sending its body mid-way holds a connection and a task: give up
+        // after upstream's request timeout (60 s of runtime time), as a timed-out request.
+        let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit));
+        let Ok(read) = read.await else {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                "request did not complete within requested timeout - context deadline exceeded",
+            ));
+        };
+        read.map_err(|e| {
             // Over the limit is 413; a body that breaks off (a connection closed before
             // Content-Length bytes, a malformed chunk) is the client's error, 400.
             let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);

@@ -26,11 +26,6 @@ pub fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> std::io::Result
         std::fs::create_dir_all(parent)?;
     }
     let text = serde_json::to_string_pretty(&cfg).map_err(std::io::Error::other)?;
-    std::fs::write(path, text)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
+    // It carries the admin key: private from the first byte, replaced atomically.
+    crate::files::write_private(path, text.as_bytes())
 }

@@ -6,6 +6,7 @@
 //! certificate becomes the request `Identity` (CN = user, O = groups); requests without one are
 //! refused with 401, except the public health and version endpoints.
 
+pub mod files;
 pub mod kubeconfig;
 pub mod pki;
 pub mod serve;
@@ -13,4 +14,4 @@ pub mod up;
 
 pub use kubeconfig::write_kubeconfig;
 pub use pki::Pki;
-pub use serve::{ServeError, serve_tls};
+pub use serve::{ServeConfig, ServeError, serve_tls, serve_tls_with};

@@ -59,23 +59,17 @@ fn read(path: &Path) -> Result<Option<String>, PkiError> {
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), PkiError> {
-    std::fs::write(path, contents).map_err(|source| PkiError::Io {
+    crate::files::write_private(path, contents.as_bytes()).map_err(|source| PkiError::Io {
         path: path.into(),
         source,
-    })?;
-    #[cfg(unix)]
-    if path.extension().is_some_and(|e| e == "key") {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-    }
-    Ok(())
+    })
 }
 
 impl Pki {
     /// Loads the PKI from `dir`, creating what is missing. The server certificate is (re)issued
     /// when it does not exist or when `hosts` changed since it was issued.
     pub fn load_or_create(dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
-        std::fs::create_dir_all(dir).map_err(|source| PkiError::Io {
+        crate::files::private_dir(dir).map_err(|source| PkiError::Io {
             path: dir.into(),
             source,
         })?;

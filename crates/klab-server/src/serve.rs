@@ -4,11 +4,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -87,37 +88,108 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
-/// Serves `router` on `listener` over TLS until `shutdown` completes.
+/// Connection limits of the TLS listener, with kube-apiserver's values as defaults.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// A client must finish the TLS handshake within this (upstream: 10 s).
+    pub tls_handshake_timeout: Duration,
+    /// An HTTP/1 client must send its request headers within this (upstream `ReadHeaderTimeout`
+    /// 32 s).
+    pub header_read_timeout: Duration,
+    /// Connections served at once; beyond it new ones wait in the kernel's accept queue until
+    /// one closes (they are not refused).
+    pub max_connections: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            tls_handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(32),
+            max_connections: 4096,
+        }
+    }
+}
+
+/// The pause after a failed `accept` (Go's `http.Server`: 5 ms, doubling, at most 1 s) — out of
+/// file descriptors, retrying at once would spin a core and flood the log.
+pub fn accept_backoff(previous: Option<Duration>) -> Duration {
+    match previous {
+        None => Duration::from_millis(5),
+        Some(d) => d.saturating_mul(2).min(Duration::from_secs(1)),
+    }
+}
+
+/// Serves `router` on `listener` over TLS until `shutdown` completes, with the default limits.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    serve_tls_with(listener, tls, router, shutdown, ServeConfig::default()).await
+}
+
+/// Serves `router` on `listener` over TLS until `shutdown` completes.
+pub async fn serve_tls_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    cfg: ServeConfig,
+) -> Result<(), ServeError> {
     let acceptor = TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections.max(1)));
+    let mut backoff: Option<Duration> = None;
     tokio::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            biased;
+            _ = &mut shutdown => return Ok(()),
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return Ok(()),
+            },
+        };
         let (tcp, _peer) = tokio::select! {
             biased;
             _ = &mut shutdown => return Ok(()),
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff = None;
+                    a
+                }
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    let delay = accept_backoff(backoff);
+                    backoff = Some(delay);
+                    // One line per pause, as Go's "http: Accept error: …; retrying in 5ms".
+                    tracing::warn!("accept error: {e}; retrying in {delay:?}");
+                    tokio::select! {
+                        biased;
+                        _ = &mut shutdown => return Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
                     continue;
                 }
             },
         };
         let acceptor = acceptor.clone();
         let router = router.clone();
+        let cfg = cfg.clone();
         tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!("TLS handshake failed: {e}");
-                    return;
-                }
-            };
+            let _permit = permit;
+            let tls =
+                match tokio::time::timeout(cfg.tls_handshake_timeout, acceptor.accept(tcp)).await {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
+                        tracing::debug!("TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake timed out");
+                        return;
+                    }
+                };
             let identity = tls
                 .get_ref()
                 .1
@@ -148,12 +220,70 @@ pub async fn serve_tls(
                     router.oneshot(req).await
                 }
             });
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(cfg.header_read_timeout);
+            // Long label selectors and field selectors travel in the URL: allow what Go's
+            // MaxHeaderBytes (1 MiB) allows, so the API answers them (with a Status) itself.
+            builder.http2().max_header_list_size(1 << 20);
             let conn = builder
                 .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_errors_back_off_like_go() {
+        let mut d = None;
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let next = accept_backoff(d);
+            seen.push(next.as_millis());
+            d = Some(next);
+        }
+        assert_eq!(seen, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+    }
+
+    /// A client that connects and never says anything is dropped after the handshake timeout
+    /// (real sockets on loopback; the wait is bounded).
+    #[tokio::test]
+    async fn silent_clients_are_dropped_after_the_handshake_timeout() {
+        use tokio::io::AsyncReadExt;
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = ServeConfig {
+            tls_handshake_timeout: Duration::from_millis(200),
+            ..ServeConfig::default()
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_tls_with(
+            listener,
+            tls_config(&pki).unwrap(),
+            Router::new(),
+            async {
+                let _ = stop_rx.await;
+            },
+            cfg,
+        ));
+        let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf))
+            .await
+            .expect("closed within the bound")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the server closed the silent connection");
+        let _ = stop_tx.send(());
+        server.await.unwrap().unwrap();
     }
 }

@@ -114,7 +114,7 @@ pub async fn start(
     UpError,
 > {
     let dir = &opts.data_dir;
-    std::fs::create_dir_all(dir).map_err(|source| UpError::Io {
+    crate::files::private_dir(dir).map_err(|source| UpError::Io {
         path: dir.clone(),
         source,
     })?;
@@ -125,7 +125,12 @@ pub async fn start(
             addr: opts.listen,
             source,
         })?;
-    let store: klab_store::DynStorage = RedbStore::open(dir.join("store.redb"))?;
+    let store_path = dir.join("store.redb");
+    crate::files::private_file(&store_path).map_err(|source| UpError::Io {
+        path: store_path.clone(),
+        source,
+    })?;
+    let store: klab_store::DynStorage = RedbStore::open(&store_path)?;
     let clock = resume_clock(dir, opts.speed);
     let cluster = Arc::new(
         Cluster::start(
@@ -156,12 +161,18 @@ pub async fn start(
         path: kubeconfig.clone(),
         source,
     })?;
-    // Persist the timeline every second so a restart never goes back in the objects' time.
+    // Persist the timeline every second so a restart never goes back in the objects' time;
+    // crash-safe (a torn write would lose the timeline and jump back to the wall clock).
     let timeline = dir.join("timeline");
     let tclock = clock.clone();
     tokio::spawn(async move {
         loop {
-            let _ = std::fs::write(&timeline, klab_api::clock::format_time(tclock.now()));
+            let now = klab_api::clock::format_time(tclock.now());
+            let path = timeline.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                crate::files::write_private(&path, now.as_bytes())
+            })
+            .await;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
