@@ -119,6 +119,8 @@ pub struct ComponentHealth {
 struct Inner {
     components: BTreeMap<String, ComponentHealth>,
     failures: Vec<Failure>,
+    /// One wake-up per supervised component, for injected panics.
+    inject: BTreeMap<String, Arc<tokio::sync::Notify>>,
 }
 
 /// The health registry of one cluster. Cheap to clone; every clone is the same registry.
@@ -173,6 +175,26 @@ impl Health {
         g.failures.push(failure);
     }
 
+    /// Makes a running component panic at its next poll (a fault to see supervision at work:
+    /// `klab component panic NAME`). `false` if no such component is supervised.
+    pub fn inject_panic(&self, name: &str) -> bool {
+        match self.lock().inject.get(name) {
+            Some(n) => {
+                n.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn injector(&self, name: &str) -> Arc<tokio::sync::Notify> {
+        self.lock()
+            .inject
+            .entry(name.to_string())
+            .or_default()
+            .clone()
+    }
+
     /// Every supervised component by name.
     pub fn components(&self) -> BTreeMap<String, ComponentHealth> {
         self.lock().components.clone()
@@ -204,11 +226,22 @@ pub async fn supervise<F, Fut>(
 {
     install_panic_hook();
     let name = name.into();
+    let injected = health.injector(&name);
     let mut delay: Option<Duration> = None;
     loop {
         health.set_running(&name);
         let started = clock.now();
-        let outcome = CatchPanic::new(start()).await;
+        let run = start();
+        let injected = injected.clone();
+        let label = name.clone();
+        let outcome = CatchPanic::new(async move {
+            tokio::select! {
+                biased;
+                _ = injected.notified() => panic!("panic injected into {label}"),
+                r = run => r,
+            }
+        })
+        .await;
         let now = clock.now();
         let (kind, message, backtrace) = match outcome {
             Ok(Ok(())) => (
@@ -420,6 +453,34 @@ mod tests {
         assert_eq!(h.state, ComponentState::Running);
         assert_eq!((h.restarts, h.panics), (2, 2));
         assert_eq!(health.failures().len(), 2);
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_injected_panic_restarts_the_component() {
+        let clock = Clock::virtual_default();
+        let health = Health::new();
+        assert!(!health.inject_panic("nope"));
+        let task = tokio::spawn(supervise(
+            health.clone(),
+            "kube-scheduler",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            std::future::pending,
+        ));
+        tokio::task::yield_now().await;
+        assert!(health.inject_panic("kube-scheduler"));
+        clock.sleep(Duration::from_secs(1)).await;
+        let f = health.first_failure().unwrap();
+        assert_eq!(f.kind, FailureKind::Panic);
+        assert!(
+            f.message.starts_with("panic injected into kube-scheduler"),
+            "{}",
+            f.message
+        );
+        clock.sleep(Duration::from_secs(10)).await;
+        let h = &health.components()["kube-scheduler"];
+        assert_eq!((h.state.clone(), h.restarts), (ComponentState::Running, 1));
         task.abort();
     }
 

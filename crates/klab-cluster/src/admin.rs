@@ -1,7 +1,9 @@
-//! The admin endpoint of a live cluster: node faults one command away (`klab node …`).
+//! The admin endpoint of a live cluster: node faults one command away (`klab node …`), and the
+//! supervised components (`klab component …`).
 //!
 //! `GET /klab/v1/nodes` lists the simulated nodes; `POST /klab/v1/nodes/{name}/{fault}` applies a
-//! fault (`stop-kubelet`, `power-off`, …). Only `system:masters` may call it; errors are
+//! fault (`stop-kubelet`, `power-off`, …). `GET /klab/v1/components` lists the supervised
+//! components; `POST /klab/v1/components/{name}/panic` makes one panic. Only `system:masters` may call it; errors are
 //! `metav1.Status` bodies like every other API answer.
 
 use std::sync::Arc;
@@ -90,10 +92,82 @@ async fn fault(
     }
 }
 
+/// `GET /klab/v1/components`: every supervised component with its state, restarts and panics.
+async fn components(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+) -> Response {
+    if !authorized(&identity) {
+        return status(
+            403,
+            "Forbidden",
+            "only system:masters may use the klab admin endpoint".into(),
+        );
+    }
+    let items: Vec<Value> = c
+        .health()
+        .components()
+        .into_iter()
+        .map(|(name, h)| {
+            json!({
+                "name": name,
+                "running": h.state == klab_api::supervise::ComponentState::Running,
+                "restarts": h.restarts,
+                "panics": h.panics,
+                "lastFailure": h.last_failure.map(|f| f.to_string()),
+            })
+        })
+        .collect();
+    Json(json!({"items": items})).into_response()
+}
+
+/// `POST /klab/v1/components/{name}/panic`: makes a component panic, to watch it be restarted.
+async fn inject_panic(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path(name): Path<String>,
+) -> Response {
+    if !authorized(&identity) {
+        return status(
+            403,
+            "Forbidden",
+            "only system:masters may use the klab admin endpoint".into(),
+        );
+    }
+    if c.health().inject_panic(&name) {
+        Json(json!({"name": name, "injected": "panic"})).into_response()
+    } else {
+        status(
+            404,
+            "NotFound",
+            format!("no supervised component {name:?} (see `klab component list`)"),
+        )
+    }
+}
+
+/// Component names contain `/` (`kube-controller-manager/replicaset-controller`): the path is
+/// `/klab/v1/components/<name>/panic`.
+async fn inject_panic_path(
+    state: State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path(rest): Path<String>,
+) -> Response {
+    match rest.strip_suffix("/panic") {
+        Some(name) => inject_panic(state, identity, Path(name.to_string())).await,
+        None => status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        ),
+    }
+}
+
 /// The admin routes, to be merged in front of the API server's Router.
 pub fn admin_router(cluster: Arc<Cluster>) -> Router {
     Router::new()
         .route("/klab/v1/nodes", get(list))
         .route("/klab/v1/nodes/{name}/{fault}", post(fault))
+        .route("/klab/v1/components", get(components))
+        .route("/klab/v1/components/{*name}", post(inject_panic_path))
         .with_state(cluster)
 }

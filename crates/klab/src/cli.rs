@@ -26,6 +26,25 @@ pub enum Command {
     Sim(SimArgs),
     /// Apply a fault to a node of a running `klab up`, or list the nodes.
     Node(NodeArgs),
+    /// List the supervised components of a running `klab up` (restarts, panics), or make one
+    /// panic to watch it be restarted: `klab component list`, `klab component panic NAME`.
+    Component(ComponentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ComponentArgs {
+    /// list, panic
+    pub action: String,
+    /// The component, as `klab component list` names it (e.g.
+    /// kube-controller-manager/replicaset-controller, kube-scheduler, kubelet/klab-worker).
+    pub name: Option<String>,
+    /// Kubeconfig of the running cluster (default: the first file of $KUBECONFIG, else
+    /// <data-dir>/kubeconfig).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Data directory of the running cluster.
+    #[arg(long, default_value = ".klab")]
+    pub data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +300,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "unknown node action {action:?}: one of list, {}",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
+            }
+        }
+        Command::Component(a) => {
+            let kubeconfig =
+                node_kubeconfig(a.kubeconfig, std::env::var_os("KUBECONFIG"), &a.data_dir);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
+            match (a.action.as_str(), a.name.as_deref()) {
+                ("list", _) => rt.block_on(crate::node_cmd::list_components(&kubeconfig)),
+                ("panic", Some(name)) => {
+                    rt.block_on(crate::node_cmd::panic_component(&kubeconfig, name))
+                }
+                ("panic", None) => anyhow::bail!("`klab component panic` needs a component name"),
+                (action, _) => {
+                    anyhow::bail!("unknown component action {action:?}: one of list, panic")
+                }
             }
         }
         Command::Sim(a) => {

@@ -1,4 +1,5 @@
-//! `klab node …`: node faults against a running `klab up`, through its admin endpoint.
+//! `klab node …` and `klab component …`: node faults and supervised components of a running
+//! `klab up`, through its admin endpoint.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -91,5 +92,45 @@ pub async fn fault(kubeconfig: &Path, fault: &str, node: &str) -> anyhow::Result
     let req = http::Request::post(format!("/klab/v1/nodes/{node}/{fault}")).body(Vec::new())?;
     let v: Value = c.request(req).await.map_err(api_error)?;
     println!("node/{node}: {fault} done ({})", describe(&v));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the supervised components (controllers, scheduler, kubelets) and their restarts.
+pub async fn list_components(kubeconfig: &Path) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::get("/klab/v1/components").body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    println!(
+        "{:<50} {:<9} {:<9} {:<7} LAST FAILURE",
+        "NAME", "STATE", "RESTARTS", "PANICS"
+    );
+    for n in v
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let num = |k: &str| n.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let running = n.get("running").and_then(Value::as_bool).unwrap_or(false);
+        println!(
+            "{:<50} {:<9} {:<9} {:<7} {}",
+            n.get("name").and_then(Value::as_str).unwrap_or(""),
+            if running { "running" } else { "backoff" },
+            num("restarts"),
+            num("panics"),
+            n.get("lastFailure")
+                .and_then(Value::as_str)
+                .unwrap_or("<none>"),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Makes one supervised component panic (it is restarted with backoff).
+pub async fn panic_component(kubeconfig: &Path, name: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::post(format!("/klab/v1/components/{name}/panic")).body(Vec::new())?;
+    let _: Value = c.request(req).await.map_err(api_error)?;
+    println!("component/{name}: panic injected");
     Ok(ExitCode::SUCCESS)
 }

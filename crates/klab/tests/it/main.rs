@@ -3,6 +3,7 @@
 
 mod cli_errors;
 mod clients;
+mod hardening_live;
 mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
