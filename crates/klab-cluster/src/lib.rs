@@ -19,6 +19,7 @@ pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
+pub use klab_kubelet::runtime::Machine;
 pub use klab_scheduler::SchedulerConfig;
 
 /// One node of the cluster as a scenario or `klab up --nodes` describes it.
@@ -60,6 +61,9 @@ pub struct ClusterConfig {
     pub kubelet: KubeletConfig,
     /// Modelled latencies of the simulated container runtime.
     pub runtime: RuntimeModel,
+    /// Machines saved by an earlier run, by node name: a restarted `klab up` is a control-plane
+    /// restart, and these nodes come back with their containers still running.
+    pub restore_machines: BTreeMap<String, Machine>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +184,9 @@ impl Cluster {
             move || api.router_as(identity.clone()),
         );
         node.set_health(self.api.health().clone());
+        if let Some(m) = self.config.restore_machines.get(&spec.name) {
+            node.restore_machine(m.clone());
+        }
         node.start();
         self.nodes.insert(spec.name.clone(), Mutex::new(node));
         Ok(())
@@ -236,6 +243,17 @@ impl Cluster {
         check_transition(&n.state(), fault).map_err(ClusterError::Transition)?;
         n.apply(fault);
         Ok(n.state())
+    }
+
+    /// Copies of every node's machine, by node name (what a control-plane restart keeps).
+    pub fn machines(&self) -> BTreeMap<String, Machine> {
+        self.nodes
+            .iter()
+            .map(|(name, n)| {
+                let n = n.lock().unwrap_or_else(|p| p.into_inner());
+                (name.clone(), n.machine_snapshot())
+            })
+            .collect()
     }
 
     /// The simulated state of one node.

@@ -251,6 +251,17 @@ impl SimNode {
         }
     }
 
+    /// Replaces the machine with one saved earlier (a control-plane restart of `klab up`: the
+    /// machines kept running, with their containers, boot ids and images). Call before `start`.
+    pub fn restore_machine(&mut self, machine: Machine) {
+        *self.machine() = machine;
+    }
+
+    /// A copy of the machine's state, to save across a control-plane restart.
+    pub fn machine_snapshot(&self) -> Machine {
+        self.machine().clone()
+    }
+
     /// The node's machine, for inspection in tests and traces.
     pub fn machine_handle(&self) -> Arc<Mutex<Machine>> {
         self.machine.clone()

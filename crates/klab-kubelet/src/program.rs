@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 /// How a program ends on its own.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Lifetime {
     /// Exits with `code` after running for `after`.
     Exits { after: Duration, code: i32 },
@@ -31,7 +31,7 @@ pub enum Lifetime {
 }
 
 /// What a program does when it receives SIGTERM.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum OnSigterm {
     /// Nothing (PID 1 without a handler): only SIGKILL ends it.
     Ignore,
@@ -42,7 +42,7 @@ pub enum OnSigterm {
 }
 
 /// A container's simulated behaviour.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     pub lifetime: Lifetime,
     pub on_sigterm: OnSigterm,

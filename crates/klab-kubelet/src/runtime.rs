@@ -33,7 +33,7 @@ fn shift(t: &mut Timestamp, span: SignedDuration) {
 }
 
 /// A finished container instance.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Terminated {
     pub exit_code: i32,
     /// `Completed` (0), `Error` (non-zero), `Unknown` (lost in a power failure).
@@ -46,7 +46,7 @@ pub struct Terminated {
 }
 
 /// The signal state of a running container that is being stopped.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Stopping {
     /// When the program reacts to SIGTERM by exiting (and with which code), if it does.
     pub term_exit: Option<(Timestamp, i32)>,
@@ -55,7 +55,7 @@ pub struct Stopping {
 }
 
 /// State of a container instance in the runtime.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RtState {
     Running {
         started_at: Timestamp,
@@ -67,7 +67,7 @@ pub enum RtState {
 }
 
 /// A container as the runtime knows it: the current instance plus the previous one.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RtContainer {
     pub name: String,
     pub image: String,
@@ -94,7 +94,7 @@ impl RtContainer {
 }
 
 /// A pod sandbox; it belongs to one boot of the machine.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sandbox {
     pub boot_id: String,
     pub ready_at: Timestamp,
@@ -102,7 +102,7 @@ pub struct Sandbox {
 }
 
 /// A pod as the runtime knows it (sandbox + containers), keyed by pod UID.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RuntimePod {
     pub uid: String,
     pub namespace: String,
@@ -119,7 +119,7 @@ impl RuntimePod {
 }
 
 /// The simulated machine.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
     pub boot_id: String,
     pub machine_id: String,

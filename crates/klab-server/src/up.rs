@@ -3,7 +3,10 @@
 //! The data directory keeps the store (`store.redb`), the PKI and the kubeconfig, and the
 //! cluster's timeline (`timeline`): with `--speed X` object timestamps run ahead of the wall clock,
 //! so a restart continues from the later of the wall clock and the saved timeline instead of
-//! jumping back (which would make every AGE column `<invalid>`).
+//! jumping back (which would make every AGE column `<invalid>`). The simulated machines' state
+//! (`machines.json`: running containers, boot ids, images) is saved too, so a restart of `klab up`
+//! is a control-plane restart — containers keep running and restart counts do not move — unless
+//! `--cold-start` asks for every node to boot fresh.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +31,42 @@ pub struct UpOptions {
     pub speed: f64,
     /// The cluster: nodes and component configuration.
     pub cluster: ClusterConfig,
+    /// Boot every machine fresh instead of restoring the ones a previous run saved (as if every
+    /// node had lost power while klab was down).
+    pub cold_start: bool,
+}
+
+/// The simulated machines' state in the data directory, saved every second and at shutdown.
+const MACHINES_FILE: &str = "machines.json";
+
+fn load_machines(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, klab_cluster::Machine> {
+    let path = dir.join(MACHINES_FILE);
+    let Ok(text) = std::fs::read(&path) else {
+        return Default::default();
+    };
+    match serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("machines").cloned())
+        .map(serde_json::from_value)
+    {
+        Some(Ok(m)) => m,
+        _ => {
+            tracing::warn!(
+                "{}: unreadable; the nodes boot fresh (as after a power loss)",
+                path.display()
+            );
+            Default::default()
+        }
+    }
+}
+
+/// Saves every node's machine (crash-safe, 0600).
+pub fn save_machines(dir: &std::path::Path, cluster: &Cluster) -> std::io::Result<()> {
+    let doc = serde_json::json!({"version": 1, "machines": cluster.machines()});
+    let bytes = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
+    crate::files::write_private(&dir.join(MACHINES_FILE), &bytes)
 }
 
 /// Node names a user of a kind-like cluster expects: `klab-worker`, `klab-worker2`, …
@@ -132,15 +171,13 @@ pub async fn start(
     })?;
     let store: klab_store::DynStorage = RedbStore::open(&store_path)?;
     let clock = resume_clock(dir, opts.speed);
-    let cluster = Arc::new(
-        Cluster::start(
-            store,
-            clock.clone(),
-            DetRng::from_entropy(),
-            opts.cluster.clone(),
-        )
-        .await?,
-    );
+    let mut config = opts.cluster.clone();
+    // A restart of `klab up` is a control-plane restart: the machines kept running.
+    if !opts.cold_start {
+        config.restore_machines = load_machines(dir);
+    }
+    let cluster =
+        Arc::new(Cluster::start(store, clock.clone(), DetRng::from_entropy(), config).await?);
     let api = cluster.api().clone();
     let local_addr = listener.local_addr().map_err(|source| UpError::Listen {
         addr: opts.listen,
@@ -163,14 +200,19 @@ pub async fn start(
     })?;
     // Persist the timeline every second so a restart never goes back in the objects' time;
     // crash-safe (a torn write would lose the timeline and jump back to the wall clock).
+    // The machines' state is saved with it, so that a restart (even after a kill) finds them.
     let timeline = dir.join("timeline");
     let tclock = clock.clone();
+    let (sdir, scluster) = (dir.clone(), cluster.clone());
     tokio::spawn(async move {
         loop {
             let now = klab_api::clock::format_time(tclock.now());
-            let path = timeline.clone();
+            let (path, d, c) = (timeline.clone(), sdir.clone(), scluster.clone());
             let _ = tokio::task::spawn_blocking(move || {
-                crate::files::write_private(&path, now.as_bytes())
+                let _ = crate::files::write_private(&path, now.as_bytes());
+                if let Err(e) = save_machines(&d, &c) {
+                    tracing::warn!("saving the machines' state: {e}");
+                }
             })
             .await;
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -193,6 +235,7 @@ pub async fn start(
 
 /// Runs `klab up` until Ctrl-C.
 pub async fn run(opts: UpOptions) -> Result<(), UpError> {
+    let data_dir = opts.data_dir.clone();
     let (running, handle) = start(opts, async {
         let _ = tokio::signal::ctrl_c().await;
     })
@@ -205,10 +248,17 @@ pub async fn run(opts: UpOptions) -> Result<(), UpError> {
     println!("kubeconfig: {kc}");
     println!();
     println!("Try:  kubectl --kubeconfig {kc} get nodes");
-    match handle.await {
-        Ok(r) => r?,
-        Err(e) => tracing::warn!("server task ended: {e}"),
+    let result = match handle.await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("server task ended: {e}");
+            Ok(())
+        }
+    };
+    if let Err(e) = save_machines(&data_dir, &running.cluster) {
+        tracing::warn!("saving the machines' state: {e}");
     }
+    result?;
     println!("klab stopped");
     Ok(())
 }

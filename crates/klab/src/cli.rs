@@ -137,6 +137,10 @@ pub struct UpArgs {
     /// Run the cluster's time this many times faster than the wall clock.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub speed: f64,
+    /// Boot every node fresh instead of restoring the machines a previous run saved (a power
+    /// loss of every node rather than a control-plane restart).
+    #[arg(long)]
+    pub cold_start: bool,
     #[command(flatten)]
     pub apiserver: ApiServerFlags,
     #[command(flatten)]
@@ -273,6 +277,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 kubeconfig: a.kubeconfig,
                 speed: a.speed,
                 cluster,
+                cold_start: a.cold_start,
             };
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

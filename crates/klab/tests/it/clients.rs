@@ -171,7 +171,7 @@ fn restart_keeps_objects_and_resource_versions() {
 }
 
 #[test]
-fn restart_brings_the_cluster_back_with_its_pods_running() {
+fn restart_is_a_control_plane_restart_and_cold_start_a_power_loss() {
     let k = Klab::start(&["--speed", "10"]);
     let (_, pod, _) = crate::kubectl_verbs::manifests("default");
     let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&pod));
@@ -186,33 +186,66 @@ fn restart_brings_the_cluster_back_with_its_pods_running() {
             &["get", "pod", "bare", "-o", "jsonpath={.status.phase}"],
         ) == "Running"
     };
+    let restarts = |k: &Klab| {
+        k.ok(
+            33,
+            &[
+                "get",
+                "pod",
+                "bare",
+                "-o",
+                "jsonpath={.status.containerStatuses[0].restartCount}",
+            ],
+        )
+    };
+    let boot_ids = |k: &Klab| {
+        k.ok(
+            33,
+            &[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={.items[*].status.nodeInfo.bootID}",
+            ],
+        )
+    };
+    let all_ready = |k: &Klab| {
+        let nodes = k.ok(33, &["get", "nodes", "--no-headers"]);
+        nodes.lines().count() == 3
+            && nodes
+                .lines()
+                .all(|l| l.split_whitespace().nth(1) == Some("Ready"))
+    };
     k.wait_for("bare Running", Duration::from_secs(60), || {
         running(&k).then_some(())
     });
+    let boots = boot_ids(&k);
+    // The machines' state is saved every second: wait until it has the running container.
+    let saved = k.dir.path().join("data/machines.json");
+    k.wait_for("machine state saved", Duration::from_secs(30), || {
+        std::fs::read_to_string(&saved)
+            .ok()
+            .filter(|t| t.contains("\"bare\"") && t.contains("\"Running\""))
+    });
     let dir = k.stop();
+    // A restart of `klab up` restarts the control plane only: the machines kept running, so the
+    // container was never restarted and the boot IDs are the same.
     let k = Klab::start_in(dir, &["--speed", "10"]);
-    // The machines were down with klab: the nodes come back (with new boot IDs) and the kubelet
-    // starts the pod again, as after a reboot.
+    k.wait_for(
+        "nodes Ready again, bare Running",
+        Duration::from_secs(90),
+        || (all_ready(&k) && running(&k)).then_some(()),
+    );
+    assert_eq!(restarts(&k), "0");
+    assert_eq!(boot_ids(&k), boots);
+    let dir = k.stop();
+    // --cold-start: every node lost power while klab was down; the kubelet starts the pod again
+    // (restartCount + 1), on new boot IDs.
+    let k = Klab::start_in(dir, &["--speed", "10", "--cold-start"]);
     k.wait_for(
         "nodes Ready again and bare Running with a restart",
         Duration::from_secs(90),
-        || {
-            let nodes = k.ok(33, &["get", "nodes", "--no-headers"]);
-            let all_ready = nodes.lines().count() == 3
-                && nodes
-                    .lines()
-                    .all(|l| l.split_whitespace().nth(1) == Some("Ready"));
-            let restarts = k.ok(
-                33,
-                &[
-                    "get",
-                    "pod",
-                    "bare",
-                    "-o",
-                    "jsonpath={.status.containerStatuses[0].restartCount}",
-                ],
-            );
-            (all_ready && running(&k) && restarts == "1").then_some(())
-        },
+        || (all_ready(&k) && running(&k) && restarts(&k) == "1").then_some(()),
     );
+    assert_ne!(boot_ids(&k), boots);
 }
