@@ -774,7 +774,8 @@ pub fn deployment_timed_out(p: &Params, s: &DeploymentStatus, now: Timestamp) ->
         Some(names::REASON_NEW_RS_AVAILABLE) => false,
         Some(names::REASON_PROGRESS_DEADLINE_EXCEEDED) => true,
         _ => match &c.last_update_time {
-            Some(t) => t.0 + jiff::SignedDuration::from_secs(i64::from(deadline)) < now,
+            // Saturating: a status timestamp near the end of time must not overflow.
+            Some(t) => klab_api::clock::saturating_add_secs(t.0, i64::from(deadline)) < now,
             None => false,
         },
     }
