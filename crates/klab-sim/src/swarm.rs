@@ -193,9 +193,11 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
     let _ = writeln!(y, "run-for: {}", secs(end));
     let _ = writeln!(y, "cluster:\n  nodes:");
     for (i, n) in nodes.iter().enumerate() {
+        // Room for every replica on one node: the cases test failure handling, not capacity
+        // (a DaemonSet pod on a full node stays Pending upstream too: it does not preempt).
         let _ = writeln!(
             y,
-            "    - {{name: {}, zone: zone-{}}}",
+            "    - {{name: {}, zone: zone-{}, cpu: 16, memory: 64Gi}}",
             n.name,
             i % cfg.zones.max(1)
         );
