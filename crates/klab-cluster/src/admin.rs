@@ -46,13 +46,20 @@ fn authorized(identity: &Option<Extension<Identity>>) -> bool {
         .is_some_and(|Extension(i)| i.groups.iter().any(|g| g == "system:masters"))
 }
 
-async fn list(State(c): State<Arc<Cluster>>, identity: Option<Extension<Identity>>) -> Response {
-    if !authorized(&identity) {
-        return status(
+/// 403 for anyone but `system:masters`.
+fn refuse_unauthorized(identity: &Option<Extension<Identity>>) -> Option<Response> {
+    (!authorized(identity)).then(|| {
+        status(
             403,
             "Forbidden",
             "only system:masters may use the klab admin endpoint".into(),
-        );
+        )
+    })
+}
+
+async fn list(State(c): State<Arc<Cluster>>, identity: Option<Extension<Identity>>) -> Response {
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
     }
     let mut items = Vec::new();
     for n in c.node_names() {
@@ -68,12 +75,8 @@ async fn fault(
     identity: Option<Extension<Identity>>,
     Path((name, fault)): Path<(String, String)>,
 ) -> Response {
-    if !authorized(&identity) {
-        return status(
-            403,
-            "Forbidden",
-            "only system:masters may use the klab admin endpoint".into(),
-        );
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
     }
     let Some(f) = parse_fault(&fault) else {
         return status(
@@ -97,12 +100,8 @@ async fn components(
     State(c): State<Arc<Cluster>>,
     identity: Option<Extension<Identity>>,
 ) -> Response {
-    if !authorized(&identity) {
-        return status(
-            403,
-            "Forbidden",
-            "only system:masters may use the klab admin endpoint".into(),
-        );
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
     }
     let items: Vec<Value> = c
         .health()
@@ -127,12 +126,8 @@ async fn inject_panic(
     identity: Option<Extension<Identity>>,
     Path(name): Path<String>,
 ) -> Response {
-    if !authorized(&identity) {
-        return status(
-            403,
-            "Forbidden",
-            "only system:masters may use the klab admin endpoint".into(),
-        );
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
     }
     if c.health().inject_panic(&name) {
         Json(json!({"name": name, "injected": "panic"})).into_response()

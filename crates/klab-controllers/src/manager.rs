@@ -83,6 +83,22 @@ pub struct ControllerMetrics {
     pub pod_gc: PodGcMetrics,
 }
 
+/// A start function for the supervisor: each run gets fresh clones of `args`.
+fn restartable<A, F, Fut, E>(args: A, run: F) -> StartFn
+where
+    A: Clone + Send + 'static,
+    F: Fn(A) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display,
+{
+    Box::new(move || {
+        let fut = run(args.clone());
+        async move { fut.await.map_err(|e| e.to_string()) }.boxed()
+    })
+}
+
+type StartFn = Box<dyn FnMut() -> BoxFuture<'static, Result<(), String>> + Send>;
+
 /// Starts every controller, each supervised (`klab_api::supervise`): a controller that panics or
 /// stops is logged once, reported in `health` as `kube-controller-manager/<name>`, and started
 /// again with crash-loop backoff, as a static-pod controller manager would be. `client_for(
@@ -112,154 +128,111 @@ pub fn start(
     let recorder = |client: &kube::Client, controller: &'static str| {
         EventRecorder::new(client.clone(), clock.clone(), rng.clone(), controller)
     };
-    {
-        let (c, clock, rng, cfg, m) = (
-            client_for("node-controller"),
-            clock.clone(),
-            rng.clone(),
-            config.node_lifecycle.clone(),
-            metrics.node_lifecycle.clone(),
-        );
-        spawn(
-            "node-lifecycle-controller",
-            Box::new(move || {
-                let run = crate::node_lifecycle::run(
-                    c.clone(),
-                    clock.clone(),
-                    rng.clone(),
-                    cfg.clone(),
-                    m.clone(),
-                );
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let (c, clock, rng, cfg, m) = (
-            client_for("taint-eviction-controller"),
-            clock.clone(),
-            rng.clone(),
-            config.taint_eviction.clone(),
-            metrics.taint_eviction.clone(),
-        );
-        spawn(
-            "taint-eviction-controller",
-            Box::new(move || {
-                let run = crate::taint_eviction::run(
-                    c.clone(),
-                    clock.clone(),
-                    rng.clone(),
-                    cfg.clone(),
-                    m.clone(),
-                );
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let (c, clock, cfg, m) = (
-            client_for("pod-garbage-collector"),
-            clock.clone(),
-            config.pod_gc.clone(),
-            metrics.pod_gc.clone(),
-        );
-        spawn(
-            "pod-garbage-collector-controller",
-            Box::new(move || {
-                let run = crate::pod_gc::run(c.clone(), clock.clone(), cfg.clone(), m.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
+    spawn(
+        "node-lifecycle-controller",
+        restartable(
+            (
+                client_for("node-controller"),
+                clock.clone(),
+                rng.clone(),
+                config.node_lifecycle.clone(),
+                metrics.node_lifecycle.clone(),
+            ),
+            |(c, clock, rng, cfg, m)| crate::node_lifecycle::run(c, clock, rng, cfg, m),
+        ),
+    );
+    spawn(
+        "taint-eviction-controller",
+        restartable(
+            (
+                client_for("taint-eviction-controller"),
+                clock.clone(),
+                rng.clone(),
+                config.taint_eviction.clone(),
+                metrics.taint_eviction.clone(),
+            ),
+            |(c, clock, rng, cfg, m)| crate::taint_eviction::run(c, clock, rng, cfg, m),
+        ),
+    );
+    spawn(
+        "pod-garbage-collector-controller",
+        restartable(
+            (
+                client_for("pod-garbage-collector"),
+                clock.clone(),
+                config.pod_gc.clone(),
+                metrics.pod_gc.clone(),
+            ),
+            |(c, clock, cfg, m)| crate::pod_gc::run(c, clock, cfg, m),
+        ),
+    );
     // Workload controllers: each with its own identity and event recorder.
-    {
-        let c = client_for("replicaset-controller");
-        let rec = recorder(&c, names::CONTROLLER_REPLICASET);
-        let (clock, cfg) = (clock.clone(), config.replicaset.clone());
-        spawn(
-            "replicaset-controller",
-            Box::new(move || {
-                let run =
-                    crate::replicaset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let c = client_for("deployment-controller");
-        let rec = recorder(&c, names::CONTROLLER_DEPLOYMENT);
-        let (clock, cfg) = (clock.clone(), config.deployment.clone());
-        spawn(
-            "deployment-controller",
-            Box::new(move || {
-                let run =
-                    crate::deployment::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let c = client_for("statefulset-controller");
-        let rec = recorder(&c, names::CONTROLLER_STATEFULSET);
-        let (clock, cfg) = (clock.clone(), config.statefulset.clone());
-        spawn(
-            "statefulset-controller",
-            Box::new(move || {
-                let run =
-                    crate::statefulset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let c = client_for("daemon-set-controller");
-        let rec = recorder(&c, names::CONTROLLER_DAEMONSET);
-        let (clock, cfg) = (clock.clone(), config.daemonset.clone());
-        spawn(
-            "daemonset-controller",
-            Box::new(move || {
-                let run = crate::daemonset::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
-    {
-        let c = client_for("job-controller");
-        let rec = recorder(&c, names::CONTROLLER_JOB);
-        let (clock, cfg) = (clock.clone(), config.job.clone());
-        spawn(
-            "job-controller",
-            Box::new(move || {
-                let run = crate::job::run(c.clone(), clock.clone(), cfg.clone(), rec.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
+    let c = client_for("replicaset-controller");
+    let rec = recorder(&c, names::CONTROLLER_REPLICASET);
+    spawn(
+        "replicaset-controller",
+        restartable(
+            (c, clock.clone(), config.replicaset.clone(), rec),
+            |(c, clock, cfg, rec)| crate::replicaset::run(c, clock, cfg, rec),
+        ),
+    );
+    let c = client_for("deployment-controller");
+    let rec = recorder(&c, names::CONTROLLER_DEPLOYMENT);
+    spawn(
+        "deployment-controller",
+        restartable(
+            (c, clock.clone(), config.deployment.clone(), rec),
+            |(c, clock, cfg, rec)| crate::deployment::run(c, clock, cfg, rec),
+        ),
+    );
+    let c = client_for("statefulset-controller");
+    let rec = recorder(&c, names::CONTROLLER_STATEFULSET);
+    spawn(
+        "statefulset-controller",
+        restartable(
+            (c, clock.clone(), config.statefulset.clone(), rec),
+            |(c, clock, cfg, rec)| crate::statefulset::run(c, clock, cfg, rec),
+        ),
+    );
+    let c = client_for("daemon-set-controller");
+    let rec = recorder(&c, names::CONTROLLER_DAEMONSET);
+    spawn(
+        "daemonset-controller",
+        restartable(
+            (c, clock.clone(), config.daemonset.clone(), rec),
+            |(c, clock, cfg, rec)| crate::daemonset::run(c, clock, cfg, rec),
+        ),
+    );
+    let c = client_for("job-controller");
+    let rec = recorder(&c, names::CONTROLLER_JOB);
+    spawn(
+        "job-controller",
+        restartable(
+            (c, clock.clone(), config.job.clone(), rec),
+            |(c, clock, cfg, rec)| crate::job::run(c, clock, cfg, rec),
+        ),
+    );
     // `--enable-garbage-collector=false` means the controller is not started at all.
     if config.garbage_collector.enable_garbage_collector {
-        let (c, clock, cfg) = (
-            client_for("generic-garbage-collector"),
-            clock.clone(),
-            config.garbage_collector.clone(),
-        );
         spawn(
             "garbage-collector-controller",
-            Box::new(move || {
-                let run = crate::garbage_collector::run(c.clone(), clock.clone(), cfg.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
+            restartable(
+                (
+                    client_for("generic-garbage-collector"),
+                    clock.clone(),
+                    config.garbage_collector.clone(),
+                ),
+                |(c, clock, cfg)| crate::garbage_collector::run(c, clock, cfg),
+            ),
         );
     }
-    {
-        let (c, clock) = (client_for("namespace-controller"), clock.clone());
-        spawn(
-            "namespace-controller",
-            Box::new(move || {
-                let run = crate::namespace::run(c.clone(), clock.clone());
-                async move { run.await.map_err(|e| e.to_string()) }.boxed()
-            }),
-        );
-    }
+    spawn(
+        "namespace-controller",
+        restartable(
+            (client_for("namespace-controller"), clock.clone()),
+            |(c, clock)| crate::namespace::run(c, clock),
+        ),
+    );
     (tasks, metrics)
 }
 

@@ -38,6 +38,23 @@ pub struct ComponentArgs {
     /// The component, as `klab component list` names it (e.g.
     /// kube-controller-manager/replicaset-controller, kube-scheduler, kubelet/klab-worker).
     pub name: Option<String>,
+    #[command(flatten)]
+    pub cluster: RunningCluster,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze, thaw
+    pub action: String,
+    /// The node (not needed for `list`).
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub cluster: RunningCluster,
+}
+
+/// How `klab node` and `klab component` find a running `klab up`.
+#[derive(Debug, Args)]
+pub struct RunningCluster {
     /// Kubeconfig of the running cluster (default: the first file of $KUBECONFIG, else
     /// <data-dir>/kubeconfig).
     #[arg(long)]
@@ -47,19 +64,14 @@ pub struct ComponentArgs {
     pub data_dir: PathBuf,
 }
 
-#[derive(Debug, Args)]
-pub struct NodeArgs {
-    /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze, thaw
-    pub action: String,
-    /// The node (not needed for `list`).
-    pub name: Option<String>,
-    /// Kubeconfig of the running cluster (default: the first file of $KUBECONFIG, else
-    /// <data-dir>/kubeconfig).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Data directory of the running cluster.
-    #[arg(long, default_value = ".klab")]
-    pub data_dir: PathBuf,
+impl RunningCluster {
+    fn kubeconfig(self) -> PathBuf {
+        node_kubeconfig(
+            self.kubeconfig,
+            std::env::var_os("KUBECONFIG"),
+            &self.data_dir,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -241,6 +253,14 @@ pub fn node_kubeconfig(
     data_dir.join("kubeconfig")
 }
 
+/// The runtime of a one-shot client command (`klab node`, `klab component`).
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(a) => {
@@ -287,12 +307,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Node(a) => {
-            let kubeconfig =
-                node_kubeconfig(a.kubeconfig, std::env::var_os("KUBECONFIG"), &a.data_dir);
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the runtime")?;
+            let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
             match (a.action.as_str(), a.name.as_deref()) {
                 ("list", _) => rt.block_on(crate::node_cmd::list(&kubeconfig)),
                 (action, Some(name)) if klab_cluster::parse_fault(action).is_some() => {
@@ -308,12 +323,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Component(a) => {
-            let kubeconfig =
-                node_kubeconfig(a.kubeconfig, std::env::var_os("KUBECONFIG"), &a.data_dir);
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the runtime")?;
+            let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
             match (a.action.as_str(), a.name.as_deref()) {
                 ("list", _) => rt.block_on(crate::node_cmd::list_components(&kubeconfig)),
                 ("panic", Some(name)) => {

@@ -50,20 +50,7 @@ fn count(k: &Klab, args: &[&str], status: &str) -> usize {
 #[test]
 fn crash_recipes_leave_every_controller_working() {
     let k = Klab::start(&["--speed", "30", "--nodes", "3"]);
-    let kc = k.kubeconfig.to_str().unwrap().to_string();
-    let klab = |args: &[&str]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_klab"))
-            .args(args)
-            .args(["--kubeconfig", &kc])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "klab {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let klab = |args: &[&str]| k.klab(args);
     let bound = Duration::from_secs(120);
 
     // 1. Scale up, then down hard, twice.

@@ -109,6 +109,23 @@ impl Klab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Runs the `klab` binary against this cluster (`klab node …`, `klab component …`) and returns
+    /// its stdout, failing the test with stderr when it fails.
+    pub fn klab(&self, args: &[&str]) -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_klab"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .output()
+            .expect("run klab");
+        assert!(
+            o.status.success(),
+            "klab {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
     /// Polls `check` until it returns Some, or fails after `bound`. End-to-end tests run a real
     /// process on the wall clock, so the bound is wall time.
     #[allow(clippy::disallowed_methods)]

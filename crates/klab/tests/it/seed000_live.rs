@@ -46,21 +46,7 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
         .filter(|(_, _, n)| *n == node)
         .map(|(p, _, _)| p)
         .collect();
-    let klab = env!("CARGO_BIN_EXE_klab");
-    let kc = k.kubeconfig.to_str().unwrap().to_string();
-    let run = |args: &[&str]| {
-        let o = std::process::Command::new(klab)
-            .args(args)
-            .args(["--kubeconfig", &kc])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "klab {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let run = |args: &[&str]| k.klab(args);
     assert_eq!(
         run(&["node", "stop-kubelet", &node]).trim(),
         format!("node/{node}: stop-kubelet done (power on, kubelet stopped, network connected)")
