@@ -284,6 +284,54 @@ pub fn gc_orphaned(
 }
 
 #[cfg(test)]
+mod order_props {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use proptest::prelude::*;
+
+    fn arb_pod() -> impl Strategy<Value = Pod> {
+        (0..3u8, any::<bool>(), prop::option::of(0..3i64)).prop_map(|(name, evicted, created)| {
+            Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("p{name}")),
+                    creation_timestamp: created
+                        .map(|c| Time(jiff::Timestamp::from_second(1_767_225_600 + c).unwrap())),
+                    ..Default::default()
+                },
+                status: Some(PodStatus {
+                    phase: Some("Failed".into()),
+                    reason: evicted.then(|| "Evicted".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        })
+    }
+
+    proptest! {
+        /// The GC's deletion order is a total order: sorting never panics, and the result is
+        /// the same from any input order (colliding names and timestamps included).
+        #[test]
+        fn eviction_then_creation_order_is_total(pods in prop::collection::vec(arb_pod(), 0..12)) {
+            let mut a: Vec<&Pod> = pods.iter().collect();
+            let mut b: Vec<&Pod> = pods.iter().rev().collect();
+            a.sort_by(by_eviction_and_creation);
+            b.sort_by(by_eviction_and_creation);
+            for w in a.windows(2) {
+                prop_assert_ne!(by_eviction_and_creation(&w[0], &w[1]), Ordering::Greater);
+            }
+            let key = |v: &[&Pod]| -> Vec<(bool, Option<i64>, Option<String>)> {
+                v.iter()
+                    .map(|p| (is_evicted(p), p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone()))
+                    .collect()
+            };
+            prop_assert_eq!(key(&a), key(&b));
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
