@@ -664,7 +664,8 @@ async fn execute(
                 .filter_map(|p| p.metadata.name.clone())
                 .collect();
             victims.sort();
-            // As `kubectl delete pods -l …`: "No resources found" is not an error.
+            // As `kubectl delete pods -l …`: "No resources found" is not an error, and neither is
+            // a pod that went away in the meantime.
             let dp = DeleteParams {
                 grace_period_seconds: grace.map(|g| g as u32),
                 ..Default::default()
@@ -677,13 +678,16 @@ async fn execute(
                             .insert((namespace.clone(), name.clone()))
                     });
                 }
-                if let Some(o) = pods
-                    .delete(&name, &dp)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .left()
-                {
-                    rec.user_rv(&o);
+                // kubectl ignores NotFound when deleting by selector (`--ignore-not-found`
+                // defaults to true with `-l`): a pod can go between the list and its delete.
+                match pods.delete(&name, &dp).await {
+                    Ok(r) => {
+                        if let Some(o) = r.left() {
+                            rec.user_rv(&o);
+                        }
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.to_string()),
                 }
             }
             Ok(())

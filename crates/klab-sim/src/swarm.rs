@@ -411,11 +411,13 @@ mod tests {
     }
 
     /// A few seeds in every test run (the release swarm bench runs thousands): no component
-    /// fails, and every workload converges after the faults heal.
+    /// fails, and every workload converges after the faults heal. Seeds that once failed stay as
+    /// regressions: 8 (the ReplicaSet ranking panicked on a scale-down), 670 (a pod deleted by
+    /// selector went away between the list and its delete).
     #[test]
     fn random_operations_and_faults_converge_without_component_failures() {
         let cfg = SwarmConfig::default();
-        for seed in 1..=3 {
+        for seed in [1, 2, 8, 670] {
             if let Err(f) = run_case(seed, &cfg) {
                 panic!("{f}");
             }
