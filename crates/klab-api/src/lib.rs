@@ -8,6 +8,7 @@ pub mod clock;
 pub mod duration;
 pub mod names;
 pub mod nodeaffinity;
+pub mod order;
 pub mod rng;
 pub mod selector;
 pub mod supervise;
