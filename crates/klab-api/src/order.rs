@@ -78,7 +78,10 @@ mod tests {
     fn accepts_total_orders_and_names_the_broken_ones() {
         let v = [3, 1, 2, 2, 5];
         assert_eq!(check_total_order(&v, |a, b| a.cmp(b)), Ok(()));
-        assert_eq!(check_total_order(&v, |a: &i32, b| (a % 2).cmp(&(b % 2))), Ok(()));
+        assert_eq!(
+            check_total_order(&v, |a: &i32, b| (a % 2).cmp(&(b % 2))),
+            Ok(())
+        );
         // Not antisymmetric: everything is less than everything else.
         let e = check_total_order(&v, |_, _| Ordering::Less).unwrap_err();
         assert!(e.contains("reflexive"), "{e}");

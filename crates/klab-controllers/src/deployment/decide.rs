@@ -215,12 +215,14 @@ pub fn new_rs_new_replicas(p: &Params, all_spec_sum: i32, new_rs_replicas: i32) 
     match p.strategy {
         Strategy::Recreate => p.replicas,
         Strategy::RollingUpdate => {
-            let max_total = p.replicas + max_surge(p);
+            let max_total = p.replicas.saturating_add(max_surge(p));
             if all_spec_sum >= max_total {
                 return new_rs_replicas;
             }
-            let up = (max_total - all_spec_sum).min(p.replicas - new_rs_replicas);
-            new_rs_replicas + up
+            let up = max_total
+                .saturating_sub(all_spec_sum)
+                .min(p.replicas.saturating_sub(new_rs_replicas));
+            new_rs_replicas.saturating_add(up)
         }
     }
 }
@@ -234,7 +236,7 @@ pub fn rolling_new_rs_target(p: &Params, all: &[&ReplicaSet], new: &ReplicaSet) 
     if cur > p.replicas {
         return Some(p.replicas);
     }
-    let sum: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let sum = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let n = new_rs_new_replicas(p, sum, cur);
     (n != cur).then_some(n)
 }
@@ -247,15 +249,17 @@ pub fn rolling_old_rs_targets(
     old: &[&ReplicaSet],
     new: &ReplicaSet,
 ) -> Vec<(String, i32)> {
-    let old_count: i32 = old.iter().map(|r| spec_replicas(r)).sum();
+    let old_count = sum_i32(old.iter().map(|r| spec_replicas(r)));
     if old_count == 0 {
         return Vec::new();
     }
-    let all_count: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let all_count = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let max_unavail = max_unavailable(p);
-    let min_available = p.replicas - max_unavail;
-    let new_unavailable = spec_replicas(new) - available(new);
-    let max_scaled_down = all_count - min_available - new_unavailable;
+    let min_available = p.replicas.saturating_sub(max_unavail);
+    let new_unavailable = spec_replicas(new).saturating_sub(available(new));
+    let max_scaled_down = all_count
+        .saturating_sub(min_available)
+        .saturating_sub(new_unavailable);
     if max_scaled_down <= 0 {
         return Vec::new();
     }
@@ -275,16 +279,18 @@ pub fn rolling_old_rs_targets(
         if cur == 0 || cur == available(rs) {
             continue;
         }
-        let down = (max_scaled_down - cleaned).min(cur - available(rs));
-        let n = cur - down;
+        let down = max_scaled_down
+            .saturating_sub(cleaned)
+            .min(cur.saturating_sub(available(rs)));
+        let n = cur.saturating_sub(down);
         size.insert(name(rs), n);
         out.push((name(rs), n));
-        cleaned += down;
+        cleaned = cleaned.saturating_add(down);
     }
     // 2. then healthy ones, as long as availability stays above minAvailable
-    let available_all: i32 = all.iter().map(|r| available(r)).sum();
+    let available_all = sum_i32(all.iter().map(|r| available(r)));
     if available_all > min_available {
-        let total = available_all - min_available;
+        let total = available_all.saturating_sub(min_available);
         let mut done = 0;
         for rs in &sorted {
             if done >= total {
@@ -294,12 +300,12 @@ pub fn rolling_old_rs_targets(
             if cur == 0 {
                 continue;
             }
-            let down = cur.min(total - done);
-            let n = cur - down;
+            let down = cur.min(total.saturating_sub(done));
+            let n = cur.saturating_sub(down);
             size.insert(name(rs), n);
             out.retain(|(k, _)| *k != name(rs));
             out.push((name(rs), n));
-            done += down;
+            done = done.saturating_add(down);
         }
     }
     out
@@ -313,7 +319,7 @@ fn name(rs: &ReplicaSet) -> String {
 /// ReplicaSet — Terminating ones included — is not Failed/Succeeded. `pods` are the pods whose
 /// controllerRef is one of the Deployment's ReplicaSets.
 pub fn old_pods_running(new_uid: Option<&str>, old: &[&ReplicaSet], pods: &[&Pod]) -> bool {
-    if old.iter().map(|r| status_replicas(r)).sum::<i32>() > 0 {
+    if sum_i32(old.iter().map(|r| status_replicas(r))) > 0 {
         return true;
     }
     pods.iter().any(|p| {
@@ -389,13 +395,13 @@ pub fn proportional_scale(
         all.push(n);
     }
     let mut all = active(&all);
-    let all_sum: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let all_sum = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let allowed = if p.replicas > 0 {
-        p.replicas + max_surge(p)
+        p.replicas.saturating_add(max_surge(p))
     } else {
         0
     };
-    let to_add = allowed - all_sum;
+    let to_add = allowed.saturating_sub(all_sum);
     match to_add.cmp(&0) {
         // BySizeNewer: larger first, newer first on ties
         Ordering::Greater => all.sort_by(|a, b| {
@@ -417,8 +423,8 @@ pub fn proportional_scale(
     for rs in &all {
         if to_add != 0 {
             let prop = proportion(p, rs, d_status_replicas, to_add, added);
-            sizes.push((name(rs), spec_replicas(rs) + prop));
-            added += prop;
+            sizes.push((name(rs), spec_replicas(rs).saturating_add(prop)));
+            added = added.saturating_add(prop);
         } else {
             sizes.push((name(rs), spec_replicas(rs)));
         }
@@ -426,7 +432,7 @@ pub fn proportional_scale(
     if to_add != 0
         && let Some(first) = sizes.first_mut()
     {
-        first.1 = (first.1 + to_add - added).max(0);
+        first.1 = first.1.saturating_add(to_add).saturating_sub(added).max(0);
     }
     sizes
 }
@@ -437,19 +443,19 @@ fn proportion(p: &Params, rs: &ReplicaSet, d_status_replicas: i32, to_add: i32, 
         return 0;
     }
     let fraction = if p.replicas == 0 {
-        -spec_replicas(rs)
+        spec_replicas(rs).saturating_neg()
     } else {
-        let max_now = p.replicas + max_surge(p);
+        let max_now = p.replicas.saturating_add(max_surge(p));
         let before =
             ann_i32(&rs.metadata, names::ANN_DEPLOYMENT_MAX_REPLICAS).unwrap_or(d_status_replicas);
         if before == 0 {
             0
         } else {
             let x = f64::from(spec_replicas(rs)) * f64::from(max_now) / f64::from(before);
-            x.round() as i32 - spec_replicas(rs)
+            (x.round() as i32).saturating_sub(spec_replicas(rs))
         }
     };
-    let allowed = to_add - added;
+    let allowed = to_add.saturating_sub(added);
     if to_add > 0 {
         fraction.min(allowed)
     } else {
@@ -468,7 +474,7 @@ pub fn cleanup_victims(p: &Params, old: &[&ReplicaSet]) -> Vec<String> {
         .copied()
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .collect();
-    let diff = alive.len() as i64 - i64::from(limit);
+    let diff = (alive.len() as i64).saturating_sub(i64::from(limit));
     if diff <= 0 {
         return Vec::new();
     }
@@ -539,7 +545,11 @@ pub fn new_replica_set(
         status: None,
     };
     set_new_rs_annotations(d, &mut rs, revision, false);
-    set_replicas_annotations(&mut rs.metadata, p.replicas, p.replicas + max_surge(p));
+    set_replicas_annotations(
+        &mut rs.metadata,
+        p.replicas,
+        p.replicas.saturating_add(max_surge(p)),
+    );
     rs
 }
 
@@ -596,11 +606,11 @@ pub fn set_new_rs_annotations(
                 a.insert(names::ANN_DEPLOYMENT_REVISION_HISTORY.into(), old);
             } else {
                 let mut revs: Vec<&str> = hist.split(',').collect();
-                let mut total = hist.len() + old.len() + 1;
+                let mut total = hist.len().saturating_add(old.len()).saturating_add(1);
                 let mut start = 0;
                 while total > MAX_REV_HISTORY_LENGTH_IN_CHARS && start < revs.len() {
-                    total -= revs[start].len() + 1;
-                    start += 1;
+                    total = total.saturating_sub(revs[start].len().saturating_add(1));
+                    start = start.saturating_add(1);
                 }
                 if total <= MAX_REV_HISTORY_LENGTH_IN_CHARS {
                     revs = revs.split_off(start);
@@ -690,22 +700,22 @@ pub fn calculate_status(
     new: Option<&ReplicaSet>,
     now: Timestamp,
 ) -> DeploymentStatus {
-    let available_n: i32 = all.iter().map(|r| available(r)).sum();
-    let total: i32 = all.iter().map(|r| spec_replicas(r)).sum();
-    let unavailable = (total - available_n).max(0);
+    let available_n = sum_i32(all.iter().map(|r| available(r)));
+    let total = sum_i32(all.iter().map(|r| spec_replicas(r)));
+    let unavailable = total.saturating_sub(available_n).max(0);
     let old = d.status.clone().unwrap_or_default();
     let mut s = DeploymentStatus {
         observed_generation: d.metadata.generation,
-        replicas: Some(all.iter().map(|r| status_replicas(r)).sum()),
+        replicas: Some(sum_i32(all.iter().map(|r| status_replicas(r)))),
         updated_replicas: Some(new.map(status_replicas).unwrap_or(0)),
-        ready_replicas: Some(all.iter().map(|r| ready(r)).sum()),
+        ready_replicas: Some(sum_i32(all.iter().map(|r| ready(r)))),
         available_replicas: Some(available_n),
         unavailable_replicas: Some(unavailable),
         collision_count: old.collision_count,
         conditions: old.conditions.clone(),
         terminating_replicas: None,
     };
-    if available_n >= p.replicas - max_unavailable(p) {
+    if available_n >= p.replicas.saturating_sub(max_unavailable(p)) {
         set_condition(
             &mut s,
             condition(
@@ -735,12 +745,19 @@ fn n(v: Option<i32>) -> i32 {
     v.unwrap_or(0)
 }
 
+/// A sum of replica counts that saturates: counts come from specs and statuses users may write,
+/// and a few ReplicaSets of `i32::MAX` replicas must not overflow (upstream's int32 sums wrap).
+pub fn sum_i32(v: impl IntoIterator<Item = i32>) -> i32 {
+    v.into_iter().fold(0, i32::saturating_add)
+}
+
 /// Sum of the ReplicaSets' `status.terminatingReplicas` (reported with the
 /// `DeploymentReplicaSetTerminatingReplicas` gate).
 pub fn terminating_replicas(all: &[&ReplicaSet]) -> i32 {
-    all.iter()
-        .filter_map(|r| r.status.as_ref()?.terminating_replicas)
-        .sum()
+    sum_i32(
+        all.iter()
+            .filter_map(|r| r.status.as_ref()?.terminating_replicas),
+    )
 }
 
 /// Upstream `DeploymentComplete`.
@@ -754,8 +771,8 @@ pub fn deployment_complete(d: &Deployment, p: &Params, s: &DeploymentStatus) -> 
 /// Upstream `DeploymentProgressing`: more updated/ready/available pods, or fewer old ones.
 pub fn deployment_progressing(d: &Deployment, s: &DeploymentStatus) -> bool {
     let old = d.status.clone().unwrap_or_default();
-    let old_old = n(old.replicas) - n(old.updated_replicas);
-    let new_old = n(s.replicas) - n(s.updated_replicas);
+    let old_old = n(old.replicas).saturating_sub(n(old.updated_replicas));
+    let new_old = n(s.replicas).saturating_sub(n(s.updated_replicas));
     n(s.updated_replicas) > n(old.updated_replicas)
         || new_old < old_old
         || n(s.ready_replicas) > n(old.ready_replicas)
@@ -893,7 +910,8 @@ pub fn stuck_recheck_at(d: &Deployment, p: &Params, s: &DeploymentStatus) -> Opt
     let t = c.last_update_time.as_ref()?.0;
     // strictly after the deadline (DeploymentTimedOut uses Before(now))
     t.checked_add(
-        jiff::SignedDuration::from_secs(i64::from(deadline)) + jiff::SignedDuration::from_millis(1),
+        jiff::SignedDuration::from_secs(i64::from(deadline))
+            .saturating_add(jiff::SignedDuration::from_millis(1)),
     )
     .ok()
 }

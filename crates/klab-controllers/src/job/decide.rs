@@ -260,7 +260,9 @@ pub fn new_backoff_record(
             return prev.clone();
         };
         return BackoffRecord {
-            failures_after_last_success: prev.failures_after_last_success + failed.len() as u32,
+            failures_after_last_success: prev
+                .failures_after_last_success
+                .saturating_add(u32::try_from(failed.len()).unwrap_or(u32::MAX)),
             last_failure_time: Some(*last),
         };
     }
@@ -277,7 +279,7 @@ pub fn new_backoff_record(
         if rec.last_failure_time.is_none() {
             rec.last_failure_time = Some(*t);
         }
-        rec.failures_after_last_success += 1;
+        rec.failures_after_last_success = rec.failures_after_last_success.saturating_add(1);
     }
     rec
 }
@@ -295,7 +297,7 @@ pub fn remaining_backoff(
     }
     let mut d = base;
     for _ in 1..rec.failures_after_last_success {
-        d *= 2;
+        d = d.saturating_mul(2);
         if d >= max {
             d = max;
             break;
@@ -412,6 +414,11 @@ fn removal_order(pods: &mut [&Pod]) {
     });
 }
 
+/// A count of pods as a status counter (saturating at `i32::MAX`).
+fn count_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 /// Upstream `pastBackoffLimitOnFailure`: with `restartPolicy: OnFailure`, the container restarts
 /// of running/pending pods reach the backoff limit.
 fn past_backoff_limit_on_failure(job: &Job, pods: &[&Pod], limit: i32) -> bool {
@@ -427,11 +434,12 @@ fn past_backoff_limit_on_failure(job: &Job, pods: &[&Pod], limit: i32) -> bool {
     for p in pods {
         if matches!(util::phase(p), util::PHASE_RUNNING | util::PHASE_PENDING) {
             let (app, init) = statuses(p);
-            restarts += app
-                .iter()
-                .chain(init.iter())
-                .map(|c| i64::from(c.restart_count))
-                .sum::<i64>();
+            restarts = restarts.saturating_add(
+                app.iter()
+                    .chain(init.iter())
+                    .map(|c| i64::from(c.restart_count))
+                    .sum::<i64>(),
+            );
         }
     }
     if limit == 0 {
@@ -510,13 +518,22 @@ pub fn sync_job(
         .iter()
         .filter(|p| util::is_pod_terminating_nonterminal(p))
         .count() as i32;
-    let succeeded = old.succeeded.unwrap_or(0) + new_succeeded.len() as i32 + unc_succ.len() as i32;
-    let failed = old.failed.unwrap_or(0)
-        + new_failed
-            .iter()
-            .filter(|p| counts_as_failure(job, p))
-            .count() as i32
-        + unc_fail.len() as i32;
+    // Saturating: the counters come from a status that users may write.
+    let succeeded = old
+        .succeeded
+        .unwrap_or(0)
+        .saturating_add(count_i32(new_succeeded.len()))
+        .saturating_add(count_i32(unc_succ.len()));
+    let failed = old
+        .failed
+        .unwrap_or(0)
+        .saturating_add(count_i32(
+            new_failed
+                .iter()
+                .filter(|p| counts_as_failure(job, p))
+                .count(),
+        ))
+        .saturating_add(count_i32(unc_fail.len()));
     let mut ready = active_pods.iter().filter(|p| util::is_pod_ready(p)).count() as i32;
     let suspended = spec.suspend == Some(true);
     // startTime is set on the first sync of a job that is not suspended.
@@ -591,7 +608,7 @@ pub fn sync_job(
             .iter()
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
-        terminating += active;
+        terminating = terminating.saturating_add(active);
         ready = 0;
         active = 0;
     } else {
@@ -606,7 +623,7 @@ pub fn sync_job(
                     parallelism
                 }
             }
-            Some(c) => (c - succeeded).clamp(0, parallelism),
+            Some(c) => c.saturating_sub(succeeded).clamp(0, parallelism),
         };
         if active > want {
             let mut victims = active_pods.clone();
@@ -614,22 +631,27 @@ pub fn sync_job(
             let doomed: Vec<&Pod> = victims
                 .iter()
                 .copied()
-                .take(((active - want) as usize).min(config.max_pod_create_delete_per_sync))
+                .take(
+                    (active.saturating_sub(want).max(0) as usize)
+                        .min(config.max_pod_create_delete_per_sync),
+                )
                 .collect();
             plan.delete = doomed
                 .iter()
                 .map(|p| p.metadata.name.clone().unwrap_or_default())
                 .collect();
-            active -= doomed.len() as i32;
-            terminating += doomed.len() as i32;
-            ready -= doomed.iter().filter(|p| util::is_pod_ready(p)).count() as i32;
+            active = active.saturating_sub(count_i32(doomed.len()));
+            terminating = terminating.saturating_add(count_i32(doomed.len()));
+            ready = ready.saturating_sub(count_i32(
+                doomed.iter().filter(|p| util::is_pod_ready(p)).count(),
+            ));
         } else {
             let counted_terminating = if only_replace_failed_pods(job) {
                 terminating
             } else {
                 0
             };
-            if active + counted_terminating < want {
+            if active.saturating_add(counted_terminating) < want {
                 let wait = remaining_backoff(
                     &plan.backoff,
                     now,
@@ -639,9 +661,12 @@ pub fn sync_job(
                 if !wait.is_zero() {
                     plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait)));
                 } else {
-                    plan.create = ((want - active - counted_terminating) as usize)
+                    plan.create = (want
+                        .saturating_sub(active)
+                        .saturating_sub(counted_terminating)
+                        .max(0) as usize)
                         .min(config.max_pod_create_delete_per_sync);
-                    active += plan.create as i32;
+                    active = active.saturating_add(count_i32(plan.create));
                 }
             }
         }
@@ -762,8 +787,14 @@ pub fn sync_job(
     }
     // After the finalizers are gone the uncounted pods move into the counters.
     let mut after = JobStatus {
-        succeeded: nz(old.succeeded.unwrap_or(0) + new_unc_succ.len() as i32),
-        failed: nz(old.failed.unwrap_or(0) + new_unc_fail.len() as i32),
+        succeeded: nz(old
+            .succeeded
+            .unwrap_or(0)
+            .saturating_add(count_i32(new_unc_succ.len()))),
+        failed: nz(old
+            .failed
+            .unwrap_or(0)
+            .saturating_add(count_i32(new_unc_fail.len()))),
         uncounted_terminated_pods: Some(UncountedTerminatedPods::default()),
         ..base
     };

@@ -75,21 +75,21 @@ async fn delete_content(
     for ar in resources {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
         let list = api.list(&ListParams::default()).await?;
-        let mut remaining = 0;
+        let mut remaining = 0usize;
         for obj in list.items {
             let name = obj.metadata.name.clone().unwrap_or_default();
             if obj.metadata.deletion_timestamp.is_none() {
                 match api.delete(&name, &DeleteParams::background()).await {
                     Ok(either) => {
                         if either.is_left() {
-                            remaining += 1;
+                            remaining = remaining.saturating_add(1);
                         }
                     }
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             } else {
-                remaining += 1;
+                remaining = remaining.saturating_add(1);
             }
         }
         if remaining > 0 {

@@ -152,7 +152,7 @@ impl RateLimitedTimedQueue {
     }
 
     fn push(&mut self, item: TimedValue) {
-        self.seq += 1;
+        self.seq = self.seq.saturating_add(1);
         let key = (item.process_at, self.seq);
         let pos = self
             .items
@@ -213,9 +213,10 @@ impl RateLimitedTimedQueue {
                 };
                 let (mut it, _) = self.items.remove(pos);
                 let wait = SignedDuration::try_from(wait).unwrap_or(SignedDuration::MAX);
+                // Saturating: a wait to the end of time must neither overflow nor retry at once.
                 it.process_at = now
-                    .saturating_add(wait + SignedDuration::from_nanos(1))
-                    .unwrap_or(now);
+                    .checked_add(wait.saturating_add(SignedDuration::from_nanos(1)))
+                    .unwrap_or(Timestamp::MAX);
                 self.push(it);
             }
         }
