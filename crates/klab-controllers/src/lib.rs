@@ -18,3 +18,6 @@ pub mod pod_gc;
 pub mod replicaset;
 pub mod statefulset;
 pub mod taint_eviction;
+
+#[cfg(test)]
+mod order_tests;

@@ -61,3 +61,5 @@ pub enum SchedulerError {
 
 #[cfg(test)]
 mod it_tests;
+#[cfg(test)]
+mod order_tests;

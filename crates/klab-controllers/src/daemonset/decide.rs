@@ -276,19 +276,20 @@ pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<String, Vec<&'a Pod>> {
         }
     }
     for v in out.values_mut() {
-        v.sort_by(|a, b| {
-            let ka = (
-                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                a.metadata.name.as_deref(),
-            );
-            let kb = (
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                b.metadata.name.as_deref(),
-            );
-            ka.cmp(&kb)
-        });
+        v.sort_by(|a, b| oldest_first(a, b));
     }
     out
+}
+
+/// The order of one node's daemon pods: creation time (none first), then name.
+pub fn oldest_first(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    let key = |p: &Pod| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.name.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
 }
 
 /// Per-(DaemonSet, node) back-off for replacing failed daemon pods (client-go `flowcontrol.Backoff`).

@@ -170,6 +170,27 @@ pub fn by_creation(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
     }
 }
 
+/// Upstream `ReplicaSetsBySizeNewer`: larger first, newer first on ties.
+pub fn by_size_newer(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    spec_replicas(b)
+        .cmp(&spec_replicas(a))
+        .then_with(|| by_creation(b, a))
+}
+
+/// Upstream `ReplicaSetsBySizeOlder`: larger first, older first on ties.
+pub fn by_size_older(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    spec_replicas(b)
+        .cmp(&spec_replicas(a))
+        .then_with(|| by_creation(a, b))
+}
+
+/// Upstream `ReplicaSetsByRevision`: lower revision first, then by creation.
+pub fn by_revision(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    revision(a)
+        .cmp(&revision(b))
+        .then_with(|| by_creation(a, b))
+}
+
 /// The template with the `pod-template-hash` label removed, normalized (upstream `EqualIgnoreHash`).
 fn template_ignoring_hash(t: &PodTemplateSpec) -> serde_json::Value {
     let mut t = t.clone();
@@ -404,17 +425,9 @@ pub fn proportional_scale(
     let to_add = allowed.saturating_sub(all_sum);
     match to_add.cmp(&0) {
         // BySizeNewer: larger first, newer first on ties
-        Ordering::Greater => all.sort_by(|a, b| {
-            spec_replicas(b)
-                .cmp(&spec_replicas(a))
-                .then_with(|| by_creation(b, a))
-        }),
+        Ordering::Greater => all.sort_by(|a, b| by_size_newer(a, b)),
         // BySizeOlder: larger first, older first on ties
-        Ordering::Less => all.sort_by(|a, b| {
-            spec_replicas(b)
-                .cmp(&spec_replicas(a))
-                .then_with(|| by_creation(a, b))
-        }),
+        Ordering::Less => all.sort_by(|a, b| by_size_older(a, b)),
         Ordering::Equal => {}
     }
     let d_status_replicas = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
@@ -478,11 +491,7 @@ pub fn cleanup_victims(p: &Params, old: &[&ReplicaSet]) -> Vec<String> {
     if diff <= 0 {
         return Vec::new();
     }
-    alive.sort_by(|a, b| {
-        revision(a)
-            .cmp(&revision(b))
-            .then_with(|| by_creation(a, b))
-    });
+    alive.sort_by(|a, b| by_revision(a, b));
     alive
         .into_iter()
         .take(diff as usize)

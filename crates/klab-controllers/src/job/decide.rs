@@ -396,22 +396,69 @@ pub struct SyncPlan {
     pub backoff: BackoffRecord,
 }
 
-/// Pods to delete when there are too many active ones (upstream sorts by `controller.ActivePods`:
-/// not-ready before ready, then newest first).
+/// Pods to delete when there are too many active ones, first to delete first (upstream
+/// `activePodsForRemoval` sorts by `controller.ActivePods`).
 fn removal_order(pods: &mut [&Pod]) {
-    pods.sort_by(|a, b| {
-        let ka = (
-            util::is_pod_ready(a),
-            std::cmp::Reverse(a.metadata.creation_timestamp.as_ref().map(|t| t.0)),
-            a.metadata.name.clone(),
-        );
-        let kb = (
-            util::is_pod_ready(b),
-            std::cmp::Reverse(b.metadata.creation_timestamp.as_ref().map(|t| t.0)),
-            b.metadata.name.clone(),
-        );
-        ka.cmp(&kb)
-    });
+    pods.sort_by_cached_key(|p| removal_key(p));
+}
+
+/// Upstream `controller.ActivePods.Less` as a sort key (`Less` = delete first): (1) unassigned
+/// before assigned; (2) Pending < Unknown < Running; (3) not Ready before Ready; (4) both Ready:
+/// Ready for less time first (a missing time first); (5) more container restarts first; (6) no
+/// creation time, then newer first; then the name, for a deterministic order where upstream's
+/// unstable sort leaves ties in any order. Every rule compares one value per pod, so the key
+/// order is the same as upstream's pairwise rules, and total.
+pub fn removal_key(p: &Pod) -> RemovalKey {
+    use std::cmp::Reverse;
+    let ready = util::is_pod_ready(p);
+    let assigned = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    let phase = match util::phase(p) {
+        util::PHASE_UNKNOWN => 1,
+        util::PHASE_RUNNING => 2,
+        // Pending, and any other phase (upstream's map lookup yields 0)
+        _ => 0,
+    };
+    (
+        assigned,
+        phase,
+        ready,
+        // afterOrZero: a zero time first, then the later time first
+        if ready {
+            util::ready_since(p).map(Reverse)
+        } else {
+            None
+        },
+        Reverse(util::max_container_restarts(p)),
+        p.metadata.creation_timestamp.as_ref().map(|t| Reverse(t.0)),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// See [`removal_key`].
+pub type RemovalKey = (
+    bool,
+    u8,
+    bool,
+    Option<std::cmp::Reverse<Timestamp>>,
+    std::cmp::Reverse<i32>,
+    Option<std::cmp::Reverse<Timestamp>>,
+    String,
+);
+
+/// The order in which a sync looks at a Job's pods: oldest first (no creation time first), then
+/// by name.
+pub fn creation_order(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    let key = |p: &Pod| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.name.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
 }
 
 /// A count of pods as a status counter (saturating at `i32::MAX`).
@@ -469,16 +516,7 @@ pub fn sync_job(
         return plan;
     };
     let mut pods: Vec<&Pod> = pods.to_vec();
-    pods.sort_by(|a, b| {
-        (
-            a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            &a.metadata.name,
-        )
-            .cmp(&(
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                &b.metadata.name,
-            ))
-    });
+    pods.sort_by(|a, b| creation_order(a, b));
 
     if is_job_finished(job) {
         // Finished: only release pods that still carry our finalizer.
