@@ -70,3 +70,68 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// Quantities and durations at their extremes: scores and fits saturate instead of overflowing
+/// (`(capacity - requested) * 100` overflowed for a node of 1E memory), queue ticks saturate
+/// instead of wrapping into the past.
+#[test]
+fn extreme_quantities_and_durations() {
+    use crate::nodeinfo::Resources;
+    use crate::plugins;
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "9223372036854775807", "memory": "9223372036854775807", "pods": "110"}}
+    }))
+    .unwrap();
+    let big: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "big", "namespace": "d"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "9223372036854775807", "memory": "9E"}}},
+                                {"name": "d", "resources": {"requests": {"cpu": "9223372036854775807", "memory": "9E"}}}]}
+    }))
+    .unwrap();
+    let ni = NodeInfo::new(node.clone(), vec![big.clone(), big.clone()]);
+    let req = Resources {
+        milli_cpu: i64::MAX,
+        memory: i64::MAX,
+    };
+    assert!(plugins::filter_node_resources_fit(req, &ni).is_some());
+    let empty = NodeInfo::new(node, vec![]);
+    let small = Resources {
+        milli_cpu: 1,
+        memory: 1,
+    };
+    assert_eq!(
+        plugins::score_least_allocated(small, &empty),
+        plugins::MAX_NODE_SCORE - 1
+    );
+    assert_eq!(plugins::score_least_allocated(req, &ni), 0);
+    assert!(plugins::score_balanced_allocation(req, &ni).is_some());
+    let mut scores = [i64::MAX, 1, 0];
+    plugins::default_normalize(&mut scores, true);
+    assert_eq!(scores[2], plugins::MAX_NODE_SCORE);
+    let _ = crate::framework::score_nodes(&big, std::slice::from_ref(&ni), &[0]);
+    // A queue configured with the longest backoffs.
+    let mut q = SchedulingQueue::new(QueueConfig {
+        pod_initial_backoff: Duration::MAX,
+        pod_max_backoff: Duration::MAX,
+        pod_max_in_unschedulable_pods_duration: Duration::MAX,
+        pop_from_backoff_q: true,
+    });
+    assert_eq!(q.backoff_duration(u32::MAX), Duration::MAX);
+    q.add("ns/p", 0, Duration::from_secs(5));
+    assert_eq!(q.pop(Duration::from_secs(5)).as_deref(), Some("ns/p"));
+    q.failed(
+        "ns/p",
+        [crate::plugins::Plugin::NodeResourcesFit].into(),
+        Duration::from_secs(6),
+    );
+    let wake = q.next_wakeup().unwrap_or(Duration::MAX);
+    assert!(wake >= Duration::from_secs(6), "{wake:?}");
+    q.flush(Duration::MAX);
+    // An error sends a pod to backoffQ: its expiry is the end of time, not an overflow.
+    q.add("ns/e", 0, Duration::from_secs(7));
+    assert!(q.pop(Duration::from_secs(7)).is_some());
+    q.failed("ns/e", Default::default(), Duration::from_secs(7));
+    assert!(q.next_wakeup().is_some());
+    q.flush(Duration::from_secs(8));
+}

@@ -670,6 +670,49 @@ mod tests {
             .collect()
     }
 
+    /// maxUnavailable/maxSurge percentages as large as i64 and minReadySeconds at the ends of
+    /// i32: no overflow (the percentage arithmetic panicked), availability saturates.
+    #[test]
+    fn extreme_percentages_and_min_ready() {
+        let pct = |p: &str| IntOrString::String(p.into());
+        assert_eq!(
+            scaled(Some(&pct("9223372036854775807%")), 1000, 1),
+            i64::MAX
+        );
+        assert_eq!(
+            scaled(Some(&pct("-9223372036854775808%")), 1000, 1),
+            i64::MIN
+        );
+        assert_eq!(scaled(Some(&pct("50%")), i64::MAX, 1), i64::MAX / 2 + 1);
+        assert_eq!(
+            scaled(Some(&IntOrString::Int(i32::MAX)), 3, 1),
+            i64::from(i32::MAX)
+        );
+        for min_ready in [i32::MAX, i32::MIN, -1] {
+            let mut d = ds(json!({"containers": []}));
+            d.spec.as_mut().unwrap().min_ready_seconds = Some(min_ready);
+            d.spec.as_mut().unwrap().update_strategy = Some(serde_json::from_value(json!(
+                {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "9223372036854775807%", "maxSurge": 0}}
+            )).unwrap());
+            let n = node("n1", json!({}), json!({}));
+            let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+            let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app": "d", "controller-revision-hash": "old"}},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+                .unwrap();
+            let by_node = pods_by_node(&[&p]);
+            let st = compute_status(&d, &[&n], &by_node, "new", t0);
+            assert_eq!(st.desired_number_scheduled, 1);
+            assert_eq!(
+                st.number_unavailable,
+                Some(if min_ready > 0 { 1 } else { 0 })
+            );
+            let _ = rolling_update_deletions(&d, &[&n], &by_node, "new", t0);
+            let _ = next_availability_check(&d, &by_node, t0);
+        }
+    }
+
     #[test]
     fn daemon_tolerations_cp46() {
         // CP-46: the user's 30 s not-ready toleration is replaced by the infinite one; no

@@ -1374,6 +1374,59 @@ mod tests {
         );
     }
 
+    /// Replica counts at the ends of i32 (specs and statuses users may write) and surge
+    /// percentages far past 100%: every decision saturates instead of overflowing (the
+    /// Deployment controller panicked on `replicas + maxSurge` and on sums of ReplicaSets).
+    #[test]
+    fn extreme_replica_counts_saturate() {
+        let max = i32::MAX;
+        let p = params(max, "100%", "0");
+        assert_eq!(max_surge(&p), max);
+        assert_eq!(new_rs_new_replicas(&p, 0, 0), max);
+        assert_eq!(new_rs_new_replicas(&p, max, max - 1), max - 1);
+        let p = params(max, "1000000000000%", "1000000000000%");
+        assert_eq!((max_surge(&p), max_unavailable(&p)), (max, max));
+        let (a, b) = (rs("a", 0, max, max, max), rs("b", 1, max, max, 0));
+        let new = rs("n", 2, max, max, max);
+        assert_eq!(rolling_new_rs_target(&p, &[&a, &b, &new], &new), None);
+        let targets =
+            rolling_old_rs_targets(&params(max, "25%", "25%"), &[&a, &b, &new], &[&a, &b], &new);
+        assert!(targets.iter().all(|(_, n)| *n >= 0), "{targets:?}");
+        let d = deploy(max, 1);
+        let dp = Params::of(&d);
+        let st = calculate_status(&d, &dp, &[&a, &b, &new], Some(&new), ts(0));
+        assert_eq!(st.replicas, Some(max));
+        assert_eq!(st.available_replicas, Some(max));
+        assert_eq!(st.unavailable_replicas, Some(0));
+        assert_eq!(terminating_replicas(&[&a, &b]), 0);
+        let mut small = rs("s", 3, 1, 1, 1);
+        set_replicas_annotations(&mut small.metadata, 1, 1);
+        let sizes = proportional_scale(&dp, &d, Some(&new), &[&a, &small]);
+        assert!(sizes.iter().all(|(_, n)| *n >= 0), "{sizes:?}");
+        // Statuses that went negative or to the ends of i32.
+        let weird = rs("w", 4, 0, i32::MIN, i32::MIN);
+        let st = calculate_status(&d, &dp, &[&weird, &a], None, ts(0));
+        assert_eq!(st.unavailable_replicas, Some(max));
+        // Revision numbers from annotations users may write.
+        let mut top = rs("t", 5, 0, 0, 0);
+        top.metadata.annotations = Some(
+            [(
+                names::ANN_DEPLOYMENT_REVISION.to_string(),
+                i64::MAX.to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(max_revision(&[&top]).saturating_add(1), i64::MAX);
+        assert!(deployment_progressing(
+            &d,
+            &DeploymentStatus {
+                replicas: Some(i32::MIN),
+                updated_replicas: Some(i32::MAX),
+                ..Default::default()
+            }
+        ));
+    }
+
     #[test]
     fn scaling_event_and_proportional_scale() {
         let d = deploy(5, 3);

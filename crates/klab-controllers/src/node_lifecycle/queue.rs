@@ -296,6 +296,17 @@ mod tests {
         assert!(q.contains("first"), "processed items stay in the set");
     }
 
+    /// A retry after the longest wait neither overflows (`wait + 1ns` panicked for a wait of
+    /// SignedDuration::MAX) nor comes back at once: it waits to the end of time.
+    #[test]
+    fn retry_after_the_longest_wait_saturates() {
+        let mut q = RateLimitedTimedQueue::with_limiter(Limiter::Always);
+        q.add("x", "", t(0));
+        try_all(&mut q, t(1), |_, _| Outcome::RetryAfter(Duration::MAX));
+        assert_eq!(q.items()[0].process_at, Timestamp::MAX);
+        assert!(q.next_due(t(2)).is_none());
+    }
+
     #[test]
     fn cp38c_retry_requeues_with_wait_plus_one_nanosecond() {
         let mut q = RateLimitedTimedQueue::with_limiter(Limiter::Always);

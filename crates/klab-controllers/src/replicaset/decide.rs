@@ -821,3 +821,35 @@ mod tests {
         assert_eq!(count_terminating(&[&a, &b, &c]), 1);
     }
 }
+
+#[cfg(test)]
+mod extreme_tests {
+    use super::*;
+
+    /// Replica counts at the ends of i32 and batch sizes at the end of usize: no overflow.
+    #[test]
+    fn extreme_counts_saturate() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            manage_replicas(i32::MAX, &[], &[], 500, now),
+            Manage::Create(500)
+        );
+        assert_eq!(
+            manage_replicas(i32::MIN, &[], &[], 500, now),
+            Manage::Nothing
+        );
+        assert_eq!(slow_start_batches(usize::MAX, usize::MAX), vec![usize::MAX]);
+        let b = slow_start_batches(usize::MAX, 1);
+        assert_eq!(
+            b.iter().fold(0usize, |a, x| a.saturating_add(*x)),
+            usize::MAX
+        );
+        assert_eq!(b.len(), 64);
+        let mut x = Expectations {
+            adds: i64::MIN,
+            ..Default::default()
+        };
+        x.creation_observed();
+        assert_eq!(x.adds, i64::MIN);
+    }
+}

@@ -722,6 +722,46 @@ mod tests {
         assert_eq!(a.steps, want);
     }
 
+    /// `ordinals.start: 2147483647` with more than one replica: the controller panicked on
+    /// `start + replicas - 1`. Ordinals are int32, so only the replicas that have one are made.
+    #[test]
+    fn start_ordinal_at_i32_max() {
+        let mut set = sts(3, true);
+        set.spec.as_mut().unwrap().ordinals =
+            Some(k8s_openapi::api::apps::v1::StatefulSetOrdinals {
+                start: Some(i32::MAX),
+            });
+        check(
+            &set,
+            &[],
+            vec![
+                Step::Create {
+                    ordinal: i32::MAX,
+                    at_current: false,
+                },
+                Step::Wait {
+                    pod: "web-2147483647".into(),
+                    message: WAIT_UPDATE,
+                },
+            ],
+        );
+        let last = ready("web-2147483647", R1);
+        let a = next_action(&set, &[&last], R1, R1, ts(100));
+        assert_eq!(a.status.replicas, 1);
+        // A status users may write: current replicas at the ends of i32.
+        for cur in [i32::MIN, i32::MAX] {
+            let mut set = sts(3, false);
+            set.status = Some(StatefulSetStatus {
+                current_replicas: Some(cur),
+                ..Default::default()
+            });
+            let w0 = ready("web-0", R2);
+            let a = next_action(&set, &[&w0], R1, R2, ts(100));
+            assert!(!a.steps.is_empty());
+        }
+        assert_eq!(slot_ordinal(i32::MAX, usize::MAX), i32::MAX);
+    }
+
     #[test]
     fn ordered_ready_table() {
         let set = sts(3, false);
