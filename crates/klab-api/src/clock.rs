@@ -35,6 +35,10 @@ pub struct Clock {
     inner: Arc<Inner>,
 }
 
+/// What "never" is in runtime time when a deadline does not fit in an `Instant` (tokio's own
+/// far future is 30 years).
+const FAR_FUTURE: StdDuration = StdDuration::from_secs(100 * 365 * 86_400);
+
 /// The default epoch of virtual runs: a fixed instant so that sim traces are reproducible.
 pub const DEFAULT_VIRTUAL_EPOCH: &str = "2026-01-01T00:00:00Z";
 
@@ -140,7 +144,13 @@ impl Clock {
     pub fn runtime_instant_at(&self, t: Timestamp) -> tokio::time::Instant {
         let since = t.duration_since(self.inner.epoch);
         let since = StdDuration::try_from(since).unwrap_or_default();
-        self.inner.start + self.to_runtime(since)
+        // Saturating: a deadline at the end of time (a toleration or grace period of i64::MAX
+        // seconds) at a slow --speed must not overflow the runtime's Instant.
+        let start = self.inner.start;
+        start
+            .checked_add(self.to_runtime(since))
+            .or_else(|| start.checked_add(FAR_FUTURE))
+            .unwrap_or(start)
     }
 
     /// Seconds since the epoch with millisecond precision, as printed in sim traces.
@@ -259,5 +269,20 @@ mod tests {
         assert_eq!(c.now(), t);
         c.sleep_until("2025-01-01T00:00:00Z".parse().unwrap()).await; // past: returns at once
         assert_eq!(c.now(), t);
+    }
+
+    /// The end of time at a slow speed does not fit in an `Instant`: the runtime deadline
+    /// saturates to the far future instead of panicking (a taint eviction or pod GC timer for a
+    /// toleration of i64::MAX seconds used to).
+    #[tokio::test(start_paused = true)]
+    async fn runtime_instant_at_the_end_of_time_saturates() {
+        let now = tokio::time::Instant::now();
+        for speed in [1.0, 1e-12] {
+            let c = Clock::scaled_from("2026-01-01T00:00:00Z".parse().unwrap(), speed);
+            let at = c.runtime_instant_at(Timestamp::MAX);
+            assert!(at - now >= FAR_FUTURE, "speed {speed}");
+            // Before the epoch: now.
+            assert_eq!(c.runtime_instant_at(Timestamp::MIN), now);
+        }
     }
 }

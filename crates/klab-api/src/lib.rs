@@ -3,11 +3,13 @@
 //!
 //! Nothing here performs I/O, and this is the only crate allowed to read the operating system's
 //! clock (inside `clock`), so that virtual time in `klab sim` stays a pure function of the seed.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod clock;
 pub mod duration;
 pub mod names;
 pub mod nodeaffinity;
+pub mod order;
 pub mod rng;
 pub mod selector;
 pub mod supervise;

@@ -58,9 +58,8 @@ pub fn max_len_error(n: usize) -> String {
 fn is_dns_label_chars(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
+    b.first().is_some_and(|&c| alnum(c))
+        && b.last().is_some_and(|&c| alnum(c))
         && b.iter().all(|&c| alnum(c) || c == b'-')
 }
 
@@ -68,9 +67,8 @@ fn is_dns_label_chars(s: &str) -> bool {
 fn is_qualified_chars(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: u8| c.is_ascii_alphanumeric();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
+    b.first().is_some_and(|&c| alnum(c))
+        && b.last().is_some_and(|&c| alnum(c))
         && b.iter()
             .all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')
 }
@@ -541,6 +539,10 @@ fn is_special(c: char) -> bool {
     matches!(c, '=' | '!' | '(' | ')' | ',' | '>' | '<')
 }
 
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "indices stay below chars.len()"
+)]
 fn lex(s: &str) -> Result<Vec<(Tok, String)>, String> {
     let chars: Vec<char> = s.chars().collect();
     let mut out = Vec::new();
@@ -616,7 +618,7 @@ impl Parser {
     fn next(&mut self, ctx: Ctx) -> (Tok, String) {
         let r = self.peek(ctx);
         if self.pos < self.tokens.len() {
-            self.pos += 1;
+            self.pos = self.pos.saturating_add(1);
         }
         r
     }

@@ -189,10 +189,14 @@ impl EventRecorder {
                     self.remember(key, namespace, name, 1);
                     return;
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 && attempt + 1 < CREATE_ATTEMPTS => {
+                Err(kube::Error::Api(s))
+                    if s.code == 409 && attempt.saturating_add(1) < CREATE_ATTEMPTS =>
+                {
                     // Another recorder used this name (same object, same instant): move the
                     // suffix by a deterministic random amount and try again.
-                    suffix += 1 + i128::from(self.rng.range(0, 1 << 20));
+                    suffix = suffix
+                        .saturating_add(1)
+                        .saturating_add(i128::from(self.rng.range(0, 1 << 20)));
                 }
                 Err(e) => {
                     tracing::warn!(component = %self.component, reason, error = %e, "could not create event");
@@ -210,7 +214,7 @@ impl EventRecorder {
         let nanos = self.clock.now().as_nanosecond();
         let mut st = self.lock();
         let n = if nanos <= st.last_nanos {
-            st.last_nanos + 1
+            st.last_nanos.saturating_add(1)
         } else {
             nanos
         };
@@ -220,7 +224,7 @@ impl EventRecorder {
 
     fn remember(&self, key: EventKey, namespace: String, event_name: String, count: i32) {
         let mut st = self.lock();
-        st.seq += 1;
+        st.seq = st.seq.saturating_add(1);
         let seq = st.seq;
         if !st.seen.contains_key(&key)
             && st.seen.len() >= MAX_CACHE_ENTRIES

@@ -4,6 +4,7 @@
 //! Each controller is a directory: `decide.rs` (pure decisions with table tests), `mod.rs` (the thin
 //! async shell: watch, cache, call the decision with `now`, apply with PATCHes), `config.rs` (knobs
 //! with upstream flag names and defaults). `manager` starts them all from one entry point.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod daemonset;
 pub mod deployment;
@@ -17,3 +18,6 @@ pub mod pod_gc;
 pub mod replicaset;
 pub mod statefulset;
 pub mod taint_eviction;
+
+#[cfg(test)]
+mod order_tests;

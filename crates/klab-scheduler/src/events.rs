@@ -103,7 +103,7 @@ impl SeriesCache {
             action: action.into(),
         };
         if let Some(s) = self.entries.get_mut(&key) {
-            s.count += 1;
+            s.count = s.count.saturating_add(1);
             s.last_observed = now;
             if s.count == 2 {
                 s.written_count = 2;
@@ -168,7 +168,7 @@ pub fn truncate_note(note: &str) -> String {
     }
     let mut cut = NOTE_LENGTH_LIMIT - 3;
     while !note.is_char_boundary(cut) {
-        cut -= 1;
+        cut = cut.saturating_sub(1);
     }
     format!("{}...", &note[..cut])
 }
@@ -306,7 +306,9 @@ impl EventRecorder {
                     };
                     match self.dyn_api(&ns).create(&PostParams::default(), &obj).await {
                         Ok(_) => return,
-                        Err(kube::Error::Api(s)) if s.code == 409 => nanos += 1,
+                        Err(kube::Error::Api(s)) if s.code == 409 => {
+                            nanos = nanos.saturating_add(1)
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, reason = ev.reason, "recording event");
                             return;

@@ -65,13 +65,15 @@ impl FitError {
             let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
             for r in self.node_statuses.values() {
                 for reason in &r.reasons {
-                    *counts.entry(reason).or_default() += 1;
+                    let n = counts.entry(reason).or_default();
+                    *n = n.saturating_add(1);
                 }
             }
             let absent = self.num_all_nodes.saturating_sub(self.node_statuses.len());
             if let (Some(a), true) = (&self.absent_status, absent > 0) {
                 for reason in &a.reasons {
-                    *counts.entry(reason).or_default() += absent;
+                    let n = counts.entry(reason).or_default();
+                    *n = n.saturating_add(absent);
                 }
             }
             let hist = histogram(&counts);
@@ -127,8 +129,9 @@ pub fn num_feasible_nodes_to_find(num_all: usize) -> usize {
     if num_all < MIN_FEASIBLE {
         return num_all;
     }
-    let pct = (50 - num_all as i64 / 125).max(MIN_PERCENT);
-    let n = (num_all as i64 * pct / 100) as usize;
+    let all = i64::try_from(num_all).unwrap_or(i64::MAX);
+    let pct = 50i64.saturating_sub(all / 125).max(MIN_PERCENT);
+    let n = usize::try_from(all.saturating_mul(pct) / 100).unwrap_or(usize::MAX);
     n.max(MIN_FEASIBLE)
 }
 
@@ -181,8 +184,8 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
             zone_counts.entry(z).or_insert(0);
         }
     }
-    weights[0] = ((feasible.len() + 2) as f64).ln();
-    weights[1] = ((zone_counts.len() + 2) as f64).ln();
+    weights[0] = (feasible.len() as f64 + 2.0).ln();
+    weights[1] = (zone_counts.len() as f64 + 2.0).ln();
     // Zone counts over all nodes that pass the pod's node affinity (nodeAffinityPolicy: Honor).
     for ni in all {
         if !nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
@@ -191,7 +194,7 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
         if let Some(z) = label(ni, constraints[1].0)
             && let Some(c) = zone_counts.get_mut(&z)
         {
-            *c += count_owned(ni, &owner);
+            *c = c.saturating_add(count_owned(ni, &owner));
         }
     }
     let mut raw = Vec::with_capacity(feasible.len());
@@ -205,7 +208,7 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
             } else {
                 zone_counts.get(&v).copied().unwrap_or(0)
             };
-            score += cnt as f64 * weights[ci] + (*max_skew - 1) as f64;
+            score += cnt as f64 * weights[ci] + (*max_skew as f64 - 1.0);
         }
         raw.push(score.round() as i64);
     }
@@ -217,7 +220,10 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
                 if max == 0 {
                     plugins::MAX_NODE_SCORE
                 } else {
-                    plugins::MAX_NODE_SCORE * (max + min - s) / max
+                    plugins::MAX_NODE_SCORE
+                        .saturating_mul(max.saturating_add(min).saturating_sub(s))
+                        .checked_div(max)
+                        .unwrap_or(0)
                 }
             })
             .collect(),
@@ -242,14 +248,20 @@ pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> 
     let spread = score_topology_spread(pod, all, feasible);
     for (k, &i) in feasible.iter().enumerate() {
         let ni = &all[i];
-        total[k] += WEIGHT_TAINT_TOLERATION * taint[k];
-        total[k] += WEIGHT_NODE_AFFINITY * aff[k];
-        total[k] += WEIGHT_NODE_RESOURCES_FIT * plugins::score_least_allocated(non_zero, ni);
+        let mut add = |weight: i64, score: i64| {
+            total[k] = total[k].saturating_add(weight.saturating_mul(score));
+        };
+        add(WEIGHT_TAINT_TOLERATION, taint[k]);
+        add(WEIGHT_NODE_AFFINITY, aff[k]);
+        add(
+            WEIGHT_NODE_RESOURCES_FIT,
+            plugins::score_least_allocated(non_zero, ni),
+        );
         if let Some(b) = plugins::score_balanced_allocation(actual, ni) {
-            total[k] += WEIGHT_BALANCED_ALLOCATION * b;
+            add(WEIGHT_BALANCED_ALLOCATION, b);
         }
         if let Some(s) = &spread {
-            total[k] += WEIGHT_POD_TOPOLOGY_SPREAD * s[k];
+            add(WEIGHT_POD_TOPOLOGY_SPREAD, s[k]);
         }
     }
     total
@@ -280,7 +292,8 @@ fn preemption_message(
             Some(r) if r.code == Code::Unschedulable => PREEMPTION_NO_VICTIMS,
             _ => PREEMPTION_NOT_HELPFUL,
         };
-        *counts.entry(reason).or_default() += 1;
+        let n = counts.entry(reason).or_default();
+        *n = n.saturating_add(1);
     }
     format!(
         "preemption: 0/{} nodes are available: {}.",
@@ -344,15 +357,21 @@ pub fn schedule_one(
     let start = if candidates.is_empty() {
         0
     } else {
-        state.next_start_node_index % candidates.len()
+        state
+            .next_start_node_index
+            .checked_rem(candidates.len())
+            .unwrap_or(0)
     };
-    let mut processed = 0;
+    let mut processed = 0usize;
     for k in 0..candidates.len() {
         if feasible.len() >= want {
             break;
         }
-        let i = candidates[(start + k) % candidates.len()];
-        processed += 1;
+        let i = candidates[start
+            .saturating_add(k)
+            .checked_rem(candidates.len())
+            .unwrap_or(0)];
+        processed = processed.saturating_add(1);
         match plugins::run_filters(pod, req, &nodes[i]) {
             None => feasible.push(i),
             Some(r) => {
@@ -361,7 +380,10 @@ pub fn schedule_one(
         }
     }
     if !candidates.is_empty() {
-        state.next_start_node_index = (start + processed) % candidates.len();
+        state.next_start_node_index = start
+            .saturating_add(processed)
+            .checked_rem(candidates.len())
+            .unwrap_or(0);
     }
     if feasible.is_empty() {
         let post = preemption_message(pod, nodes, &statuses);

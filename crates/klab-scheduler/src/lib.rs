@@ -14,6 +14,7 @@
 //! Not modelled: preemption (the message says no victims were found), inter-pod affinity,
 //! explicit topology spread constraints, volume plugins, scheduling gates (gated pods are left
 //! alone), extended resources, image locality, multiple profiles.
+#![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod events;
 pub mod framework;
@@ -60,3 +61,5 @@ pub enum SchedulerError {
 
 #[cfg(test)]
 mod it_tests;
+#[cfg(test)]
+mod order_tests;

@@ -177,13 +177,20 @@ pub fn filter_node_ports(pod: &Pod, ni: &NodeInfo) -> Option<Rejection> {
 /// of the pods already on the node. Always `Unschedulable` in v1.33 (preemption may help).
 pub fn filter_node_resources_fit(req: Resources, ni: &NodeInfo) -> Option<Rejection> {
     let mut reasons = Vec::new();
-    if ni.pods.len() as i64 + 1 > ni.allowed_pods {
+    if (ni.pods.len() as i64).saturating_add(1) > ni.allowed_pods {
         reasons.push(REASON_TOO_MANY_PODS.to_string());
     }
-    if req.milli_cpu > 0 && req.milli_cpu > ni.allocatable.milli_cpu - ni.requested.milli_cpu {
+    // Saturating: requests and allocatable are user quantities up to i64::MAX (and a Node's
+    // status may even be negative).
+    if req.milli_cpu > 0
+        && req.milli_cpu
+            > ni.allocatable
+                .milli_cpu
+                .saturating_sub(ni.requested.milli_cpu)
+    {
         reasons.push(REASON_INSUFFICIENT_CPU.to_string());
     }
-    if req.memory > 0 && req.memory > ni.allocatable.memory - ni.requested.memory {
+    if req.memory > 0 && req.memory > ni.allocatable.memory.saturating_sub(ni.requested.memory) {
         reasons.push(REASON_INSUFFICIENT_MEMORY.to_string());
     }
     if reasons.is_empty() {
@@ -229,33 +236,44 @@ pub fn score_taint_toleration(pod: &Pod, ni: &NodeInfo) -> i64 {
 }
 
 fn least_requested(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
+    if capacity <= 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    // In i128: `(capacity - requested) * 100` overflows i64 for capacities above i64::MAX / 100
+    // (upstream's int64 arithmetic wraps there).
+    let score = i128::from(capacity)
+        .saturating_sub(i128::from(requested))
+        .saturating_mul(i128::from(MAX_NODE_SCORE))
+        .checked_div(i128::from(capacity))
+        .unwrap_or(0);
+    score.clamp(0, i128::from(MAX_NODE_SCORE)) as i64
 }
 
 /// NodeResourcesFit score, LeastAllocated strategy with cpu:1 memory:1 on non-zero requests.
 pub fn score_least_allocated(pod_non_zero: Resources, ni: &NodeInfo) -> i64 {
-    let mut sum = 0;
-    let mut weights = 0;
+    let mut sum = 0i64;
+    let mut weights = 0i64;
     for (req, alloc) in [
         (
-            ni.non_zero_requested.milli_cpu + pod_non_zero.milli_cpu,
+            ni.non_zero_requested
+                .milli_cpu
+                .saturating_add(pod_non_zero.milli_cpu),
             ni.allocatable.milli_cpu,
         ),
         (
-            ni.non_zero_requested.memory + pod_non_zero.memory,
+            ni.non_zero_requested
+                .memory
+                .saturating_add(pod_non_zero.memory),
             ni.allocatable.memory,
         ),
     ] {
         if alloc == 0 {
             continue;
         }
-        sum += least_requested(req, alloc);
-        weights += 1;
+        sum = sum.saturating_add(least_requested(req, alloc));
+        weights = weights.saturating_add(1);
     }
-    if weights == 0 { 0 } else { sum / weights }
+    sum.checked_div(weights).unwrap_or(0)
 }
 
 /// NodeResourcesBalancedAllocation on actual requests: `(1 − |f_cpu − f_mem| / 2) × 100`.
@@ -267,11 +285,11 @@ pub fn score_balanced_allocation(pod_actual: Resources, ni: &NodeInfo) -> Option
     let mut fractions = Vec::new();
     for (req, alloc) in [
         (
-            ni.requested.milli_cpu + pod_actual.milli_cpu,
+            ni.requested.milli_cpu.saturating_add(pod_actual.milli_cpu),
             ni.allocatable.milli_cpu,
         ),
         (
-            ni.requested.memory + pod_actual.memory,
+            ni.requested.memory.saturating_add(pod_actual.memory),
             ni.allocatable.memory,
         ),
     ] {
@@ -299,8 +317,15 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
         return;
     }
     for s in scores.iter_mut() {
-        let v = MAX_NODE_SCORE * *s / max;
-        *s = if reverse { MAX_NODE_SCORE - v } else { v };
+        let v = MAX_NODE_SCORE
+            .saturating_mul(*s)
+            .checked_div(max)
+            .unwrap_or(0);
+        *s = if reverse {
+            MAX_NODE_SCORE.saturating_sub(v)
+        } else {
+            v
+        };
     }
 }
 

@@ -61,15 +61,15 @@ fn parse_exact(s: &str) -> Option<Exact> {
         _ => return None,
     };
     Some(Exact {
-        num: sign * num.checked_mul(mul)?,
+        num: sign.checked_mul(num.checked_mul(mul)?)?,
         den: den.checked_mul(div)?,
     })
 }
 
 fn ceil_div(n: i128, d: i128) -> i128 {
-    let q = n / d;
-    if (n % d != 0) && ((n < 0) == (d < 0)) {
-        q + 1
+    let (q, r) = (n.checked_div(d).unwrap_or(0), n.checked_rem(d).unwrap_or(0));
+    if r != 0 && ((n < 0) == (d < 0)) {
+        q.saturating_add(1)
     } else {
         q
     }

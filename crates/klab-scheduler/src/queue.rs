@@ -107,7 +107,7 @@ impl SchedulingQueue {
     }
 
     fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
+        self.seq = self.seq.saturating_add(1);
         self.seq
     }
 
@@ -140,13 +140,14 @@ impl SchedulingQueue {
             if d > self.config.pod_max_backoff.saturating_sub(d) {
                 return self.config.pod_max_backoff;
             }
-            d += d;
+            d = d.saturating_add(d);
         }
         d.min(self.config.pod_max_backoff)
     }
 
     fn backoff_expiry(&self, e: &Entry) -> Duration {
-        e.timestamp + self.backoff_duration(e.unschedulable_count)
+        e.timestamp
+            .saturating_add(self.backoff_duration(e.unschedulable_count))
     }
 
     /// A new pending pod (or one seen again after a restart): goes straight to activeQ.
@@ -231,7 +232,7 @@ impl SchedulingQueue {
         } else {
             return None;
         };
-        self.cycle += 1;
+        self.cycle = self.cycle.saturating_add(1);
         let cycle = self.cycle;
         if let Some(e) = self.entries.get_mut(&key) {
             e.location = Location::InFlight;
@@ -249,7 +250,7 @@ impl SchedulingQueue {
             return;
         };
         e.timestamp = now;
-        e.unschedulable_count += 1;
+        e.unschedulable_count = e.unschedulable_count.saturating_add(1);
         let is_error = rejectors.is_empty();
         e.rejectors = rejectors;
         // An event while the pod was being scheduled may already have helped: retry after backoff
@@ -320,7 +321,8 @@ impl SchedulingQueue {
             .filter(|(_, e)| {
                 e.location == Location::Unschedulable
                     && tick_after(
-                        e.timestamp + self.config.pod_max_in_unschedulable_pods_duration,
+                        e.timestamp
+                            .saturating_add(self.config.pod_max_in_unschedulable_pods_duration),
                         LEFTOVER_FLUSH_PERIOD,
                     ) <= now
             })
@@ -338,7 +340,8 @@ impl SchedulingQueue {
             let t = match e.location {
                 Location::Backoff => tick_at_or_after(self.backoff_expiry(e), BACKOFF_FLUSH_PERIOD),
                 Location::Unschedulable => tick_after(
-                    e.timestamp + self.config.pod_max_in_unschedulable_pods_duration,
+                    e.timestamp
+                        .saturating_add(self.config.pod_max_in_unschedulable_pods_duration),
                     LEFTOVER_FLUSH_PERIOD,
                 ),
                 _ => continue,
@@ -361,16 +364,26 @@ impl SchedulingQueue {
 
 /// The first multiple of `period` that is ≥ `t`.
 fn tick_at_or_after(t: Duration, period: Duration) -> Duration {
-    let p = period.as_nanos();
+    let p = period.as_nanos().max(1);
     let n = t.as_nanos().div_ceil(p);
-    Duration::from_nanos((n * p) as u64)
+    duration_from_nanos(n.saturating_mul(p))
 }
 
 /// The first multiple of `period` that is > `t` (upstream compares with a strict `>`).
 fn tick_after(t: Duration, period: Duration) -> Duration {
-    let p = period.as_nanos();
-    let n = t.as_nanos() / p + 1;
-    Duration::from_nanos((n * p) as u64)
+    let p = period.as_nanos().max(1);
+    let n = t.as_nanos().checked_div(p).unwrap_or(0).saturating_add(1);
+    duration_from_nanos(n.saturating_mul(p))
+}
+
+/// A span of `nanos`, saturating at `Duration::MAX` (a configured timeout of centuries must not
+/// wrap around to a tick in the past).
+fn duration_from_nanos(nanos: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    match u64::try_from(nanos / NANOS_PER_SEC) {
+        Ok(secs) => Duration::new(secs, (nanos % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
 }
 
 #[cfg(test)]

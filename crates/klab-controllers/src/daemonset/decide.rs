@@ -207,7 +207,7 @@ pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
 }
 
 /// Upstream `rand.SafeEncodeString` alphabet.
-const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// The template hash stored in `controller-revision-hash`: FNV-32a over the template's JSON (plus
 /// the collision count), encoded like upstream. Upstream hashes Go's object dump, so the value
@@ -224,7 +224,7 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
     }
     h.to_string()
         .bytes()
-        .map(|c| SAFE_ALPHABET[usize::from(c) % SAFE_ALPHABET.len()] as char)
+        .map(|c| SAFE_ALPHABET[usize::from(c) % 27] as char)
         .collect()
 }
 
@@ -276,19 +276,20 @@ pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<String, Vec<&'a Pod>> {
         }
     }
     for v in out.values_mut() {
-        v.sort_by(|a, b| {
-            let ka = (
-                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                a.metadata.name.as_deref(),
-            );
-            let kb = (
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                b.metadata.name.as_deref(),
-            );
-            ka.cmp(&kb)
-        });
+        v.sort_by(|a, b| oldest_first(a, b));
     }
     out
+}
+
+/// The order of one node's daemon pods: creation time (none first), then name.
+pub fn oldest_first(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    let key = |p: &Pod| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.name.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
 }
 
 /// Per-(DaemonSet, node) back-off for replacing failed daemon pods (client-go `flowcontrol.Backoff`).
@@ -451,7 +452,14 @@ fn scaled(v: Option<&IntOrString>, total: i64, default: i64) -> i64 {
         Some(IntOrString::String(s)) => {
             match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
                 // Upstream rounds up for the DaemonSet's maxUnavailable/maxSurge.
-                Some(p) => (p * total + 99) / 100,
+                // i128: a percentage the size of i64 must not overflow.
+                Some(p) => {
+                    let v = i128::from(p)
+                        .saturating_mul(i128::from(total))
+                        .saturating_add(99)
+                        .div_euclid(100);
+                    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+                }
                 None => default,
             }
         }
@@ -520,14 +528,14 @@ pub fn rolling_update_deletions(
             .iter()
             .partition(|p| is_pod_updated(p, hash, generation));
         if new.len() > 1 || old.len() > 1 {
-            unavailable += 1;
+            unavailable = unavailable.saturating_add(1);
             continue;
         }
         match (new.first(), old.first()) {
-            (None, None) | (Some(_), Some(_)) => unavailable += 1,
+            (None, None) | (Some(_), Some(_)) => unavailable = unavailable.saturating_add(1),
             (Some(n), None) => {
                 if !util::is_pod_available(n, min_ready, now) {
-                    unavailable += 1;
+                    unavailable = unavailable.saturating_add(1);
                 }
             }
             (None, Some(o)) => {
@@ -540,7 +548,9 @@ pub fn rolling_update_deletions(
             }
         }
     }
-    let room = (max_unavailable - unavailable).clamp(0, candidates.len() as i64) as usize;
+    let room = max_unavailable
+        .saturating_sub(unavailable)
+        .clamp(0, candidates.len() as i64) as usize;
     replace.extend(candidates.into_iter().take(room));
     replace
 }
@@ -567,28 +577,28 @@ pub fn compute_status(
         ..Default::default()
     };
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
-        (0, 0, 0, 0, 0, 0);
+        (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or("");
         let (should_run, _) = node_should_run_daemon_pod(node, ds);
         let pods = by_node.get(name).filter(|p| !p.is_empty());
         if should_run {
-            desired += 1;
+            desired = desired.saturating_add(1);
             let Some(pods) = pods else { continue };
-            current += 1;
+            current = current.saturating_add(1);
             // Oldest first; upstream also prefers the better phase among equally old pods.
             let pod = pods[0];
             if util::is_pod_ready(pod) {
-                ready += 1;
+                ready = ready.saturating_add(1);
                 if util::is_pod_available(pod, min_ready, now) {
-                    available += 1;
+                    available = available.saturating_add(1);
                 }
             }
             if is_pod_updated(pod, hash, generation) {
-                updated += 1;
+                updated = updated.saturating_add(1);
             }
         } else if pods.is_some() {
-            misscheduled += 1;
+            misscheduled = misscheduled.saturating_add(1);
         }
     }
     st.desired_number_scheduled = desired;
@@ -596,7 +606,7 @@ pub fn compute_status(
     st.number_misscheduled = misscheduled;
     st.number_ready = ready;
     st.number_available = Some(available);
-    st.number_unavailable = Some(desired - available);
+    st.number_unavailable = Some(desired.saturating_sub(available));
     st.updated_number_scheduled = Some(updated);
     st.collision_count = ds.status.as_ref().and_then(|s| s.collision_count);
     st.conditions = ds.status.as_ref().and_then(|s| s.conditions.clone());
@@ -658,6 +668,49 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// maxUnavailable/maxSurge percentages as large as i64 and minReadySeconds at the ends of
+    /// i32: no overflow (the percentage arithmetic panicked), availability saturates.
+    #[test]
+    fn extreme_percentages_and_min_ready() {
+        let pct = |p: &str| IntOrString::String(p.into());
+        assert_eq!(
+            scaled(Some(&pct("9223372036854775807%")), 1000, 1),
+            i64::MAX
+        );
+        assert_eq!(
+            scaled(Some(&pct("-9223372036854775808%")), 1000, 1),
+            i64::MIN
+        );
+        assert_eq!(scaled(Some(&pct("50%")), i64::MAX, 1), i64::MAX / 2 + 1);
+        assert_eq!(
+            scaled(Some(&IntOrString::Int(i32::MAX)), 3, 1),
+            i64::from(i32::MAX)
+        );
+        for min_ready in [i32::MAX, i32::MIN, -1] {
+            let mut d = ds(json!({"containers": []}));
+            d.spec.as_mut().unwrap().min_ready_seconds = Some(min_ready);
+            d.spec.as_mut().unwrap().update_strategy = Some(serde_json::from_value(json!(
+                {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "9223372036854775807%", "maxSurge": 0}}
+            )).unwrap());
+            let n = node("n1", json!({}), json!({}));
+            let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+            let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app": "d", "controller-revision-hash": "old"}},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+                .unwrap();
+            let by_node = pods_by_node(&[&p]);
+            let st = compute_status(&d, &[&n], &by_node, "new", t0);
+            assert_eq!(st.desired_number_scheduled, 1);
+            assert_eq!(
+                st.number_unavailable,
+                Some(if min_ready > 0 { 1 } else { 0 })
+            );
+            let _ = rolling_update_deletions(&d, &[&n], &by_node, "new", t0);
+            let _ = next_availability_check(&d, &by_node, t0);
+        }
     }
 
     #[test]

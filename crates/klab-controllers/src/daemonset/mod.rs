@@ -354,10 +354,11 @@ impl Dsc {
         let r = ds_ref(ds);
         let template = decide::daemon_pod_template(ds, hash);
         let owner = util::new_controller_ref("apps/v1", "DaemonSet", &ds.metadata);
-        let mut next = 0;
+        let mut next = 0usize;
         'batches: for batch in slow_start_batches(create_on.len(), 1) {
             let mut failed = false;
-            for node in &create_on[next..next + batch] {
+            let upto = next.saturating_add(batch).min(create_on.len());
+            for node in &create_on[next..upto] {
                 let mut t = template.clone();
                 let meta = t.metadata.take().unwrap_or_default();
                 let mut spec = t.spec.take().unwrap_or_default();
@@ -405,11 +406,14 @@ impl Dsc {
                     }
                 }
             }
-            next += batch;
+            next = upto;
             if failed {
                 // Upstream stops at the first failing batch and lowers expectations for the rest.
                 if let Some(x) = self.expectations.get_mut(key) {
-                    x.adds -= (create_on.len() - next) as i64;
+                    let left = create_on.len().saturating_sub(next);
+                    x.adds = x
+                        .adds
+                        .saturating_sub(i64::try_from(left).unwrap_or(i64::MAX));
                 }
                 break 'batches;
             }

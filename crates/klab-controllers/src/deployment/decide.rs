@@ -170,6 +170,27 @@ pub fn by_creation(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
     }
 }
 
+/// Upstream `ReplicaSetsBySizeNewer`: larger first, newer first on ties.
+pub fn by_size_newer(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    spec_replicas(b)
+        .cmp(&spec_replicas(a))
+        .then_with(|| by_creation(b, a))
+}
+
+/// Upstream `ReplicaSetsBySizeOlder`: larger first, older first on ties.
+pub fn by_size_older(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    spec_replicas(b)
+        .cmp(&spec_replicas(a))
+        .then_with(|| by_creation(a, b))
+}
+
+/// Upstream `ReplicaSetsByRevision`: lower revision first, then by creation.
+pub fn by_revision(a: &ReplicaSet, b: &ReplicaSet) -> Ordering {
+    revision(a)
+        .cmp(&revision(b))
+        .then_with(|| by_creation(a, b))
+}
+
 /// The template with the `pod-template-hash` label removed, normalized (upstream `EqualIgnoreHash`).
 fn template_ignoring_hash(t: &PodTemplateSpec) -> serde_json::Value {
     let mut t = t.clone();
@@ -215,12 +236,14 @@ pub fn new_rs_new_replicas(p: &Params, all_spec_sum: i32, new_rs_replicas: i32) 
     match p.strategy {
         Strategy::Recreate => p.replicas,
         Strategy::RollingUpdate => {
-            let max_total = p.replicas + max_surge(p);
+            let max_total = p.replicas.saturating_add(max_surge(p));
             if all_spec_sum >= max_total {
                 return new_rs_replicas;
             }
-            let up = (max_total - all_spec_sum).min(p.replicas - new_rs_replicas);
-            new_rs_replicas + up
+            let up = max_total
+                .saturating_sub(all_spec_sum)
+                .min(p.replicas.saturating_sub(new_rs_replicas));
+            new_rs_replicas.saturating_add(up)
         }
     }
 }
@@ -234,7 +257,7 @@ pub fn rolling_new_rs_target(p: &Params, all: &[&ReplicaSet], new: &ReplicaSet) 
     if cur > p.replicas {
         return Some(p.replicas);
     }
-    let sum: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let sum = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let n = new_rs_new_replicas(p, sum, cur);
     (n != cur).then_some(n)
 }
@@ -247,15 +270,17 @@ pub fn rolling_old_rs_targets(
     old: &[&ReplicaSet],
     new: &ReplicaSet,
 ) -> Vec<(String, i32)> {
-    let old_count: i32 = old.iter().map(|r| spec_replicas(r)).sum();
+    let old_count = sum_i32(old.iter().map(|r| spec_replicas(r)));
     if old_count == 0 {
         return Vec::new();
     }
-    let all_count: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let all_count = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let max_unavail = max_unavailable(p);
-    let min_available = p.replicas - max_unavail;
-    let new_unavailable = spec_replicas(new) - available(new);
-    let max_scaled_down = all_count - min_available - new_unavailable;
+    let min_available = p.replicas.saturating_sub(max_unavail);
+    let new_unavailable = spec_replicas(new).saturating_sub(available(new));
+    let max_scaled_down = all_count
+        .saturating_sub(min_available)
+        .saturating_sub(new_unavailable);
     if max_scaled_down <= 0 {
         return Vec::new();
     }
@@ -275,16 +300,18 @@ pub fn rolling_old_rs_targets(
         if cur == 0 || cur == available(rs) {
             continue;
         }
-        let down = (max_scaled_down - cleaned).min(cur - available(rs));
-        let n = cur - down;
+        let down = max_scaled_down
+            .saturating_sub(cleaned)
+            .min(cur.saturating_sub(available(rs)));
+        let n = cur.saturating_sub(down);
         size.insert(name(rs), n);
         out.push((name(rs), n));
-        cleaned += down;
+        cleaned = cleaned.saturating_add(down);
     }
     // 2. then healthy ones, as long as availability stays above minAvailable
-    let available_all: i32 = all.iter().map(|r| available(r)).sum();
+    let available_all = sum_i32(all.iter().map(|r| available(r)));
     if available_all > min_available {
-        let total = available_all - min_available;
+        let total = available_all.saturating_sub(min_available);
         let mut done = 0;
         for rs in &sorted {
             if done >= total {
@@ -294,12 +321,12 @@ pub fn rolling_old_rs_targets(
             if cur == 0 {
                 continue;
             }
-            let down = cur.min(total - done);
-            let n = cur - down;
+            let down = cur.min(total.saturating_sub(done));
+            let n = cur.saturating_sub(down);
             size.insert(name(rs), n);
             out.retain(|(k, _)| *k != name(rs));
             out.push((name(rs), n));
-            done += down;
+            done = done.saturating_add(down);
         }
     }
     out
@@ -313,7 +340,7 @@ fn name(rs: &ReplicaSet) -> String {
 /// ReplicaSet — Terminating ones included — is not Failed/Succeeded. `pods` are the pods whose
 /// controllerRef is one of the Deployment's ReplicaSets.
 pub fn old_pods_running(new_uid: Option<&str>, old: &[&ReplicaSet], pods: &[&Pod]) -> bool {
-    if old.iter().map(|r| status_replicas(r)).sum::<i32>() > 0 {
+    if sum_i32(old.iter().map(|r| status_replicas(r))) > 0 {
         return true;
     }
     pods.iter().any(|p| {
@@ -389,26 +416,18 @@ pub fn proportional_scale(
         all.push(n);
     }
     let mut all = active(&all);
-    let all_sum: i32 = all.iter().map(|r| spec_replicas(r)).sum();
+    let all_sum = sum_i32(all.iter().map(|r| spec_replicas(r)));
     let allowed = if p.replicas > 0 {
-        p.replicas + max_surge(p)
+        p.replicas.saturating_add(max_surge(p))
     } else {
         0
     };
-    let to_add = allowed - all_sum;
+    let to_add = allowed.saturating_sub(all_sum);
     match to_add.cmp(&0) {
         // BySizeNewer: larger first, newer first on ties
-        Ordering::Greater => all.sort_by(|a, b| {
-            spec_replicas(b)
-                .cmp(&spec_replicas(a))
-                .then_with(|| by_creation(b, a))
-        }),
+        Ordering::Greater => all.sort_by(|a, b| by_size_newer(a, b)),
         // BySizeOlder: larger first, older first on ties
-        Ordering::Less => all.sort_by(|a, b| {
-            spec_replicas(b)
-                .cmp(&spec_replicas(a))
-                .then_with(|| by_creation(a, b))
-        }),
+        Ordering::Less => all.sort_by(|a, b| by_size_older(a, b)),
         Ordering::Equal => {}
     }
     let d_status_replicas = d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0);
@@ -417,8 +436,8 @@ pub fn proportional_scale(
     for rs in &all {
         if to_add != 0 {
             let prop = proportion(p, rs, d_status_replicas, to_add, added);
-            sizes.push((name(rs), spec_replicas(rs) + prop));
-            added += prop;
+            sizes.push((name(rs), spec_replicas(rs).saturating_add(prop)));
+            added = added.saturating_add(prop);
         } else {
             sizes.push((name(rs), spec_replicas(rs)));
         }
@@ -426,7 +445,7 @@ pub fn proportional_scale(
     if to_add != 0
         && let Some(first) = sizes.first_mut()
     {
-        first.1 = (first.1 + to_add - added).max(0);
+        first.1 = first.1.saturating_add(to_add).saturating_sub(added).max(0);
     }
     sizes
 }
@@ -437,19 +456,19 @@ fn proportion(p: &Params, rs: &ReplicaSet, d_status_replicas: i32, to_add: i32, 
         return 0;
     }
     let fraction = if p.replicas == 0 {
-        -spec_replicas(rs)
+        spec_replicas(rs).saturating_neg()
     } else {
-        let max_now = p.replicas + max_surge(p);
+        let max_now = p.replicas.saturating_add(max_surge(p));
         let before =
             ann_i32(&rs.metadata, names::ANN_DEPLOYMENT_MAX_REPLICAS).unwrap_or(d_status_replicas);
         if before == 0 {
             0
         } else {
             let x = f64::from(spec_replicas(rs)) * f64::from(max_now) / f64::from(before);
-            x.round() as i32 - spec_replicas(rs)
+            (x.round() as i32).saturating_sub(spec_replicas(rs))
         }
     };
-    let allowed = to_add - added;
+    let allowed = to_add.saturating_sub(added);
     if to_add > 0 {
         fraction.min(allowed)
     } else {
@@ -468,15 +487,11 @@ pub fn cleanup_victims(p: &Params, old: &[&ReplicaSet]) -> Vec<String> {
         .copied()
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .collect();
-    let diff = alive.len() as i64 - i64::from(limit);
+    let diff = (alive.len() as i64).saturating_sub(i64::from(limit));
     if diff <= 0 {
         return Vec::new();
     }
-    alive.sort_by(|a, b| {
-        revision(a)
-            .cmp(&revision(b))
-            .then_with(|| by_creation(a, b))
-    });
+    alive.sort_by(|a, b| by_revision(a, b));
     alive
         .into_iter()
         .take(diff as usize)
@@ -539,7 +554,11 @@ pub fn new_replica_set(
         status: None,
     };
     set_new_rs_annotations(d, &mut rs, revision, false);
-    set_replicas_annotations(&mut rs.metadata, p.replicas, p.replicas + max_surge(p));
+    set_replicas_annotations(
+        &mut rs.metadata,
+        p.replicas,
+        p.replicas.saturating_add(max_surge(p)),
+    );
     rs
 }
 
@@ -596,11 +615,11 @@ pub fn set_new_rs_annotations(
                 a.insert(names::ANN_DEPLOYMENT_REVISION_HISTORY.into(), old);
             } else {
                 let mut revs: Vec<&str> = hist.split(',').collect();
-                let mut total = hist.len() + old.len() + 1;
+                let mut total = hist.len().saturating_add(old.len()).saturating_add(1);
                 let mut start = 0;
                 while total > MAX_REV_HISTORY_LENGTH_IN_CHARS && start < revs.len() {
-                    total -= revs[start].len() + 1;
-                    start += 1;
+                    total = total.saturating_sub(revs[start].len().saturating_add(1));
+                    start = start.saturating_add(1);
                 }
                 if total <= MAX_REV_HISTORY_LENGTH_IN_CHARS {
                     revs = revs.split_off(start);
@@ -690,22 +709,22 @@ pub fn calculate_status(
     new: Option<&ReplicaSet>,
     now: Timestamp,
 ) -> DeploymentStatus {
-    let available_n: i32 = all.iter().map(|r| available(r)).sum();
-    let total: i32 = all.iter().map(|r| spec_replicas(r)).sum();
-    let unavailable = (total - available_n).max(0);
+    let available_n = sum_i32(all.iter().map(|r| available(r)));
+    let total = sum_i32(all.iter().map(|r| spec_replicas(r)));
+    let unavailable = total.saturating_sub(available_n).max(0);
     let old = d.status.clone().unwrap_or_default();
     let mut s = DeploymentStatus {
         observed_generation: d.metadata.generation,
-        replicas: Some(all.iter().map(|r| status_replicas(r)).sum()),
+        replicas: Some(sum_i32(all.iter().map(|r| status_replicas(r)))),
         updated_replicas: Some(new.map(status_replicas).unwrap_or(0)),
-        ready_replicas: Some(all.iter().map(|r| ready(r)).sum()),
+        ready_replicas: Some(sum_i32(all.iter().map(|r| ready(r)))),
         available_replicas: Some(available_n),
         unavailable_replicas: Some(unavailable),
         collision_count: old.collision_count,
         conditions: old.conditions.clone(),
         terminating_replicas: None,
     };
-    if available_n >= p.replicas - max_unavailable(p) {
+    if available_n >= p.replicas.saturating_sub(max_unavailable(p)) {
         set_condition(
             &mut s,
             condition(
@@ -735,12 +754,19 @@ fn n(v: Option<i32>) -> i32 {
     v.unwrap_or(0)
 }
 
+/// A sum of replica counts that saturates: counts come from specs and statuses users may write,
+/// and a few ReplicaSets of `i32::MAX` replicas must not overflow (upstream's int32 sums wrap).
+pub fn sum_i32(v: impl IntoIterator<Item = i32>) -> i32 {
+    v.into_iter().fold(0, i32::saturating_add)
+}
+
 /// Sum of the ReplicaSets' `status.terminatingReplicas` (reported with the
 /// `DeploymentReplicaSetTerminatingReplicas` gate).
 pub fn terminating_replicas(all: &[&ReplicaSet]) -> i32 {
-    all.iter()
-        .filter_map(|r| r.status.as_ref()?.terminating_replicas)
-        .sum()
+    sum_i32(
+        all.iter()
+            .filter_map(|r| r.status.as_ref()?.terminating_replicas),
+    )
 }
 
 /// Upstream `DeploymentComplete`.
@@ -754,8 +780,8 @@ pub fn deployment_complete(d: &Deployment, p: &Params, s: &DeploymentStatus) -> 
 /// Upstream `DeploymentProgressing`: more updated/ready/available pods, or fewer old ones.
 pub fn deployment_progressing(d: &Deployment, s: &DeploymentStatus) -> bool {
     let old = d.status.clone().unwrap_or_default();
-    let old_old = n(old.replicas) - n(old.updated_replicas);
-    let new_old = n(s.replicas) - n(s.updated_replicas);
+    let old_old = n(old.replicas).saturating_sub(n(old.updated_replicas));
+    let new_old = n(s.replicas).saturating_sub(n(s.updated_replicas));
     n(s.updated_replicas) > n(old.updated_replicas)
         || new_old < old_old
         || n(s.ready_replicas) > n(old.ready_replicas)
@@ -893,7 +919,8 @@ pub fn stuck_recheck_at(d: &Deployment, p: &Params, s: &DeploymentStatus) -> Opt
     let t = c.last_update_time.as_ref()?.0;
     // strictly after the deadline (DeploymentTimedOut uses Before(now))
     t.checked_add(
-        jiff::SignedDuration::from_secs(i64::from(deadline)) + jiff::SignedDuration::from_millis(1),
+        jiff::SignedDuration::from_secs(i64::from(deadline))
+            .saturating_add(jiff::SignedDuration::from_millis(1)),
     )
     .ok()
 }
@@ -1345,6 +1372,59 @@ mod tests {
             c.message.as_deref(),
             Some("ReplicaSet \"web-new\" has timed out progressing.")
         );
+    }
+
+    /// Replica counts at the ends of i32 (specs and statuses users may write) and surge
+    /// percentages far past 100%: every decision saturates instead of overflowing (the
+    /// Deployment controller panicked on `replicas + maxSurge` and on sums of ReplicaSets).
+    #[test]
+    fn extreme_replica_counts_saturate() {
+        let max = i32::MAX;
+        let p = params(max, "100%", "0");
+        assert_eq!(max_surge(&p), max);
+        assert_eq!(new_rs_new_replicas(&p, 0, 0), max);
+        assert_eq!(new_rs_new_replicas(&p, max, max - 1), max - 1);
+        let p = params(max, "1000000000000%", "1000000000000%");
+        assert_eq!((max_surge(&p), max_unavailable(&p)), (max, max));
+        let (a, b) = (rs("a", 0, max, max, max), rs("b", 1, max, max, 0));
+        let new = rs("n", 2, max, max, max);
+        assert_eq!(rolling_new_rs_target(&p, &[&a, &b, &new], &new), None);
+        let targets =
+            rolling_old_rs_targets(&params(max, "25%", "25%"), &[&a, &b, &new], &[&a, &b], &new);
+        assert!(targets.iter().all(|(_, n)| *n >= 0), "{targets:?}");
+        let d = deploy(max, 1);
+        let dp = Params::of(&d);
+        let st = calculate_status(&d, &dp, &[&a, &b, &new], Some(&new), ts(0));
+        assert_eq!(st.replicas, Some(max));
+        assert_eq!(st.available_replicas, Some(max));
+        assert_eq!(st.unavailable_replicas, Some(0));
+        assert_eq!(terminating_replicas(&[&a, &b]), 0);
+        let mut small = rs("s", 3, 1, 1, 1);
+        set_replicas_annotations(&mut small.metadata, 1, 1);
+        let sizes = proportional_scale(&dp, &d, Some(&new), &[&a, &small]);
+        assert!(sizes.iter().all(|(_, n)| *n >= 0), "{sizes:?}");
+        // Statuses that went negative or to the ends of i32.
+        let weird = rs("w", 4, 0, i32::MIN, i32::MIN);
+        let st = calculate_status(&d, &dp, &[&weird, &a], None, ts(0));
+        assert_eq!(st.unavailable_replicas, Some(max));
+        // Revision numbers from annotations users may write.
+        let mut top = rs("t", 5, 0, 0, 0);
+        top.metadata.annotations = Some(
+            [(
+                names::ANN_DEPLOYMENT_REVISION.to_string(),
+                i64::MAX.to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(max_revision(&[&top]).saturating_add(1), i64::MAX);
+        assert!(deployment_progressing(
+            &d,
+            &DeploymentStatus {
+                replicas: Some(i32::MIN),
+                updated_replicas: Some(i32::MAX),
+                ..Default::default()
+            }
+        ));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use crate::replicaset::util::normalized_template;
 
 /// `k8s.io/apimachinery/pkg/util/rand` alphabet (no vowels, no confusable characters).
-const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// FNV-1a, 32 bits.
 pub fn fnv32a(data: &[u8]) -> u32 {
@@ -65,7 +65,7 @@ pub fn canonical_json(v: &serde_json::Value) -> Vec<u8> {
 /// Upstream `rand.SafeEncodeString`: each byte mapped onto the alphabet.
 pub fn safe_encode_string(s: &str) -> String {
     s.bytes()
-        .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
+        .map(|b| ALPHANUMS[usize::from(b) % 27] as char)
         .collect()
 }
 

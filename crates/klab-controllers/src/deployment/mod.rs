@@ -378,8 +378,8 @@ impl Dc {
         let refs: Vec<&ReplicaSet> = rss.iter().collect();
         let (new, old) = decide::split_new_old(dl, &refs);
         let new_name = new.and_then(|n| n.metadata.name.clone());
-        let new_revision = decide::max_revision(&old) + 1;
-        let old_spec_sum: i32 = old.iter().map(|r| decide::spec_replicas(r)).sum();
+        let new_revision = decide::max_revision(&old).saturating_add(1);
+        let old_spec_sum = decide::sum_i32(old.iter().map(|r| decide::spec_replicas(r)));
         let ns = d.namespace().unwrap_or_default();
         let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
         if let Some(new_name) = new_name {
@@ -532,7 +532,7 @@ impl Dc {
         self.set_deployment_revision(d, dl, &new_revision.to_string())
             .await?;
         rss.push(created);
-        Ok(Some(rss.len() - 1))
+        Ok(Some(rss.len().saturating_sub(1)))
     }
 
     /// Upstream `SetDeploymentRevision`: the Deployment carries its new ReplicaSet's revision.
@@ -579,7 +579,7 @@ impl Dc {
         if from == to && !always {
             return Ok(false);
         }
-        let max = p.replicas + decide::max_surge(p);
+        let max = p.replicas.saturating_add(decide::max_surge(p));
         let size_changed = from != to;
         if !size_changed && !decide::replicas_annotations_need_update(rs, p.replicas, max) {
             return Ok(false);

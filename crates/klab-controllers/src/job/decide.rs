@@ -260,7 +260,9 @@ pub fn new_backoff_record(
             return prev.clone();
         };
         return BackoffRecord {
-            failures_after_last_success: prev.failures_after_last_success + failed.len() as u32,
+            failures_after_last_success: prev
+                .failures_after_last_success
+                .saturating_add(u32::try_from(failed.len()).unwrap_or(u32::MAX)),
             last_failure_time: Some(*last),
         };
     }
@@ -277,7 +279,7 @@ pub fn new_backoff_record(
         if rec.last_failure_time.is_none() {
             rec.last_failure_time = Some(*t);
         }
-        rec.failures_after_last_success += 1;
+        rec.failures_after_last_success = rec.failures_after_last_success.saturating_add(1);
     }
     rec
 }
@@ -295,7 +297,7 @@ pub fn remaining_backoff(
     }
     let mut d = base;
     for _ in 1..rec.failures_after_last_success {
-        d *= 2;
+        d = d.saturating_mul(2);
         if d >= max {
             d = max;
             break;
@@ -394,22 +396,74 @@ pub struct SyncPlan {
     pub backoff: BackoffRecord,
 }
 
-/// Pods to delete when there are too many active ones (upstream sorts by `controller.ActivePods`:
-/// not-ready before ready, then newest first).
+/// Pods to delete when there are too many active ones, first to delete first (upstream
+/// `activePodsForRemoval` sorts by `controller.ActivePods`).
 fn removal_order(pods: &mut [&Pod]) {
-    pods.sort_by(|a, b| {
-        let ka = (
-            util::is_pod_ready(a),
-            std::cmp::Reverse(a.metadata.creation_timestamp.as_ref().map(|t| t.0)),
-            a.metadata.name.clone(),
-        );
-        let kb = (
-            util::is_pod_ready(b),
-            std::cmp::Reverse(b.metadata.creation_timestamp.as_ref().map(|t| t.0)),
-            b.metadata.name.clone(),
-        );
-        ka.cmp(&kb)
-    });
+    pods.sort_by_cached_key(|p| removal_key(p));
+}
+
+/// Upstream `controller.ActivePods.Less` as a sort key (`Less` = delete first): (1) unassigned
+/// before assigned; (2) Pending < Unknown < Running; (3) not Ready before Ready; (4) both Ready:
+/// Ready for less time first (a missing time first); (5) more container restarts first; (6) no
+/// creation time, then newer first; then the name, for a deterministic order where upstream's
+/// unstable sort leaves ties in any order. Every rule compares one value per pod, so the key
+/// order is the same as upstream's pairwise rules, and total.
+pub fn removal_key(p: &Pod) -> RemovalKey {
+    use std::cmp::Reverse;
+    let ready = util::is_pod_ready(p);
+    let assigned = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    let phase = match util::phase(p) {
+        util::PHASE_UNKNOWN => 1,
+        util::PHASE_RUNNING => 2,
+        // Pending, and any other phase (upstream's map lookup yields 0)
+        _ => 0,
+    };
+    (
+        assigned,
+        phase,
+        ready,
+        // afterOrZero: a zero time first, then the later time first
+        if ready {
+            util::ready_since(p).map(Reverse)
+        } else {
+            None
+        },
+        Reverse(util::max_container_restarts(p)),
+        p.metadata.creation_timestamp.as_ref().map(|t| Reverse(t.0)),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// See [`removal_key`].
+pub type RemovalKey = (
+    bool,
+    u8,
+    bool,
+    Option<std::cmp::Reverse<Timestamp>>,
+    std::cmp::Reverse<i32>,
+    Option<std::cmp::Reverse<Timestamp>>,
+    String,
+);
+
+/// The order in which a sync looks at a Job's pods: oldest first (no creation time first), then
+/// by name.
+pub fn creation_order(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    let key = |p: &Pod| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            p.metadata.name.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
+}
+
+/// A count of pods as a status counter (saturating at `i32::MAX`).
+fn count_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// Upstream `pastBackoffLimitOnFailure`: with `restartPolicy: OnFailure`, the container restarts
@@ -427,11 +481,12 @@ fn past_backoff_limit_on_failure(job: &Job, pods: &[&Pod], limit: i32) -> bool {
     for p in pods {
         if matches!(util::phase(p), util::PHASE_RUNNING | util::PHASE_PENDING) {
             let (app, init) = statuses(p);
-            restarts += app
-                .iter()
-                .chain(init.iter())
-                .map(|c| i64::from(c.restart_count))
-                .sum::<i64>();
+            restarts = restarts.saturating_add(
+                app.iter()
+                    .chain(init.iter())
+                    .map(|c| i64::from(c.restart_count))
+                    .sum::<i64>(),
+            );
         }
     }
     if limit == 0 {
@@ -461,16 +516,7 @@ pub fn sync_job(
         return plan;
     };
     let mut pods: Vec<&Pod> = pods.to_vec();
-    pods.sort_by(|a, b| {
-        (
-            a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            &a.metadata.name,
-        )
-            .cmp(&(
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                &b.metadata.name,
-            ))
-    });
+    pods.sort_by(|a, b| creation_order(a, b));
 
     if is_job_finished(job) {
         // Finished: only release pods that still carry our finalizer.
@@ -510,13 +556,22 @@ pub fn sync_job(
         .iter()
         .filter(|p| util::is_pod_terminating_nonterminal(p))
         .count() as i32;
-    let succeeded = old.succeeded.unwrap_or(0) + new_succeeded.len() as i32 + unc_succ.len() as i32;
-    let failed = old.failed.unwrap_or(0)
-        + new_failed
-            .iter()
-            .filter(|p| counts_as_failure(job, p))
-            .count() as i32
-        + unc_fail.len() as i32;
+    // Saturating: the counters come from a status that users may write.
+    let succeeded = old
+        .succeeded
+        .unwrap_or(0)
+        .saturating_add(count_i32(new_succeeded.len()))
+        .saturating_add(count_i32(unc_succ.len()));
+    let failed = old
+        .failed
+        .unwrap_or(0)
+        .saturating_add(count_i32(
+            new_failed
+                .iter()
+                .filter(|p| counts_as_failure(job, p))
+                .count(),
+        ))
+        .saturating_add(count_i32(unc_fail.len()));
     let mut ready = active_pods.iter().filter(|p| util::is_pod_ready(p)).count() as i32;
     let suspended = spec.suspend == Some(true);
     // startTime is set on the first sync of a job that is not suspended.
@@ -591,7 +646,7 @@ pub fn sync_job(
             .iter()
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
-        terminating += active;
+        terminating = terminating.saturating_add(active);
         ready = 0;
         active = 0;
     } else {
@@ -606,7 +661,7 @@ pub fn sync_job(
                     parallelism
                 }
             }
-            Some(c) => (c - succeeded).clamp(0, parallelism),
+            Some(c) => c.saturating_sub(succeeded).clamp(0, parallelism),
         };
         if active > want {
             let mut victims = active_pods.clone();
@@ -614,22 +669,27 @@ pub fn sync_job(
             let doomed: Vec<&Pod> = victims
                 .iter()
                 .copied()
-                .take(((active - want) as usize).min(config.max_pod_create_delete_per_sync))
+                .take(
+                    (active.saturating_sub(want).max(0) as usize)
+                        .min(config.max_pod_create_delete_per_sync),
+                )
                 .collect();
             plan.delete = doomed
                 .iter()
                 .map(|p| p.metadata.name.clone().unwrap_or_default())
                 .collect();
-            active -= doomed.len() as i32;
-            terminating += doomed.len() as i32;
-            ready -= doomed.iter().filter(|p| util::is_pod_ready(p)).count() as i32;
+            active = active.saturating_sub(count_i32(doomed.len()));
+            terminating = terminating.saturating_add(count_i32(doomed.len()));
+            ready = ready.saturating_sub(count_i32(
+                doomed.iter().filter(|p| util::is_pod_ready(p)).count(),
+            ));
         } else {
             let counted_terminating = if only_replace_failed_pods(job) {
                 terminating
             } else {
                 0
             };
-            if active + counted_terminating < want {
+            if active.saturating_add(counted_terminating) < want {
                 let wait = remaining_backoff(
                     &plan.backoff,
                     now,
@@ -639,9 +699,12 @@ pub fn sync_job(
                 if !wait.is_zero() {
                     plan.requeue_after = Some(plan.requeue_after.map_or(wait, |r| r.min(wait)));
                 } else {
-                    plan.create = ((want - active - counted_terminating) as usize)
+                    plan.create = (want
+                        .saturating_sub(active)
+                        .saturating_sub(counted_terminating)
+                        .max(0) as usize)
                         .min(config.max_pod_create_delete_per_sync);
-                    active += plan.create as i32;
+                    active = active.saturating_add(count_i32(plan.create));
                 }
             }
         }
@@ -762,8 +825,14 @@ pub fn sync_job(
     }
     // After the finalizers are gone the uncounted pods move into the counters.
     let mut after = JobStatus {
-        succeeded: nz(old.succeeded.unwrap_or(0) + new_unc_succ.len() as i32),
-        failed: nz(old.failed.unwrap_or(0) + new_unc_fail.len() as i32),
+        succeeded: nz(old
+            .succeeded
+            .unwrap_or(0)
+            .saturating_add(count_i32(new_unc_succ.len()))),
+        failed: nz(old
+            .failed
+            .unwrap_or(0)
+            .saturating_add(count_i32(new_unc_fail.len()))),
         uncounted_terminated_pods: Some(UncountedTerminatedPods::default()),
         ..base
     };

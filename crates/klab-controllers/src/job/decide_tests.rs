@@ -529,3 +529,52 @@ fn success_criteria_met_is_carried_forward() {
     );
     assert_eq!(p.status_after.terminating, Some(1));
 }
+
+/// Counters and limits at the ends of i32 (a status users may write through the status
+/// subresource, completions/parallelism/backoffLimit/activeDeadlineSeconds at their maxima):
+/// the sync saturates instead of overflowing.
+#[test]
+fn extreme_counts_and_limits_saturate() {
+    let j = job(
+        json!({"completions": i32::MAX, "parallelism": i32::MAX, "backoffLimit": i32::MAX,
+               "activeDeadlineSeconds": i64::MAX}),
+        json!({"succeeded": i32::MAX, "failed": i32::MAX, "active": i32::MAX, "startTime": ts(0),
+               "uncountedTerminatedPods": {}}),
+    );
+    let done = pod("j-done", "Succeeded", 0, json!({}), json!({}));
+    let bad = pod("j-bad", "Failed", 0, json!({}), json!({}));
+    let run = pod("j-run", "Running", 1, json!({}), json!({}));
+    let p = sync(&j, &[&done, &bad, &run], 10);
+    let after = &p.status_after;
+    assert!(
+        after.succeeded.unwrap_or(0) >= 0 && after.failed.unwrap_or(0) >= 0,
+        "{after:?}"
+    );
+    // Negative counters (never written by klab) count as what they say, without overflow.
+    let j = job(
+        json!({"completions": i32::MAX, "parallelism": 3}),
+        json!({"succeeded": i32::MIN, "failed": i32::MIN, "startTime": ts(0)}),
+    );
+    let p = sync(&j, &[&done, &run], 10);
+    assert!(p.create <= 2, "{}", p.create);
+    // Back-off with a huge base and many failures saturates at the maximum.
+    let rec = BackoffRecord {
+        failures_after_last_success: u32::MAX,
+        last_failure_time: Some(at(0)),
+    };
+    assert_eq!(
+        remaining_backoff(&rec, at(0), Duration::MAX, Duration::MAX),
+        Duration::MAX
+    );
+    assert_eq!(
+        remaining_backoff(
+            &rec,
+            at(1),
+            Duration::from_secs(u64::MAX / 2 + 1),
+            Duration::MAX
+        ),
+        Duration::MAX - Duration::from_secs(1)
+    );
+    let rec = new_backoff_record(&rec, &[], &[&bad]);
+    assert_eq!(rec.failures_after_last_success, u32::MAX);
+}

@@ -456,12 +456,12 @@ impl Jc {
             }
         }
         let template = new_job_pod(&job);
-        let mut created = 0;
+        let mut created = 0usize;
         'batches: for batch in slow_start_batches(plan.create, 1) {
             for _ in 0..batch {
                 match api.create(&PostParams::default(), &template).await {
                     Ok(p) => {
-                        created += 1;
+                        created = created.saturating_add(1);
                         self.recorder
                             .record(
                                 &r,
@@ -473,7 +473,10 @@ impl Jc {
                     }
                     Err(e) => {
                         if let Some(x) = self.expectations.get_mut(&key) {
-                            x.adds -= (plan.create - created) as i64;
+                            x.adds = x.adds.saturating_sub(
+                                i64::try_from(plan.create.saturating_sub(created))
+                                    .unwrap_or(i64::MAX),
+                            );
                         }
                         self.recorder
                             .record(

@@ -75,21 +75,21 @@ async fn delete_content(
     for ar in resources {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
         let list = api.list(&ListParams::default()).await?;
-        let mut remaining = 0;
+        let mut remaining = 0usize;
         for obj in list.items {
             let name = obj.metadata.name.clone().unwrap_or_default();
             if obj.metadata.deletion_timestamp.is_none() {
                 match api.delete(&name, &DeleteParams::background()).await {
                     Ok(either) => {
                         if either.is_left() {
-                            remaining += 1;
+                            remaining = remaining.saturating_add(1);
                         }
                     }
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             } else {
-                remaining += 1;
+                remaining = remaining.saturating_add(1);
             }
         }
         if remaining > 0 {
@@ -203,6 +203,64 @@ mod tests {
             );
         }
         assert!(cms.get_opt("c").await.unwrap().is_none());
+        task.abort();
+    }
+
+    /// `kubectl delete ns` with a pod whose grace period is i64::MAX seconds: the pod is marked
+    /// Terminating at the end of time, the namespace waits for it, and the controller lives on
+    /// (it used to die on the delete): once the pod is force-deleted the namespace goes.
+    #[tokio::test(start_paused = true)]
+    async fn namespace_with_the_longest_grace_period_pod() {
+        let api = klab_apiserver::testing::memory_server().await;
+        let client = kube::Client::new(api.router(), "default");
+        let clock = api.clock().clone();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "demo");
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {
+                "nodeName": "n1", "terminationGracePeriodSeconds": i64::MAX,
+                "containers": [{"name": "c", "image": "nginx"}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+        let task = tokio::spawn(run(client.clone(), clock));
+        namespaces
+            .delete("demo", &DeleteParams::default())
+            .await
+            .unwrap();
+        let start = tokio::time::Instant::now();
+        loop {
+            let p = pods.get("p").await.unwrap();
+            if p.metadata.deletion_timestamp.is_some() {
+                assert_eq!(p.metadata.deletion_grace_period_seconds, Some(i64::MAX));
+                break;
+            }
+            assert!(!task.is_finished(), "namespace controller died");
+            assert!(start.elapsed() < Duration::from_secs(30), "pod not marked");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!task.is_finished(), "namespace controller died");
+        assert!(namespaces.get_opt("demo").await.unwrap().is_some());
+        pods.delete("p", &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        while namespaces.get_opt("demo").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "namespace not removed"
+            );
+        }
         task.abort();
     }
 }

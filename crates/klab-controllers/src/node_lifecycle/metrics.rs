@@ -42,7 +42,10 @@ impl NodeLifecycleMetrics {
     }
 
     pub fn inc_evictions(&self, zone: &str) {
-        self.with(|m| *m.evictions_total.entry(zone.to_string()).or_insert(0) += 1);
+        self.with(|m| {
+            let n = m.evictions_total.entry(zone.to_string()).or_insert(0);
+            *n = n.saturating_add(1);
+        });
     }
 
     /// Sets the zone gauges from a pass: `size` counted nodes of which `unhealthy` are not Ready.
@@ -52,7 +55,7 @@ impl NodeLifecycleMetrics {
             let health = if size == 0 {
                 100.0
             } else {
-                100.0 * (size - unhealthy) as f64 / size as f64
+                100.0 * size.saturating_sub(unhealthy) as f64 / size as f64
             };
             m.zone_health.insert(zone.to_string(), health);
             m.unhealthy_nodes_in_zone

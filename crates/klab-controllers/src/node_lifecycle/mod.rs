@@ -299,7 +299,7 @@ impl Controller {
                 .await
             {
                 Ok(_) => return Ok(true),
-                Err(e) if is_conflict(&e) && attempt + 1 < TAINT_WRITE_ATTEMPTS => {
+                Err(e) if is_conflict(&e) && attempt.saturating_add(1) < TAINT_WRITE_ATTEMPTS => {
                     node = self.nodes_api.get(&name).await?;
                 }
                 Err(e) if is_not_found(&e) => return Ok(false),
@@ -522,7 +522,7 @@ impl Controller {
                     tracing::warn!(node = name.as_str(), error = %e, "error updating node status");
                 }
             }
-            if attempt + 1 == attempts {
+            if attempt.saturating_add(1) == attempts {
                 break;
             }
             match self.nodes_api.get(&name).await {

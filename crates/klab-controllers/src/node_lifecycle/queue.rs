@@ -152,7 +152,7 @@ impl RateLimitedTimedQueue {
     }
 
     fn push(&mut self, item: TimedValue) {
-        self.seq += 1;
+        self.seq = self.seq.saturating_add(1);
         let key = (item.process_at, self.seq);
         let pos = self
             .items
@@ -213,9 +213,10 @@ impl RateLimitedTimedQueue {
                 };
                 let (mut it, _) = self.items.remove(pos);
                 let wait = SignedDuration::try_from(wait).unwrap_or(SignedDuration::MAX);
+                // Saturating: a wait to the end of time must neither overflow nor retry at once.
                 it.process_at = now
-                    .saturating_add(wait + SignedDuration::from_nanos(1))
-                    .unwrap_or(now);
+                    .checked_add(wait.saturating_add(SignedDuration::from_nanos(1)))
+                    .unwrap_or(Timestamp::MAX);
                 self.push(it);
             }
         }
@@ -293,6 +294,17 @@ mod tests {
         assert_eq!(seen, ["first", "third"]);
         assert!(q.items().is_empty());
         assert!(q.contains("first"), "processed items stay in the set");
+    }
+
+    /// A retry after the longest wait neither overflows (`wait + 1ns` panicked for a wait of
+    /// SignedDuration::MAX) nor comes back at once: it waits to the end of time.
+    #[test]
+    fn retry_after_the_longest_wait_saturates() {
+        let mut q = RateLimitedTimedQueue::with_limiter(Limiter::Always);
+        q.add("x", "", t(0));
+        try_all(&mut q, t(1), |_, _| Outcome::RetryAfter(Duration::MAX));
+        assert_eq!(q.items()[0].process_at, Timestamp::MAX);
+        assert!(q.next_due(t(2)).is_none());
     }
 
     #[test]

@@ -58,11 +58,11 @@ pub fn compute_zone_state(
     unhealthy_zone_threshold: f32,
 ) -> (usize, ZoneState) {
     let ready = statuses.iter().filter(|s| **s == Some("True")).count();
-    let not_ready = statuses.len() - ready;
+    let not_ready = statuses.len().saturating_sub(ready);
     let state = if ready == 0 && not_ready > 0 {
         ZoneState::FullDisruption
     } else if not_ready > 2
-        && (not_ready as f32) / ((not_ready + ready) as f32) >= unhealthy_zone_threshold
+        && (not_ready as f32) / (statuses.len() as f32) >= unhealthy_zone_threshold
     {
         ZoneState::PartialDisruption
     } else {

@@ -102,7 +102,7 @@ fn is_terminating(pod: &Pod) -> bool {
 }
 
 /// `byEvictionAndCreationTimestamp`: evicted first, then older creationTimestamp, then name.
-fn by_eviction_and_creation(a: &&Pod, b: &&Pod) -> Ordering {
+pub fn by_eviction_and_creation(a: &&Pod, b: &&Pod) -> Ordering {
     is_evicted(b)
         .cmp(&is_evicted(a))
         .then_with(|| {

@@ -63,7 +63,8 @@ impl PodGcMetrics {
         } else {
             &mut g.force_delete_pod_errors_total
         };
-        *map.entry((ns.to_string(), reason.to_string())).or_insert(0) += 1;
+        let n = map.entry((ns.to_string(), reason.to_string())).or_insert(0);
+        *n = n.saturating_add(1);
     }
 }
 

@@ -49,9 +49,9 @@ pub fn manage_replicas(
     let desired = desired.max(0) as usize;
     match active.len().cmp(&desired) {
         Ordering::Equal => Manage::Nothing,
-        Ordering::Less => Manage::Create((desired - active.len()).min(burst_replicas)),
+        Ordering::Less => Manage::Create(desired.saturating_sub(active.len()).min(burst_replicas)),
         Ordering::Greater => {
-            let diff = (active.len() - desired).min(burst_replicas);
+            let diff = active.len().saturating_sub(desired).min(burst_replicas);
             let victims = pods_to_delete(active, related, diff, now);
             Manage::Delete(
                 victims
@@ -72,7 +72,8 @@ pub fn pods_to_delete<'a>(
 ) -> Vec<&'a Pod> {
     let mut on_node: BTreeMap<&str, usize> = BTreeMap::new();
     for p in related.iter().filter(|p| is_pod_active(p)) {
-        *on_node.entry(node_name(p)).or_default() += 1;
+        let n = on_node.entry(node_name(p)).or_default();
+        *n = n.saturating_add(1);
     }
     let ranked: Vec<(&Pod, usize)> = active
         .iter()
@@ -232,8 +233,8 @@ pub fn slow_start_batches(n: usize, initial: usize) -> Vec<usize> {
     let mut size = remaining.min(initial.max(1));
     while size > 0 {
         out.push(size);
-        remaining -= size;
-        size = (2 * size).min(remaining);
+        remaining = remaining.saturating_sub(size);
+        size = size.saturating_mul(2).min(remaining);
     }
     out
 }
@@ -267,7 +268,7 @@ impl Expectations {
         }
     }
     pub fn creation_observed(&mut self) {
-        self.adds -= 1;
+        self.adds = self.adds.saturating_sub(1);
     }
     pub fn deletion_observed(&mut self, name: &str) {
         self.deletes.remove(name);
@@ -356,18 +357,18 @@ pub fn calculate_status(
         .unwrap_or_default();
     let min_ready =
         Duration::from_secs(spec.and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u64);
-    let mut fully_labeled = 0;
-    let mut ready = 0;
-    let mut available = 0;
+    let mut fully_labeled = 0i32;
+    let mut ready = 0i32;
+    let mut available = 0i32;
     for p in active {
         let l = util::labels(&p.metadata);
         if template_labels.iter().all(|(k, v)| l.get(k) == Some(v)) {
-            fully_labeled += 1;
+            fully_labeled = fully_labeled.saturating_add(1);
         }
         if is_pod_ready(p) {
-            ready += 1;
+            ready = ready.saturating_add(1);
             if is_pod_available(p, min_ready, now) {
-                available += 1;
+                available = available.saturating_add(1);
             }
         }
     }
@@ -818,5 +819,37 @@ mod tests {
         let b = pod("b").phase(util::PHASE_FAILED).deleting(5).build();
         let c = pod("c").running_ready(1).build();
         assert_eq!(count_terminating(&[&a, &b, &c]), 1);
+    }
+}
+
+#[cfg(test)]
+mod extreme_tests {
+    use super::*;
+
+    /// Replica counts at the ends of i32 and batch sizes at the end of usize: no overflow.
+    #[test]
+    fn extreme_counts_saturate() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            manage_replicas(i32::MAX, &[], &[], 500, now),
+            Manage::Create(500)
+        );
+        assert_eq!(
+            manage_replicas(i32::MIN, &[], &[], 500, now),
+            Manage::Nothing
+        );
+        assert_eq!(slow_start_batches(usize::MAX, usize::MAX), vec![usize::MAX]);
+        let b = slow_start_batches(usize::MAX, 1);
+        assert_eq!(
+            b.iter().fold(0usize, |a, x| a.saturating_add(*x)),
+            usize::MAX
+        );
+        assert_eq!(b.len(), 64);
+        let mut x = Expectations {
+            adds: i64::MIN,
+            ..Default::default()
+        };
+        x.creation_observed();
+        assert_eq!(x.adds, i64::MIN);
     }
 }

@@ -469,7 +469,7 @@ impl Rsc {
                 pod.metadata.generate_name = Some(format!("{}-", key.1));
                 match api.create(&PostParams::default(), &pod).await {
                     Ok(p) => {
-                        created += 1;
+                        created = created.saturating_add(1);
                         self.recorder
                             .record(
                                 &rs_ref,
@@ -492,7 +492,7 @@ impl Rsc {
                         if let Some(x) = self.expectations.get_mut(key) {
                             x.creation_observed();
                         }
-                        created += 1;
+                        created = created.saturating_add(1);
                         failed = Some(api_error_text(&e));
                     }
                 }
@@ -500,7 +500,10 @@ impl Rsc {
             if let Some(msg) = failed {
                 // Pods of the batches not attempted will never be observed.
                 if let Some(x) = self.expectations.get_mut(key) {
-                    x.adds -= (n - created) as i64;
+                    let left = n.saturating_sub(created);
+                    x.adds = x
+                        .adds
+                        .saturating_sub(i64::try_from(left).unwrap_or(i64::MAX));
                 }
                 return Some(msg);
             }

@@ -293,3 +293,56 @@ async fn adopts_a_matching_orphan_and_releases_a_relabelled_pod() {
     })
     .await;
 }
+
+/// Scale-down of pods whose grace period is i64::MAX seconds (the API accepts it): the pods are
+/// marked at the end of time and the controller goes on working — it used to die on the delete.
+#[tokio::test(start_paused = true)]
+async fn scale_down_with_the_longest_grace_period_keeps_the_controller_alive() {
+    let h = harness().await;
+    let mut tmpl = template("web", "nginx");
+    tmpl["spec"]["terminationGracePeriodSeconds"] = json!(i64::MAX);
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl},
+    }))
+    .unwrap();
+    let api = Api::<ReplicaSet>::namespaced(h.client.clone(), "default");
+    api.create(&PostParams::default(), &rs).await.unwrap();
+    start(&h, ReplicaSetControllerConfig::default());
+    h.wait_until(Duration::from_secs(5), "3 pods", || async {
+        h.active_pods().await.len() == 3
+    })
+    .await;
+    for p in h.active_pods().await {
+        h.bind(&p, "n1").await;
+        h.make_ready(&p).await;
+    }
+    let scale = |n: i32| {
+        let api = api.clone();
+        async move {
+            api.patch_scale(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": n}})),
+            )
+            .await
+            .expect("scale");
+        }
+    };
+    scale(1).await;
+    h.wait_until(Duration::from_secs(5), "2 terminating", || async {
+        h.pod_names().await.iter().filter(|(_, t)| *t).count() == 2
+    })
+    .await;
+    let pods = h.pods().list(&Default::default()).await.unwrap();
+    for p in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_some()) {
+        assert_eq!(p.metadata.deletion_grace_period_seconds, Some(i64::MAX));
+    }
+    // Still alive: a scale-up is served.
+    scale(2).await;
+    h.wait_until(Duration::from_secs(5), "2 active pods", || async {
+        h.active_pods().await.len() == 2
+    })
+    .await;
+}

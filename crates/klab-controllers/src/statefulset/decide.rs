@@ -154,6 +154,11 @@ fn name_of(p: &Pod) -> String {
 }
 
 /// The name a replica of `ordinal` gets.
+/// The ordinal of slot `i` (slots never reach past `i32::MAX`).
+fn slot_ordinal(start: i32, i: usize) -> i32 {
+    start.saturating_add(i32::try_from(i).unwrap_or(i32::MAX))
+}
+
 pub fn pod_name(set: &StatefulSet, ordinal: i32) -> String {
     format!("{}-{}", set.metadata.name.as_deref().unwrap_or(""), ordinal)
 }
@@ -183,8 +188,10 @@ pub fn next_action(
     compute_status(&mut status, pods, mr, current, update, now);
 
     let start = start_ordinal(set);
-    let count = replicas(set);
-    let end = start + count - 1;
+    // Ordinals are int32 (upstream parses them so): replicas past ordinal i32::MAX are not made,
+    // where upstream would create pods it can never recognise as members again.
+    let count = replicas(set).min(i32::MAX.saturating_sub(start).saturating_add(1));
+    let end = start.saturating_add(count).saturating_sub(1);
     // slots [start, end] and condemned (valid ordinal outside the range), descending ordinal
     let mut slots: Vec<Option<&Pod>> = vec![None; count as usize];
     let mut condemned: Vec<&Pod> = Vec::new();
@@ -192,7 +199,7 @@ pub fn next_action(
     sorted.sort_by_key(|p| p.metadata.name.clone());
     for p in sorted {
         match ordinal(p) {
-            Some(o) if o >= start && o <= end => slots[(o - start) as usize] = Some(p),
+            Some(o) if o >= start && o <= end => slots[o.abs_diff(start) as usize] = Some(p),
             Some(_) => condemned.push(p),
             None => {}
         }
@@ -205,7 +212,7 @@ pub fn next_action(
         .find(|(_, p)| is_unavailable(**p, mr, now))
         .map(|(i, p)| {
             (*p).map(name_of)
-                .unwrap_or_else(|| pod_name(set, start + i as i32))
+                .unwrap_or_else(|| pod_name(set, slot_ordinal(start, i)))
         })
         .or_else(|| {
             condemned
@@ -223,7 +230,7 @@ pub fn next_action(
 
     // 1. living replicas, in ordinal order
     for (i, slot) in slots.iter().enumerate() {
-        let ord = start + i as i32;
+        let ord = slot_ordinal(start, i);
         let stop = match slot {
             Some(p) if matches!(util::phase(p), PHASE_FAILED | PHASE_SUCCEEDED) => {
                 if !is_terminating(&p.metadata) {
@@ -388,7 +395,7 @@ pub fn next_action(
         let Some(p) = slots[target] else {
             // just created at the update revision (ordinal >= partition): not available yet
             steps.push(Step::Wait {
-                pod: pod_name(set, start + target as i32),
+                pod: pod_name(set, slot_ordinal(start, target)),
                 message: WAIT_UPDATE,
             });
             return Action { steps, status };
@@ -398,7 +405,7 @@ pub fn next_action(
                 name: name_of(p),
                 why: DeleteWhy::Update,
             });
-            let cur = status.current_replicas.unwrap_or(0) - 1;
+            let cur = status.current_replicas.unwrap_or(0).saturating_sub(1);
             status.current_replicas = Some(cur);
             return Action { steps, status };
         }
@@ -424,8 +431,8 @@ fn created_at_current(set: &StatefulSet, ord: i32) -> bool {
         .and_then(|s| s.current_replicas)
         .unwrap_or(0);
     match ru {
-        None => ty == "RollingUpdate" && ord < start + current_replicas,
-        Some(partition) => ord < start + partition.unwrap_or(0),
+        None => ty == "RollingUpdate" && ord < start.saturating_add(current_replicas),
+        Some(partition) => ord < start.saturating_add(partition.unwrap_or(0)),
     }
 }
 
@@ -460,21 +467,21 @@ fn compute_status(
     update: &str,
     now: Timestamp,
 ) {
-    let (mut replicas, mut ready, mut available, mut cur, mut upd) = (0, 0, 0, 0, 0);
+    let (mut replicas, mut ready, mut available, mut cur, mut upd) = (0i32, 0i32, 0i32, 0i32, 0i32);
     for p in pods {
-        replicas += 1;
+        replicas = replicas.saturating_add(1);
         if util::is_running_and_ready(p) {
-            ready += 1;
+            ready = ready.saturating_add(1);
             if is_running_and_available(p, mr, now) {
-                available += 1;
+                available = available.saturating_add(1);
             }
         }
         if !is_terminating(&p.metadata) {
             if pod_revision(p) == Some(current) {
-                cur += 1;
+                cur = cur.saturating_add(1);
             }
             if pod_revision(p) == Some(update) {
-                upd += 1;
+                upd = upd.saturating_add(1);
             }
         }
     }
@@ -522,7 +529,7 @@ pub fn revision_name(set: &StatefulSet, collision_count: Option<i32>) -> String 
     if prefix.len() > 223 {
         let mut cut = 223;
         while !prefix.is_char_boundary(cut) {
-            cut -= 1;
+            cut = cut.saturating_sub(1);
         }
         prefix.truncate(cut);
     }
@@ -713,6 +720,46 @@ mod tests {
     fn check(set: &StatefulSet, pods: &[&Pod], want: Vec<Step>) {
         let a = next_action(set, pods, R1, R1, ts(100));
         assert_eq!(a.steps, want);
+    }
+
+    /// `ordinals.start: 2147483647` with more than one replica: the controller panicked on
+    /// `start + replicas - 1`. Ordinals are int32, so only the replicas that have one are made.
+    #[test]
+    fn start_ordinal_at_i32_max() {
+        let mut set = sts(3, true);
+        set.spec.as_mut().unwrap().ordinals =
+            Some(k8s_openapi::api::apps::v1::StatefulSetOrdinals {
+                start: Some(i32::MAX),
+            });
+        check(
+            &set,
+            &[],
+            vec![
+                Step::Create {
+                    ordinal: i32::MAX,
+                    at_current: false,
+                },
+                Step::Wait {
+                    pod: "web-2147483647".into(),
+                    message: WAIT_UPDATE,
+                },
+            ],
+        );
+        let last = ready("web-2147483647", R1);
+        let a = next_action(&set, &[&last], R1, R1, ts(100));
+        assert_eq!(a.status.replicas, 1);
+        // A status users may write: current replicas at the ends of i32.
+        for cur in [i32::MIN, i32::MAX] {
+            let mut set = sts(3, false);
+            set.status = Some(StatefulSetStatus {
+                current_replicas: Some(cur),
+                ..Default::default()
+            });
+            let w0 = ready("web-0", R2);
+            let a = next_action(&set, &[&w0], R1, R2, ts(100));
+            assert!(!a.steps.is_empty());
+        }
+        assert_eq!(slot_ordinal(i32::MAX, usize::MAX), i32::MAX);
     }
 
     #[test]

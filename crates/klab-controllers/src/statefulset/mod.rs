@@ -418,7 +418,7 @@ impl Ssc {
                 api.patch(
                     &update_name,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"revision": max_rev + 1})),
+                    &Patch::Merge(json!({"revision": max_rev.saturating_add(1)})),
                 )
                 .await?;
             }
@@ -450,7 +450,7 @@ impl Ssc {
                         ..Default::default()
                     },
                     data: Some(RawExtension(data.clone())),
-                    revision: max_rev + 1,
+                    revision: max_rev.saturating_add(1),
                 };
                 match api.create(&PostParams::default(), &cr).await {
                     Ok(_) => {}

@@ -67,7 +67,8 @@ impl TaintEvictionMetrics {
     }
 
     fn inc(&self) {
-        *self.deletions.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        let mut n = self.deletions.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_add(1);
     }
 
     /// Prometheus text exposition.
@@ -327,7 +328,7 @@ impl Controller {
                     return;
                 }
                 Err(e) => {
-                    if attempt + 1 == attempts {
+                    if attempt.saturating_add(1) == attempts {
                         tracing::error!(pod = key, error = %e, "TaintEvictionController: timed worker failed");
                         return;
                     }
