@@ -11,6 +11,7 @@ use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng, duration::parse_duration};
 
 use klab_api::names;
+use klab_runtime::Informers;
 
 use crate::daemonset::DaemonSetControllerConfig;
 use crate::deployment::DeploymentControllerConfig;
@@ -125,6 +126,10 @@ pub fn start(
                 start,
             )));
         };
+    // One informer per resource type for every controller (kube-controller-manager's
+    // SharedInformerFactory, which lists and watches as `shared-informers`).
+    let informers = Informers::new(client_for("shared-informers"), clock.clone())
+        .supervised(health.clone(), format!("{COMPONENT}/shared-informers"));
     let recorder = |client: &kube::Client, controller: &'static str| {
         EventRecorder::new(client.clone(), clock.clone(), rng.clone(), controller)
     };
@@ -133,12 +138,13 @@ pub fn start(
         restartable(
             (
                 client_for("node-controller"),
+                informers.clone(),
                 clock.clone(),
                 rng.clone(),
                 config.node_lifecycle.clone(),
                 metrics.node_lifecycle.clone(),
             ),
-            |(c, clock, rng, cfg, m)| crate::node_lifecycle::run(c, clock, rng, cfg, m),
+            |(c, inf, clock, rng, cfg, m)| crate::node_lifecycle::run(c, inf, clock, rng, cfg, m),
         ),
     );
     spawn(
@@ -146,12 +152,13 @@ pub fn start(
         restartable(
             (
                 client_for("taint-eviction-controller"),
+                informers.clone(),
                 clock.clone(),
                 rng.clone(),
                 config.taint_eviction.clone(),
                 metrics.taint_eviction.clone(),
             ),
-            |(c, clock, rng, cfg, m)| crate::taint_eviction::run(c, clock, rng, cfg, m),
+            |(c, inf, clock, rng, cfg, m)| crate::taint_eviction::run(c, inf, clock, rng, cfg, m),
         ),
     );
     spawn(
@@ -159,11 +166,12 @@ pub fn start(
         restartable(
             (
                 client_for("pod-garbage-collector"),
+                informers.clone(),
                 clock.clone(),
                 config.pod_gc.clone(),
                 metrics.pod_gc.clone(),
             ),
-            |(c, clock, cfg, m)| crate::pod_gc::run(c, clock, cfg, m),
+            |(c, inf, clock, cfg, m)| crate::pod_gc::run(c, inf, clock, cfg, m),
         ),
     );
     // Workload controllers: each with its own identity and event recorder.
@@ -172,8 +180,14 @@ pub fn start(
     spawn(
         "replicaset-controller",
         restartable(
-            (c, clock.clone(), config.replicaset.clone(), rec),
-            |(c, clock, cfg, rec)| crate::replicaset::run(c, clock, cfg, rec),
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.replicaset.clone(),
+                rec,
+            ),
+            |(c, inf, clock, cfg, rec)| crate::replicaset::run(c, inf, clock, cfg, rec),
         ),
     );
     let c = client_for("deployment-controller");
@@ -181,8 +195,14 @@ pub fn start(
     spawn(
         "deployment-controller",
         restartable(
-            (c, clock.clone(), config.deployment.clone(), rec),
-            |(c, clock, cfg, rec)| crate::deployment::run(c, clock, cfg, rec),
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.deployment.clone(),
+                rec,
+            ),
+            |(c, inf, clock, cfg, rec)| crate::deployment::run(c, inf, clock, cfg, rec),
         ),
     );
     let c = client_for("statefulset-controller");
@@ -190,8 +210,14 @@ pub fn start(
     spawn(
         "statefulset-controller",
         restartable(
-            (c, clock.clone(), config.statefulset.clone(), rec),
-            |(c, clock, cfg, rec)| crate::statefulset::run(c, clock, cfg, rec),
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.statefulset.clone(),
+                rec,
+            ),
+            |(c, inf, clock, cfg, rec)| crate::statefulset::run(c, inf, clock, cfg, rec),
         ),
     );
     let c = client_for("daemon-set-controller");
@@ -199,8 +225,14 @@ pub fn start(
     spawn(
         "daemonset-controller",
         restartable(
-            (c, clock.clone(), config.daemonset.clone(), rec),
-            |(c, clock, cfg, rec)| crate::daemonset::run(c, clock, cfg, rec),
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.daemonset.clone(),
+                rec,
+            ),
+            |(c, inf, clock, cfg, rec)| crate::daemonset::run(c, inf, clock, cfg, rec),
         ),
     );
     let c = client_for("job-controller");
@@ -208,8 +240,8 @@ pub fn start(
     spawn(
         "job-controller",
         restartable(
-            (c, clock.clone(), config.job.clone(), rec),
-            |(c, clock, cfg, rec)| crate::job::run(c, clock, cfg, rec),
+            (c, informers.clone(), clock.clone(), config.job.clone(), rec),
+            |(c, inf, clock, cfg, rec)| crate::job::run(c, inf, clock, cfg, rec),
         ),
     );
     // `--enable-garbage-collector=false` means the controller is not started at all.

@@ -81,7 +81,8 @@ async fn one_pod_per_node_and_a_dead_node_keeps_its_pod() {
         super::CONTROLLER_NAME,
     );
     tokio::spawn(run(
-        ctl,
+        ctl.clone(),
+        klab_runtime::Informers::new(ctl, clock.clone()),
         clock.clone(),
         DaemonSetControllerConfig::default(),
         recorder,
@@ -218,7 +219,8 @@ async fn rolling_update_replaces_one_pod_at_a_time() {
         super::CONTROLLER_NAME,
     );
     tokio::spawn(run(
-        ctl,
+        ctl.clone(),
+        klab_runtime::Informers::new(ctl, clock.clone()),
         clock.clone(),
         DaemonSetControllerConfig::default(),
         recorder,

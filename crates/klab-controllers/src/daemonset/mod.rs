@@ -14,13 +14,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use klab_api::{Clock, names};
@@ -30,8 +28,10 @@ use decide::FailedPodsBackoff;
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Expectations, slow_start_batches};
-use crate::replicaset::informer::{self, Cache, Change, ObjKey, Polled, Queue, key_of};
 use crate::replicaset::util;
+use klab_runtime::{
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+};
 
 /// The controller's name (event source, field manager).
 pub const CONTROLLER_NAME: &str = names::CONTROLLER_DAEMONSET;
@@ -39,8 +39,8 @@ pub const CONTROLLER_NAME: &str = names::CONTROLLER_DAEMONSET;
 /// Why the DaemonSet controller stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonSetError {
-    #[error("the {0} watch stream ended")]
-    WatchEnded(&'static str),
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// Whether a node change can change any DaemonSet's decisions (upstream `shouldIgnoreNodeUpdate`:
@@ -60,60 +60,83 @@ pub fn node_change_matters(old: &Node, new: &Node) -> bool {
     old.metadata.labels != new.metadata.labels || old.spec != new.spec || conds(old) != conds(new)
 }
 
-/// Runs the DaemonSet controller until a watch stream ends.
+/// The changes the DaemonSet controller handles.
+enum Ev {
+    Ds(Change<DaemonSet>),
+    Node(Change<Node>),
+    Pod(Change<Pod>),
+}
+
+/// Runs the DaemonSet controller on the process's shared informers until they stop.
 pub async fn run(
     client: kube::Client,
+    informers: Informers,
     clock: Clock,
     config: DaemonSetControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), DaemonSetError> {
-    let mut ds_stream = watcher(
-        Api::<DaemonSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
-    let mut pod_stream =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
-    let mut node_stream =
-        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).boxed();
+    let dss = informers.get::<DaemonSet>();
+    let pods = informers.get::<Pod>();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let nodes = informers.get::<Node>();
+    let sources = Sources::default()
+        .add(&dss, Ev::Ds)
+        .add(&nodes, Ev::Node)
+        .add(&pods, Ev::Pod);
     let mut c = Dsc {
         client,
         clock: clock.clone(),
         config,
         recorder,
-        dss: Cache::default(),
-        pods: Cache::default(),
-        nodes: Cache::default(),
-        queue: Queue::default(),
+        dss,
+        pods,
+        nodes,
+        queue: WorkQueue::default(),
         expectations: BTreeMap::new(),
         backoff: BTreeMap::new(),
     };
-    loop {
-        let deadline = c.queue.next_deadline();
-        tokio::select! {
-            biased;
-            ev = ds_stream.next() => c.on_ds(ev.into()).await?,
-            ev = node_stream.next() => c.on_node(ev.into()).await?,
-            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
-        }
-        loop {
-            if let Some(ev) = ds_stream.next().now_or_never() {
-                c.on_ds(ev.into()).await?;
-            } else if let Some(ev) = node_stream.next().now_or_never() {
-                c.on_node(ev.into()).await?;
-            } else if let Some(ev) = pod_stream.next().now_or_never() {
-                c.on_pod(ev.into()).await?;
-            } else {
-                break;
+    klab_runtime::run(clock, sources, &mut c)
+        .await
+        .map_err(DaemonSetError::Stopped)
+}
+
+impl Reconcile for Dsc {
+    type Event = Ev;
+    type Error = std::convert::Infallible;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Ds((old, new)) => match (old, new) {
+                (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
+                (Some(o), None) => {
+                    let k = key_of(o.as_ref());
+                    self.expectations.remove(&k);
+                    self.backoff.remove(&k);
+                }
+                (None, None) => {}
+            },
+            Ev::Node((old, new)) => {
+                let matters = match (&old, &new) {
+                    (Some(o), Some(n)) => node_change_matters(o, n),
+                    _ => true,
+                };
+                if matters {
+                    for k in self.dss.keys() {
+                        self.queue.add(k);
+                    }
+                }
             }
+            Ev::Pod(ch) => self.pod_changed(ch),
         }
-        c.queue.fire_due(clock.now());
-        if c.dss.synced() && c.pods.synced() && c.nodes.synced() {
-            while let Some(key) = c.queue.pop() {
-                c.sync(key).await;
-            }
-        }
+    }
+
+    async fn reconcile(&mut self, key: ObjKey) -> Result<(), Self::Error> {
+        self.sync(key).await;
+        Ok(())
     }
 }
 
@@ -122,15 +145,15 @@ struct Dsc {
     clock: Clock,
     config: DaemonSetControllerConfig,
     recorder: EventRecorder,
-    dss: Cache<DaemonSet>,
-    pods: Cache<Pod>,
-    nodes: Cache<Node>,
-    queue: Queue,
+    dss: SharedInformer<DaemonSet>,
+    pods: SharedInformer<Pod>,
+    nodes: SharedInformer<Node>,
+    queue: WorkQueue,
     expectations: BTreeMap<ObjKey, Expectations>,
     backoff: BTreeMap<ObjKey, FailedPodsBackoff>,
 }
 
-fn owner_ds_key(dss: &Cache<DaemonSet>, pod: &Pod) -> Option<ObjKey> {
+fn owner_ds_key(dss: &SharedInformer<DaemonSet>, pod: &Pod) -> Option<ObjKey> {
     let r = util::controller_ref(&pod.metadata)?;
     if r.kind != "DaemonSet" {
         return None;
@@ -153,77 +176,6 @@ fn ds_ref(ds: &DaemonSet) -> ObjectReference {
 }
 
 impl Dsc {
-    async fn watch_error(&self, what: &str, e: watcher::Error) {
-        tracing::warn!(error = %e, "{what} watch error");
-        self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-    }
-
-    async fn on_ds(&mut self, p: Polled<DaemonSet>) -> Result<(), DaemonSetError> {
-        match p {
-            Polled::Event(ev) => {
-                for (old, new) in self.dss.apply(ev) {
-                    match (old, new) {
-                        (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
-                        (Some(o), None) => {
-                            let k = key_of(o.as_ref());
-                            self.expectations.remove(&k);
-                            self.backoff.remove(&k);
-                        }
-                        (None, None) => {}
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.watch_error("daemonset", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(DaemonSetError::WatchEnded("daemonsets")),
-        }
-    }
-
-    async fn on_node(&mut self, p: Polled<Node>) -> Result<(), DaemonSetError> {
-        match p {
-            Polled::Event(ev) => {
-                let mut any = false;
-                for (old, new) in self.nodes.apply(ev) {
-                    any |= match (&old, &new) {
-                        (Some(o), Some(n)) => node_change_matters(o, n),
-                        _ => true,
-                    };
-                }
-                if any {
-                    let keys: Vec<ObjKey> = self.dss.iter().map(|d| key_of(d.as_ref())).collect();
-                    for k in keys {
-                        self.queue.add(k);
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.watch_error("node", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(DaemonSetError::WatchEnded("nodes")),
-        }
-    }
-
-    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), DaemonSetError> {
-        match p {
-            Polled::Event(ev) => {
-                for ch in self.pods.apply(ev) {
-                    self.pod_changed(ch);
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.watch_error("pod", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(DaemonSetError::WatchEnded("pods")),
-        }
-    }
-
     /// Observe expectations and enqueue the owning DaemonSet.
     fn pod_changed(&mut self, (old, new): Change<Pod>) {
         match (&old, &new) {
@@ -261,7 +213,7 @@ impl Dsc {
     }
 
     async fn sync(&mut self, key: ObjKey) {
-        let Some(ds) = self.dss.get(&key).cloned() else {
+        let Some(ds) = self.dss.get(&key) else {
             self.expectations.remove(&key);
             self.backoff.remove(&key);
             return;
@@ -272,18 +224,16 @@ impl Dsc {
         let now = self.clock.now();
         let (ns, _) = key.clone();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let owned: Vec<Arc<Pod>> = self
-            .pods
-            .in_namespace(&ns)
-            .filter(|p| {
-                util::controller_ref(&p.metadata)
-                    .is_some_and(|r| r.uid == uid && r.kind == "DaemonSet")
-            })
-            .cloned()
-            .collect();
+        let owned: Vec<Arc<Pod>> =
+            crate::replicaset::owned_in_namespace(&self.pods, &ns, std::slice::from_ref(&uid))
+                .into_iter()
+                .filter(|p| {
+                    util::controller_ref(&p.metadata).is_some_and(|r| r.kind == "DaemonSet")
+                })
+                .collect();
         let owned_refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
         let by_node = decide::pods_by_node(&owned_refs);
-        let nodes: Vec<Arc<Node>> = self.nodes.iter().cloned().collect();
+        let nodes: Vec<Arc<Node>> = self.nodes.list();
         let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
         let Some(spec) = ds.spec.as_ref() else { return };
         let hash = decide::template_hash(

@@ -11,13 +11,11 @@ mod tests;
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -26,70 +24,79 @@ use decide::{Params, Strategy};
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Claim, claim};
-use crate::replicaset::informer::{self, Cache, Change, ObjKey, Polled, Queue, key_of};
 use crate::replicaset::util::{self, omit_zero};
-use crate::replicaset::{Error, api_error_text, set_owner_refs};
+use crate::replicaset::{Error, api_error_text, owned_in_namespace, set_owner_refs};
+use klab_runtime::{
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+};
 
-/// Runs the Deployment controller until its watch streams end.
+/// The changes the Deployment controller handles.
+enum Ev {
+    Deploy(Change<Deployment>),
+    Rs(Change<ReplicaSet>),
+    Pod(Change<Pod>),
+}
+
+/// Runs the Deployment controller on the process's shared informers until they stop.
 pub async fn run(
     client: kube::Client,
+    informers: Informers,
     clock: Clock,
     config: DeploymentControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), Error> {
-    let mut d_stream = watcher(
-        Api::<Deployment>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
-    let mut rs_stream = watcher(
-        Api::<ReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
-    let mut pod_stream =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let ds = informers.get::<Deployment>();
+    let rss = informers.get::<ReplicaSet>();
+    rss.add_index(index::CONTROLLER_UID, index::controller_uid::<ReplicaSet>);
+    let pods = informers.get::<Pod>();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let sources = Sources::default()
+        .add(&ds, Ev::Deploy)
+        .add(&rss, Ev::Rs)
+        .add(&pods, Ev::Pod);
     let mut c = Dc {
         client,
         config,
         clock: clock.clone(),
         recorder,
-        ds: Cache::default(),
-        rss: Cache::default(),
-        pods: Cache::default(),
-        queue: Queue::default(),
+        ds,
+        rss,
+        pods,
+        queue: WorkQueue::default(),
     };
-    loop {
-        let deadline = c.queue.next_deadline();
-        tokio::select! {
-            biased;
-            ev = d_stream.next() => c.on_deploy(ev.into()).await?,
-            ev = rs_stream.next() => c.on_rs(ev.into()).await?,
-            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
-        }
-        loop {
-            if let Some(ev) = d_stream.next().now_or_never() {
-                c.on_deploy(ev.into()).await?;
-            } else if let Some(ev) = rs_stream.next().now_or_never() {
-                c.on_rs(ev.into()).await?;
-            } else if let Some(ev) = pod_stream.next().now_or_never() {
-                c.on_pod(ev.into()).await?;
-            } else {
-                break;
+    klab_runtime::run(clock, sources, &mut c)
+        .await
+        .map_err(Error::Stopped)
+}
+
+impl Reconcile for Dc {
+    type Event = Ev;
+    type Error = SyncError;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deploy((o, n)) => {
+                if let Some(x) = n.or(o) {
+                    self.queue.add(key_of(x.as_ref()));
+                }
             }
-        }
-        c.queue.fire_due(clock.now());
-        if c.ds.synced() && c.rss.synced() && c.pods.synced() {
-            while let Some(key) = c.queue.pop() {
-                if let Err(e) = c.sync(key.clone()).await {
-                    tracing::debug!(deployment = %key.1, error = %e, "deployment sync failed; retrying");
-                    if let Ok(t) = clock.now().checked_add(jiff::SignedDuration::from_secs(1)) {
-                        c.queue.add_at(key, t);
+            Ev::Rs((o, n)) => {
+                for rs in [o, n].into_iter().flatten() {
+                    for k in self.deployments_for_rs(&rs) {
+                        self.queue.add(k);
                     }
                 }
             }
+            Ev::Pod(ch) => self.pod_changed(ch),
         }
+    }
+
+    async fn reconcile(&mut self, key: ObjKey) -> Result<(), SyncError> {
+        self.sync(key).await
     }
 }
 
@@ -113,10 +120,10 @@ struct Dc {
     config: DeploymentControllerConfig,
     clock: Clock,
     recorder: EventRecorder,
-    ds: Cache<Deployment>,
-    rss: Cache<ReplicaSet>,
-    pods: Cache<Pod>,
-    queue: Queue,
+    ds: SharedInformer<Deployment>,
+    rss: SharedInformer<ReplicaSet>,
+    pods: SharedInformer<Pod>,
+    queue: WorkQueue,
 }
 
 fn owner_key(
@@ -133,29 +140,6 @@ fn owner_key(
 }
 
 impl Dc {
-    async fn backoff(&self, what: &str, e: watcher::Error) {
-        tracing::warn!(error = %e, "{what} watch error");
-        self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-    }
-
-    async fn on_deploy(&mut self, p: Polled<Deployment>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (o, n) in self.ds.apply(ev) {
-                    if let Some(x) = n.or(o) {
-                        self.queue.add(key_of(x.as_ref()));
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("deployment", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("deployments")),
-        }
-    }
-
     /// The Deployment that owns a ReplicaSet (cached, same UID), or those whose selector matches
     /// an orphan.
     fn deployments_for_rs(&self, rs: &ReplicaSet) -> Vec<ObjKey> {
@@ -172,6 +156,7 @@ impl Dc {
         let labels = util::labels(&rs.metadata);
         self.ds
             .in_namespace(&ns)
+            .into_iter()
             .filter(|d| {
                 d.spec.as_ref().is_some_and(|s| {
                     !util::selector_is_empty(&s.selector)
@@ -180,43 +165,6 @@ impl Dc {
             })
             .map(|d| key_of(d.as_ref()))
             .collect()
-    }
-
-    async fn on_rs(&mut self, p: Polled<ReplicaSet>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (o, n) in self.rss.apply(ev) {
-                    for rs in [o, n].into_iter().flatten() {
-                        for k in self.deployments_for_rs(&rs) {
-                            self.queue.add(k);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("replicaset", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("replicasets")),
-        }
-    }
-
-    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                let changes = self.pods.apply(ev);
-                for ch in changes {
-                    self.pod_changed(ch);
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("pod", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("pods")),
-        }
     }
 
     /// Upstream `deletePod`: a Recreate Deployment waits for its old pods to disappear, so their
@@ -244,7 +192,7 @@ impl Dc {
             let recreate = self
                 .ds
                 .get(&k)
-                .is_some_and(|d| Params::of(d).strategy == Strategy::Recreate);
+                .is_some_and(|d| Params::of(&d).strategy == Strategy::Recreate);
             if recreate {
                 self.queue.add(k);
             }
@@ -252,7 +200,7 @@ impl Dc {
     }
 
     async fn sync(&mut self, key: ObjKey) -> Result<(), SyncError> {
-        let Some(d) = self.ds.get(&key).cloned() else {
+        let Some(d) = self.ds.get(&key) else {
             return Ok(());
         };
         let now = self.clock.now();
@@ -284,12 +232,8 @@ impl Dc {
         }
         let mut rss = self.claim_replica_sets(&d).await;
         let rs_uids: Vec<String> = rss.iter().filter_map(|r| r.metadata.uid.clone()).collect();
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .in_namespace(&key.0)
-            .filter(|p| util::controller_ref(&p.metadata).is_some_and(|r| rs_uids.contains(&r.uid)))
-            .cloned()
-            .collect();
+        // Upstream `getPodMapForDeployment`: the pods of each claimed ReplicaSet, by index.
+        let pods: Vec<Arc<Pod>> = owned_in_namespace(&self.pods, &key.0, &rs_uids);
         // `dl` is the Deployment as this sync sees it: conditions set along the way land in its
         // status and are written once at the end.
         let mut dl = (*d).clone();
@@ -326,7 +270,8 @@ impl Dc {
             .as_ref()
             .map(|s| s.selector.clone())
             .unwrap_or_default();
-        let candidates: Vec<Arc<ReplicaSet>> = self.rss.in_namespace(&ns).cloned().collect();
+        // Its own ReplicaSets and the namespace's orphans: every other one is ignored by `claim`.
+        let candidates = owned_in_namespace(&self.rss, &ns, &[uid.clone(), index::orphan_key(&ns)]);
         let mut out = Vec::new();
         let mut can_adopt: Option<bool> = None;
         for rs in candidates {
@@ -876,9 +821,8 @@ impl Dc {
     /// ReplicaSet controller reports).
     fn owned_rs_snapshot(&self, d: &Deployment) -> Vec<ReplicaSet> {
         let uid = d.metadata.uid.clone().unwrap_or_default();
-        self.rss
-            .in_namespace(&d.namespace().unwrap_or_default())
-            .filter(|r| util::controller_ref(&r.metadata).is_some_and(|c| c.uid == uid))
+        owned_in_namespace(&self.rss, &d.namespace().unwrap_or_default(), &[uid])
+            .iter()
             .map(|r| (**r).clone())
             .collect()
     }

@@ -16,12 +16,14 @@ use klab_api::names;
 fn start(h: &Harness) {
     tokio::spawn(replicaset::run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         ReplicaSetControllerConfig::default(),
         h.recorder(names::CONTROLLER_REPLICASET),
     ));
     tokio::spawn(run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         DeploymentControllerConfig::default(),
         h.recorder(names::CONTROLLER_DEPLOYMENT),

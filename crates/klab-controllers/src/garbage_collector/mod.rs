@@ -38,8 +38,10 @@ use serde_json::{Value, json};
 pub use config::{GarbageCollectorConfig, GcResource};
 use decide::{DependentVerdict, ForegroundVerdict, OwnerState, Propagation};
 
-use crate::replicaset::informer::{self, Queue};
+use crate::replicaset::informer;
 use crate::replicaset::{Error, api_error_text, is_not_found, set_owner_refs};
+use klab_runtime::WorkQueue as Queue;
+use klab_runtime::controller::sleep_until;
 
 type Stream = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
 
@@ -109,7 +111,7 @@ pub async fn run(
         tokio::select! {
             biased;
             (i, ev) = next => gc.on_event(i, ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
+            _ = sleep_until(&clock, deadline) => {}
         }
         loop {
             let ready = streams.iter_mut().enumerate().find_map(|(i, s)| {

@@ -27,12 +27,14 @@ async fn setup(replicas: i32) -> Harness {
         .expect("create");
     tokio::spawn(replicaset::run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         ReplicaSetControllerConfig::default(),
         h.recorder(names::CONTROLLER_REPLICASET),
     ));
     tokio::spawn(deployment::run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         DeploymentControllerConfig::default(),
         h.recorder(names::CONTROLLER_DEPLOYMENT),

@@ -57,7 +57,8 @@ async fn restart_never_replaces_failed_pods_until_the_backoff_limit() {
         super::CONTROLLER_NAME,
     );
     tokio::spawn(run(
-        ctl,
+        ctl.clone(),
+        klab_runtime::Informers::new(ctl, clock.clone()),
         clock.clone(),
         JobControllerConfig::default(),
         recorder,

@@ -15,14 +15,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use klab_api::{Clock, names};
@@ -32,8 +30,10 @@ use decide::{BackoffRecord, FINALIZER_JOB_TRACKING};
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Expectations, slow_start_batches};
-use crate::replicaset::informer::{self, Cache, Change, ObjKey, Polled, Queue, key_of};
 use crate::replicaset::util;
+use klab_runtime::{
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+};
 
 /// The controller's name (event source).
 pub const CONTROLLER_NAME: &str = names::CONTROLLER_JOB;
@@ -41,58 +41,68 @@ pub const CONTROLLER_NAME: &str = names::CONTROLLER_JOB;
 /// Why the Job controller stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    #[error("the {0} watch stream ended")]
-    WatchEnded(&'static str),
+    #[error("{0}")]
+    Stopped(String),
 }
 
-/// Runs the Job controller until a watch stream ends.
+/// The changes the Job controller handles.
+enum Ev {
+    Job(Change<Job>),
+    Pod(Change<Pod>),
+}
+
+/// Runs the Job controller on the process's shared informers until they stop.
 pub async fn run(
     client: kube::Client,
+    informers: Informers,
     clock: Clock,
     config: JobControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), JobError> {
-    let mut job_stream =
-        watcher(Api::<Job>::all(client.clone()), watcher::Config::default()).boxed();
-    let mut pod_stream =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let jobs = informers.get::<Job>();
+    let pods = informers.get::<Pod>();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let sources = Sources::default().add(&jobs, Ev::Job).add(&pods, Ev::Pod);
     let mut c = Jc {
         client,
         clock: clock.clone(),
         config,
         recorder,
-        jobs: Cache::default(),
-        pods: Cache::default(),
-        queue: Queue::default(),
+        jobs,
+        pods,
+        queue: WorkQueue::default(),
         expectations: BTreeMap::new(),
         finalizer_removals: BTreeSet::new(),
         backoff: BTreeMap::new(),
         orphans: BTreeSet::new(),
     };
-    loop {
-        let deadline = c.queue.next_deadline();
-        tokio::select! {
-            biased;
-            ev = job_stream.next() => c.on_job(ev.into()).await?,
-            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
+    klab_runtime::run(clock, sources, &mut c)
+        .await
+        .map_err(JobError::Stopped)
+}
+
+impl Reconcile for Jc {
+    type Event = Ev;
+    type Error = std::convert::Infallible;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Job(ch) => self.job_changed(ch),
+            Ev::Pod(ch) => self.pod_changed(ch),
         }
-        loop {
-            if let Some(ev) = job_stream.next().now_or_never() {
-                c.on_job(ev.into()).await?;
-            } else if let Some(ev) = pod_stream.next().now_or_never() {
-                c.on_pod(ev.into()).await?;
-            } else {
-                break;
-            }
-        }
-        c.queue.fire_due(clock.now());
-        if c.jobs.synced() && c.pods.synced() {
-            c.release_orphans().await;
-            while let Some(key) = c.queue.pop() {
-                c.sync(key).await;
-            }
-        }
+    }
+
+    async fn before_reconcile(&mut self) {
+        self.release_orphans().await;
+    }
+
+    async fn reconcile(&mut self, key: ObjKey) -> Result<(), Self::Error> {
+        self.sync(key).await;
+        Ok(())
     }
 }
 
@@ -101,9 +111,9 @@ struct Jc {
     clock: Clock,
     config: JobControllerConfig,
     recorder: EventRecorder,
-    jobs: Cache<Job>,
-    pods: Cache<Pod>,
-    queue: Queue,
+    jobs: SharedInformer<Job>,
+    pods: SharedInformer<Pod>,
+    queue: WorkQueue,
     expectations: BTreeMap<ObjKey, Expectations>,
     /// Pod UIDs whose finalizer we removed but whose update the cache has not shown yet.
     finalizer_removals: BTreeSet<String>,
@@ -120,7 +130,7 @@ fn has_tracking_finalizer(p: &Pod) -> bool {
         .any(|f| f == FINALIZER_JOB_TRACKING)
 }
 
-fn owner_job_key(jobs: &Cache<Job>, pod: &Pod) -> Option<ObjKey> {
+fn owner_job_key(jobs: &SharedInformer<Job>, pod: &Pod) -> Option<ObjKey> {
     let r = util::controller_ref(&pod.metadata)?;
     if r.kind != "Job" {
         return None;
@@ -210,60 +220,25 @@ fn add(t: Timestamp, d: Duration) -> Timestamp {
 }
 
 impl Jc {
-    async fn watch_error(&self, what: &str, e: watcher::Error) {
-        tracing::warn!(error = %e, "{what} watch error");
-        self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-    }
-
-    async fn on_job(&mut self, p: Polled<Job>) -> Result<(), JobError> {
-        match p {
-            Polled::Event(ev) => {
-                for (old, new) in self.jobs.apply(ev) {
-                    match (old, new) {
-                        (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
-                        (Some(o), None) => {
-                            let k = key_of(o.as_ref());
-                            self.expectations.remove(&k);
-                            self.backoff.remove(&k);
-                            let uid = o.metadata.uid.clone().unwrap_or_default();
-                            let orphans: Vec<ObjKey> = self
-                                .pods
-                                .in_namespace(&k.0)
-                                .filter(|p| {
-                                    has_tracking_finalizer(p)
-                                        && util::controller_ref(&p.metadata)
-                                            .is_some_and(|r| r.uid == uid)
-                                })
-                                .map(|p| key_of(p.as_ref()))
-                                .collect();
-                            self.orphans.extend(orphans);
-                        }
-                        (None, None) => {}
-                    }
-                }
-                Ok(())
+    fn job_changed(&mut self, (old, new): Change<Job>) {
+        match (old, new) {
+            (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
+            (Some(o), None) => {
+                let k = key_of(o.as_ref());
+                self.expectations.remove(&k);
+                self.backoff.remove(&k);
+                let uid = o.metadata.uid.clone().unwrap_or_default();
+                let orphans: Vec<ObjKey> = self
+                    .pods
+                    .by_index(index::CONTROLLER_UID, &uid)
+                    .iter()
+                    .filter(|p| has_tracking_finalizer(p))
+                    .map(|p| key_of(p.as_ref()))
+                    .filter(|pk| pk.0 == k.0)
+                    .collect();
+                self.orphans.extend(orphans);
             }
-            Polled::Error(e) => {
-                self.watch_error("job", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(JobError::WatchEnded("jobs")),
-        }
-    }
-
-    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), JobError> {
-        match p {
-            Polled::Event(ev) => {
-                for ch in self.pods.apply(ev) {
-                    self.pod_changed(ch);
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.watch_error("pod", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(JobError::WatchEnded("pods")),
+            (None, None) => {}
         }
     }
 
@@ -319,7 +294,7 @@ impl Jc {
     async fn release_orphans(&mut self) {
         let orphans = std::mem::take(&mut self.orphans);
         for k in orphans {
-            let Some(p) = self.pods.get(&k).cloned() else {
+            let Some(p) = self.pods.get(&k) else {
                 continue;
             };
             if owner_job_key(&self.jobs, &p).is_some() || !has_tracking_finalizer(&p) {
@@ -381,7 +356,7 @@ impl Jc {
     }
 
     async fn sync(&mut self, key: ObjKey) {
-        let Some(job) = self.jobs.get(&key).cloned() else {
+        let Some(job) = self.jobs.get(&key) else {
             self.expectations.remove(&key);
             self.backoff.remove(&key);
             return;
@@ -397,14 +372,11 @@ impl Jc {
             return;
         }
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let owned: Vec<Arc<Pod>> = self
-            .pods
-            .in_namespace(&key.0)
-            .filter(|p| {
-                util::controller_ref(&p.metadata).is_some_and(|r| r.uid == uid && r.kind == "Job")
-            })
-            .cloned()
-            .collect();
+        let owned: Vec<Arc<Pod>> =
+            crate::replicaset::owned_in_namespace(&self.pods, &key.0, std::slice::from_ref(&uid))
+                .into_iter()
+                .filter(|p| util::controller_ref(&p.metadata).is_some_and(|r| r.kind == "Job"))
+                .collect();
         let refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
         let record = self.backoff.get(&key).cloned().unwrap_or_default();
         let plan = decide::sync_job(

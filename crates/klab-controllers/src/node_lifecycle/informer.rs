@@ -224,6 +224,14 @@ pub fn ok_event<K>(what: &str, item: Option<Result<Event<K>, watcher::Error>>) -
 /// Boxes a watch stream so it can live in a struct or a `select!`.
 pub type WatchStream<K> = futures::stream::BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
+/// The event stream of a shared informer, for a controller that keeps its own cache.
+pub fn shared_watch<K>(informer: &klab_runtime::SharedInformer<K>) -> WatchStream<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    informer.subscribe().into_watch_events().map(Ok).boxed()
+}
+
 /// `watch(..).boxed()`.
 pub fn boxed_watch<K>(api: Api<K>, config: watcher::Config) -> WatchStream<K>
 where

@@ -25,7 +25,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, Taint};
 use klab_api::{Clock, DetRng, names};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::events::{EventRecorder, node_ref, object_ref_for_node, object_ref_for_pod};
@@ -37,8 +36,8 @@ use decide::{
     tainting_step,
 };
 use informer::{
-    Cache, Change, SETTLE, WatchStream, boxed_watch, is_conflict, is_not_found, next_after,
-    ok_event,
+    Cache, Change, SETTLE, WatchStream, is_conflict, is_not_found, next_after, ok_event,
+    shared_watch,
 };
 pub use metrics::NodeLifecycleMetrics;
 use queue::Outcome;
@@ -57,6 +56,7 @@ const TAINT_WRITE_ATTEMPTS: usize = 5;
 /// Runs the node lifecycle controller until a watch stream ends (never, in practice).
 pub async fn run(
     client: kube::Client,
+    informers: klab_runtime::Informers,
     clock: Clock,
     rng: DetRng,
     config: NodeLifecycleConfig,
@@ -69,14 +69,9 @@ pub async fn run(
         names::EVENT_SOURCE_NODE_CONTROLLER,
     );
     let mut c = Controller::new(client.clone(), clock.clone(), config, recorder, metrics);
-    let mut node_w: WatchStream<Node> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
-    let mut lease_w: WatchStream<Lease> = boxed_watch(
-        Api::namespaced(client.clone(), names::NS_NODE_LEASE),
-        watcher::Config::default(),
-    );
-    let mut pod_w: WatchStream<Pod> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
+    let mut node_w: WatchStream<Node> = shared_watch(&informers.get());
+    let mut lease_w: WatchStream<Lease> = shared_watch(&informers.get());
+    let mut pod_w: WatchStream<Pod> = shared_watch(&informers.get());
 
     // Start-up waits for the informers to sync; the handlers' work queued meanwhile runs after.
     while !(c.nodes.synced() && c.leases.synced() && c.pods.synced()) {

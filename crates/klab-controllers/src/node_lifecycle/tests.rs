@@ -291,7 +291,8 @@ impl Cluster {
         let metrics = NodeLifecycleMetrics::default();
         let (client, clock, m) = (self.client.clone(), self.clock.clone(), metrics.clone());
         let h = tokio::spawn(async move {
-            let r = super::run(client, clock, DetRng::seeded(11), config, m).await;
+            let inf = klab_runtime::Informers::new(client.clone(), clock.clone());
+            let r = super::run(client, inf, clock, DetRng::seeded(11), config, m).await;
             panic!("node lifecycle controller stopped: {r:?}");
         });
         (metrics, h)
@@ -301,8 +302,10 @@ impl Cluster {
         let metrics = TaintEvictionMetrics::default();
         let (client, clock, m) = (self.client.clone(), self.clock.clone(), metrics.clone());
         let h = tokio::spawn(async move {
+            let inf = klab_runtime::Informers::new(client.clone(), clock.clone());
             let r = crate::taint_eviction::run(
                 client,
+                inf,
                 clock,
                 DetRng::seeded(12),
                 TaintEvictionConfig::default(),
@@ -318,7 +321,8 @@ impl Cluster {
         let metrics = PodGcMetrics::default();
         let (client, clock, m) = (self.client.clone(), self.clock.clone(), metrics.clone());
         let h = tokio::spawn(async move {
-            let r = crate::pod_gc::run(client, clock, config, m).await;
+            let inf = klab_runtime::Informers::new(client.clone(), clock.clone());
+            let r = crate::pod_gc::run(client, inf, clock, config, m).await;
             panic!("pod gc stopped: {r:?}");
         });
         (metrics, h)
@@ -1324,8 +1328,10 @@ async fn cp12_mark_pods_not_ready_is_retried_until_it_succeeds() {
     let client = failing_pod_status_client(&c, fail.clone());
     let clock = c.clock.clone();
     let _nlc = tokio::spawn(async move {
+        let inf = klab_runtime::Informers::new(client.clone(), clock.clone());
         let r = super::run(
             client,
+            inf,
             clock,
             DetRng::seeded(11),
             NodeLifecycleConfig::default(),

@@ -18,12 +18,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use klab_api::Clock;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::node_lifecycle::decide::add;
 use crate::node_lifecycle::informer::{
-    Cache, SETTLE, WatchStream, boxed_watch, is_not_found, next_after, ok_event, pass_time,
+    Cache, SETTLE, WatchStream, is_not_found, next_after, ok_event, pass_time, shared_watch,
 };
 pub use decide::PodGcConfig;
 use decide::{
@@ -71,6 +70,7 @@ impl PodGcMetrics {
 /// Runs PodGC until a watch stream ends (never, in practice).
 pub async fn run(
     client: kube::Client,
+    informers: klab_runtime::Informers,
     clock: Clock,
     config: PodGcConfig,
     metrics: PodGcMetrics,
@@ -84,10 +84,8 @@ pub async fn run(
         pods: Cache::default(),
         quarantine: OrphanQuarantine::default(),
     };
-    let mut node_w: WatchStream<Node> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
-    let mut pod_w: WatchStream<Pod> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
+    let mut node_w: WatchStream<Node> = shared_watch(&informers.get());
+    let mut pod_w: WatchStream<Pod> = shared_watch(&informers.get());
     while !(c.nodes.synced() && c.pods.synced()) {
         tokio::select! {
             biased;

@@ -1,14 +1,10 @@
-//! A small deterministic informer for the workload controller shells: a sorted cache fed by a
-//! kube-runtime `watcher` stream, and a work queue of object keys with timed re-queues.
-//!
-//! kube-runtime's reflector store iterates in random order and its Controller schedules with hash
-//! sets; here everything is a `BTreeMap`/`BTreeSet`, so a sim run processes keys in name order.
+//! A sorted cache of dynamic objects fed by a kube-runtime `watcher` stream, for the garbage
+//! collector, which watches every resource with owner references (typed controllers use the
+//! shared informers of `klab_runtime`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use jiff::Timestamp;
-use klab_api::Clock;
 use kube::Resource;
 use kube::runtime::watcher;
 
@@ -122,61 +118,6 @@ fn rv<K: Resource>(o: &K) -> Option<&String> {
     o.meta().resource_version.as_ref()
 }
 
-/// Keys to sync now, and keys to sync at a given instant of the objects' timeline.
-#[derive(Debug, Default)]
-pub struct Queue {
-    dirty: BTreeSet<ObjKey>,
-    timers: BTreeMap<ObjKey, Timestamp>,
-}
-
-impl Queue {
-    pub fn add(&mut self, key: ObjKey) {
-        self.dirty.insert(key);
-    }
-
-    /// Re-queue at `t` (the earliest of several requests wins, like a delaying queue).
-    pub fn add_at(&mut self, key: ObjKey, t: Timestamp) {
-        let e = self.timers.entry(key).or_insert(t);
-        if t < *e {
-            *e = t;
-        }
-    }
-
-    pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.values().min().copied()
-    }
-
-    /// Moves due timers into the dirty set.
-    pub fn fire_due(&mut self, now: Timestamp) {
-        let due: Vec<ObjKey> = self
-            .timers
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in due {
-            self.timers.remove(&k);
-            self.dirty.insert(k);
-        }
-    }
-
-    pub fn pop(&mut self) -> Option<ObjKey> {
-        self.dirty.pop_first()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.dirty.is_empty()
-    }
-}
-
-/// Sleeps until `deadline` in the objects' timeline, or forever when there is none.
-pub async fn sleep_until(clock: &Clock, deadline: Option<Timestamp>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(clock.runtime_instant_at(t)).await,
-        None => std::future::pending::<()>().await,
-    }
-}
-
 /// What a watch stream item means for the loop.
 pub enum Polled<K> {
     Event(watcher::Event<K>),
@@ -248,21 +189,5 @@ mod tests {
         let ch = c.apply(watcher::Event::Delete(p("a", "x", "4")));
         assert!(ch[0].1.is_none());
         assert_eq!(c.iter().count(), 1);
-    }
-
-    #[test]
-    fn queue_timers() {
-        let t = |s| Timestamp::from_second(s).unwrap();
-        let mut q = Queue::default();
-        q.add_at(("n".into(), "a".into()), t(10));
-        q.add_at(("n".into(), "a".into()), t(5));
-        q.add_at(("n".into(), "b".into()), t(7));
-        assert_eq!(q.next_deadline(), Some(t(5)));
-        q.fire_due(t(6));
-        assert_eq!(q.pop(), Some(("n".into(), "a".into())));
-        assert!(q.pop().is_none());
-        q.fire_due(t(7));
-        assert_eq!(q.pop(), Some(("n".into(), "b".into())));
-        assert_eq!(q.next_deadline(), None);
     }
 }

@@ -19,78 +19,64 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 pub use config::ReplicaSetControllerConfig;
 use decide::{Claim, Expectations, Manage, StatusGates};
-use informer::{Cache, Change, ObjKey, Polled, Queue, key_of};
+use klab_runtime::{
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+};
 
 use crate::events::EventRecorder;
 
 /// Why a workload controller stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("{0}")]
+    Stopped(String),
     #[error("the {0} watch stream ended")]
     WatchEnded(&'static str),
 }
 
-/// Runs the ReplicaSet controller until its watch streams end (they do not, in practice).
+/// The changes the ReplicaSet controller handles.
+enum Ev {
+    Rs(Change<ReplicaSet>),
+    Pod(Change<Pod>),
+}
+
+/// Runs the ReplicaSet controller on the process's shared informers until they stop (never, in
+/// practice).
 pub async fn run(
     client: kube::Client,
+    informers: Informers,
     clock: Clock,
     config: ReplicaSetControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), Error> {
-    let mut rs_stream = watcher(
-        Api::<ReplicaSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
-    let mut pod_stream =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
+    let rss = informers.get::<ReplicaSet>();
+    rss.add_index(index::CONTROLLER_UID, index::controller_uid::<ReplicaSet>);
+    let pods = informers.get::<Pod>();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let sources = Sources::default().add(&rss, Ev::Rs).add(&pods, Ev::Pod);
     let mut c = Rsc {
         client,
         clock: clock.clone(),
         config,
         recorder,
-        rss: Cache::default(),
-        pods: Cache::default(),
-        queue: Queue::default(),
+        rss,
+        pods,
+        queue: WorkQueue::default(),
         expectations: BTreeMap::new(),
     };
-    loop {
-        let deadline = c.queue.next_deadline();
-        tokio::select! {
-            biased;
-            ev = rs_stream.next() => c.on_rs(ev.into()).await?,
-            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
-        }
-        // Take in everything the watches already delivered before acting on it.
-        loop {
-            if let Some(ev) = rs_stream.next().now_or_never() {
-                c.on_rs(ev.into()).await?;
-            } else if let Some(ev) = pod_stream.next().now_or_never() {
-                c.on_pod(ev.into()).await?;
-            } else {
-                break;
-            }
-        }
-        c.queue.fire_due(clock.now());
-        if c.rss.synced() && c.pods.synced() {
-            while let Some(key) = c.queue.pop() {
-                c.sync(key).await;
-            }
-        }
-    }
+    klab_runtime::run(clock, sources, &mut c)
+        .await
+        .map_err(Error::Stopped)
 }
 
 struct Rsc {
@@ -98,14 +84,14 @@ struct Rsc {
     clock: Clock,
     config: ReplicaSetControllerConfig,
     recorder: EventRecorder,
-    rss: Cache<ReplicaSet>,
-    pods: Cache<Pod>,
-    queue: Queue,
+    rss: SharedInformer<ReplicaSet>,
+    pods: SharedInformer<Pod>,
+    queue: WorkQueue,
     expectations: BTreeMap<ObjKey, Expectations>,
 }
 
 /// The ReplicaSet a pod's controllerRef points to, if that ReplicaSet is in the cache with the same UID.
-fn owner_rs_key(rss: &Cache<ReplicaSet>, pod: &Pod) -> Option<ObjKey> {
+fn owner_rs_key(rss: &SharedInformer<ReplicaSet>, pod: &Pod) -> Option<ObjKey> {
     let r = util::controller_ref(&pod.metadata)?;
     if r.kind != "ReplicaSet" {
         return None;
@@ -115,50 +101,56 @@ fn owner_rs_key(rss: &Cache<ReplicaSet>, pod: &Pod) -> Option<ObjKey> {
     (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(key)
 }
 
+/// Objects of `ns` filed under any of `values` of the controllerUID index, in name order:
+/// an owner's own objects (and, with its namespace's orphan key, its adoption candidates).
+pub(crate) fn owned_in_namespace<K>(
+    informer: &SharedInformer<K>,
+    ns: &str,
+    values: &[String],
+) -> Vec<Arc<K>>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    let mut out: Vec<Arc<K>> = values
+        .iter()
+        .flat_map(|v| informer.by_index(index::CONTROLLER_UID, v))
+        .filter(|o| o.meta().namespace.as_deref().unwrap_or_default() == ns)
+        .collect();
+    out.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    out.dedup_by(|a, b| a.meta().name == b.meta().name);
+    out
+}
+
+impl Reconcile for Rsc {
+    type Event = Ev;
+    type Error = std::convert::Infallible;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Rs((old, new)) => match (old, new) {
+                (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
+                (Some(o), None) => {
+                    let k = key_of(o.as_ref());
+                    self.expectations.remove(&k);
+                    self.queue.add(k);
+                }
+                (None, None) => {}
+            },
+            Ev::Pod(ch) => self.pod_changed(ch),
+        }
+    }
+
+    async fn reconcile(&mut self, key: ObjKey) -> Result<(), Self::Error> {
+        self.sync(key).await;
+        Ok(())
+    }
+}
+
 impl Rsc {
-    async fn on_rs(&mut self, p: Polled<ReplicaSet>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (old, new) in self.rss.apply(ev) {
-                    match (old, new) {
-                        (_, Some(n)) => self.queue.add(key_of(n.as_ref())),
-                        (Some(o), None) => {
-                            let k = key_of(o.as_ref());
-                            self.expectations.remove(&k);
-                            self.queue.add(k);
-                        }
-                        (None, None) => {}
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                tracing::warn!(error = %e, "replicaset watch error");
-                self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("replicasets")),
-        }
-    }
-
-    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                let changes = self.pods.apply(ev);
-                for ch in changes {
-                    self.pod_changed(ch);
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                tracing::warn!(error = %e, "pod watch error");
-                self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("pods")),
-        }
-    }
-
     /// Upstream `addPod` / `updatePod` / `deletePod`: observe expectations and enqueue the owners.
     fn pod_changed(&mut self, (old, new): Change<Pod>) {
         let mut keys = Vec::new();
@@ -216,6 +208,7 @@ impl Rsc {
         let labels = util::labels(&pod.metadata);
         self.rss
             .in_namespace(&ns)
+            .into_iter()
             .filter(|rs| {
                 rs.spec.as_ref().is_some_and(|s| {
                     !util::selector_is_empty(&s.selector)
@@ -227,7 +220,7 @@ impl Rsc {
     }
 
     async fn sync(&mut self, key: ObjKey) {
-        let Some(rs) = self.rss.get(&key).cloned() else {
+        let Some(rs) = self.rss.get(&key) else {
             self.expectations.remove(&key);
             return;
         };
@@ -249,7 +242,10 @@ impl Rsc {
         }
 
         // Claim pods: active ones may be adopted or released; terminating ones only counted.
-        let candidates: Vec<Arc<Pod>> = self.pods.in_namespace(&ns).cloned().collect();
+        // Upstream's `FilterPodsByOwner` through the controllerUID index: its own pods and the
+        // namespace's orphans, never the rest of the namespace.
+        let candidates =
+            owned_in_namespace(&self.pods, &ns, &[uid.clone(), index::orphan_key(&ns)]);
         let mut active: Vec<Arc<Pod>> = Vec::new();
         let mut owned_all: Vec<Arc<Pod>> = Vec::new();
         let mut can_adopt: Option<bool> = None;
@@ -406,19 +402,14 @@ impl Rsc {
             return own.to_vec();
         };
         let ns = rs.namespace().unwrap_or_default();
-        let sibling_uids: Vec<String> = self
-            .rss
-            .in_namespace(&ns)
-            .filter(|o| util::controller_ref(&o.metadata).is_some_and(|r| r.uid == owner.uid))
-            .filter_map(|o| o.metadata.uid.clone())
-            .collect();
-        self.pods
-            .in_namespace(&ns)
-            .filter(|p| {
-                util::controller_ref(&p.metadata).is_some_and(|r| sibling_uids.contains(&r.uid))
-            })
-            .cloned()
-            .collect()
+        // Upstream `getReplicaSetsWithSameController` and the pods of each, through the
+        // controllerUID indexes.
+        let sibling_uids: Vec<String> =
+            owned_in_namespace(&self.rss, &ns, std::slice::from_ref(&owner.uid))
+                .iter()
+                .filter_map(|o| o.metadata.uid.clone())
+                .collect();
+        owned_in_namespace(&self.pods, &ns, &sibling_uids)
     }
 
     /// Upstream `RecheckDeletionTimestamp`: a live read that the owner still exists with this UID

@@ -15,6 +15,8 @@ pub struct Harness {
     pub clock: Clock,
     pub client: kube::Client,
     pub rng: DetRng,
+    /// The shared informers every controller a test starts reads from (one per process).
+    pub informers: klab_runtime::Informers,
     _api: klab_apiserver::ApiServer,
 }
 
@@ -27,6 +29,7 @@ pub async fn harness() -> Harness {
             .await;
     let client = kube::Client::new(api.router(), "default");
     Harness {
+        informers: klab_runtime::Informers::new(client.clone(), clock.clone()),
         clock,
         client,
         rng,

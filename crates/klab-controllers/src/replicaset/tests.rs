@@ -25,6 +25,7 @@ async fn create_rs(h: &Harness, name: &str, replicas: i32) {
 fn start(h: &Harness, config: ReplicaSetControllerConfig) {
     tokio::spawn(run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         config,
         h.recorder(klab_api::names::CONTROLLER_REPLICASET),
@@ -336,7 +337,11 @@ async fn scale_down_with_the_longest_grace_period_keeps_the_controller_alive() {
     })
     .await;
     let pods = h.pods().list(&Default::default()).await.unwrap();
-    for p in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_some()) {
+    for p in pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+    {
         assert_eq!(p.metadata.deletion_grace_period_seconds, Some(i64::MAX));
     }
     // Still alive: a scale-up is served.
@@ -345,4 +350,42 @@ async fn scale_down_with_the_longest_grace_period_keeps_the_controller_alive() {
         h.active_pods().await.len() == 2
     })
     .await;
+}
+
+/// A ReplicaSet's sync reads its own pods (and its namespace's orphans) through the controllerUID
+/// index, never the rest of the namespace: scaling a 2-pod set next to a 40-pod one reads none of
+/// the 40 and scans nothing.
+#[tokio::test(start_paused = true)]
+async fn a_sync_reads_only_its_own_pods() {
+    let h = harness().await;
+    create_rs(&h, "small", 2).await;
+    create_rs(&h, "big", 40).await;
+    start(&h, ReplicaSetControllerConfig::default());
+    h.wait_until(Duration::from_secs(5), "42 pods", || async {
+        h.active_pods().await.len() == 42
+    })
+    .await;
+    h.clock.sleep(Duration::from_secs(2)).await;
+    let pods = h.informers.get::<k8s_openapi::api::core::v1::Pod>();
+    let before = pods.stats();
+    Api::<ReplicaSet>::namespaced(h.client.clone(), "default")
+        .patch_scale(
+            "small",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale");
+    h.wait_until(Duration::from_secs(5), "43 pods", || async {
+        h.active_pods().await.len() == 43
+    })
+    .await;
+    h.clock.sleep(Duration::from_secs(2)).await;
+    let read = pods.stats().since(&before);
+    assert_eq!((read.scanned, read.namespace_scanned), (0, 0), "{read:?}");
+    assert!(read.indexed > 0, "the syncs read the set's pods: {read:?}");
+    assert!(
+        read.total() < 40,
+        "no sync read the other set's 40 pods: {read:?}"
+    );
 }

@@ -13,7 +13,6 @@ mod tests;
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -21,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use klab_api::Clock;
 use klab_api::names;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -30,70 +28,88 @@ use decide::Step;
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Claim, claim};
-use crate::replicaset::informer::{self, Cache, ObjKey, Polled, Queue, key_of};
 use crate::replicaset::util::{self, omit_zero};
-use crate::replicaset::{Error, api_error_text, set_owner_refs};
+use crate::replicaset::{Error, api_error_text, owned_in_namespace, set_owner_refs};
+use klab_runtime::{
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+};
 
-/// Runs the StatefulSet controller until its watch streams end.
+/// The changes the StatefulSet controller handles.
+enum Ev {
+    Set(Change<StatefulSet>),
+    Pod(Change<Pod>),
+    Revision(Change<ControllerRevision>),
+}
+
+/// Runs the StatefulSet controller on the process's shared informers until they stop.
 pub async fn run(
     client: kube::Client,
+    informers: Informers,
     clock: Clock,
     config: StatefulSetControllerConfig,
     recorder: EventRecorder,
 ) -> Result<(), Error> {
     let _ = config;
-    let mut s_stream = watcher(
-        Api::<StatefulSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
-    let mut pod_stream =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).boxed();
-    let mut cr_stream = watcher(
-        Api::<ControllerRevision>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .boxed();
+    let sets = informers.get::<StatefulSet>();
+    let pods = informers.get::<Pod>();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let revisions = informers.get::<ControllerRevision>();
+    revisions.add_index(
+        index::CONTROLLER_UID,
+        index::controller_uid::<ControllerRevision>,
+    );
+    let sources = Sources::default()
+        .add(&sets, Ev::Set)
+        .add(&pods, Ev::Pod)
+        .add(&revisions, Ev::Revision);
     let mut c = Ssc {
         client,
         clock: clock.clone(),
         recorder,
-        sets: Cache::default(),
-        pods: Cache::default(),
-        revisions: Cache::default(),
-        queue: Queue::default(),
+        sets,
+        pods,
+        revisions,
+        queue: WorkQueue::default(),
     };
-    loop {
-        let deadline = c.queue.next_deadline();
-        tokio::select! {
-            biased;
-            ev = s_stream.next() => c.on_set(ev.into()).await?,
-            ev = pod_stream.next() => c.on_pod(ev.into()).await?,
-            ev = cr_stream.next() => c.on_revision(ev.into()).await?,
-            _ = informer::sleep_until(&clock, deadline) => {}
-        }
-        loop {
-            if let Some(ev) = s_stream.next().now_or_never() {
-                c.on_set(ev.into()).await?;
-            } else if let Some(ev) = pod_stream.next().now_or_never() {
-                c.on_pod(ev.into()).await?;
-            } else if let Some(ev) = cr_stream.next().now_or_never() {
-                c.on_revision(ev.into()).await?;
-            } else {
-                break;
+    klab_runtime::run(clock, sources, &mut c)
+        .await
+        .map_err(Error::Stopped)
+}
+
+impl Reconcile for Ssc {
+    type Event = Ev;
+    type Error = SyncError;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Set((o, n)) => {
+                if let Some(x) = n.or(o) {
+                    self.queue.add(key_of(x.as_ref()));
+                }
             }
-        }
-        c.queue.fire_due(clock.now());
-        if c.sets.synced() && c.pods.synced() && c.revisions.synced() {
-            while let Some(key) = c.queue.pop() {
-                if let Err(e) = c.sync(key.clone()).await {
-                    tracing::debug!(statefulset = %key.1, error = %e, "statefulset sync failed; retrying");
-                    if let Ok(t) = clock.now().checked_add(jiff::SignedDuration::from_secs(1)) {
-                        c.queue.add_at(key, t);
+            Ev::Pod((o, n)) => {
+                for pod in [o, n].into_iter().flatten() {
+                    for k in self.sets_for(&pod.metadata, Some(&pod)) {
+                        self.queue.add(k);
+                    }
+                }
+            }
+            Ev::Revision((o, n)) => {
+                for cr in [o, n].into_iter().flatten() {
+                    for k in self.sets_for(&cr.metadata, None) {
+                        self.queue.add(k);
                     }
                 }
             }
         }
+    }
+
+    async fn reconcile(&mut self, key: ObjKey) -> Result<(), SyncError> {
+        self.sync(key).await
     }
 }
 
@@ -115,36 +131,13 @@ struct Ssc {
     client: kube::Client,
     clock: Clock,
     recorder: EventRecorder,
-    sets: Cache<StatefulSet>,
-    pods: Cache<Pod>,
-    revisions: Cache<ControllerRevision>,
-    queue: Queue,
+    sets: SharedInformer<StatefulSet>,
+    pods: SharedInformer<Pod>,
+    revisions: SharedInformer<ControllerRevision>,
+    queue: WorkQueue,
 }
 
 impl Ssc {
-    async fn backoff(&self, what: &str, e: watcher::Error) {
-        tracing::warn!(error = %e, "{what} watch error");
-        self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
-    }
-
-    async fn on_set(&mut self, p: Polled<StatefulSet>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (o, n) in self.sets.apply(ev) {
-                    if let Some(x) = n.or(o) {
-                        self.queue.add(key_of(x.as_ref()));
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("statefulset", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("statefulsets")),
-        }
-    }
-
     /// The set that owns (or, for an orphan member, may adopt) an object.
     fn sets_for(&self, meta: &ObjectMeta, pod: Option<&Pod>) -> Vec<ObjKey> {
         let ns = meta.namespace.clone().unwrap_or_default();
@@ -162,6 +155,7 @@ impl Ssc {
         let labels = util::labels(meta);
         self.sets
             .in_namespace(&ns)
+            .into_iter()
             .filter(|s| decide::is_member_of(s, pod))
             .filter(|s| {
                 s.spec
@@ -172,48 +166,8 @@ impl Ssc {
             .collect()
     }
 
-    async fn on_pod(&mut self, p: Polled<Pod>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (o, n) in self.pods.apply(ev) {
-                    for pod in [o, n].into_iter().flatten() {
-                        for k in self.sets_for(&pod.metadata, Some(&pod)) {
-                            self.queue.add(k);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("pod", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("pods")),
-        }
-    }
-
-    async fn on_revision(&mut self, p: Polled<ControllerRevision>) -> Result<(), Error> {
-        match p {
-            Polled::Event(ev) => {
-                for (o, n) in self.revisions.apply(ev) {
-                    for cr in [o, n].into_iter().flatten() {
-                        for k in self.sets_for(&cr.metadata, None) {
-                            self.queue.add(k);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Polled::Error(e) => {
-                self.backoff("controllerrevision", e).await;
-                Ok(())
-            }
-            Polled::Ended => Err(Error::WatchEnded("controllerrevisions")),
-        }
-    }
-
     async fn sync(&mut self, key: ObjKey) -> Result<(), SyncError> {
-        let Some(set) = self.sets.get(&key).cloned() else {
+        let Some(set) = self.sets.get(&key) else {
             return Ok(());
         };
         let Some(spec) = set.spec.clone() else {
@@ -225,12 +179,12 @@ impl Ssc {
         let set_ref = set.object_ref(&());
 
         // Claim member pods (Terminating ones stay ours: they still hold their identity).
-        let candidates: Vec<Arc<Pod>> = self
-            .pods
-            .in_namespace(&ns)
-            .filter(|p| decide::is_member_of(&set, p))
-            .cloned()
-            .collect();
+        // Its own pods and the namespace's orphans (by index): `claim` ignores every other pod.
+        let candidates: Vec<Arc<Pod>> =
+            owned_in_namespace(&self.pods, &ns, &[uid.clone(), index::orphan_key(&ns)])
+                .into_iter()
+                .filter(|p| decide::is_member_of(&set, p))
+                .collect();
         let mut pods: Vec<Arc<Pod>> = Vec::new();
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         for pod in candidates {
@@ -357,10 +311,8 @@ impl Ssc {
     ) -> Result<(), SyncError> {
         let ns = set.namespace().unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
-        let revisions: Vec<(String, i64)> = self
-            .revisions
-            .in_namespace(&ns)
-            .filter(|cr| util::controller_ref(&cr.metadata).is_some_and(|r| r.uid == uid))
+        let revisions: Vec<(String, i64)> = owned_in_namespace(&self.revisions, &ns, &[uid])
+            .iter()
             .map(|cr| (cr.metadata.name.clone().unwrap_or_default(), cr.revision))
             .collect();
         let mut live = vec![current.to_string(), update.to_string()];
@@ -394,12 +346,8 @@ impl Ssc {
     ) -> Result<(String, String, PodTemplateSpec), SyncError> {
         let ns = set.namespace().unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
-        let owned: Vec<Arc<ControllerRevision>> = self
-            .revisions
-            .in_namespace(&ns)
-            .filter(|cr| util::controller_ref(&cr.metadata).is_some_and(|r| r.uid == uid))
-            .cloned()
-            .collect();
+        let owned: Vec<Arc<ControllerRevision>> =
+            owned_in_namespace(&self.revisions, &ns, std::slice::from_ref(&uid));
         let collision = set.status.as_ref().and_then(|s| s.collision_count);
         let update_name = decide::revision_name(set, collision);
         // stored in Go's canonical form (sorted keys), as upstream's data bytes are

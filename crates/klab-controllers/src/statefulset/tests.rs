@@ -34,6 +34,7 @@ async fn create_sts(h: &Harness, replicas: i32, policy: &str) {
         .expect("create sts");
     tokio::spawn(run(
         h.client.clone(),
+        h.informers.clone(),
         h.clock.clone(),
         StatefulSetControllerConfig::default(),
         h.recorder(names::CONTROLLER_STATEFULSET),

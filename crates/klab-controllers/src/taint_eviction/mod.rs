@@ -20,11 +20,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Taint};
 use klab_api::{Clock, DetRng, names};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::events::EventRecorder;
-use crate::node_lifecycle::informer::{Cache, Change, WatchStream, boxed_watch, ok_event};
+use crate::node_lifecycle::informer::{Cache, Change, WatchStream, ok_event, shared_watch};
 use decide::{
     Added, EvictionQueue, no_execute_taints, pod_key, pod_node_name, pod_tolerations,
     with_disruption_target,
@@ -83,6 +82,7 @@ impl TaintEvictionMetrics {
 /// Runs the taint eviction controller until a watch stream ends (never, in practice).
 pub async fn run(
     client: kube::Client,
+    informers: klab_runtime::Informers,
     clock: Clock,
     rng: DetRng,
     config: TaintEvictionConfig,
@@ -106,10 +106,8 @@ pub async fn run(
         queue: EvictionQueue::default(),
         run_now: VecDeque::new(),
     };
-    let mut node_w: WatchStream<Node> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
-    let mut pod_w: WatchStream<Pod> =
-        boxed_watch(Api::all(client.clone()), watcher::Config::default());
+    let mut node_w: WatchStream<Node> = shared_watch(&informers.get());
+    let mut pod_w: WatchStream<Pod> = shared_watch(&informers.get());
 
     while !(c.nodes.synced() && c.pods.synced()) {
         tokio::select! {

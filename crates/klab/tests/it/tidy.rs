@@ -31,13 +31,24 @@ fn normal_dependencies(krate: &str) -> Vec<String> {
 
 #[test]
 fn components_reach_the_cluster_only_through_the_api() {
-    for krate in ["klab-controllers", "klab-scheduler", "klab-kubelet"] {
+    for krate in ["klab-scheduler", "klab-kubelet"] {
         assert_eq!(
             normal_dependencies(krate),
             vec!["klab-api"],
             "{krate} may depend on klab-api only"
         );
     }
+    // Controllers are built on the one controller runtime, itself only an API client.
+    assert_eq!(
+        normal_dependencies("klab-controllers"),
+        vec!["klab-api", "klab-runtime"],
+        "klab-controllers may depend on klab-api and klab-runtime only"
+    );
+    assert_eq!(
+        normal_dependencies("klab-runtime"),
+        vec!["klab-api"],
+        "klab-runtime may depend on klab-api only"
+    );
     assert!(
         normal_dependencies("klab-api").is_empty(),
         "klab-api is the bottom of the graph"

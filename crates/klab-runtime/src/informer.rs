@@ -1,0 +1,385 @@
+//! Shared informers: one list+watch per resource type per process, a [`Store`] that holds each
+//! object once, and subscriptions that receive every change in order (client-go's
+//! `SharedIndexInformer` with `AddEventHandler`).
+//!
+//! The store is updated and the change sent to every subscriber under one lock, and a new
+//! subscriber is registered under the same lock after being handed the store's contents, so a
+//! subscriber sees each object's history exactly once and in order, whenever it subscribed. As in
+//! client-go, a reader of the store may see changes whose notifications it has not handled yet.
+
+use std::any::{Any, TypeId};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use klab_api::Clock;
+use klab_api::supervise::{Health, RestartPolicy, supervise};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::store::{IndexFn, ObjKey, ReadStats, Store, key_of};
+
+/// One change: `(old, new)`; `new == None` is a deletion (`old` is then the last state known).
+pub type Change<K> = (Option<Arc<K>>, Option<Arc<K>>);
+
+/// What a subscriber receives.
+#[derive(Debug)]
+pub enum Notice<K> {
+    Changed(Change<K>),
+    /// The informer's list completed (after its changes): the store is a full picture.
+    Synced,
+}
+
+/// Back-off after a watch error (fixed, so that sim stays deterministic; on the cluster's clock).
+pub const WATCH_ERROR_BACKOFF: Duration = Duration::from_secs(1);
+
+struct State<K> {
+    store: Store<K>,
+    synced: bool,
+    /// Objects of a relist in progress (between `Init` and `InitDone`).
+    relist: Option<BTreeMap<ObjKey, Arc<K>>>,
+    subscribers: Vec<mpsc::UnboundedSender<Notice<K>>>,
+}
+
+impl<K> State<K> {
+    fn notify(&mut self, n: impl Fn() -> Notice<K>) {
+        // A subscriber that went away (a controller that stopped) is dropped here.
+        self.subscribers.retain(|s| s.send(n()).is_ok());
+    }
+}
+
+/// A shared informer of one resource type. Cloning shares it.
+pub struct SharedInformer<K> {
+    state: Arc<Mutex<State<K>>>,
+}
+
+impl<K> Clone for SharedInformer<K> {
+    fn clone(&self) -> Self {
+        SharedInformer {
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl<K> Default for SharedInformer<K> {
+    fn default() -> Self {
+        SharedInformer {
+            state: Arc::new(Mutex::new(State {
+                store: Store::default(),
+                synced: false,
+                relist: None,
+                subscribers: Vec::new(),
+            })),
+        }
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // The lock is never held across a panic point that matters: a poisoned lock still holds
+        // a consistent store (every mutation completes before anything can panic).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a named index (idempotent), filing the objects already held.
+    pub fn add_index(&self, name: &'static str, func: IndexFn<K>) {
+        self.lock().store.add_index(name, func);
+    }
+
+    /// A new subscription. When the informer has synced already, the subscription starts with
+    /// every object as an addition (in key order) and `Synced`, as client-go replays its store
+    /// to a handler added late.
+    pub fn subscribe(&self) -> Subscription<K> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut st = self.lock();
+        if st.synced {
+            for o in st.store.keys() {
+                if let Some(obj) = st.store.peek(&o) {
+                    let _ = tx.send(Notice::Changed((None, Some(obj))));
+                }
+            }
+            let _ = tx.send(Notice::Synced);
+        }
+        st.subscribers.push(tx);
+        Subscription { rx }
+    }
+
+    /// Whether the first list has completed.
+    pub fn synced(&self) -> bool {
+        self.lock().synced
+    }
+
+    pub fn get(&self, key: &ObjKey) -> Option<Arc<K>> {
+        self.lock().store.get(key)
+    }
+
+    /// Every object in key order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.lock().store.list()
+    }
+
+    /// Objects of one namespace in name order.
+    pub fn in_namespace(&self, ns: &str) -> Vec<Arc<K>> {
+        self.lock().store.in_namespace(ns)
+    }
+
+    /// Objects filed under `value` in index `name`, in key order.
+    pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
+        self.lock().store.by_index(name, value)
+    }
+
+    /// Keys in key order (not counted as reads).
+    pub fn keys(&self) -> Vec<ObjKey> {
+        self.lock().store.keys()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().store.is_empty()
+    }
+
+    /// What readers took out of the store so far.
+    pub fn stats(&self) -> ReadStats {
+        self.lock().store.stats()
+    }
+
+    /// Applies one watcher event to the store and tells every subscriber what changed.
+    pub fn apply(&self, ev: watcher::Event<K>) {
+        let mut st = self.lock();
+        match ev {
+            watcher::Event::Apply(obj) => {
+                let obj = Arc::new(obj);
+                let old = st.store.insert(obj.clone());
+                st.notify(|| Notice::Changed((old.clone(), Some(obj.clone()))));
+            }
+            watcher::Event::Delete(obj) => {
+                let old = st.store.remove(&key_of(&obj));
+                let last = old.unwrap_or_else(|| Arc::new(obj));
+                st.notify(|| Notice::Changed((Some(last.clone()), None)));
+            }
+            watcher::Event::Init => st.relist = Some(BTreeMap::new()),
+            watcher::Event::InitApply(obj) => {
+                let obj = Arc::new(obj);
+                st.relist
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(key_of(obj.as_ref()), obj);
+            }
+            watcher::Event::InitDone => {
+                // A (re)list is diffed against the store, like client-go's DeltaFIFO `Replace`:
+                // deletions and updates in key order, then additions.
+                let fresh = st.relist.take().unwrap_or_default();
+                let mut changes: Vec<Change<K>> = Vec::new();
+                for k in st.store.keys() {
+                    let Some(o) = st.store.peek(&k) else {
+                        continue;
+                    };
+                    match fresh.get(&k) {
+                        None => changes.push((Some(o), None)),
+                        Some(n) if rv(n.as_ref()) != rv(o.as_ref()) => {
+                            changes.push((Some(o), Some(n.clone())))
+                        }
+                        Some(_) => {}
+                    }
+                }
+                for (k, n) in &fresh {
+                    if st.store.peek(k).is_none() {
+                        changes.push((None, Some(n.clone())));
+                    }
+                }
+                for (o, n) in changes {
+                    match &n {
+                        Some(n) => {
+                            st.store.insert(n.clone());
+                        }
+                        None => {
+                            if let Some(o) = &o {
+                                st.store.remove(&key_of(o.as_ref()));
+                            }
+                        }
+                    }
+                    st.notify(|| Notice::Changed((o.clone(), n.clone())));
+                }
+                st.synced = true;
+                st.notify(|| Notice::Synced);
+            }
+        }
+    }
+
+    /// Lists and watches `api` into this informer for ever (a watch error backs off
+    /// [`WATCH_ERROR_BACKOFF`] on the cluster's clock and relists).
+    pub async fn run(self, api: Api<K>, clock: Clock) -> Result<(), String>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        loop {
+            match stream.next().await {
+                Some(Ok(ev)) => {
+                    self.apply(ev);
+                    // Take in what already arrived before yielding to the subscribers.
+                    while let Some(Some(Ok(ev))) = stream.next().now_or_never() {
+                        self.apply(ev);
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(resource = %K::plural(&()), error = %e, "watch failed; relisting");
+                    clock.sleep(WATCH_ERROR_BACKOFF).await;
+                }
+                None => return Err(format!("the {} watch stream ended", K::plural(&()))),
+            }
+        }
+    }
+}
+
+fn rv<K: Resource>(o: &K) -> Option<&String> {
+    o.meta().resource_version.as_ref()
+}
+
+/// One subscriber's ordered feed of an informer's changes.
+pub struct Subscription<K> {
+    rx: mpsc::UnboundedReceiver<Notice<K>>,
+}
+
+impl<K> Subscription<K> {
+    /// The next notice; `None` once the informer is gone.
+    pub async fn recv(&mut self) -> Option<Notice<K>> {
+        self.rx.recv().await
+    }
+
+    /// The next notice if one was delivered already.
+    pub fn try_recv(&mut self) -> Option<Notice<K>> {
+        self.rx.try_recv().ok()
+    }
+
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Notice<K>>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// Supervision of the informers' watch tasks: where their health is reported.
+#[derive(Clone)]
+struct Supervision {
+    health: Health,
+    /// Component name prefix, e.g. `kube-controller-manager/shared-informers`.
+    prefix: String,
+}
+
+/// A process's informer factory (client-go's `SharedInformerFactory`): the first request for a
+/// type starts its informer, every later one shares it.
+#[derive(Clone)]
+pub struct Informers {
+    client: kube::Client,
+    clock: Clock,
+    supervision: Option<Supervision>,
+    informers: Arc<Mutex<BTreeMap<TypeId, Box<dyn Any + Send>>>>,
+}
+
+impl Informers {
+    /// A factory whose informers list and watch through `client`.
+    pub fn new(client: kube::Client, clock: Clock) -> Self {
+        Informers {
+            client,
+            clock,
+            supervision: None,
+            informers: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    /// Runs every informer's watch task supervised, reported in `health` as
+    /// `<prefix>/<resource>` (e.g. `kube-controller-manager/shared-informers/pods`).
+    pub fn supervised(mut self, health: Health, prefix: impl Into<String>) -> Self {
+        self.supervision = Some(Supervision {
+            health,
+            prefix: prefix.into(),
+        });
+        self
+    }
+
+    /// The shared informer of `K` over all namespaces, started on first use.
+    pub fn get<K>(&self) -> SharedInformer<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let mut map = self.informers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = map
+            .get(&TypeId::of::<K>())
+            .and_then(|b| b.downcast_ref::<SharedInformer<K>>())
+        {
+            return i.clone();
+        }
+        let informer = SharedInformer::<K>::default();
+        map.insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        drop(map);
+        let (client, clock) = (self.client.clone(), self.clock.clone());
+        let i = informer.clone();
+        match &self.supervision {
+            None => {
+                tokio::spawn(async move {
+                    if let Err(e) = i.run(Api::<K>::all(client), clock).await {
+                        tracing::error!("informer stopped: {e}");
+                    }
+                });
+            }
+            Some(s) => {
+                let name = format!("{}/{}", s.prefix, K::plural(&()));
+                tokio::spawn(supervise(
+                    s.health.clone(),
+                    name,
+                    clock.clone(),
+                    RestartPolicy::CrashLoop,
+                    move || i.clone().run(Api::<K>::all(client.clone()), clock.clone()),
+                ));
+            }
+        }
+        informer
+    }
+}
+
+impl<K: Resource + Clone + Send + Sync + 'static> Subscription<K> {
+    /// This subscription as the event stream of a kube-runtime watcher (`Init`, `InitApply`…,
+    /// `InitDone`, then `Apply`/`Delete`), for a component that keeps its own view of the objects
+    /// (with writes of its own applied ahead of the watch) but shares the informer's one watch.
+    /// Later relists of the informer arrive as the individual changes they amount to.
+    pub fn into_watch_events(self) -> impl futures::Stream<Item = watcher::Event<K>> + Send {
+        futures::stream::unfold((self, Phase::Start), |(mut sub, phase)| async move {
+            loop {
+                if phase == Phase::Start {
+                    return Some((watcher::Event::Init, (sub, Phase::Listing)));
+                }
+                let ev = match (sub.recv().await?, phase) {
+                    (Notice::Synced, Phase::Listing) => {
+                        return Some((watcher::Event::InitDone, (sub, Phase::Watching)));
+                    }
+                    (Notice::Synced, _) => continue,
+                    (Notice::Changed((_, Some(n))), Phase::Listing) => {
+                        watcher::Event::InitApply((*n).clone())
+                    }
+                    (Notice::Changed((_, Some(n))), _) => watcher::Event::Apply((*n).clone()),
+                    (Notice::Changed((Some(o), None)), Phase::Watching) => {
+                        watcher::Event::Delete((*o).clone())
+                    }
+                    // Before its first `Synced` an informer only sends the additions of its
+                    // first list (its store was empty), so there is no deletion to pass on.
+                    (Notice::Changed(_), _) => continue,
+                };
+                return Some((ev, (sub, phase)));
+            }
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Listing,
+    Watching,
+}

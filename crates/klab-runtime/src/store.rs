@@ -1,0 +1,221 @@
+//! The object store behind a shared informer: objects held once (`Arc`), ordered by
+//! `(namespace, name)`, with named indexes kept up to date on every change (client-go's
+//! `ThreadSafeStore` with its `Indexers`), and counters of what readers took out of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kube::Resource;
+
+/// `(namespace, name)`; namespace is empty for cluster-scoped objects.
+pub type ObjKey = (String, String);
+
+/// The key of an object.
+pub fn key_of<K: Resource>(obj: &K) -> ObjKey {
+    let m = obj.meta();
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+/// An index function: the index values an object is filed under (none: not indexed).
+pub type IndexFn<K> = fn(&K) -> Vec<String>;
+
+/// What readers took out of a store: objects handed out by each kind of read. The point is to
+/// make "a sync reads only its own pods" testable (and visible in benchmarks).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Objects returned by `get`.
+    pub gets: u64,
+    /// Objects returned by index lookups.
+    pub indexed: u64,
+    /// Objects returned by namespace scans.
+    pub namespace_scanned: u64,
+    /// Objects returned by whole-store scans.
+    pub scanned: u64,
+}
+
+impl ReadStats {
+    /// Every object handed out, however it was read.
+    pub fn total(&self) -> u64 {
+        self.gets
+            .saturating_add(self.indexed)
+            .saturating_add(self.namespace_scanned)
+            .saturating_add(self.scanned)
+    }
+
+    /// What was read between `earlier` and `self`.
+    pub fn since(&self, earlier: &ReadStats) -> ReadStats {
+        ReadStats {
+            gets: self.gets.saturating_sub(earlier.gets),
+            indexed: self.indexed.saturating_sub(earlier.indexed),
+            namespace_scanned: self
+                .namespace_scanned
+                .saturating_sub(earlier.namespace_scanned),
+            scanned: self.scanned.saturating_sub(earlier.scanned),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    gets: AtomicU64,
+    indexed: AtomicU64,
+    namespace_scanned: AtomicU64,
+    scanned: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: usize) {
+    c.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+struct Index<K> {
+    func: IndexFn<K>,
+    entries: BTreeMap<String, BTreeSet<ObjKey>>,
+}
+
+/// Objects of one kind by key, with indexes.
+pub struct Store<K> {
+    objects: BTreeMap<ObjKey, Arc<K>>,
+    indexes: BTreeMap<&'static str, Index<K>>,
+    counters: Counters,
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Store {
+            objects: BTreeMap::new(),
+            indexes: BTreeMap::new(),
+            counters: Counters::default(),
+        }
+    }
+}
+
+impl<K: Resource> Store<K> {
+    /// Adds an index (a no-op when one of that name exists), filing every object already held.
+    pub fn add_index(&mut self, name: &'static str, func: IndexFn<K>) {
+        if self.indexes.contains_key(name) {
+            return;
+        }
+        let mut entries: BTreeMap<String, BTreeSet<ObjKey>> = BTreeMap::new();
+        for (k, o) in &self.objects {
+            for v in func(o) {
+                entries.entry(v).or_default().insert(k.clone());
+            }
+        }
+        self.indexes.insert(name, Index { func, entries });
+    }
+
+    pub fn has_index(&self, name: &str) -> bool {
+        self.indexes.contains_key(name)
+    }
+
+    /// Stores `obj` under its key; returns what it replaced.
+    pub fn insert(&mut self, obj: Arc<K>) -> Option<Arc<K>> {
+        let key = key_of(obj.as_ref());
+        let old = self.objects.insert(key.clone(), obj.clone());
+        for ix in self.indexes.values_mut() {
+            if let Some(o) = &old {
+                for v in (ix.func)(o) {
+                    unfile(&mut ix.entries, v, &key);
+                }
+            }
+            for v in (ix.func)(&obj) {
+                ix.entries.entry(v).or_default().insert(key.clone());
+            }
+        }
+        old
+    }
+
+    /// Removes the object under `key`; returns it.
+    pub fn remove(&mut self, key: &ObjKey) -> Option<Arc<K>> {
+        let old = self.objects.remove(key)?;
+        for ix in self.indexes.values_mut() {
+            for v in (ix.func)(&old) {
+                unfile(&mut ix.entries, v, key);
+            }
+        }
+        Some(old)
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The object under `key`.
+    pub fn get(&self, key: &ObjKey) -> Option<Arc<K>> {
+        let o = self.objects.get(key).cloned();
+        bump(&self.counters.gets, usize::from(o.is_some()));
+        o
+    }
+
+    /// Every object in key order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        let v: Vec<Arc<K>> = self.objects.values().cloned().collect();
+        bump(&self.counters.scanned, v.len());
+        v
+    }
+
+    /// Objects of one namespace in name order.
+    pub fn in_namespace(&self, ns: &str) -> Vec<Arc<K>> {
+        let v: Vec<Arc<K>> = self
+            .objects
+            .range((ns.to_string(), String::new())..)
+            .take_while(|((n, _), _)| n == ns)
+            .map(|(_, o)| o.clone())
+            .collect();
+        bump(&self.counters.namespace_scanned, v.len());
+        v
+    }
+
+    /// Objects filed under `value` in index `name`, in key order (none when there is no such index).
+    pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<K>> {
+        let v: Vec<Arc<K>> = self
+            .indexes
+            .get(name)
+            .and_then(|ix| ix.entries.get(value))
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| self.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        bump(&self.counters.indexed, v.len());
+        v
+    }
+
+    /// The object under `key`, not counted as a read (the informer's own bookkeeping).
+    pub(crate) fn peek(&self, key: &ObjKey) -> Option<Arc<K>> {
+        self.objects.get(key).cloned()
+    }
+
+    /// Keys in key order (not counted as reads: no object is handed out).
+    pub fn keys(&self) -> Vec<ObjKey> {
+        self.objects.keys().cloned().collect()
+    }
+
+    /// Reads so far.
+    pub fn stats(&self) -> ReadStats {
+        ReadStats {
+            gets: self.counters.gets.load(Ordering::Relaxed),
+            indexed: self.counters.indexed.load(Ordering::Relaxed),
+            namespace_scanned: self.counters.namespace_scanned.load(Ordering::Relaxed),
+            scanned: self.counters.scanned.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn unfile(entries: &mut BTreeMap<String, BTreeSet<ObjKey>>, value: String, key: &ObjKey) {
+    if let Some(set) = entries.get_mut(&value) {
+        set.remove(key);
+        if set.is_empty() {
+            entries.remove(&value);
+        }
+    }
+}
