@@ -1661,3 +1661,59 @@ async fn a_stalled_body_times_out() {
     assert_eq!(start.elapsed(), Duration::from_secs(60));
     assert_eq!(api.store().current_revision(), before);
 }
+
+/// Twenty watches of pods by node (as kubelets watch) and one of every pod: each watch sees only
+/// its node's pods, and each change is decoded once for all of them (the shared decode of the
+/// watch cache), not once per watch.
+#[tokio::test(start_paused = true)]
+async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let mut by_node = Vec::new();
+    for n in 0..20 {
+        let w = pods
+            .watch(
+                &WatchParams::default()
+                    .fields(&format!("spec.nodeName=n{n}"))
+                    .timeout(60),
+                "0",
+            )
+            .await
+            .unwrap()
+            .boxed();
+        by_node.push(w);
+    }
+    let mut all = pods
+        .watch(&WatchParams::default().timeout(60), "0")
+        .await
+        .unwrap()
+        .boxed();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let before = api.inner.decoded.decodes();
+    for i in 0..10 {
+        pods.create(
+            &PostParams::default(),
+            &bound_pod(&format!("p{i}"), &format!("n{}", i % 4)),
+        )
+        .await
+        .unwrap();
+    }
+    let names = |w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>| {
+        let mut out = Vec::new();
+        while let Some(Some(Ok(WatchEvent::Added(p)))) = futures::FutureExt::now_or_never(w.next())
+        {
+            out.push(p.metadata.name.unwrap_or_default());
+        }
+        out
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(names(&mut all).len(), 10);
+    assert_eq!(names(&mut by_node[1]), ["p1", "p5", "p9"]);
+    assert_eq!(names(&mut by_node[3]), ["p3", "p7"]);
+    assert!(names(&mut by_node[7]).is_empty());
+    assert_eq!(
+        api.inner.decoded.decodes() - before,
+        10,
+        "one decode per change for 21 watches"
+    );
+}

@@ -60,6 +60,8 @@ pub(crate) struct Inner {
     pub config: ApiServerConfig,
     /// The supervision registry of the components of this cluster, served as health checks.
     pub health: Health,
+    /// Recent changes decoded once for all the watches that examine them.
+    pub decoded: crate::watch::DecodedEvents,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -87,6 +89,7 @@ impl ApiServer {
                 rng,
                 config,
                 health: Health::new(),
+                decoded: Default::default(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");

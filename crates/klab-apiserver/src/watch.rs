@@ -13,7 +13,9 @@
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{StatusCode, header};
@@ -49,7 +51,7 @@ struct Encoder {
 impl Encoder {
     fn line(&mut self, ty: &str, obj: &Value) -> Bytes {
         let object = match &self.render {
-            Render::Object => obj.clone(),
+            Render::Object => return encode_line(ty, obj),
             Render::Table { include } => {
                 let rv = object::resource_version(obj).unwrap_or("").to_string();
                 let t = table::table(
@@ -64,10 +66,7 @@ impl Encoder {
                 t
             }
         };
-        let mut bytes =
-            serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
-        bytes.push(b'\n');
-        Bytes::from(bytes)
+        encode_line(ty, &object)
     }
 
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
@@ -88,6 +87,83 @@ impl Encoder {
             .unwrap_or_default();
         bytes.push(b'\n');
         Bytes::from(bytes)
+    }
+}
+
+/// `{"type": ty, "object": obj}` and a newline, serialized from borrowed parts (no copy of the
+/// object).
+fn encode_line(ty: &str, obj: &Value) -> Bytes {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        #[serde(rename = "type")]
+        ty: &'a str,
+        object: &'a Value,
+    }
+    let mut bytes = serde_json::to_vec(&Line { ty, object: obj }).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+/// A change as watches see it: the new and the previous object, decoded, converted to the
+/// watched resource's version and stamped with the change's revision.
+type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
+
+/// Recent store changes decoded once for every watch that examines them (the first half of
+/// upstream's watch cache: there, each change is decoded once and filtered per watcher). With a
+/// hundred kubelets watching pods by node, every pod change used to be decoded by every one of
+/// them only to be filtered out. Entries are a pure function of the stored bytes, the revision
+/// and the resource, so a hit and a miss give the same answer; the oldest revisions are dropped
+/// beyond [`DECODED_EVENTS_KEPT`].
+#[derive(Default)]
+pub(crate) struct DecodedEvents {
+    /// (revision, resource) → the keys changed in it with their decoded states.
+    entries: Mutex<DecodedWindow>,
+    /// Changes decoded so far (misses), for tests and benchmarks.
+    decodes: std::sync::atomic::AtomicU64,
+}
+
+/// (revision, resource address) → the keys changed in it with their decoded states.
+type DecodedWindow = BTreeMap<(u64, usize), Vec<(String, Decoded)>>;
+
+/// How many recent (revision, resource) entries are kept decoded.
+pub(crate) const DECODED_EVENTS_KEPT: usize = 4096;
+
+impl DecodedEvents {
+    /// How many changes were decoded (each once, whatever the number of watches).
+    #[cfg(test)]
+    pub(crate) fn decodes(&self) -> u64 {
+        self.decodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn get(&self, ri: &'static ResourceInfo, ev: &klab_store::Event) -> Decoded {
+        let id = (ev.revision, std::ptr::from_ref(ri) as usize);
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = map
+            .get(&id)
+            .and_then(|v| v.iter().find(|(k, _)| *k == ev.key))
+        {
+            return d.1.clone();
+        }
+        let decode = |b: &Bytes| {
+            object::decode_stored(b, ev.revision).ok().map(|o| {
+                Arc::new(crate::crud::present(
+                    ri,
+                    crate::conversion::from_storage(ri, o),
+                    ev.revision,
+                ))
+            })
+        };
+        self.decodes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d: Decoded = (
+            ev.value.as_ref().and_then(decode),
+            ev.prev_value.as_ref().and_then(decode),
+        );
+        map.entry(id).or_default().push((ev.key.clone(), d.clone()));
+        while map.len() > DECODED_EVENTS_KEPT {
+            map.pop_first();
+        }
+        d
     }
 }
 
@@ -200,7 +276,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
                 item = stream.next() => {
-                    if forward(item, &mut enc, &sel, &tx, &store, &mut last_rv).await.is_err() {
+                    if forward(item, &mut enc, &sel, &tx, &store, &inner.decoded, &mut last_rv).await.is_err() {
                         return;
                     }
                 }
@@ -213,7 +289,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                     // examined them all and may claim `current` without skipping an event.
                     let current = store.current_revision();
                     while let Some(item) = stream.next().now_or_never() {
-                        if forward(item, &mut enc, &sel, &tx, &store, &mut last_rv).await.is_err() {
+                        if forward(item, &mut enc, &sel, &tx, &store, &inner.decoded, &mut last_rv).await.is_err() {
                             return;
                         }
                     }
@@ -243,6 +319,7 @@ async fn forward(
     sel: &Selectors,
     tx: &mpsc::Sender<Result<Bytes, Infallible>>,
     store: &klab_store::DynStorage,
+    decoded: &DecodedEvents,
     last_rv: &mut u64,
 ) -> Result<(), ()> {
     let ev = match item {
@@ -262,7 +339,7 @@ async fn forward(
         }
     };
     *last_rv = ev.revision;
-    if let Some(line) = event_line(enc, sel, &ev)
+    if let Some(line) = event_line(enc, sel, decoded, &ev)
         && tx.send(Ok(line)).await.is_err()
     {
         return Err(());
@@ -271,16 +348,15 @@ async fn forward(
 }
 
 /// Turns one store change into the watch line this watcher should see, if any.
-fn event_line(enc: &mut Encoder, sel: &Selectors, ev: &klab_store::Event) -> Option<Bytes> {
+fn event_line(
+    enc: &mut Encoder,
+    sel: &Selectors,
+    decoded: &DecodedEvents,
+    ev: &klab_store::Event,
+) -> Option<Bytes> {
     let ri = enc.ri;
-    let decode = |b: &Bytes| {
-        object::decode_stored(b, ev.revision)
-            .ok()
-            .map(|o| crate::crud::present(ri, crate::conversion::from_storage(ri, o), ev.revision))
-    };
-    let new = ev.value.as_ref().and_then(decode);
-    let old = ev.prev_value.as_ref().and_then(decode);
-    let matches = |o: &Option<Value>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
+    let (new, old) = decoded.get(ri, ev);
+    let matches = |o: &Option<Arc<Value>>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
     match ev.kind {
         EventKind::Create => {
             matches(&new).then(|| enc.line("ADDED", new.as_ref().expect("matched")))

@@ -261,8 +261,12 @@ pub fn start(
     spawn(
         "namespace-controller",
         restartable(
-            (client_for("namespace-controller"), clock.clone()),
-            |(c, clock)| crate::namespace::run(c, clock),
+            (
+                client_for("namespace-controller"),
+                informers.clone(),
+                clock.clone(),
+            ),
+            |(c, inf, clock)| crate::namespace::run(c, inf, clock),
         ),
     );
     (tasks, metrics)

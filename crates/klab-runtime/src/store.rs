@@ -2,7 +2,7 @@
 //! `(namespace, name)`, with named indexes kept up to date on every change (client-go's
 //! `ThreadSafeStore` with its `Indexers`), and counters of what readers took out of it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -71,9 +71,11 @@ fn bump(c: &AtomicU64, n: usize) {
     c.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
+/// An index: value → the objects filed under it, by key (holding the `Arc`s themselves, so a
+/// lookup is one map access, not one per object).
 struct Index<K> {
     func: IndexFn<K>,
-    entries: BTreeMap<String, BTreeSet<ObjKey>>,
+    entries: BTreeMap<String, BTreeMap<ObjKey, Arc<K>>>,
 }
 
 /// Objects of one kind by key, with indexes.
@@ -99,10 +101,10 @@ impl<K: Resource> Store<K> {
         if self.indexes.contains_key(name) {
             return;
         }
-        let mut entries: BTreeMap<String, BTreeSet<ObjKey>> = BTreeMap::new();
+        let mut entries: BTreeMap<String, BTreeMap<ObjKey, Arc<K>>> = BTreeMap::new();
         for (k, o) in &self.objects {
             for v in func(o) {
-                entries.entry(v).or_default().insert(k.clone());
+                entries.entry(v).or_default().insert(k.clone(), o.clone());
             }
         }
         self.indexes.insert(name, Index { func, entries });
@@ -123,7 +125,10 @@ impl<K: Resource> Store<K> {
                 }
             }
             for v in (ix.func)(&obj) {
-                ix.entries.entry(v).or_default().insert(key.clone());
+                ix.entries
+                    .entry(v)
+                    .or_default()
+                    .insert(key.clone(), obj.clone());
             }
         }
         old
@@ -180,11 +185,7 @@ impl<K: Resource> Store<K> {
             .indexes
             .get(name)
             .and_then(|ix| ix.entries.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| self.objects.get(k).cloned())
-                    .collect()
-            })
+            .map(|objs| objs.values().cloned().collect())
             .unwrap_or_default();
         bump(&self.counters.indexed, v.len());
         v
@@ -211,7 +212,11 @@ impl<K: Resource> Store<K> {
     }
 }
 
-fn unfile(entries: &mut BTreeMap<String, BTreeSet<ObjKey>>, value: String, key: &ObjKey) {
+fn unfile<K>(
+    entries: &mut BTreeMap<String, BTreeMap<ObjKey, Arc<K>>>,
+    value: String,
+    key: &ObjKey,
+) {
     if let Some(set) = entries.get_mut(&value) {
         set.remove(key);
         if set.is_empty() {

@@ -160,7 +160,7 @@ impl Dc {
             .filter(|d| {
                 d.spec.as_ref().is_some_and(|s| {
                     !util::selector_is_empty(&s.selector)
-                        && util::selector_matches(&s.selector, &labels)
+                        && util::selector_matches(&s.selector, labels)
                 })
             })
             .map(|d| key_of(d.as_ref()))

@@ -8,11 +8,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use klab_api::Clock;
@@ -100,9 +98,14 @@ async fn delete_content(
 }
 
 /// Runs the namespace controller forever.
-pub async fn run(client: kube::Client, clock: Clock) -> Result<(), kube::Error> {
+pub async fn run(
+    client: kube::Client,
+    informers: klab_runtime::Informers,
+    clock: Clock,
+) -> Result<(), kube::Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut changes = watcher(namespaces.clone(), watcher::Config::default()).boxed();
+    // Woken by any namespace change seen by the shared informer; the pass itself lists afresh.
+    let mut changes = informers.get::<Namespace>().subscribe();
     let mut resources: Option<Vec<ApiResource>> = None;
     loop {
         let list = match namespaces.list(&ListParams::default()).await {
@@ -144,7 +147,7 @@ pub async fn run(client: kube::Client, clock: Clock) -> Result<(), kube::Error> 
         // Wait for a namespace change, or re-check soon while content is still going away.
         tokio::select! {
             biased;
-            ev = changes.next() => if ev.is_none() { return Ok(()) },
+            ev = changes.recv() => if ev.is_none() { return Ok(()) },
             _ = clock.sleep(RESYNC), if pending => {}
         }
     }
@@ -189,7 +192,8 @@ mod tests {
         )
         .await
         .unwrap();
-        let task = tokio::spawn(run(client.clone(), clock));
+        let informers = klab_runtime::Informers::new(client.clone(), clock.clone());
+        let task = tokio::spawn(run(client.clone(), informers, clock));
         namespaces
             .delete("demo", &DeleteParams::default())
             .await
@@ -232,7 +236,8 @@ mod tests {
         )
         .await
         .unwrap();
-        let task = tokio::spawn(run(client.clone(), clock));
+        let informers = klab_runtime::Informers::new(client.clone(), clock.clone());
+        let task = tokio::spawn(run(client.clone(), informers, clock));
         namespaces
             .delete("demo", &DeleteParams::default())
             .await

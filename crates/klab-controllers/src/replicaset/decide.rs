@@ -311,7 +311,7 @@ pub fn claim(
     selector: &LabelSelector,
     obj: &ObjectMeta,
 ) -> Claim {
-    let matches = util::selector_matches(selector, &util::labels(obj));
+    let matches = util::selector_matches(selector, util::labels(obj));
     match util::controller_ref(obj) {
         Some(r) if r.uid == owner_uid => {
             if matches {

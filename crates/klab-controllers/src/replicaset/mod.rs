@@ -111,14 +111,28 @@ pub(crate) fn owned_in_namespace<K>(
 where
     K: kube::Resource + Send + Sync + 'static,
 {
-    let mut out: Vec<Arc<K>> = values
+    let in_ns = |o: &Arc<K>| o.meta().namespace.as_deref().unwrap_or_default() == ns;
+    let mut lists: Vec<Vec<Arc<K>>> = values
         .iter()
-        .flat_map(|v| informer.by_index(index::CONTROLLER_UID, v))
-        .filter(|o| o.meta().namespace.as_deref().unwrap_or_default() == ns)
+        .map(|v| {
+            let mut l = informer.by_index(index::CONTROLLER_UID, v);
+            l.retain(in_ns);
+            l
+        })
+        .filter(|l| !l.is_empty())
         .collect();
-    out.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
-    out.dedup_by(|a, b| a.meta().name == b.meta().name);
-    out
+    // Each list is in name order already; only objects under several values need merging (an
+    // owner's pods plus orphans waiting for adoption: rare).
+    match lists.len() {
+        0 => Vec::new(),
+        1 => lists.pop().unwrap_or_default(),
+        _ => {
+            let mut out: Vec<Arc<K>> = lists.into_iter().flatten().collect();
+            out.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+            out.dedup_by(|a, b| a.meta().name == b.meta().name);
+            out
+        }
+    }
 }
 
 impl Reconcile for Rsc {
@@ -212,7 +226,7 @@ impl Rsc {
             .filter(|rs| {
                 rs.spec.as_ref().is_some_and(|s| {
                     !util::selector_is_empty(&s.selector)
-                        && util::selector_matches(&s.selector, &labels)
+                        && util::selector_matches(&s.selector, labels)
                 })
             })
             .map(|rs| key_of(rs.as_ref()))

@@ -128,8 +128,10 @@ pub fn new_controller_ref(api_version: &str, kind: &str, owner: &ObjectMeta) -> 
 }
 
 /// Labels of an object (empty map when unset).
-pub fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
+pub fn labels(meta: &ObjectMeta) -> &BTreeMap<String, String> {
+    // Borrowed: a sync of a 3 000-pod ReplicaSet reads every pod's labels, twice.
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    meta.labels.as_ref().unwrap_or(&NONE)
 }
 
 /// Whether `labels` satisfy a `metav1.LabelSelector` (matchLabels AND every matchExpression).

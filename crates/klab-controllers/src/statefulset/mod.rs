@@ -160,7 +160,7 @@ impl Ssc {
             .filter(|s| {
                 s.spec
                     .as_ref()
-                    .is_some_and(|sp| util::selector_matches(&sp.selector, &labels))
+                    .is_some_and(|sp| util::selector_matches(&sp.selector, labels))
             })
             .map(|s| key_of(s.as_ref()))
             .collect()
