@@ -125,8 +125,10 @@ pub(crate) struct DecodedEvents {
 /// (revision, resource address) → the keys changed in it with their decoded states.
 type DecodedWindow = BTreeMap<(u64, usize), Vec<(String, Decoded)>>;
 
-/// How many recent (revision, resource) entries are kept decoded.
-pub(crate) const DECODED_EVENTS_KEPT: usize = 4096;
+/// How many recent (revision, resource) entries are kept decoded. Watches examine a change within
+/// moments of its commit, so a short window serves nearly every lookup; a watch that lags behind
+/// it decodes for itself (a pod as a `Value` takes tens of KiB, so the window is kept small).
+pub(crate) const DECODED_EVENTS_KEPT: usize = 512;
 
 impl DecodedEvents {
     /// How many changes were decoded (each once, whatever the number of watches).

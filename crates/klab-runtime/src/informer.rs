@@ -28,6 +28,11 @@ use crate::store::{IndexFn, ObjKey, ReadStats, Store, key_of};
 /// One change: `(old, new)`; `new == None` is a deletion (`old` is then the last state known).
 pub type Change<K> = (Option<Arc<K>>, Option<Arc<K>>);
 
+/// The key of the object a change is about (its new state, or the last one known).
+pub fn change_key<K: Resource>((old, new): &Change<K>) -> Option<ObjKey> {
+    new.as_ref().or(old.as_ref()).map(|o| key_of(o.as_ref()))
+}
+
 /// What a subscriber receives.
 #[derive(Debug)]
 pub enum Notice<K> {

@@ -27,7 +27,8 @@ use crate::replicaset::decide::{Claim, claim};
 use crate::replicaset::util::{self, omit_zero};
 use crate::replicaset::{Error, api_error_text, owned_in_namespace, set_owner_refs};
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, change_key, index,
+    key_of,
 };
 
 /// The changes the Deployment controller handles.
@@ -79,9 +80,9 @@ impl Reconcile for Dc {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Deploy((o, n)) => {
-                if let Some(x) = n.or(o) {
-                    self.queue.add(key_of(x.as_ref()));
+            Ev::Deploy(ch) => {
+                if let Some(k) = change_key(&ch) {
+                    self.queue.add(k);
                 }
             }
             Ev::Rs((o, n)) => {

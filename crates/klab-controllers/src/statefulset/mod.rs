@@ -31,7 +31,8 @@ use crate::replicaset::decide::{Claim, claim};
 use crate::replicaset::util::{self, omit_zero};
 use crate::replicaset::{Error, api_error_text, owned_in_namespace, set_owner_refs};
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, change_key, index,
+    key_of,
 };
 
 /// The changes the StatefulSet controller handles.
@@ -86,9 +87,9 @@ impl Reconcile for Ssc {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Set((o, n)) => {
-                if let Some(x) = n.or(o) {
-                    self.queue.add(key_of(x.as_ref()));
+            Ev::Set(ch) => {
+                if let Some(k) = change_key(&ch) {
+                    self.queue.add(k);
                 }
             }
             Ev::Pod((o, n)) => {
