@@ -269,6 +269,13 @@ pub fn start(
             |(c, inf, clock)| crate::namespace::run(c, inf, clock),
         ),
     );
+    // The informers live as long as the controllers: aborting this task (with the others, when
+    // the cluster stops) stops their watches.
+    let guard = informers.stop_guard();
+    tasks.push(tokio::spawn(async move {
+        let _guard = guard;
+        std::future::pending::<()>().await
+    }));
     (tasks, metrics)
 }
 

@@ -286,6 +286,27 @@ pub struct Informers {
     clock: Clock,
     supervision: Option<Supervision>,
     informers: Arc<Mutex<BTreeMap<TypeId, Box<dyn Any + Send>>>>,
+    /// The informers' watch tasks, stopped together by a [`StopGuard`].
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+/// Stops every informer of a factory when dropped (whoever owns the factory's lifetime holds it:
+/// the controller manager's task, so that stopping the controllers stops their watches too).
+pub struct StopGuard {
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
 }
 
 impl Informers {
@@ -296,6 +317,14 @@ impl Informers {
             clock,
             supervision: None,
             informers: Arc::new(Mutex::new(BTreeMap::new())),
+            tasks: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// A guard whose drop stops every informer this factory started (or will have started).
+    pub fn stop_guard(&self) -> StopGuard {
+        StopGuard {
+            tasks: self.tasks.clone(),
         }
     }
 
@@ -326,14 +355,12 @@ impl Informers {
         drop(map);
         let (client, clock) = (self.client.clone(), self.clock.clone());
         let i = informer.clone();
-        match &self.supervision {
-            None => {
-                tokio::spawn(async move {
-                    if let Err(e) = i.run(Api::<K>::all(client), clock).await {
-                        tracing::error!("informer stopped: {e}");
-                    }
-                });
-            }
+        let task = match &self.supervision {
+            None => tokio::spawn(async move {
+                if let Err(e) = i.run(Api::<K>::all(client), clock).await {
+                    tracing::error!("informer stopped: {e}");
+                }
+            }),
             Some(s) => {
                 let name = format!("{}/{}", s.prefix, K::plural(&()));
                 tokio::spawn(supervise(
@@ -342,9 +369,13 @@ impl Informers {
                     clock.clone(),
                     RestartPolicy::CrashLoop,
                     move || i.clone().run(Api::<K>::all(client.clone()), clock.clone()),
-                ));
+                ))
             }
-        }
+        };
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task.abort_handle());
         informer
     }
 }

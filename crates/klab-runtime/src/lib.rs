@@ -25,7 +25,9 @@ pub mod queue;
 pub mod store;
 
 pub use controller::{Reconcile, Sources, run};
-pub use informer::{Change, Informers, Notice, SharedInformer, Subscription, change_key};
+pub use informer::{
+    Change, Informers, Notice, SharedInformer, StopGuard, Subscription, change_key,
+};
 pub use queue::WorkQueue;
 pub use store::{ObjKey, ReadStats, key_of};
 

@@ -248,6 +248,16 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
     assert!(Arc::ptr_eq(&a1, &a2));
     assert_eq!(a1.metadata.name.as_deref(), Some("a"));
 
+    // Stopping the factory's informers (as the controller manager's task does when it is
+    // aborted) stops their watches: later changes no longer arrive.
+    drop(informers.stop_guard());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    cms.create(&PostParams::default(), &cm("late"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(i1.get(&("default".into(), "late".into())).is_none());
+
     let (timed_out, rec) = handle.await.unwrap();
     assert!(timed_out, "the loop runs until stopped");
     assert_eq!(rec.handled, ["a", "b", "fail", "a"]);
