@@ -61,7 +61,7 @@ pub(crate) struct Inner {
     /// The supervision registry of the components of this cluster, served as health checks.
     pub health: Health,
     /// Recent changes decoded once for all the watches that examine them.
-    pub decoded: crate::watch::DecodedEvents,
+    pub decoded: Arc<crate::watch::DecodedEvents>,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.

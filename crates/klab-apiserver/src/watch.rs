@@ -118,6 +118,9 @@ type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
 pub(crate) struct DecodedEvents {
     /// (revision, resource) → the keys changed in it with their decoded states.
     entries: Mutex<DecodedWindow>,
+    /// Open watches per resource: a change of a resource with one watch is decoded for it alone
+    /// and not kept (the window would cost more than it saves, e.g. for Lease renewals).
+    watches: Mutex<BTreeMap<usize, usize>>,
     /// Changes decoded so far (misses), for tests and benchmarks.
     decodes: std::sync::atomic::AtomicU64,
 }
@@ -137,8 +140,27 @@ impl DecodedEvents {
         self.decodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Registers an open watch of `ri` for as long as the returned guard lives.
+    fn open(self: &Arc<Self>, ri: &'static ResourceInfo) -> OpenWatch {
+        let id = std::ptr::from_ref(ri) as usize;
+        let mut w = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        let n = w.entry(id).or_insert(0);
+        *n = n.saturating_add(1);
+        OpenWatch {
+            events: self.clone(),
+            id,
+        }
+    }
+
     fn get(&self, ri: &'static ResourceInfo, ev: &klab_store::Event) -> Decoded {
-        let id = (ev.revision, std::ptr::from_ref(ri) as usize);
+        let resource = std::ptr::from_ref(ri) as usize;
+        let shared = self
+            .watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&resource)
+            .is_some_and(|n| *n > 1);
+        let id = (ev.revision, resource);
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = map
             .get(&id)
@@ -161,11 +183,35 @@ impl DecodedEvents {
             ev.value.as_ref().and_then(decode),
             ev.prev_value.as_ref().and_then(decode),
         );
-        map.entry(id).or_default().push((ev.key.clone(), d.clone()));
-        while map.len() > DECODED_EVENTS_KEPT {
-            map.pop_first();
+        if shared {
+            map.entry(id).or_default().push((ev.key.clone(), d.clone()));
+            while map.len() > DECODED_EVENTS_KEPT {
+                map.pop_first();
+            }
         }
         d
+    }
+}
+
+/// An open watch, counted while it lives.
+struct OpenWatch {
+    events: Arc<DecodedEvents>,
+    id: usize,
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        let mut w = self
+            .events
+            .watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = w.get_mut(&self.id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                w.remove(&self.id);
+            }
+        }
     }
 }
 
@@ -261,7 +307,9 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
     let clock = inner.clock.clone();
     let store = inner.store.clone();
     let bookmark_every = inner.config.bookmark_interval;
+    let open = inner.decoded.open(ri);
     tokio::spawn(async move {
+        let _open = open;
         for line in initial {
             if tx.send(Ok(line)).await.is_err() {
                 return;
