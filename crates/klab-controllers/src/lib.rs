@@ -2,8 +2,9 @@
 //! workload controllers — as ordinary kube-rs API clients.
 //!
 //! Each controller is a directory: `decide.rs` (pure decisions with table tests), `mod.rs` (the thin
-//! async shell: watch, cache, call the decision with `now`, apply with PATCHes), `config.rs` (knobs
-//! with upstream flag names and defaults). `manager` starts them all from one entry point.
+//! async shell: a `klab_runtime::Reconcile` impl over the process's shared informers that calls the
+//! decision with `now` and applies it with PATCHes), `config.rs` (knobs with upstream flag names and
+//! defaults). `manager` starts them all from one entry point, with one informer factory.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod daemonset;

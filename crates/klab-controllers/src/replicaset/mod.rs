@@ -3,7 +3,8 @@
 //! write status) through the API.
 //!
 //! Also home of helpers shared by the other workload controllers: `util` (pod readiness,
-//! selectors, owner references) and `informer` (sorted cache + work queue).
+//! selectors, owner references), `owned_in_namespace` (an owner's objects by the controllerUID
+//! index) and `informer` (the garbage collector's sorted cache of dynamic objects).
 
 pub mod config;
 pub mod decide;
