@@ -225,7 +225,7 @@ impl Dsc {
         let (ns, _) = key.clone();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let owned: Vec<Arc<Pod>> =
-            crate::replicaset::owned_in_namespace(&self.pods, &ns, std::slice::from_ref(&uid))
+            index::owned_in_namespace(&self.pods, &ns, std::slice::from_ref(&uid))
                 .into_iter()
                 .filter(|p| {
                     util::controller_ref(&p.metadata).is_some_and(|r| r.kind == "DaemonSet")

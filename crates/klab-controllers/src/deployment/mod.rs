@@ -25,7 +25,8 @@ use decide::{Params, Strategy};
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Claim, claim};
 use crate::replicaset::util::{self, omit_zero};
-use crate::replicaset::{Error, api_error_text, owned_in_namespace, set_owner_refs};
+use crate::replicaset::{Error, api_error_text, set_owner_refs};
+use klab_runtime::index::owned_in_namespace;
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, change_key, index,
     key_of,

@@ -189,7 +189,9 @@ impl Gc {
             }
             informer::Polled::Error(e) => {
                 tracing::warn!(error = %e, resource = %self.resources[i].0.plural, "garbage collector watch error");
-                self.clock.sleep(informer::WATCH_ERROR_BACKOFF).await;
+                self.clock
+                    .sleep(klab_runtime::informer::WATCH_ERROR_BACKOFF)
+                    .await;
                 Ok(())
             }
             informer::Polled::Ended => Err(Error::WatchEnded("garbage collector resources")),

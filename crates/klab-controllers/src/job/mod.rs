@@ -373,7 +373,7 @@ impl Jc {
         }
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let owned: Vec<Arc<Pod>> =
-            crate::replicaset::owned_in_namespace(&self.pods, &key.0, std::slice::from_ref(&uid))
+            index::owned_in_namespace(&self.pods, &key.0, std::slice::from_ref(&uid))
                 .into_iter()
                 .filter(|p| util::controller_ref(&p.metadata).is_some_and(|r| r.kind == "Job"))
                 .collect();

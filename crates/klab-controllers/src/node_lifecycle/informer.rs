@@ -1,20 +1,16 @@
-//! A small deterministic informer for the node-failure controllers (NLC, TEC, PodGC): a kube-runtime
-//! watcher with a fixed, non-jittered backoff feeding a `BTreeMap` cache, turned into
-//! add/update/delete changes (a relist is diffed against the cache, like client-go's DeltaFIFO
-//! `Replace`), plus the "settle" rule used to schedule periodic passes.
+//! The own caches of the node-failure controllers (NLC, TEC, PodGC), which apply their writes
+//! ahead of the watch: a `BTreeMap` fed by a shared informer's subscription (`shared_watch`),
+//! turned into add/update/delete changes (a relist is diffed against the cache, like client-go's
+//! DeltaFIFO `Replace`), plus the "settle" rule used to schedule periodic passes.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use jiff::Timestamp;
 use kube::Resource;
-use kube::api::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
-use serde::de::DeserializeOwned;
 
 /// Periodic passes run this long after their nominal instant, so that every API write made at the
 /// nominal instant (a kubelet renewing its Lease at t = 10 s while the monitor pass is due at
@@ -23,32 +19,6 @@ use serde::de::DeserializeOwned;
 /// One millisecond because tokio timers have millisecond resolution (a shorter delay is rounded
 /// up to it anyway); passes then decide with their nominal instant ([`pass_time`]).
 pub const SETTLE: Duration = Duration::from_millis(1);
-
-/// A fixed 1 s watcher backoff: kube's default backoff jitters, which breaks determinism.
-#[derive(Clone, Copy, Debug)]
-pub struct FixedBackoff(pub Duration);
-
-impl Iterator for FixedBackoff {
-    type Item = Duration;
-    fn next(&mut self) -> Option<Duration> {
-        Some(self.0)
-    }
-}
-
-impl Backoff for FixedBackoff {
-    fn reset(&mut self) {}
-}
-
-/// A watch stream of `api` with the deterministic backoff.
-pub fn watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, config).backoff(FixedBackoff(Duration::from_secs(1)))
-}
 
 /// A cache key: `namespace/name` (or `name` for cluster-scoped objects).
 pub fn key_of<K: Resource>(obj: &K) -> String {
@@ -230,14 +200,6 @@ where
     K: Resource + Clone + Send + Sync + 'static,
 {
     informer.subscribe().into_watch_events().map(Ok).boxed()
-}
-
-/// `watch(..).boxed()`.
-pub fn boxed_watch<K>(api: Api<K>, config: watcher::Config) -> WatchStream<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watch(api, config).boxed()
 }
 
 #[cfg(test)]

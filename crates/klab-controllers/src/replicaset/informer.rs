@@ -137,9 +137,6 @@ impl<K> From<Option<Result<watcher::Event<K>, watcher::Error>>> for Polled<K> {
     }
 }
 
-/// Back-off after a watch error (fixed, so that sim stays deterministic).
-pub const WATCH_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
-
 #[cfg(test)]
 mod tests {
     use super::*;

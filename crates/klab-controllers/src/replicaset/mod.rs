@@ -3,8 +3,8 @@
 //! write status) through the API.
 //!
 //! Also home of helpers shared by the other workload controllers: `util` (pod readiness,
-//! selectors, owner references), `owned_in_namespace` (an owner's objects by the controllerUID
-//! index) and `informer` (the garbage collector's sorted cache of dynamic objects).
+//! selectors, owner references) and `informer` (the garbage collector's sorted cache of dynamic
+//! objects).
 
 pub mod config;
 pub mod decide;
@@ -30,8 +30,9 @@ use serde_json::{Value, json};
 
 pub use config::ReplicaSetControllerConfig;
 use decide::{Claim, Expectations, Manage, StatusGates};
+use klab_runtime::index::{self, owned_in_namespace};
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, key_of,
 };
 
 use crate::events::EventRecorder;
@@ -100,40 +101,6 @@ fn owner_rs_key(rss: &SharedInformer<ReplicaSet>, pod: &Pod) -> Option<ObjKey> {
     let key = (pod.namespace().unwrap_or_default(), r.name.clone());
     let rs = rss.get(&key)?;
     (rs.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(key)
-}
-
-/// Objects of `ns` filed under any of `values` of the controllerUID index, in name order:
-/// an owner's own objects (and, with its namespace's orphan key, its adoption candidates).
-pub(crate) fn owned_in_namespace<K>(
-    informer: &SharedInformer<K>,
-    ns: &str,
-    values: &[String],
-) -> Vec<Arc<K>>
-where
-    K: kube::Resource + Send + Sync + 'static,
-{
-    let in_ns = |o: &Arc<K>| o.meta().namespace.as_deref().unwrap_or_default() == ns;
-    let mut lists: Vec<Vec<Arc<K>>> = values
-        .iter()
-        .map(|v| {
-            let mut l = informer.by_index(index::CONTROLLER_UID, v);
-            l.retain(in_ns);
-            l
-        })
-        .filter(|l| !l.is_empty())
-        .collect();
-    // Each list is in name order already; only objects under several values need merging (an
-    // owner's pods plus orphans waiting for adoption: rare).
-    match lists.len() {
-        0 => Vec::new(),
-        1 => lists.pop().unwrap_or_default(),
-        _ => {
-            let mut out: Vec<Arc<K>> = lists.into_iter().flatten().collect();
-            out.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
-            out.dedup_by(|a, b| a.meta().name == b.meta().name);
-            out
-        }
-    }
 }
 
 impl Reconcile for Rsc {
