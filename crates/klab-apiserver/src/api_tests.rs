@@ -1073,7 +1073,7 @@ async fn eviction_respects_pod_disruption_budgets() {
         pods.patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
         )
         .await
         .unwrap();
@@ -1163,8 +1163,109 @@ async fn eviction_respects_pod_disruption_budgets() {
     let pdb = pdbs.get("web").await.unwrap().status.unwrap();
     assert_eq!(pdb.disruptions_allowed, 0);
     assert!(pdb.disrupted_pods.unwrap().contains_key("a"));
-    // The budget is now spent.
-    assert_eq!(evict("b").await.0, 429);
+    // The budget is now spent, and the controller's condition says so.
+    let (code, v) = evict("b").await;
+    assert_eq!(code, 429);
+    assert!(v["details"].get("retryAfterSeconds").is_none(), "{v}");
+    let cond = &pdb.conditions.unwrap()[0];
+    assert_eq!(
+        (
+            cond.type_.as_str(),
+            cond.status.as_str(),
+            cond.reason.as_str()
+        ),
+        ("DisruptionAllowed", "False", "InsufficientPods")
+    );
+
+    // A pod that is not Ready goes without consuming the budget while the budget is met ...
+    pods.patch_status(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})),
+    )
+    .await
+    .unwrap();
+    let (code, v) = evict("b").await;
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        pdbs.get("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        0
+    );
+    // ... but not while it is not (2 desired, 1 healthy), unless the policy is AlwaysAllow.
+    pods.create(&PostParams::default(), &bound_pod("c", "n1"))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}})),
+    )
+    .await
+    .unwrap();
+    pdbs.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"currentHealthy": 1}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(evict("c").await.0, 429);
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"unhealthyPodEvictionPolicy": "AlwaysAllow"}})),
+    )
+    .await
+    .unwrap();
+    // The new generation is not processed yet, but AlwaysAllow does not look at the numbers.
+    assert_eq!(evict("c").await.0, 201);
+
+    // A negative budget is refused outright.
+    pods.create(&PostParams::default(), &bound_pod("d", "n1"))
+        .await
+        .unwrap();
+    pods.patch_status(
+        "d",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .unwrap();
+    pdbs.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedGeneration": 2, "disruptionsAllowed": -1}})),
+    )
+    .await
+    .unwrap();
+    let (code, v) = evict("d").await;
+    assert_eq!(code, 403, "{v}");
+    assert_eq!(
+        v["message"],
+        "poddisruptionbudget.policy \"web\" is forbidden: pdb disruptions allowed is negative"
+    );
+    // A body naming another pod is a bad request.
+    let (code, v) = raw(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/pods/d/eviction",
+        "application/json",
+        serde_json::to_vec(
+            &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x"}}),
+        )
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(
+        v["message"],
+        "name in URL does not match name in Eviction object"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -213,18 +213,44 @@ pub(crate) fn set_pod_condition(pod: &mut Value, cond: Value) {
 }
 
 /// `POST pods/<name>/eviction` (policy/v1 Eviction): deletes the pod unless a PodDisruptionBudget
-/// forbids it (control-plane spec §10.1).
+/// forbids it (control-plane spec §10.1, upstream `pkg/registry/core/pod/storage/eviction.go`).
 async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
-    let eviction = crud::decode_body_any(&body)?;
+    // A pod that changed between its read and the delete is read again (upstream retries 20
+    // times with backoff; here writes are serialised, so a few immediate retries suffice).
+    let mut last = None;
+    for _ in 0..EVICTION_RETRIES {
+        match evict_once(ctx, &body).await {
+            Ok(Some(resp)) => return Ok(resp),
+            Ok(None) => last = Some(ApiError::conflict(ctx.target.ri, name(ctx))),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| ApiError::conflict(ctx.target.ri, name(ctx))))
+}
+
+const EVICTION_RETRIES: usize = 20;
+
+/// One attempt; `Ok(None)` when a pod that ignores budgets changed under the server's own
+/// precondition and must be read again.
+async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
+    let eviction = crud::decode_body_any(body)?;
     let t = &ctx.target;
     let pod_ri = t.ri;
     let ns = t.namespace.clone().unwrap_or_default();
     let pod_name = name(ctx).to_string();
+    if let Some(body_name) = eviction.pointer("/metadata/name").and_then(Value::as_str)
+        && body_name != pod_name
+    {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
     let mut opts = match eviction.get("deleteOptions") {
         Some(o) if !o.is_null() => DeleteOptions::from_value(o)?,
         _ => DeleteOptions::default(),
     };
     opts.dry_run |= ctx.dry_run();
+    let caller_pinned_rv = opts.precondition_rv.is_some();
     let key = pod_ri.key(Some(&ns), &pod_name);
     let kv = ctx
         .inner
@@ -233,143 +259,274 @@ async fn evict(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         .await?
         .ok_or_else(|| ApiError::not_found(pod_ri, &pod_name))?;
     let pod = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+    let pod_rv = kv.mod_revision.to_string();
     let phase = pod
         .pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let skip_pdb = matches!(phase, "Succeeded" | "Failed" | "Pending")
-        || object::deletion_timestamp(&pod).is_some();
-    if !skip_pdb {
-        let pdb_ri = registry::lookup("policy", "v1", "poddisruptionbudgets").expect("served");
-        let pdbs = ctx
-            .inner
-            .store
-            .list(&pdb_ri.key_prefix_in(Some(&ns)), Default::default())
-            .await?;
-        let labels = pod.pointer("/metadata/labels");
-        let mut matching = Vec::new();
-        for pkv in &pdbs.kvs {
-            let pdb =
-                object::decode_stored(&pkv.value, pkv.mod_revision).map_err(ApiError::internal)?;
-            let sel = pdb
-                .pointer("/spec/selector")
-                .and_then(|s| serde_json::from_value(s.clone()).ok())
-                .and_then(|s| LabelSelector::from_label_selector(&s).ok());
-            // policy/v1: an empty selector matches every pod in the namespace, a missing one none.
-            let matches = match sel {
-                Some(s) => s.matches_json(labels),
-                None => false,
-            };
-            if matches {
-                matching.push((pdb, pkv.mod_revision));
-            }
+    let deleting = object::deletion_timestamp(&pod).is_some();
+    // Terminal, Pending and deleting pods ignore budgets; one that is not terminal is deleted
+    // only as it was read (it may have started meanwhile), else read again.
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    if terminal || phase == "Pending" || deleting {
+        let enforce = !terminal && !caller_pinned_rv;
+        if enforce {
+            opts.precondition_rv = Some(pod_rv.clone());
         }
-        if matching.len() > 1 {
-            return Err(ApiError::internal(
-                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        return match delete_evicted(ctx, &ns, &pod_name, opts, None).await {
+            Ok(()) => Ok(Some(evicted())),
+            Err(e) if e.code == 409 && enforce => Ok(None),
+            Err(e) => Err(e),
+        };
+    }
+    let pdb_ri = registry::lookup("policy", "v1", "poddisruptionbudgets").expect("served");
+    let pdbs = ctx
+        .inner
+        .store
+        .list(&pdb_ri.key_prefix_in(Some(&ns)), Default::default())
+        .await?;
+    let labels = pod.pointer("/metadata/labels");
+    let mut matching = Vec::new();
+    for pkv in &pdbs.kvs {
+        let pdb =
+            object::decode_stored(&pkv.value, pkv.mod_revision).map_err(ApiError::internal)?;
+        let sel = pdb
+            .pointer("/spec/selector")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .and_then(|s| LabelSelector::from_label_selector(&s).ok());
+        // policy/v1: an empty selector matches every pod in the namespace, a missing one none.
+        if sel.is_some_and(|s| s.matches_json(labels)) {
+            matching.push(pdb);
+        }
+    }
+    if matching.len() > 1 {
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    let Some(pdb) = matching.pop() else {
+        delete_evicted(ctx, &ns, &pod_name, opts, None).await?;
+        return Ok(Some(evicted()));
+    };
+    let pdb_name = object::name(&pdb).to_string();
+    let int_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    // A pod that is not Ready does not count as healthy: it may go without consuming the budget
+    // when the policy says so, or while the budget is met (deleted only as it was read).
+    let ready = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("Ready")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        });
+    if !ready {
+        let always = pdb
+            .pointer("/spec/unhealthyPodEvictionPolicy")
+            .and_then(Value::as_str)
+            == Some("AlwaysAllow");
+        let current = int_at(&pdb, "/status/currentHealthy");
+        let desired = int_at(&pdb, "/status/desiredHealthy");
+        if always || (current >= desired && desired > 0) {
+            if !caller_pinned_rv {
+                opts.precondition_rv = Some(pod_rv.clone());
+            }
+            let still_processing = (!caller_pinned_rv).then(|| pdb_name.clone());
+            delete_evicted(ctx, &ns, &pod_name, opts, still_processing).await?;
+            return Ok(Some(evicted()));
+        }
+    }
+    // `checkAndDecrement` on the stored budget (re-read on conflict).
+    let dry_run = opts.dry_run;
+    let now = format_time(ctx.inner.clock.now());
+    let pn = pod_name.clone();
+    let check = |cur: &Value| -> ApiResult<Value> {
+        let mut next = cur.clone();
+        object::strip_for_storage(&mut next);
+        if int_at(cur, "/status/observedGeneration") < int_at(cur, "/metadata/generation") {
+            return Err(still_being_processed(&pdb_name));
+        }
+        let allowed = int_at(cur, "/status/disruptionsAllowed");
+        if allowed < 0 {
+            return Err(pdb_forbidden(
+                &pdb_name,
+                "pdb disruptions allowed is negative",
             ));
         }
-        if let Some((pdb, _)) = matching.pop() {
-            let pdb_name = object::name(&pdb).to_string();
-            let generation = pdb
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let observed = pdb
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let blocked = |cause: String| {
-                ApiError::too_many_requests(
-                    "Cannot evict pod as it would violate the pod's disruption budget.",
-                    json!({"causes": [{"reason": "DisruptionBudget", "message": cause}], "retryAfterSeconds": 10}),
-                )
-            };
-            if observed < generation {
-                return Err(blocked(format!(
-                    "The disruption budget {pdb_name} is still being processed by the server."
-                )));
-            }
-            let allowed = pdb
-                .pointer("/status/disruptionsAllowed")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            if allowed <= 0 {
-                let desired = pdb
-                    .pointer("/status/desiredHealthy")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                let current = pdb
-                    .pointer("/status/currentHealthy")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                return Err(blocked(format!(
-                    "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
-                )));
-            }
-            if !opts.dry_run {
-                let now = format_time(ctx.inner.clock.now());
-                let pn = pod_name.clone();
-                guarded_update(
-                    &ctx.inner,
-                    pdb_ri,
-                    Some(&ns),
-                    &pdb_name,
-                    WriteMode {
-                        scope: WriteScope::Status,
-                        dry_run: false,
-                        strict: false,
-                    },
-                    |cur| {
-                        let mut next = cur.clone();
-                        object::strip_for_storage(&mut next);
-                        let allowed = next
-                            .pointer("/status/disruptionsAllowed")
-                            .and_then(Value::as_i64)
-                            .unwrap_or(0);
-                        if allowed <= 0 {
-                            return Err(blocked(format!(
-                                "The disruption budget {pdb_name} needs more healthy pods"
-                            )));
-                        }
-                        next["status"]["disruptionsAllowed"] = json!(allowed - 1);
-                        if !next["status"]
-                            .get("disruptedPods")
-                            .is_some_and(Value::is_object)
-                        {
-                            next["status"]["disruptedPods"] = json!({});
-                        }
-                        next["status"]["disruptedPods"][pn.as_str()] = json!(now);
-                        Ok(next)
-                    },
-                )
-                .await?;
-            }
+        let disrupted = cur
+            .pointer("/status/disruptedPods")
+            .and_then(Value::as_object)
+            .map_or(0, |m| m.len());
+        if disrupted > MAX_DISRUPTED_POD_SIZE {
+            return Err(pdb_forbidden(
+                &pdb_name,
+                "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+            ));
         }
-    }
-    // Mark the pod as a disruption target before deleting it, as upstream does.
-    if !opts.dry_run
-        && object::deletion_timestamp(&pod).is_none()
-        && !matches!(phase, "Succeeded" | "Failed")
-    {
-        let now = format_time(ctx.inner.clock.now());
-        let _ = guarded_update(&ctx.inner, pod_ri, Some(&ns), &pod_name, WriteMode { scope: WriteScope::Status, dry_run: false, strict: false }, |cur| {
-            let mut next = cur.clone();
-            object::strip_for_storage(&mut next);
-            set_pod_condition(
-                &mut next,
-                json!({"type": "DisruptionTarget", "status": "True", "lastProbeTime": null, "lastTransitionTime": now,
-                       "reason": klab_api::names::REASON_EVICTION_BY_EVICTION_API, "message": klab_api::names::MSG_EVICTION_BY_EVICTION_API}),
+        if allowed == 0 {
+            return Err(ApiError::too_many_requests(
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                json!({"causes": [{"reason": "DisruptionBudget", "message": format!(
+                    "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+                    int_at(cur, "/status/desiredHealthy"), int_at(cur, "/status/currentHealthy"))}]}),
+            ));
+        }
+        let allowed = allowed.saturating_sub(1);
+        next["status"]["disruptionsAllowed"] = json!(allowed);
+        if allowed == 0 {
+            // `UpdateDisruptionAllowedCondition`, as the controller would write it.
+            let observed = cur.pointer("/status/observedGeneration").cloned();
+            set_condition(
+                &mut next["status"],
+                json!({"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods",
+                       "message": "", "observedGeneration": observed, "lastTransitionTime": now}),
             );
-            Ok(next)
-        })
-        .await;
+        }
+        if !next["status"]
+            .get("disruptedPods")
+            .is_some_and(Value::is_object)
+        {
+            next["status"]["disruptedPods"] = json!({});
+        }
+        next["status"]["disruptedPods"][pn.as_str()] = json!(now);
+        Ok(next)
+    };
+    if dry_run {
+        check(&pdb)?;
+    } else {
+        guarded_update(
+            &ctx.inner,
+            pdb_ri,
+            Some(&ns),
+            &pdb_name,
+            WriteMode {
+                scope: WriteScope::Status,
+                dry_run: false,
+                strict: false,
+            },
+            check,
+        )
+        .await?;
     }
-    crud::delete_object(&ctx.inner, pod_ri, Some(&ns), &pod_name, &opts).await?;
-    Ok(json_response(
+    delete_evicted(ctx, &ns, &pod_name, opts, None).await?;
+    Ok(Some(evicted()))
+}
+
+/// Upstream `MaxDisruptedPodSize`.
+const MAX_DISRUPTED_POD_SIZE: usize = 2000;
+
+fn evicted() -> Response {
+    json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
+}
+
+/// `createTooManyRequestsError`: the budget's status is older than its spec.
+fn still_being_processed(pdb_name: &str) -> ApiError {
+    ApiError::too_many_requests(
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        json!({"causes": [{"reason": "DisruptionBudget", "message": format!(
+            "The disruption budget {pdb_name} is still being processed by the server.")}],
+               "retryAfterSeconds": 10}),
+    )
+}
+
+/// `errors.NewForbidden(policy.Resource("poddisruptionbudget"), name, err)`.
+fn pdb_forbidden(pdb_name: &str, why: &str) -> ApiError {
+    ApiError::forbidden(format!(
+        "poddisruptionbudget.policy {pdb_name:?} is forbidden: {why}"
     ))
+    .with_details(json!({"name": pdb_name, "group": "policy", "kind": "poddisruptionbudget"}))
+}
+
+/// `apimeta.SetStatusCondition` on a JSON status: the transition time is kept while the status
+/// does not change.
+fn set_condition(status: &mut Value, cond: Value) {
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let list = &mut status["conditions"];
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let Some(a) = list.as_array_mut() else { return };
+    match a.iter_mut().find(|c| c.get("type") == cond.get("type")) {
+        Some(existing) => {
+            let ltt = (existing.get("status") == cond.get("status"))
+                .then(|| existing.get("lastTransitionTime").cloned())
+                .flatten();
+            *existing = cond;
+            if let Some(t) = ltt {
+                existing["lastTransitionTime"] = t;
+            }
+        }
+        None => a.push(cond),
+    }
+}
+
+/// `addConditionAndDeletePod`: marks the pod `DisruptionTarget=True` (unless dry-run), then
+/// deletes it with the caller's options; a resourceVersion precondition is checked by the
+/// condition update and moved to the version it wrote. `still_processing` names the budget when
+/// the precondition was the server's own: a conflict then asks the client to retry (429).
+async fn delete_evicted(
+    ctx: &Ctx,
+    ns: &str,
+    pod_name: &str,
+    mut opts: DeleteOptions,
+    still_processing: Option<String>,
+) -> ApiResult<()> {
+    let pod_ri = ctx.target.ri;
+    let conflict = |e: ApiError| match (&still_processing, e.code) {
+        (Some(pdb), 409) => still_being_processed(pdb),
+        _ => e,
+    };
+    if !opts.dry_run {
+        let now = format_time(ctx.inner.clock.now());
+        let pinned = opts.precondition_rv.clone();
+        let pinned_uid = opts.precondition_uid.clone();
+        let out = guarded_update(
+            &ctx.inner,
+            pod_ri,
+            Some(ns),
+            pod_name,
+            WriteMode {
+                scope: WriteScope::Status,
+                dry_run: false,
+                strict: false,
+            },
+            |cur| {
+                if let Some(uid) = &pinned_uid
+                    && uid != object::uid(cur)
+                {
+                    return Err(ApiError::conflict(pod_ri, pod_name));
+                }
+                let mut next = cur.clone();
+                object::strip_for_storage(&mut next);
+                if let Some(rv) = &pinned {
+                    next["metadata"]["resourceVersion"] = json!(rv);
+                }
+                set_pod_condition(
+                    &mut next,
+                    json!({"type": "DisruptionTarget", "status": "True", "lastProbeTime": null, "lastTransitionTime": now,
+                           "reason": klab_api::names::REASON_EVICTION_BY_EVICTION_API, "message": klab_api::names::MSG_EVICTION_BY_EVICTION_API}),
+                );
+                Ok(next)
+            },
+        )
+        .await
+        .map_err(conflict)?;
+        if pinned.is_some()
+            && let WriteOutcome::Stored(obj) = &out
+        {
+            opts.precondition_rv = object::resource_version(obj).map(str::to_string);
+        }
+    }
+    crud::delete_object(&ctx.inner, pod_ri, Some(ns), pod_name, &opts)
+        .await
+        .map_err(conflict)?;
+    Ok(())
 }
 
 /// `PUT namespaces/<name>/finalize`: only `spec.finalizers` changes; an empty list on a

@@ -9,6 +9,7 @@
 
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod events;
 pub mod garbage_collector;
 pub mod job;

@@ -235,6 +235,16 @@ pub fn start(
             |(c, inf, clock, cfg, rec)| crate::daemonset::run(c, inf, clock, cfg, rec),
         ),
     );
+    // Upstream's disruption controller records events as `controllermanager`.
+    let c = client_for("disruption-controller");
+    let rec = recorder(&c, crate::disruption::EVENT_COMPONENT);
+    spawn(
+        "disruption-controller",
+        restartable(
+            (c, informers.clone(), clock.clone(), rec),
+            |(c, inf, clock, rec)| crate::disruption::run(c, inf, clock, rec),
+        ),
+    );
     let c = client_for("job-controller");
     let rec = recorder(&c, names::CONTROLLER_JOB);
     spawn(

@@ -44,6 +44,12 @@ pub trait Reconcile: Send {
     fn before_reconcile(&mut self) -> impl Future<Output = ()> + Send {
         async {}
     }
+
+    /// The earliest instant at which `before_reconcile` has timed work of its own (work kept
+    /// outside the queue, e.g. a second queue of other keys); the loop wakes for it.
+    fn next_timer(&mut self) -> Option<Timestamp> {
+        None
+    }
 }
 
 /// What one poll of a source produced.
@@ -179,7 +185,10 @@ pub async fn run<C: Reconcile>(
     c: &mut C,
 ) -> Result<(), String> {
     loop {
-        let deadline = c.queue().next_deadline();
+        let deadline = match (c.queue().next_deadline(), c.next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let item = tokio::select! {
             biased;
             item = sources.next() => Some(item),
