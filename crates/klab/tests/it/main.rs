@@ -3,6 +3,7 @@
 
 mod cli_errors;
 mod clients;
+mod drain_live;
 mod hardening_live;
 mod harness;
 mod kubectl_basics;
