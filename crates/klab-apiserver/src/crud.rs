@@ -632,6 +632,19 @@ pub(crate) async fn create_object(
     if let Some(ns) = &namespace {
         check_namespace(inner, ri, ns, &explicit_name).await?;
     }
+    // Services: validated as sent, then given their cluster IP and node ports under the
+    // allocation lock, held until the object is stored.
+    let _alloc = if is_service(ri) {
+        let guard = inner.service_alloc.lock().await;
+        crate::validation::validate_create(ri, &obj)
+            .map_err(|errs| validation_error(ri, &explicit_name, errs))?;
+        let in_use = services_in_use(inner, None).await?;
+        crate::services::allocate(&mut obj, None, &in_use, &inner.rng)
+            .map_err(|errs| validation_error(ri, &explicit_name, errs))?;
+        Some(guard)
+    } else {
+        None
+    };
     // generateName: the suffix is drawn per attempt; a clash retries with a new one.
     for attempt in 0..8 {
         if explicit_name.is_empty() {
@@ -655,6 +668,27 @@ pub(crate) async fn create_object(
         }
     }
     Err(ApiError::internal("could not generate a unique name"))
+}
+
+fn is_service(ri: &ResourceInfo) -> bool {
+    ri.group.is_empty() && ri.plural == "services"
+}
+
+/// The cluster IPs and node ports held by stored Services other than `skip` (namespace, name).
+async fn services_in_use(
+    inner: &Arc<Inner>,
+    skip: Option<(&str, &str)>,
+) -> ApiResult<crate::services::InUse> {
+    let ri = registry::lookup("", "v1", "services").expect("services are served");
+    let list = inner
+        .store
+        .list(&ri.key_prefix(), Default::default())
+        .await?;
+    let mut svcs = Vec::with_capacity(list.kvs.len());
+    for kv in &list.kvs {
+        svcs.push(object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?);
+    }
+    Ok(crate::services::InUse::from_services(svcs.iter(), skip))
 }
 
 pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
@@ -812,6 +846,11 @@ where
         strict,
     } = mode;
     let key = conversion::storage_resource(ri).key(namespace, name);
+    let _alloc = if is_service(ri) && scope == WriteScope::Main {
+        Some(inner.service_alloc.lock().await)
+    } else {
+        None
+    };
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
         let proposed = normalize(ri, mutate(&current)?, strict)?;
@@ -858,6 +897,11 @@ where
         }
         crate::validation::validate_update(ri, &next, &current)
             .map_err(|errs| validation_error(ri, name, errs))?;
+        if _alloc.is_some() {
+            let in_use = services_in_use(inner, Some((namespace.unwrap_or(""), name))).await?;
+            crate::services::allocate(&mut next, Some(&current), &in_use, &inner.rng)
+                .map_err(|errs| validation_error(ri, name, errs))?;
+        }
         if object::same_ignoring_rv(&next, &current) {
             return Ok(WriteOutcome::Stored(current));
         }

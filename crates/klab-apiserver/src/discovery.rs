@@ -1202,6 +1202,7 @@ mod tests {
                     "apps",
                     "batch",
                     "coordination.k8s.io",
+                    "discovery.k8s.io",
                     "events.k8s.io",
                     "policy",
                     "storage.k8s.io"
@@ -1312,7 +1313,7 @@ mod tests {
         assert!(ok, "{err}");
         assert_eq!(
             out,
-            "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\nevents.k8s.io/v1\npolicy/v1\nstorage.k8s.io/v1\nv1\n"
+            "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\npolicy/v1\nstorage.k8s.io/v1\nv1\n"
         );
     }
 }

@@ -23,6 +23,7 @@ pub mod registry;
 pub mod schema;
 pub mod selector_field;
 pub mod server;
+pub mod services;
 pub mod subresources;
 pub mod table;
 pub mod testing;

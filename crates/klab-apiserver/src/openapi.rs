@@ -372,6 +372,7 @@ mod tests {
                 "apis/apps/v1",
                 "apis/batch/v1",
                 "apis/coordination.k8s.io/v1",
+                "apis/discovery.k8s.io/v1",
                 "apis/events.k8s.io/v1",
                 "apis/policy/v1",
                 "apis/storage.k8s.io/v1"

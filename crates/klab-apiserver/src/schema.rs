@@ -20,7 +20,7 @@ fn round_trip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, Strin
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
-    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, storage};
+    use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, storage};
     let out = match (ri.group, ri.kind) {
         ("", "Namespace") => round_trip::<core::v1::Namespace>(obj),
         ("", "Node") => round_trip::<core::v1::Node>(obj),
@@ -29,6 +29,7 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
         ("", "ConfigMap") => round_trip::<core::v1::ConfigMap>(obj),
         ("", "Secret") => round_trip::<core::v1::Secret>(obj),
         ("", "Service") => round_trip::<core::v1::Service>(obj),
+        ("", "Endpoints") => round_trip::<core::v1::Endpoints>(obj),
         ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(obj),
         ("", "PersistentVolume") => round_trip::<core::v1::PersistentVolume>(obj),
         ("", "PersistentVolumeClaim") => round_trip::<core::v1::PersistentVolumeClaim>(obj),
@@ -41,6 +42,7 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
         ("apps", "ControllerRevision") => round_trip::<apps::v1::ControllerRevision>(obj),
         ("batch", "Job") => round_trip::<batch::v1::Job>(obj),
         ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(obj),
+        ("discovery.k8s.io", "EndpointSlice") => round_trip::<discovery::v1::EndpointSlice>(obj),
         ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),
         ("policy", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
         ("storage.k8s.io", "VolumeAttachment") => round_trip::<storage::v1::VolumeAttachment>(obj),

@@ -62,6 +62,9 @@ pub(crate) struct Inner {
     pub health: Health,
     /// Recent changes decoded once for all the watches that examine them.
     pub decoded: Arc<crate::watch::DecodedEvents>,
+    /// Held from reading which cluster IPs and node ports are taken to storing the Service that
+    /// takes one, so that two writes never take the same.
+    pub service_alloc: tokio::sync::Mutex<()>,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -75,7 +78,8 @@ pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ApiServer {
-    /// Builds the server over `store` and creates the bootstrap namespaces that are missing.
+    /// Builds the server over `store` and creates the bootstrap namespaces and the `kubernetes`
+    /// Service when missing.
     pub async fn new(
         store: DynStorage,
         clock: Clock,
@@ -90,6 +94,7 @@ impl ApiServer {
                 config,
                 health: Health::new(),
                 decoded: Default::default(),
+                service_alloc: Default::default(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
@@ -100,6 +105,19 @@ impl ApiServer {
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
             }
+        }
+        // The `kubernetes` Service every cluster has, on the first address of the service range.
+        let svc = registry::lookup("", "v1", "services").expect("services are served");
+        let obj = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"type": "ClusterIP", "clusterIP": crate::services::KUBERNETES_SERVICE_IP.to_string(),
+                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}});
+        match crate::crud::create_object(&api.inner, svc, Some("default"), obj, false, false).await
+        {
+            Ok(_) => {}
+            Err(e) if e.reason == "AlreadyExists" => {}
+            Err(e) => return Err(e),
         }
         api.start_compactor();
         Ok(api)

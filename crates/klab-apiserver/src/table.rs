@@ -350,6 +350,8 @@ enum Printer {
     ServiceAccount,
     ResourceQuota,
     ControllerRevision,
+    Endpoints,
+    EndpointSlice,
     /// Upstream's default table convertor (`Name`, `Created At`): kinds without a printer
     /// (LimitRange, …).
     Default,
@@ -378,6 +380,8 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("", "Service") => Printer::Service,
         ("", "ServiceAccount") => Printer::ServiceAccount,
         ("", "ResourceQuota") => Printer::ResourceQuota,
+        ("", "Endpoints") => Printer::Endpoints,
+        ("discovery.k8s.io", "EndpointSlice") => Printer::EndpointSlice,
         _ => Printer::Default,
     }
 }
@@ -609,6 +613,18 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             column("Secrets", s, "", D_SA_SECRETS, 0),
             age_col(),
         ],
+        Printer::Endpoints => vec![
+            name_col(),
+            column("Endpoints", s, "", D_EP_SUBSETS, 0),
+            age_col(),
+        ],
+        Printer::EndpointSlice => vec![
+            name_col(),
+            column("AddressType", s, "", D_EPS_ADDRESS_TYPE, 0),
+            column("Ports", s, "", D_EPS_PORTS, 0),
+            column("Endpoints", s, "", D_EPS_ENDPOINTS, 0),
+            age_col(),
+        ],
         Printer::ResourceQuota => vec![
             name_col(),
             column(
@@ -760,6 +776,14 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
         }
         Printer::Service => service_cells(obj, now),
         Printer::ServiceAccount => vec![name, json!(garr(obj, &["secrets"]).len() as i64), age()],
+        Printer::Endpoints => vec![name, Value::String(format_endpoints(obj)), age()],
+        Printer::EndpointSlice => vec![
+            name,
+            str_cell(gs(obj, &["addressType"])),
+            Value::String(format_discovery_ports(obj)),
+            Value::String(format_discovery_endpoints(obj)),
+            age(),
+        ],
         Printer::ResourceQuota => {
             let (request, limit) = resource_quota_columns(obj);
             vec![name, Value::String(request), Value::String(limit), age()]
@@ -1264,6 +1288,102 @@ fn access_modes(modes: &[Value]) -> String {
     .join(",")
 }
 
+/// `formatEndpoints`: the first three ready `ip:port` pairs (`ip` alone for a subset without
+/// ports), then `+ N more...`; `<none>` without subsets.
+fn format_endpoints(ep: &Value) -> String {
+    const MAX: usize = 3;
+    let subsets = garr(ep, &["subsets"]);
+    if subsets.is_empty() {
+        return "<none>".into();
+    }
+    let mut list: Vec<String> = Vec::new();
+    let mut more = false;
+    let mut count = 0usize;
+    for ss in subsets {
+        let addrs = garr(ss, &["addresses"]);
+        let ports = garr(ss, &["ports"]);
+        let mut push = |s: String, list: &mut Vec<String>| {
+            if list.len() == MAX {
+                more = true;
+                false
+            } else {
+                list.push(s);
+                true
+            }
+        };
+        if ports.is_empty() {
+            count = count.saturating_add(addrs.len());
+            for a in addrs {
+                if !push(gs(a, &["ip"]).to_string(), &mut list) {
+                    break;
+                }
+            }
+            continue;
+        }
+        for p in ports {
+            count = count.saturating_add(addrs.len());
+            for a in addrs {
+                let ip = gs(a, &["ip"]);
+                let host = if ip.contains(':') {
+                    format!("[{ip}]")
+                } else {
+                    ip.to_string()
+                };
+                if !push(format!("{host}:{}", gi(p, &["port"])), &mut list) {
+                    break;
+                }
+            }
+        }
+    }
+    let ret = list.join(",");
+    if more {
+        format!("{ret} + {} more...", count.saturating_sub(MAX))
+    } else {
+        ret
+    }
+}
+
+/// `listWithMoreString`: the first three, then `+ N more...`; `<unset>` when empty.
+fn list_with_more(list: Vec<String>, count: usize) -> String {
+    const MAX: usize = 3;
+    let ret = list.join(",");
+    if count > MAX {
+        format!("{ret} + {} more...", count.saturating_sub(MAX))
+    } else if ret.is_empty() {
+        "<unset>".into()
+    } else {
+        ret
+    }
+}
+
+/// `formatDiscoveryPorts`: port numbers (a name when the number is unset).
+fn format_discovery_ports(eps: &Value) -> String {
+    let ports = garr(eps, &["ports"]);
+    let list = ports
+        .iter()
+        .take(3)
+        .map(|p| match p.get("port").and_then(Value::as_i64) {
+            Some(n) => n.to_string(),
+            None => p
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("<unset>")
+                .to_string(),
+        })
+        .collect();
+    list_with_more(list, ports.len())
+}
+
+/// `formatDiscoveryEndpoints`: every endpoint's addresses, ready or not.
+fn format_discovery_endpoints(eps: &Value) -> String {
+    let addrs: Vec<&str> = garr(eps, &["endpoints"])
+        .iter()
+        .flat_map(|e| garr(e, &["addresses"]).iter().filter_map(Value::as_str))
+        .collect();
+    let list = addrs.iter().take(3).map(|s| s.to_string()).collect();
+    list_with_more(list, addrs.len())
+}
+
 /// `printService`.
 fn service_cells(svc: &Value, now: Timestamp) -> Vec<Value> {
     let ty = match gs(svc, &["spec", "type"]) {
@@ -1595,6 +1715,10 @@ fn gts(v: &Value, path: &[&str]) -> Option<Timestamp> {
 
 // ---- column descriptions: upstream SwaggerDoc() strings (k8s.io/api, as served by v1.33) --------
 
+const D_EP_SUBSETS: &str = "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.";
+const D_EPS_ADDRESS_TYPE: &str = "addressType specifies the type of address carried by this EndpointSlice. All addresses in this slice must be the same type. This field is immutable after creation. The following address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.";
+const D_EPS_PORTS: &str = "ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates \"all ports\". Each slice may include a maximum of 100 ports.";
+const D_EPS_ENDPOINTS: &str = "endpoints is a list of unique endpoints in this slice. Each slice may include a maximum of 1000 endpoints.";
 const D_META_NAME: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const D_META_CREATION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 const D_POD_IP: &str = "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.";

@@ -28,6 +28,7 @@ pub enum FieldErrorKind {
     Duplicate,
     Forbidden,
     TooLong,
+    TooMany,
     NotFound,
 }
 
@@ -97,6 +98,16 @@ impl FieldError {
             detail,
         }
     }
+    /// Upstream `field.TooMany`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        FieldError {
+            kind: FieldErrorKind::TooMany,
+            field: field.into(),
+            bad_value: Some(Value::from(actual)),
+            detail: format!("must have at most {max} items"),
+        }
+    }
+
     /// Upstream `field.TooLong` (value not printed).
     pub fn too_long(field: impl Into<String>, max: usize) -> Self {
         FieldError {
@@ -116,6 +127,7 @@ impl FieldError {
             FieldErrorKind::Duplicate => "FieldValueDuplicate",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
             FieldErrorKind::NotFound => "FieldValueNotFound",
         }
     }
@@ -128,6 +140,7 @@ impl FieldError {
             FieldErrorKind::Duplicate => "Duplicate value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::TooMany => "Too many",
             FieldErrorKind::NotFound => "Not found",
         }
     }
@@ -178,6 +191,19 @@ fn render_bad_value(field: &str, v: Option<&Value>) -> String {
                 .collect();
             let items: Vec<String> = sorted.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
             format!("map[string]string{{{}}}", items.join(", "))
+        }
+        Some(Value::Object(m)) if m.len() == 1 && m.get(GO_VALUE).is_some_and(Value::is_string) => {
+            m.get(GO_VALUE)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        }
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|v| format!("{:?}", v.as_str().unwrap_or("")))
+                .collect();
+            format!("[]string{{{}}}", items.join(", "))
         }
         Some(other) => other.to_string(),
     }
@@ -1466,6 +1492,42 @@ fn validate_pdb(obj: &Value, errs: &mut Errs) {
     }
 }
 
+/// Upstream `ValidateEndpointSlice` (the parts a client can get wrong): the address type, at
+/// least one address per endpoint and at most 100 of them, at most 1000 endpoints and 100 ports.
+fn validate_endpoint_slice(obj: &Value, errs: &mut Errs) {
+    const TYPES: &[&str] = &["FQDN", "IPv4", "IPv6"];
+    match s_or_empty(obj, "addressType") {
+        "" => errs.push(FieldError::required("addressType", "")),
+        t if !TYPES.contains(&t) => {
+            errs.push(FieldError::not_supported("addressType", jstr(t), TYPES))
+        }
+        _ => {}
+    }
+    let endpoints = arr(obj, "endpoints");
+    if endpoints.len() > 1000 {
+        errs.push(FieldError::too_many("endpoints", endpoints.len(), 1000));
+    }
+    for (i, e) in endpoints.iter().enumerate() {
+        let n = arr(e, "addresses").len();
+        if n == 0 {
+            errs.push(FieldError::required(
+                format!("endpoints[{i}].addresses"),
+                "must contain at least 1 address",
+            ));
+        } else if n > 100 {
+            errs.push(FieldError::too_many(
+                format!("endpoints[{i}].addresses"),
+                n,
+                100,
+            ));
+        }
+    }
+    let ports = arr(obj, "ports");
+    if ports.len() > 100 {
+        errs.push(FieldError::too_many("ports", ports.len(), 100));
+    }
+}
+
 /// Upstream `legacyValidateEvent` for core/v1 Events.
 fn validate_event(obj: &Value, errs: &mut Errs) {
     let ns = obj
@@ -1562,8 +1624,56 @@ fn validate_service(obj: &Value, errs: &mut Errs) {
         if ports.len() > 1 && s_or_empty(p, "name").is_empty() {
             errs.push(FieldError::required(format!("{path}.name"), ""));
         }
+        let name = s_or_empty(p, "name");
+        if !name.is_empty() && ports[..i].iter().any(|q| s_or_empty(q, "name") == name) {
+            errs.push(FieldError::duplicate(format!("{path}.name"), jstr(name)));
+        }
+        let node_port = p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+        if node_port != 0 && matches!(ty, "ClusterIP" | "ExternalName" | "") {
+            let t = if ty.is_empty() { "ClusterIP" } else { ty };
+            errs.push(FieldError::forbidden(
+                format!("{path}.nodePort"),
+                format!("may not be used when `type` is '{t}'"),
+            ));
+        }
+    }
+    // (protocol, port) pairs and (protocol, nodePort) pairs are unique.
+    for (i, p) in ports.iter().enumerate() {
+        let key = |q: &Value, f: &str| {
+            (
+                s_or_empty(q, "protocol").to_string(),
+                q.get(f).and_then(Value::as_i64).unwrap_or(0),
+            )
+        };
+        let (proto, port) = key(p, "port");
+        if ports[..i]
+            .iter()
+            .any(|q| key(q, "port") == (proto.clone(), port))
+        {
+            // Upstream prints the key, a ServicePort with only protocol and port set, with %#v.
+            errs.push(FieldError::duplicate(
+                format!("spec.ports[{i}]"),
+                serde_json::json!({GO_VALUE: format!(
+                    "core.ServicePort{{Name:\"\", Protocol:{proto:?}, AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"
+                )}),
+            ));
+        }
+        let (proto, np) = key(p, "nodePort");
+        if np != 0
+            && ports[..i]
+                .iter()
+                .any(|q| key(q, "nodePort") == (proto.clone(), np))
+        {
+            errs.push(FieldError::duplicate(
+                format!("spec.ports[{i}].nodePort"),
+                serde_json::json!(np),
+            ));
+        }
     }
 }
+
+/// A bad value already rendered as Go's `%#v` prints it (`{GO_VALUE: "core.ServicePort{…}"}`).
+const GO_VALUE: &str = "$go";
 
 fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
     match (ri.group, ri.kind) {
@@ -1585,6 +1695,7 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("batch", "Job") => validate_job(obj, errs),
         ("coordination.k8s.io", "Lease") => validate_lease(obj, errs),
         ("policy", "PodDisruptionBudget") => validate_pdb(obj, errs),
+        ("discovery.k8s.io", "EndpointSlice") => validate_endpoint_slice(obj, errs),
         _ => {}
     }
 }

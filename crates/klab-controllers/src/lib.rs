@@ -10,6 +10,7 @@
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpointslice;
 pub mod events;
 pub mod garbage_collector;
 pub mod job;

@@ -245,6 +245,28 @@ pub fn start(
             |(c, inf, clock, rec)| crate::disruption::run(c, inf, clock, rec),
         ),
     );
+    spawn(
+        "endpointslice-controller",
+        restartable(
+            (
+                client_for("endpointslice-controller"),
+                informers.clone(),
+                clock.clone(),
+            ),
+            |(c, inf, clock)| crate::endpointslice::run_slices(c, inf, clock),
+        ),
+    );
+    spawn(
+        "endpoints-controller",
+        restartable(
+            (
+                client_for("endpoint-controller"),
+                informers.clone(),
+                clock.clone(),
+            ),
+            |(c, inf, clock)| crate::endpointslice::run_endpoints(c, inf, clock),
+        ),
+    );
     let c = client_for("job-controller");
     let rec = recorder(&c, names::CONTROLLER_JOB);
     spawn(
