@@ -389,6 +389,17 @@ pub static RESOURCES: &[ResourceInfo] = &[
     },
 ];
 
+/// The deprecation warning of a resource at klab's version (1.33), as upstream's
+/// `apihelpers`/deprecation filter words it.
+pub fn deprecation(ri: &ResourceInfo) -> Option<&'static str> {
+    match (ri.group, ri.kind) {
+        ("", "Endpoints") => {
+            Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+        }
+        _ => None,
+    }
+}
+
 /// Finds a resource by group, version and plural name.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
     RESOURCES

@@ -374,10 +374,21 @@ fn parse_query(uri: &axum::http::Uri) -> ApiResult<BTreeMap<String, String>> {
 }
 
 async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
-    match dispatch_inner(inner, req).await {
+    let deprecated = parse_path(req.uri().path())
+        .ok()
+        .and_then(|t| registry::deprecation(t.ri));
+    let mut resp = match dispatch_inner(inner, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
+    };
+    // Upstream's deprecation filter warns on every request to a deprecated resource; kubectl
+    // prints it as `Warning: …`.
+    if let Some(msg) = deprecated
+        && let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{msg}\""))
+    {
+        resp.headers_mut().append(axum::http::header::WARNING, v);
     }
+    resp
 }
 
 /// How long a request body may take to arrive (kube-apiserver's `--request-timeout`, 60 s).

@@ -9,4 +9,5 @@ mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod seed000_live;
+mod services_live;
 mod tidy;
