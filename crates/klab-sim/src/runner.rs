@@ -146,6 +146,7 @@ enum Watched {
     Pod,
     CoreEvent,
     Workload(&'static str),
+    Slice,
 }
 
 impl Recorder {
@@ -237,6 +238,11 @@ impl Recorder {
                 namespace,
                 name,
                 view: (!deleted).then(|| WorkloadView::from_object(kind, &value)),
+            },
+            Watched::Slice => Change::Slice {
+                namespace,
+                name,
+                view: (!deleted).then(|| trace::SliceView::from_object(&value)),
             },
             Watched::CoreEvent => {
                 if deleted {
@@ -401,6 +407,10 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         // events.k8s.io/v1 is served as a view of the same Events, so one watch sees both the
         // kubelet's core/v1 Events and the scheduler's events.k8s.io ones.
         (resource("v1", "Event"), Watched::CoreEvent),
+        (
+            resource("discovery.k8s.io/v1", "EndpointSlice"),
+            Watched::Slice,
+        ),
     ];
     for (av, kind) in trace::WORKLOAD_KINDS {
         watches.push((resource(av, kind), Watched::Workload(kind)));

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 /// Trace component of scenario steps (faults and the runner's own API actions).
 pub const COMPONENT_SIM: &str = "sim";
+/// The component EndpointSlice changes are attributed to.
+pub const ENDPOINTSLICE_CONTROLLER: &str = "endpointslice-controller";
 /// Trace component of the runner's own API writes (what a kubectl user does).
 pub const COMPONENT_KUBECTL: &str = "kubectl";
 
@@ -53,8 +55,80 @@ pub enum Change {
         view: Option<WorkloadView>,
     },
     Event(EventView),
+    /// An EndpointSlice (its endpoints, keyed by pod).
+    Slice {
+        namespace: String,
+        name: String,
+        view: Option<SliceView>,
+    },
     /// A scenario step, described kubectl-like.
     Action(String),
+}
+
+/// One endpoint of a slice as the trace shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointView {
+    pub node: String,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+}
+
+impl EndpointView {
+    fn columns(&self) -> String {
+        format!(
+            "{} ready={} serving={} terminating={}",
+            if self.node.is_empty() {
+                "<none>"
+            } else {
+                &self.node
+            },
+            self.ready,
+            self.serving,
+            self.terminating
+        )
+    }
+}
+
+/// An EndpointSlice: its Service and endpoints by pod name (address when no pod is named).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SliceView {
+    pub service: String,
+    pub endpoints: BTreeMap<String, EndpointView>,
+}
+
+impl SliceView {
+    pub fn from_object(obj: &Value) -> SliceView {
+        let mut endpoints = BTreeMap::new();
+        for e in obj
+            .pointer("/endpoints")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = match s(e, "/targetRef/name") {
+                "" => s(e, "/addresses/0").to_string(),
+                n => n.to_string(),
+            };
+            let b = |p: &str| e.pointer(p).and_then(Value::as_bool).unwrap_or(false);
+            endpoints.insert(
+                key,
+                EndpointView {
+                    node: s(e, "/nodeName").to_string(),
+                    ready: b("/conditions/ready"),
+                    serving: b("/conditions/serving"),
+                    terminating: b("/conditions/terminating"),
+                },
+            );
+        }
+        SliceView {
+            service: labels(obj)
+                .get("kubernetes.io/service-name")
+                .cloned()
+                .unwrap_or_default(),
+            endpoints,
+        }
+    }
 }
 
 impl Change {
@@ -514,6 +588,7 @@ pub struct World {
     pub nodes: BTreeMap<String, NodeView>,
     pub pods: BTreeMap<(String, String), PodView>,
     pub workloads: BTreeMap<(String, String, String), WorkloadView>,
+    pub slices: BTreeMap<(String, String), SliceView>,
     /// Nodes seen and then deleted (a pod bound to a node not yet registered is not orphaned).
     pub deleted_nodes: BTreeSet<String>,
 }
@@ -831,6 +906,63 @@ impl World {
                             line(who, object.clone(), format!("Ready={}", v.ready_condition));
                         }
                         self.pods.insert(key, v.clone());
+                    }
+                }
+            }
+            Change::Slice {
+                namespace,
+                name,
+                view,
+            } => {
+                // One line per endpoint that appears, changes or goes: the second traffic to a
+                // pod stops is the line that says `ready=false` (or `removed`).
+                let key = (namespace.clone(), name.clone());
+                let object = format!("EndpointSlice {namespace}/{name}");
+                let who = if by_user {
+                    COMPONENT_KUBECTL
+                } else {
+                    ENDPOINTSLICE_CONTROLLER
+                };
+                let prev = self.slices.get(&key).cloned();
+                let empty = BTreeMap::new();
+                let before = prev.as_ref().map_or(&empty, |p| &p.endpoints);
+                let after = view.as_ref().map_or(&empty, |v| &v.endpoints);
+                if prev.is_none()
+                    && let Some(v) = view
+                {
+                    line(
+                        who,
+                        object.clone(),
+                        format!("created for Service {}", v.service),
+                    );
+                }
+                for (pod, e) in after {
+                    match before.get(pod) {
+                        None => line(
+                            who,
+                            object.clone(),
+                            format!("endpoint {pod} added {}", e.columns()),
+                        ),
+                        Some(b) if b != e => line(
+                            who,
+                            object.clone(),
+                            format!("endpoint {pod} {}", e.columns()),
+                        ),
+                        Some(_) => {}
+                    }
+                }
+                for pod in before.keys().filter(|p| !after.contains_key(*p)) {
+                    line(who, object.clone(), format!("endpoint {pod} removed"));
+                }
+                match view {
+                    Some(v) => {
+                        self.slices.insert(key, v.clone());
+                    }
+                    None => {
+                        if prev.is_some() {
+                            line(who, object, "deleted".into());
+                        }
+                        self.slices.remove(&key);
                     }
                 }
             }
@@ -1342,5 +1474,66 @@ mod tests {
         assert!(p.deleting);
         assert_eq!(p.grace, Some(30));
         assert_eq!(p.owner, Some(("StatefulSet".into(), "web".into())));
+    }
+
+    #[test]
+    fn endpoint_slice_lines_say_when_traffic_stops() {
+        let ep = |node: &str, ready: bool, term: bool| EndpointView {
+            node: node.into(),
+            ready,
+            serving: ready,
+            terminating: term,
+        };
+        let slice = |eps: &[(&str, EndpointView)]| Change::Slice {
+            namespace: "d".into(),
+            name: "web-abcde".into(),
+            view: Some(SliceView {
+                service: "web".into(),
+                endpoints: eps
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            }),
+        };
+        let records = vec![
+            rec(
+                0,
+                1,
+                slice(&[("a", ep("n1", true, false)), ("b", ep("n2", true, false))]),
+            ),
+            rec(
+                80,
+                2,
+                slice(&[("a", ep("n1", true, false)), ("b", ep("n2", false, false))]),
+            ),
+            rec(
+                385,
+                3,
+                slice(&[("a", ep("n1", true, false)), ("b", ep("n2", false, true))]),
+            ),
+            rec(420, 4, slice(&[("a", ep("n1", true, false))])),
+            rec(
+                500,
+                5,
+                Change::Slice {
+                    namespace: "d".into(),
+                    name: "web-abcde".into(),
+                    view: None,
+                },
+            ),
+        ];
+        assert_eq!(
+            plain(&replay(&records, &Attribution::default())),
+            vec![
+                "0.000s endpointslice-controller EndpointSlice d/web-abcde created for Service web",
+                "0.000s endpointslice-controller EndpointSlice d/web-abcde endpoint a added n1 ready=true serving=true terminating=false",
+                "0.000s endpointslice-controller EndpointSlice d/web-abcde endpoint b added n2 ready=true serving=true terminating=false",
+                "80.000s endpointslice-controller EndpointSlice d/web-abcde endpoint b n2 ready=false serving=false terminating=false",
+                "385.000s endpointslice-controller EndpointSlice d/web-abcde endpoint b n2 ready=false serving=false terminating=true",
+                "420.000s endpointslice-controller EndpointSlice d/web-abcde endpoint b removed",
+                "500.000s endpointslice-controller EndpointSlice d/web-abcde endpoint a removed",
+                "500.000s endpointslice-controller EndpointSlice d/web-abcde deleted",
+            ]
+        );
     }
 }

@@ -372,6 +372,27 @@ pub fn plan(
             plan.create.push(new_slice(svc, Vec::new(), Vec::new()));
         }
     }
+    // Slices to create and slices to delete: the creates become updates of the slices that
+    // would go (upstream's reconciler does the same to save writes).
+    let mut i = 0;
+    while i < plan.delete.len() && !plan.create.is_empty() {
+        let name = plan.delete[i].clone();
+        let Some(old) = sorted
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(&name))
+        else {
+            i += 1;
+            continue;
+        };
+        if let Some(fresh) = plan.create.pop() {
+            let mut next = (**old).clone();
+            next.endpoints = fresh.endpoints;
+            next.ports = fresh.ports;
+            next.metadata.labels = fresh.metadata.labels;
+            plan.update.push(next);
+            plan.delete.remove(i);
+        }
+    }
     plan
 }
 

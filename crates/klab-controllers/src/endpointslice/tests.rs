@@ -137,17 +137,26 @@ fn plans_change_as_little_as_possible_and_keep_a_placeholder() {
         p3.update[0].endpoints[1].conditions.as_ref().unwrap().ready,
         Some(false)
     );
-    // No pods: the slice goes, a placeholder stays.
+    // No pods: the slice becomes the placeholder (no endpoints, no ports).
     let p4 = plan(&s, &[&slice], desired(&s, &[], &zone));
-    assert_eq!(p4.delete, vec!["web-abcde".to_string()]);
-    assert_eq!(p4.create.len(), 1);
-    assert!(p4.create[0].endpoints.is_empty() && p4.create[0].ports.is_none());
-    let mut placeholder = p4.create[0].clone();
-    placeholder.metadata.name = Some("web-ph000".into());
+    assert_eq!(
+        (p4.create.len(), p4.update.len(), p4.delete.len()),
+        (0, 1, 0)
+    );
+    let placeholder = p4.update[0].clone();
+    assert_eq!(placeholder.metadata.name.as_deref(), Some("web-abcde"));
+    assert!(placeholder.endpoints.is_empty() && placeholder.ports.is_none());
     assert_eq!(
         plan(&s, &[&placeholder], desired(&s, &[], &zone)),
         Plan::default()
     );
+    // Pods again: the placeholder is reused.
+    let p5 = plan(&s, &[&placeholder], desired(&s, &refs, &zone));
+    assert_eq!(
+        (p5.create.len(), p5.update.len(), p5.delete.len()),
+        (0, 1, 0)
+    );
+    assert_eq!(p5.update[0].endpoints.len(), 3);
 }
 
 #[test]
@@ -258,7 +267,7 @@ mod live {
         }
         settle().await;
         let l = list(slices.clone()).await;
-        assert_eq!(l.len(), 1, "the placeholder is replaced");
+        assert_eq!(l.len(), 1, "the placeholder is reused");
         let conds: Vec<(String, bool)> = l[0]
             .endpoints
             .iter()
