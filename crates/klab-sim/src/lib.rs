@@ -12,6 +12,7 @@
 //! Golden traces of the shipped scenarios (`scenarios/<area>/<behaviour>.yaml` + `.trace`) are
 //! compared by `tests/scenarios.rs`; `KLAB_UPDATE_GOLDEN=1` rewrites them.
 
+pub mod drain;
 pub mod expect;
 pub mod manifest;
 pub mod runner;

@@ -16,6 +16,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
+use crate::drain::{self, DrainOptions};
 use crate::expect::{self, Verdict};
 use crate::manifest::{Manifest, api_resource};
 use crate::scenario::{Action, Scenario, TaintSpec};
@@ -193,6 +194,12 @@ impl Recorder {
     fn action(&self, text: String) {
         let rv = self.with(|r| r.max_rv);
         self.push(rv, Change::Action(text));
+    }
+
+    /// A line kubectl prints (a drain's progress) about `object`.
+    fn kubectl(&self, object: String, text: String) {
+        let rv = self.with(|r| r.max_rv);
+        self.push(rv, Change::Kubectl { object, text });
     }
 
     fn user_rv(&self, obj: &DynamicObject) {
@@ -618,6 +625,17 @@ async fn execute(
                     .await,
             )
         }
+        Action::Drain { node, opts } => {
+            // kubectl drain runs on its own, beside the timeline.
+            tokio::spawn(run_drain(
+                client.clone(),
+                rec.clock.clone(),
+                rec.clone(),
+                node.clone(),
+                opts.clone(),
+            ));
+            Ok(())
+        }
         Action::DeleteNode { node } => {
             rec.with(|r| r.attr.user_deleted_nodes.insert(node.clone()));
             nodes
@@ -741,5 +759,244 @@ async fn execute(
             }
             Ok(())
         }
+    }
+}
+
+/// Runs `kubectl drain NODE` (see [`crate::drain`]): its output lines go into the trace as
+/// `kubectl` lines; it runs beside the scenario's timeline, on the virtual clock.
+async fn run_drain(
+    client: kube::Client,
+    clock: Clock,
+    rec: Recorder,
+    node: String,
+    opts: DrainOptions,
+) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::EvictParams;
+    let object = format!("Node {node}");
+    let out = |s: String| rec.kubectl(object.clone(), s);
+    let start = clock.elapsed();
+    let nodes = dyn_api(&client, "v1", "Node", None);
+    // 1. Cordon.
+    match nodes.get(&node).await {
+        Ok(n)
+            if n.data
+                .pointer("/spec/unschedulable")
+                .and_then(Value::as_bool)
+                == Some(true) =>
+        {
+            out(format!("node/{node} already cordoned"));
+        }
+        Ok(_) => {
+            match nodes
+                .patch(
+                    &node,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+                )
+                .await
+            {
+                Ok(o) => {
+                    rec.user_rv(&o);
+                    out(format!("node/{node} cordoned"));
+                }
+                Err(e) => return out(format!("error: {e}")),
+            }
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return out(format!(
+                "Error from server (NotFound): nodes \"{node}\" not found"
+            ));
+        }
+        Err(e) => return out(format!("error: {e}")),
+    }
+    // 2. The node's pods, through kubectl's filters.
+    let pods_api = dyn_api(&client, "v1", "Pod", None);
+    let mut lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    if let Some(sel) = &opts.pod_selector {
+        lp = lp.labels(sel);
+    }
+    let list = match pods_api.list(&lp).await {
+        Ok(l) => l.items,
+        Err(e) => return out(format!("error: {e}")),
+    };
+    let values: Vec<Value> = list
+        .iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    let mut daemonsets: BTreeMap<(String, String), bool> = BTreeMap::new();
+    for p in &values {
+        let ns = p
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for r in p
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if r.get("kind").and_then(Value::as_str) == Some("DaemonSet") {
+                let name = r
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let exists = dyn_api(&client, "apps/v1", "DaemonSet", Some(ns))
+                    .get(&name)
+                    .await
+                    .is_ok();
+                daemonsets.insert((ns.to_string(), name), exists);
+            }
+        }
+    }
+    let ds_exists = |ns: &str, name: &str| {
+        daemonsets
+            .get(&(ns.to_string(), name.to_string()))
+            .copied()
+            .unwrap_or(false)
+    };
+    let now = clock.now();
+    let filtered: Vec<(Value, drain::Status)> = values
+        .into_iter()
+        .map(|p| {
+            let s = drain::filter(&p, &opts, now, &ds_exists);
+            (p, s)
+        })
+        .collect();
+    let (to_evict, warning, errors) = drain::plan(&filtered);
+    if !errors.is_empty() {
+        let agg = if errors.len() == 1 {
+            errors[0].clone()
+        } else {
+            format!("[{}]", errors.join(", "))
+        };
+        out(format!(
+            "error: unable to drain node {node:?} due to error: {agg}, continuing command..."
+        ));
+        out("There are pending nodes to be drained:".into());
+        out(format!(" {node}"));
+        out(format!("error: {agg}"));
+        return;
+    }
+    if let Some(w) = warning {
+        out(format!("Warning: {w}"));
+    }
+    // 3. Evict (or delete) each pod and wait for it to go.
+    let deadline = opts.timeout.map(|t| start.saturating_add(t));
+    let one = |p: Value| {
+        let client = client.clone();
+        let clock = clock.clone();
+        let opts = opts.clone();
+        let out = &out;
+        async move {
+            let ns = p
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let name = p
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let uid = p
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let api: Api<Pod> = Api::namespaced(client, &ns);
+            let timed_out = |clock: &Clock| deadline.is_some_and(|d| clock.elapsed() >= d);
+            loop {
+                if timed_out(&clock) {
+                    return Err(format!(
+                        "drain did not complete within {}s",
+                        opts.timeout.unwrap_or_default().as_secs()
+                    ));
+                }
+                let dp = DeleteParams {
+                    grace_period_seconds: opts
+                        .grace_period
+                        .filter(|g| *g >= 0)
+                        .and_then(|g| u32::try_from(g).ok()),
+                    ..Default::default()
+                };
+                let r = if opts.disable_eviction {
+                    api.delete(&name, &dp).await.map(|_| ())
+                } else {
+                    out(format!("evicting pod {ns}/{name}"));
+                    let ep = EvictParams {
+                        delete_options: Some(dp),
+                        ..Default::default()
+                    };
+                    api.evict(&name, &ep).await.map(|_| ())
+                };
+                match r {
+                    Ok(()) => break,
+                    Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 429 => {
+                        out(format!(
+                            "error when evicting pods/{name:?} -n {ns:?} (will retry after 5s): {}",
+                            s.message
+                        ));
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                    }
+                    Err(e) => {
+                        return Err(format!("error when evicting pods/{name:?} -n {ns:?}: {e}"));
+                    }
+                }
+            }
+            let verb = if opts.disable_eviction {
+                "deleted"
+            } else {
+                "evicted"
+            };
+            loop {
+                match api.get(&name).await {
+                    Err(kube::Error::Api(s)) if s.code == 404 => break,
+                    Ok(cur) if cur.metadata.uid.as_deref() != Some(uid.as_str()) => break,
+                    Ok(cur) => {
+                        let v = serde_json::to_value(&cur).unwrap_or(Value::Null);
+                        if drain::should_skip(&v, opts.skip_wait_for_delete_timeout, clock.now()) {
+                            out(format!(
+                                "pod {name:?} has DeletionTimestamp older than {} seconds, skipping",
+                                opts.skip_wait_for_delete_timeout
+                            ));
+                            return Ok(());
+                        }
+                    }
+                    Err(_) => {}
+                }
+                if timed_out(&clock) {
+                    return Err(format!(
+                        "drain did not complete within {}s",
+                        opts.timeout.unwrap_or_default().as_secs()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            out(format!("pod/{name} {verb}"));
+            Ok(())
+        }
+    };
+    let results = futures::future::join_all(to_evict.into_iter().map(one)).await;
+    let errs: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    if errs.is_empty() {
+        out(format!("node/{node} drained"));
+    } else {
+        let agg = if errs.len() == 1 {
+            errs[0].clone()
+        } else {
+            format!("[{}]", errs.join(", "))
+        };
+        out(format!(
+            "There are pending pods in node {node:?} when an error occurred: {agg}"
+        ));
+        out(format!(
+            "error: unable to drain node {node:?} due to error: {agg}, continuing command..."
+        ));
+        out("There are pending nodes to be drained:".into());
+        out(format!(" {node}"));
+        out(format!("error: {agg}"));
     }
 }

@@ -85,6 +85,11 @@ pub enum Action {
         node: String,
         unschedulable: bool,
     },
+    /// `kubectl drain NODE [flags]`, running beside the timeline.
+    Drain {
+        node: String,
+        opts: crate::drain::DrainOptions,
+    },
     /// `kubectl delete node`.
     DeleteNode {
         node: String,
@@ -139,6 +144,9 @@ impl Action {
                 node,
                 unschedulable: false,
             } => format!("Node {node} kubectl uncordon"),
+            Action::Drain { node, opts } => {
+                format!("Node {node} kubectl drain {node}{}", opts.flags())
+            }
             Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
             Action::DeletePod {
                 namespace,
@@ -385,6 +393,7 @@ const API_ACTIONS: &[&str] = &[
     "untaint",
     "cordon",
     "uncordon",
+    "drain",
     "delete-node",
     "delete-pod",
     "scale",
@@ -462,6 +471,15 @@ struct RawStep {
     patch: Option<serde_json::Value>,
     #[serde(default)]
     manifests: Vec<Spanned<RawManifest>>,
+    // `drain` flags, named as kubectl's.
+    #[serde(default)]
+    ignore_daemonsets: bool,
+    #[serde(default)]
+    delete_emptydir_data: bool,
+    #[serde(default)]
+    disable_eviction: bool,
+    timeout: Option<Spanned<String>>,
+    skip_wait_for_delete_timeout: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -816,6 +834,19 @@ impl Cx {
                 "cordon" | "uncordon" => Action::Cordon {
                     node: self.node_ref(&s.node, line, names, kind)?,
                     unschedulable: kind == "cordon",
+                },
+                "drain" => Action::Drain {
+                    node: self.node_ref(&s.node, line, names, kind)?,
+                    opts: crate::drain::DrainOptions {
+                        ignore_daemonsets: s.ignore_daemonsets,
+                        delete_emptydir_data: s.delete_emptydir_data,
+                        force: s.force,
+                        grace_period: s.grace,
+                        timeout: s.timeout.as_ref().map(|t| self.duration(t)).transpose()?,
+                        skip_wait_for_delete_timeout: s.skip_wait_for_delete_timeout.unwrap_or(0),
+                        disable_eviction: s.disable_eviction,
+                        pod_selector: s.selector.clone(),
+                    },
                 },
                 "delete-node" => Action::DeleteNode {
                     node: self.node_ref(&s.node, line, names, kind)?,

@@ -63,6 +63,11 @@ pub enum Change {
     },
     /// A scenario step, described kubectl-like.
     Action(String),
+    /// A line kubectl printed (a drain's progress), under the object the command is about.
+    Kubectl {
+        object: String,
+        text: String,
+    },
 }
 
 /// One endpoint of a slice as the trace shows it.
@@ -136,7 +141,7 @@ impl Change {
     /// them at the same revision.
     fn rank(&self) -> u8 {
         match self {
-            Change::Action(_) => 1,
+            Change::Action(_) | Change::Kubectl { .. } => 1,
             _ => 0,
         }
     }
@@ -668,6 +673,9 @@ impl World {
         };
         match &r.change {
             Change::Action(text) => line(COMPONENT_SIM, String::new(), text.clone()),
+            Change::Kubectl { object, text } => {
+                line(COMPONENT_KUBECTL, object.clone(), text.clone())
+            }
             Change::Event(ev) => {
                 // Like `kubectl get events`: the involved object in the object column, then
                 // TYPE REASON: MESSAGE.
