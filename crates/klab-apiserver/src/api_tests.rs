@@ -1818,3 +1818,33 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
         "one decode per change for 21 watches"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_on_the_same_store_keeps_the_kubernetes_service() {
+    use klab_store::memory::MemoryStore;
+    let store: klab_store::DynStorage =
+        MemoryStore::new() as std::sync::Arc<dyn klab_store::Storage>;
+    let clock = klab_api::Clock::virtual_default();
+    let first = crate::ApiServer::new(
+        store.clone(),
+        clock.clone(),
+        klab_api::DetRng::seeded(1),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::default_namespaced(client(&first));
+    let uid = svcs.get("kubernetes").await.unwrap().metadata.uid;
+    let again = crate::ApiServer::new(
+        store,
+        clock,
+        klab_api::DetRng::seeded(2),
+        Default::default(),
+    )
+    .await
+    .expect("a restart bootstraps over what is there");
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::default_namespaced(client(&again));
+    let k = svcs.get("kubernetes").await.unwrap();
+    assert_eq!(k.metadata.uid, uid);
+    assert_eq!(k.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.1"));
+}

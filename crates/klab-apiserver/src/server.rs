@@ -113,11 +113,17 @@ impl ApiServer {
                          "labels": {"component": "apiserver", "provider": "kubernetes"}},
             "spec": {"type": "ClusterIP", "clusterIP": crate::services::KUBERNETES_SERVICE_IP.to_string(),
                      "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}});
-        match crate::crud::create_object(&api.inner, svc, Some("default"), obj, false, false).await
-        {
-            Ok(_) => {}
-            Err(e) if e.reason == "AlreadyExists" => {}
-            Err(e) => return Err(e),
+        // Looked up first: a second create would fail on its address (already allocated)
+        // before it could fail on its name.
+        let key = svc.key(Some("default"), "kubernetes");
+        if api.inner.store.get(&key).await?.is_none() {
+            match crate::crud::create_object(&api.inner, svc, Some("default"), obj, false, false)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
         }
         api.start_compactor();
         Ok(api)
