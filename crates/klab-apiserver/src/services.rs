@@ -210,7 +210,7 @@ pub fn allocate(
             Ok(a) if offset_of(a).is_none() => errs.push(FieldError::invalid(
                 "spec.clusterIPs",
                 json!([ip]),
-                &format!(
+                format!(
                     "failed to allocate IP {ip}: provided IP is not in the valid range. The range of valid IPs is {}",
                     cidr_string()
                 ),
@@ -218,7 +218,7 @@ pub fn allocate(
             Ok(a) if in_use.ips.contains(&a) => errs.push(FieldError::invalid(
                 "spec.clusterIPs",
                 json!([ip]),
-                &format!("failed to allocate IP {ip}: provided IP is already allocated"),
+                format!("failed to allocate IP {ip}: provided IP is already allocated"),
             )),
             Ok(_) => {}
         }
@@ -285,16 +285,16 @@ pub fn allocate(
         let path = format!("spec.ports[{i}].nodePort");
         if !(NODE_PORT_RANGE.0..=NODE_PORT_RANGE.1).contains(&np) {
             errs.push(FieldError::invalid(
-                &path,
+                path.as_str(),
                 json!(np),
-                &format!(
+                format!(
                     "provided port is not in the valid range. The range of valid ports is {}-{}",
                     NODE_PORT_RANGE.0, NODE_PORT_RANGE.1
                 ),
             ));
         } else if !kept && in_use.node_ports.contains(&np) {
             errs.push(FieldError::invalid(
-                &path,
+                path.as_str(),
                 json!(np),
                 "provided port is already allocated",
             ));

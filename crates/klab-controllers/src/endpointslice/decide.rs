@@ -381,7 +381,7 @@ pub fn plan(
             .iter()
             .find(|s| s.metadata.name.as_deref() == Some(&name))
         else {
-            i += 1;
+            i = i.saturating_add(1);
             continue;
         };
         if let Some(fresh) = plan.create.pop() {
@@ -455,7 +455,7 @@ pub fn endpoints_subsets(svc: &Service, pods: &[&Pod]) -> Vec<EndpointSubset> {
                     ports: (!ports.is_empty()).then_some(ports),
                     ..Default::default()
                 });
-                subsets.len() - 1
+                subsets.len().saturating_sub(1)
             }
         };
         let s = &mut subsets[idx];
