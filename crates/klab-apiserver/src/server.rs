@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     pub health: Health,
     /// Recent changes decoded once for all the watches that examine them.
     pub decoded: Arc<crate::watch::DecodedEvents>,
+    /// The network to the kubelets (set once by the composition root; unset: no route).
+    pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -90,6 +92,7 @@ impl ApiServer {
                 config,
                 health: Health::new(),
                 decoded: Default::default(),
+                kubelet_net: Default::default(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
@@ -137,6 +140,12 @@ impl ApiServer {
     /// report; the composition root supervises every component into it.
     pub fn health(&self) -> &Health {
         &self.inner.health
+    }
+
+    /// Connects the API server to the kubelets (`pods/log`, exec, attach, port-forward). Only
+    /// the first call has an effect.
+    pub fn set_kubelet_network(&self, net: Arc<dyn crate::kubelet_proxy::KubeletNetwork>) {
+        let _ = self.inner.kubelet_net.set(net);
     }
 
     pub fn store(&self) -> &DynStorage {

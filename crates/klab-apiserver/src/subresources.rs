@@ -31,11 +31,11 @@ pub(crate) async fn handle(
         ("binding", Method::POST) => bind(ctx, body).await,
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
-        ("scale" | "binding" | "eviction" | "finalize", m) => {
+        ("log", Method::GET) => crate::kubelet_proxy::log(ctx).await,
+        ("scale" | "binding" | "eviction" | "finalize" | "log", m) => {
             Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri))
         }
-        // log, exec, attach, portforward, proxy, ephemeralcontainers: served by the kubelet server
-        // work that is not part of klab yet.
+        // exec, attach, portforward, proxy, ephemeralcontainers: not part of klab yet.
         _ => Err(ApiError::no_such_path()),
     }
 }

@@ -45,6 +45,7 @@ pub mod backoff;
 pub mod config;
 pub mod events;
 pub mod fault;
+pub mod logs;
 pub mod node;
 pub mod node_status;
 pub mod pod_status;
@@ -53,6 +54,7 @@ pub mod probes;
 pub mod program;
 pub mod quantity;
 pub mod runtime;
+pub mod server;
 pub mod termination;
 
 #[cfg(test)]

@@ -196,7 +196,7 @@ fn run_statements(statements: &[Statement], mut on_sigterm: OnSigterm) -> Progra
 }
 
 /// Splits a shell script into statements (lists of words), honouring quotes.
-fn split_statements(script: &str) -> Vec<Vec<String>> {
+pub(crate) fn split_statements(script: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let mut cur = Vec::new();
     for tok in tokenize(script) {
