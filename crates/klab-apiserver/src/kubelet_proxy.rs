@@ -402,6 +402,118 @@ pub(crate) async fn log(ctx: &Ctx) -> ApiResult<Response> {
         .unwrap_or_default())
 }
 
+/// Headers of an upgrade request that the kubelet needs (the rest is hop-by-hop or the API
+/// server's own business).
+const UPGRADE_HEADERS: [&str; 7] = [
+    "connection",
+    "upgrade",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-protocol",
+    "sec-websocket-extensions",
+    "x-stream-protocol-version",
+];
+
+/// `pods/{name}/exec`, `attach` and `portforward`: upstream's `UpgradeAwareHandler`. The
+/// request is sent on to the kubelet; if it switches protocols, the client's connection and the
+/// kubelet's are spliced, so the stream protocol (WebSocket or SPDY) is spoken end to end by
+/// kubectl and the kubelet. A failed dial is `error dialing backend: …` (500, no reason).
+pub(crate) async fn upgrade(
+    ctx: &Ctx,
+    sub: &str,
+    method: axum::http::Method,
+) -> ApiResult<Response> {
+    let t = &ctx.target;
+    let name = t.name.as_deref().unwrap_or("");
+    let ns = t.namespace.as_deref().unwrap_or("");
+    let kv = ctx
+        .inner
+        .store
+        .get(&t.ri.key(t.namespace.as_deref(), name))
+        .await?
+        .ok_or_else(|| ApiError::not_found(t.ri, name))?;
+    let pod = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+    let path = match sub {
+        "portforward" => format!("/portForward/{ns}/{name}"),
+        _ => {
+            let container = validate_container(&pod, ctx.q("container").filter(|c| !c.is_empty()))?;
+            if sub == "exec" && ctx.q("command").is_none() {
+                return Err(ApiError::bad_request("you must specify at least 1 command"));
+            }
+            format!("/{sub}/{ns}/{name}/{container}")
+        }
+    };
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let (host, port) = kubelet_location(ctx, node).await?;
+    let path_q = match &ctx.raw_query {
+        Some(q) if !q.is_empty() => format!("{path}?{q}"),
+        _ => path,
+    };
+    let conn = dial(ctx, &host, port)
+        .await
+        .map_err(|e| transport_error(format!("error dialing backend: {e}")))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
+            .await
+            .map_err(|e| transport_error(format!("error dialing backend: {e}")))?;
+    tokio::spawn(async move {
+        let _ = connection.with_upgrades().await;
+    });
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path_q)
+        .header(header::HOST, format!("{host}:{port}"));
+    for h in UPGRADE_HEADERS {
+        for v in ctx.headers.get_all(h) {
+            req = req.header(h, v);
+        }
+    }
+    let req = req
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(ApiError::internal)?;
+    let mut resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| transport_error(format!("error proxying to backend: {e}")))?;
+    let status = resp.status();
+    let mut out = Response::builder().status(status);
+    for (k, v) in resp.headers() {
+        out = out.header(k, v);
+    }
+    if status != StatusCode::SWITCHING_PROTOCOLS {
+        // The kubelet's refusal goes back as it is (kubectl prints `unable to upgrade
+        // connection: <body>` when it is not a Status).
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return Ok(out.body(Body::from(body)).unwrap_or_default());
+    }
+    let Some(client) = ctx.upgrade.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        return Err(ApiError::bad_request(
+            "Upgrade request required: this connection cannot be upgraded",
+        ));
+    };
+    let backend = hyper::upgrade::on(&mut resp);
+    tokio::spawn(async move {
+        let (Ok(client), Ok(backend)) = (client.await, backend.await) else {
+            return;
+        };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        let mut backend = hyper_util::rt::TokioIo::new(backend);
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+    });
+    Ok(out.body(Body::empty()).unwrap_or_default())
+}
+
 /// A kubelet's non-2xx answer as the API server's `GenericHttpResponseChecker` maps it.
 fn kubelet_error(status: StatusCode, name: &str, body: String) -> ApiError {
     match status.as_u16() {

@@ -318,6 +318,11 @@ pub(crate) struct Ctx {
     pub headers: HeaderMap,
     #[allow(dead_code)] // read by admission plugins that check who is asking (NodeRestriction)
     pub identity: Option<Identity>,
+    /// The query exactly as sent (repeated parameters such as exec's `command` kept in order).
+    pub raw_query: Option<String>,
+    /// The client connection's upgrade, when the request came over HTTP/1.1 from hyper (exec,
+    /// attach and port-forward take it over).
+    pub upgrade: std::sync::Mutex<Option<hyper::upgrade::OnUpgrade>>,
 }
 
 impl Ctx {
@@ -375,8 +380,9 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let target = parse_path(parts.uri.path())?;
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let query = parse_query(&parts.uri)?;
     let identity = parts.extensions.get::<Identity>().cloned();
     let limit = inner.config.max_request_bytes;
@@ -386,6 +392,8 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
         query,
         headers: parts.headers,
         identity,
+        raw_query: parts.uri.query().map(String::from),
+        upgrade: std::sync::Mutex::new(upgrade),
     };
     let read_body = || async move {
         // A client that stops sending its body mid-way holds a connection and a task: give up

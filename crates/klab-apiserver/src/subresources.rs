@@ -32,10 +32,15 @@ pub(crate) async fn handle(
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
         ("log", Method::GET) => crate::kubelet_proxy::log(ctx).await,
-        ("scale" | "binding" | "eviction" | "finalize" | "log", m) => {
-            Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri))
+        ("exec" | "attach" | "portforward", m @ (Method::GET | Method::POST)) => {
+            crate::kubelet_proxy::upgrade(ctx, sub, m).await
         }
-        // exec, attach, portforward, proxy, ephemeralcontainers: not part of klab yet.
+        (
+            "scale" | "binding" | "eviction" | "finalize" | "log" | "exec" | "attach"
+            | "portforward",
+            m,
+        ) => Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri)),
+        // proxy, ephemeralcontainers: not part of klab yet.
         _ => Err(ApiError::no_such_path()),
     }
 }

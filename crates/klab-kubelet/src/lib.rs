@@ -44,6 +44,7 @@ pub mod agent;
 pub mod backoff;
 pub mod config;
 pub mod events;
+pub mod exec;
 pub mod fault;
 pub mod logs;
 pub mod node;
@@ -55,6 +56,8 @@ pub mod program;
 pub mod quantity;
 pub mod runtime;
 pub mod server;
+pub mod shell;
+pub mod spdy;
 pub mod termination;
 
 #[cfg(test)]

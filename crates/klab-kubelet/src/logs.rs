@@ -28,6 +28,8 @@ enum Step {
     Print(Vec<String>),
     /// Print the date (`date`).
     Date,
+    /// Print a line with `$(date)` substituted when it is printed.
+    WithDate(String),
     /// Time passes.
     Sleep(Duration),
     /// The program prints nothing more (it blocks, exits, or runs something klab does not model).
@@ -174,7 +176,12 @@ fn statement(words: &[String], steps: &mut Vec<Step>) -> bool {
                 .skip_while(|w| *w == "-n" || *w == "-e")
                 .collect();
             if !redirected {
-                steps.push(Step::Print(vec![args.join(" ")]));
+                let line = args.join(" ");
+                steps.push(if line.contains("$(date)") {
+                    Step::WithDate(line)
+                } else {
+                    Step::Print(vec![line])
+                });
             }
             false
         }
@@ -286,6 +293,11 @@ impl Iterator for LogLines {
                 Step::Date => {
                     self.zero_time += 1;
                     self.pending.push_back(date_line(self.at));
+                }
+                Step::WithDate(line) => {
+                    self.zero_time += 1;
+                    self.pending
+                        .push_back(line.replace("$(date)", &date_line(self.at)));
                 }
                 Step::Sleep(d) if !d.is_zero() => {
                     self.at = after(self.at, d);
@@ -423,6 +435,21 @@ mod tests {
                 100
             ),
             vec![(0, "start".into()), (5, "done".into())]
+        );
+        assert_eq!(
+            upto(
+                &[
+                    "sh",
+                    "-c",
+                    "while true; do echo tick $(date); sleep 60; done"
+                ],
+                "b",
+                60
+            ),
+            vec![
+                (0, "tick Thu Jan  1 00:00:00 UTC 2026".into()),
+                (60, "tick Thu Jan  1 00:01:00 UTC 2026".into())
+            ]
         );
         assert_eq!(
             upto(&["echo", "a", "b"], "busybox", 10),

@@ -216,7 +216,7 @@ pub(crate) fn split_statements(script: &str) -> Vec<Vec<String>> {
 }
 
 /// Shell-like tokenizer: whitespace splits words, quotes group, `;`, `&&`, `||`, newline are tokens.
-fn tokenize(s: &str) -> Vec<String> {
+pub(crate) fn tokenize(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;

@@ -85,6 +85,10 @@ pub struct RtContainer {
     /// remembered from before the machine lost its state). Init containers that completed in an
     /// earlier sandbox run again in a new one.
     pub sandbox_attempt: Option<u32>,
+    /// Files written into the instance's writable layer by exec'd commands (`echo x > f`), by
+    /// absolute path; a new instance starts without them.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 impl RtContainer {
@@ -277,6 +281,7 @@ impl Machine {
                 spec_hash: 0,
                 program: Program::from_command(&[], &[]),
                 sandbox_attempt: None,
+                files: BTreeMap::new(),
             });
         }
     }
@@ -362,6 +367,7 @@ impl Machine {
                 c.spec_hash = spec_hash;
                 c.program = program;
                 c.sandbox_attempt = sandbox_attempt;
+                c.files.clear();
             }
             None => {
                 pod.containers.insert(
@@ -376,6 +382,7 @@ impl Machine {
                         spec_hash,
                         program,
                         sandbox_attempt,
+                        files: BTreeMap::new(),
                     },
                 );
             }
@@ -419,6 +426,38 @@ impl Machine {
             };
             *stopping = Some(Stopping { term_exit, kill_at });
         }
+    }
+
+    /// A signal sent to the container's PID 1 from inside the container (`kill 1` in an exec).
+    /// PID 1 gets no default signal actions from the kernel: it reacts only as its program
+    /// handles the signal (a server exits, a shell with a `trap` exits, `sleep` ignores it), and
+    /// SIGKILL from inside the namespace does nothing.
+    pub fn signal_pid1(&mut self, uid: &str, name: &str, signal: &str, now: Timestamp) {
+        let Some(c) = self
+            .pods
+            .get_mut(uid)
+            .and_then(|p| p.containers.get_mut(name))
+        else {
+            return;
+        };
+        let on_sigterm = c.program.on_sigterm;
+        if !matches!(
+            signal,
+            "TERM" | "15" | "INT" | "2" | "QUIT" | "3" | "HUP" | "1"
+        ) {
+            return;
+        }
+        if let RtState::Running { natural_exit, .. } = &mut c.state {
+            let exit = match on_sigterm {
+                OnSigterm::Ignore => return,
+                OnSigterm::ExitGracefully { code } | OnSigterm::Exit { code } => (now, code),
+            };
+            *natural_exit = Some(match natural_exit {
+                Some(e) if e.0 <= now => *e,
+                _ => exit,
+            });
+        }
+        self.advance(now);
     }
 
     /// The kubelet died: in-flight `StopContainer` calls are abandoned, so no SIGKILL will come.

@@ -86,6 +86,16 @@ impl KubeletEndpoint {
         Dial::Connected(client)
     }
 
+    /// A future that completes when the kubelet process's connections break (it stopped, or the
+    /// machine lost power, froze or was cut off): upgraded streams end with it.
+    pub(crate) fn cut(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.net.subscribe();
+        let epoch = rx.borrow().epoch;
+        async move {
+            let _ = rx.wait_for(|s| s.epoch != epoch).await;
+        }
+    }
+
     /// Log streams currently open on this node.
     pub fn open_streams(&self) -> usize {
         self.open_streams.load(Ordering::SeqCst)
@@ -125,6 +135,7 @@ fn router(state: Arc<ServerState>) -> Router {
             "/containerLogs/{namespace}/{pod}/{container}",
             get(container_logs),
         )
+        .route("/exec/{namespace}/{pod}/{container}", get(exec).post(exec))
         .route("/healthz", get(|| async { "ok" }))
         .route("/pods", get(pods))
         .with_state(state)
@@ -377,6 +388,69 @@ async fn container_logs(
 }
 
 use futures::StreamExt;
+
+fn find_pod(s: &ServerState, namespace: &str, name: &str) -> Option<Pod> {
+    lock(&s.pods)
+        .values()
+        .find(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.name.as_deref() == Some(name)
+        })
+        .cloned()
+}
+
+fn header_has(req: &axum::extract::Request, name: &str, value: &str) -> bool {
+    req.headers()
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case(value)))
+}
+
+/// `/exec/{ns}/{pod}/{container}`: a command in the simulated shell, over a WebSocket
+/// (`v5.channel.k8s.io`, `v4.channel.k8s.io`) or SPDY/3.1 upgrade.
+async fn exec(
+    State(s): State<Arc<ServerState>>,
+    Path((namespace, pod_name, container)): Path<(String, String, String)>,
+    Query(query): Query<Vec<(String, String)>>,
+    req: axum::extract::Request,
+) -> Response {
+    use axum::extract::FromRequest;
+    let opts = crate::exec::ExecOptions::from_query(&query);
+    let Some(pod) = find_pod(&s, &namespace, &pod_name) else {
+        return text(StatusCode::NOT_FOUND, "pod does not exist".into());
+    };
+    let target = crate::exec::ExecTarget {
+        endpoint: s.endpoint.clone(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        pod,
+        container: container.clone(),
+    };
+    // The runtime only finds running containers (`GetPods(all=false)`).
+    if !target.running() {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("container not found ({container:?})"),
+        );
+    }
+    let cut = s.endpoint.cut();
+    if header_has(&req, "upgrade", "websocket") {
+        let ws = match axum::extract::ws::WebSocketUpgrade::from_request(req, &()).await {
+            Ok(ws) => ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"]),
+            Err(rejection) => return rejection.into_response(),
+        };
+        let v5 = ws
+            .selected_protocol()
+            .is_some_and(|p| p == "v5.channel.k8s.io");
+        return ws.on_upgrade(move |socket| {
+            crate::exec::websocket_session(socket, v5, target, opts, cut)
+        });
+    }
+    if header_has(&req, "upgrade", "SPDY/3.1") {
+        return crate::spdy::exec_upgrade(req, target, opts, cut);
+    }
+    text(StatusCode::BAD_REQUEST, "Upgrade request required".into())
+}
 
 /// Counts a stream as open for as long as it lives.
 struct StreamGuard(Arc<AtomicUsize>);
