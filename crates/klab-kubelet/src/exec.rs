@@ -276,6 +276,9 @@ fn is_shell(argv: &[String]) -> bool {
 /// Runs `argv` in the container; returns its exit code.
 pub async fn run(mut target: ExecTarget, argv: Vec<String>, mut io: Streams) -> i32 {
     let clock = target.endpoint.clock.clone();
+    if argv.is_empty() {
+        return attach(&target, &mut io).await;
+    }
     if is_shell(&argv) {
         return interactive(&mut target, &mut io).await;
     }
@@ -300,6 +303,64 @@ pub async fn run(mut target: ExecTarget, argv: Vec<String>, mut io: Streams) -> 
         return EXIT_SIGKILL;
     }
     out.status
+}
+
+/// `attach`: the container's output from now on, until it ends (its exit code is not the
+/// attach's: the attach itself succeeded). Stdin is read and dropped (no simulated program reads
+/// it).
+async fn attach(target: &ExecTarget, io: &mut Streams) -> i32 {
+    let clock = target.endpoint.clock.clone();
+    let spec = target.pod.spec.clone().unwrap_or_default();
+    let Some(c) = spec.containers.iter().find(|c| c.name == target.container) else {
+        return 0;
+    };
+    let started = {
+        let m = target.machine();
+        let m = lock(&m);
+        m.pods
+            .get(&target.uid)
+            .and_then(|p| p.containers.get(&target.container))
+            .and_then(|rc| match &rc.state {
+                crate::runtime::RtState::Running { started_at, .. } => Some(*started_at),
+                _ => None,
+            })
+    };
+    let Some(started) = started else {
+        return 0;
+    };
+    let script = crate::logs::LogScript::from_container(
+        c.command.as_deref().unwrap_or_default(),
+        c.args.as_deref().unwrap_or_default(),
+        c.image.as_deref().unwrap_or_default(),
+    );
+    let mut lines = script.lines(started);
+    let now = clock.now();
+    let mut next = lines.by_ref().find(|(at, _)| *at > now);
+    let mut stdin_open = io.stdin.is_some();
+    loop {
+        if !target.running() {
+            return 0;
+        }
+        let now = clock.now();
+        if let Some((at, line)) = &next
+            && *at <= now
+        {
+            io.write(STDOUT, &format!("{line}\n")).await;
+            next = lines.next();
+            continue;
+        }
+        let poll = klab_api::clock::saturating_add(now, std::time::Duration::from_secs(1));
+        let wake = next.as_ref().map_or(poll, |(at, _)| (*at).min(poll));
+        tokio::select! {
+            biased;
+            chunk = io.read(), if stdin_open => {
+                if chunk.is_none() {
+                    stdin_open = false;
+                }
+            }
+            _ = clock.sleep_until(wake) => {}
+        }
+    }
 }
 
 /// Sleeps in cluster time; false if the container stopped meanwhile (the process was killed).
@@ -480,5 +541,12 @@ pub async fn websocket_session(
     let _ = sink
         .send(frame(ERROR, exit_status(code, &argv).as_bytes()))
         .await;
-    let _ = sink.send(Message::Close(None)).await;
+    // A normal closure (1000): kubectl reads it as the end of every stream; a close frame
+    // without a code (1005) is an error to it.
+    let _ = sink
+        .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+            code: axum::extract::ws::close_code::NORMAL,
+            reason: "".into(),
+        })))
+        .await;
 }

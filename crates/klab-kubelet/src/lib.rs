@@ -51,6 +51,7 @@ pub mod node;
 pub mod node_status;
 pub mod pod_status;
 pub mod pods;
+pub mod portforward;
 pub mod probes;
 pub mod program;
 pub mod quantity;

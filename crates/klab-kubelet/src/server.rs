@@ -136,6 +136,14 @@ fn router(state: Arc<ServerState>) -> Router {
             get(container_logs),
         )
         .route("/exec/{namespace}/{pod}/{container}", get(exec).post(exec))
+        .route(
+            "/attach/{namespace}/{pod}/{container}",
+            get(attach).post(attach),
+        )
+        .route(
+            "/portForward/{namespace}/{pod}",
+            get(port_forward).post(port_forward),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/pods", get(pods))
         .with_state(state)
@@ -405,6 +413,60 @@ fn header_has(req: &axum::extract::Request, name: &str, value: &str) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case(value)))
+}
+
+/// `/attach/{ns}/{pod}/{container}`: the container's output from now on, as an exec session
+/// with no command.
+async fn attach(
+    s: State<Arc<ServerState>>,
+    path: Path<(String, String, String)>,
+    Query(mut query): Query<Vec<(String, String)>>,
+    req: axum::extract::Request,
+) -> Response {
+    query.retain(|(k, _)| k != "command");
+    exec(s, path, Query(query), req).await
+}
+
+/// `/portForward/{ns}/{pod}`: SPDY `portforward.k8s.io` streams to the pod's ports.
+async fn port_forward(
+    State(s): State<Arc<ServerState>>,
+    Path((namespace, pod_name)): Path<(String, String)>,
+    req: axum::extract::Request,
+) -> Response {
+    let Some(pod) = find_pod(&s, &namespace, &pod_name) else {
+        return text(StatusCode::NOT_FOUND, "pod does not exist".into());
+    };
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let container = pod
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.containers.first())
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    let target = crate::exec::ExecTarget {
+        endpoint: s.endpoint.clone(),
+        uid,
+        pod,
+        container,
+    };
+    // The pod's network namespace exists while its sandbox runs.
+    if !target.running() {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("pod not found ({pod_name:?})"),
+        );
+    }
+    if header_has(&req, "upgrade", "websocket") {
+        // No WebSocket tunnel here: kubectl falls back to SPDY on a refused upgrade.
+        return text(
+            StatusCode::BAD_REQUEST,
+            "websocket port-forward is not supported, use SPDY".into(),
+        );
+    }
+    let cut = s.endpoint.cut();
+    crate::spdy::upgrade(req, "portforward.k8s.io", cut, move |session| {
+        crate::portforward::session(session, target)
+    })
 }
 
 /// `/exec/{ns}/{pod}/{container}`: a command in the simulated shell, over a WebSocket

@@ -406,46 +406,65 @@ pub fn header_values(headers: &http::HeaderMap, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Answers an exec/attach SPDY upgrade (`X-Stream-Protocol-Version` must offer
-/// `v4.channel.k8s.io`) and serves the session once the connection is switched.
-pub fn exec_upgrade(
+/// Answers a SPDY/3.1 upgrade offering `protocol` in `X-Stream-Protocol-Version`, and serves
+/// the session with `serve` once the connection is switched (until `cut`).
+pub fn upgrade<F, Fut>(
     mut req: axum::extract::Request,
-    target: ExecTarget,
-    opts: ExecOptions,
+    protocol: &'static str,
     cut: impl std::future::Future<Output = ()> + Send + 'static,
-) -> axum::response::Response {
+    serve: F,
+) -> axum::response::Response
+where
+    F: FnOnce(
+            Session<tokio::io::WriteHalf<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>>,
+        ) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
     let offered = header_values(req.headers(), "x-stream-protocol-version");
-    const V4: &str = "v4.channel.k8s.io";
-    if !offered.iter().any(|p| p == V4) {
+    if !offered.iter().any(|p| p == protocol) {
         return (
             StatusCode::FORBIDDEN,
             format!(
-                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports [\"{V4}\"]"
+                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports [\"{protocol}\"]"
             ),
         )
             .into_response();
     }
-    let upgrade = hyper::upgrade::on(&mut req);
+    let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Ok(io) = upgrade.await else {
+        let Ok(io) = on_upgrade.await else {
             return;
         };
         let io = hyper_util::rt::TokioIo::new(io);
         tokio::select! {
             biased;
             _ = cut => {}
-            _ = exec_session(session(io), target, opts) => {}
+            _ = serve(session(io)) => {}
         }
     });
     axum::response::Response::builder()
         .status(StatusCode::SWITCHING_PROTOCOLS)
         .header(header::CONNECTION, "Upgrade")
         .header(header::UPGRADE, "SPDY/3.1")
-        .header("X-Stream-Protocol-Version", V4)
+        .header("X-Stream-Protocol-Version", protocol)
         .body(axum::body::Body::empty())
         .unwrap_or_default()
+}
+
+/// Answers an exec/attach SPDY upgrade (`v4.channel.k8s.io`).
+pub fn exec_upgrade(
+    req: axum::extract::Request,
+    target: ExecTarget,
+    opts: ExecOptions,
+    cut: impl std::future::Future<Output = ()> + Send + 'static,
+) -> axum::response::Response {
+    upgrade(req, "v4.channel.k8s.io", cut, move |s| {
+        exec_session(s, target, opts)
+    })
 }
 
 async fn exec_session<W: AsyncWrite + Unpin>(
