@@ -13,6 +13,7 @@
 //! compared by `tests/scenarios.rs`; `KLAB_UPDATE_GOLDEN=1` rewrites them.
 
 pub mod expect;
+pub mod kubectl;
 pub mod manifest;
 pub mod runner;
 pub mod scenario;

@@ -122,6 +122,21 @@ pub enum Action {
     Apply {
         manifests: Vec<Manifest>,
     },
+    /// `kubectl logs POD [-c CONTAINER] [--tail=N]`: its output or error lines go into the trace.
+    Logs {
+        namespace: String,
+        name: String,
+        container: Option<String>,
+        tail: Option<i64>,
+    },
+    /// `kubectl exec POD [-c CONTAINER] -- COMMAND…` (over WebSocket `v5.channel.k8s.io`, as
+    /// kubectl ≥ 1.30): its output or error lines go into the trace.
+    Exec {
+        namespace: String,
+        name: String,
+        container: Option<String>,
+        command: Vec<String>,
+    },
 }
 
 impl Action {
@@ -197,6 +212,46 @@ impl Action {
             Action::Apply { manifests } => {
                 let names: Vec<String> = manifests.iter().map(|m| m.display()).collect();
                 format!("kubectl create {}", names.join(" "))
+            }
+            Action::Logs {
+                namespace,
+                name,
+                container,
+                tail,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} kubectl logs");
+                if let Some(c) = container {
+                    s.push_str(&format!(" -c {c}"));
+                }
+                if let Some(t) = tail {
+                    s.push_str(&format!(" --tail={t}"));
+                }
+                s
+            }
+            Action::Exec {
+                namespace,
+                name,
+                container,
+                command,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} kubectl exec");
+                if let Some(c) = container {
+                    s.push_str(&format!(" -c {c}"));
+                }
+                // Arguments quoted as a shell user would type them.
+                let args: Vec<String> = command
+                    .iter()
+                    .map(|a| {
+                        if a.is_empty()
+                            || a.contains(|c: char| c.is_whitespace() || "'\";&|$<>".contains(c))
+                        {
+                            format!("'{}'", a.replace('\'', "'\\''"))
+                        } else {
+                            a.clone()
+                        }
+                    })
+                    .collect();
+                format!("{s} -- {}", args.join(" "))
             }
         }
     }
@@ -390,6 +445,8 @@ const API_ACTIONS: &[&str] = &[
     "scale",
     "patch",
     "apply",
+    "logs",
+    "exec",
 ];
 
 // ---- raw (as written) form -------------------------------------------------------------------
@@ -462,6 +519,10 @@ struct RawStep {
     patch: Option<serde_json::Value>,
     #[serde(default)]
     manifests: Vec<Spanned<RawManifest>>,
+    container: Option<String>,
+    tail: Option<i64>,
+    #[serde(default)]
+    command: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -938,6 +999,34 @@ impl Cx {
                         namespace,
                         name,
                         replicas,
+                    }
+                }
+                "logs" | "exec" => {
+                    let pod = s.pod.as_deref().ok_or_else(|| {
+                        self.at(line, format!("{kind} needs `pod: [namespace/]name`"))
+                    })?;
+                    let (namespace, name) = split_ns(pod, s.namespace.as_deref());
+                    if kind == "logs" {
+                        Action::Logs {
+                            namespace,
+                            name,
+                            container: s.container.clone(),
+                            tail: s.tail,
+                        }
+                    } else {
+                        if s.command.is_empty() {
+                            // kubectl's own check, before any request.
+                            return Err(self.at(
+                                line,
+                                "exec needs `command` (you must specify at least one command for the container)".into(),
+                            ));
+                        }
+                        Action::Exec {
+                            namespace,
+                            name,
+                            container: s.container.clone(),
+                            command: s.command.clone(),
+                        }
                     }
                 }
                 "apply" => {
