@@ -16,6 +16,8 @@ use crate::program::{Lifetime, OnSigterm, Program};
 
 /// Exit code of a SIGKILLed process.
 pub const EXIT_SIGKILL: i32 = 137;
+/// How many removed pods a machine remembers for their logs.
+pub const REMOVED_KEPT: usize = 64;
 /// Exit code containerd reports for a task lost in a power failure.
 pub const EXIT_LOST: i32 = 255;
 
@@ -132,6 +134,9 @@ pub struct Machine {
     pub frozen_since: Option<Timestamp>,
     pub images: BTreeSet<String>,
     pub pods: BTreeMap<String, RuntimePod>,
+    /// Pods removed after all their containers exited, most recent last (for their logs).
+    #[serde(default)]
+    pub removed: std::collections::VecDeque<RuntimePod>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -152,6 +157,7 @@ impl Machine {
             frozen_since: None,
             images: BTreeSet::new(),
             pods: BTreeMap::new(),
+            removed: Default::default(),
             next_ip: 2,
             ip_prefix,
         }
@@ -475,9 +481,24 @@ impl Machine {
         }
     }
 
-    /// Removes a pod whose containers have all exited (sandbox stopped and removed).
+    /// Removes a pod whose containers have all exited (sandbox stopped and removed). Its exited
+    /// containers are remembered (the last [`REMOVED_KEPT`]) so that their logs can still be
+    /// read, as the logs of a completed pod's containers can until the pod is deleted.
     pub fn remove_pod(&mut self, uid: &str) {
-        self.pods.remove(uid);
+        if let Some(p) = self.pods.remove(uid) {
+            self.removed.retain(|r| r.uid != uid);
+            self.removed.push_back(p);
+            while self.removed.len() > REMOVED_KEPT {
+                self.removed.pop_front();
+            }
+        }
+    }
+
+    /// A pod the runtime runs, or one it removed recently.
+    pub fn pod_or_removed(&self, uid: &str) -> Option<&RuntimePod> {
+        self.pods
+            .get(uid)
+            .or_else(|| self.removed.iter().rev().find(|p| p.uid == uid))
     }
 
     /// Power failure at `now`: every running container is lost (exit 255 `Unknown` after boot).

@@ -340,8 +340,7 @@ async fn container_logs(
     let span = {
         let mut m = lock(&s.endpoint.machine);
         m.advance(now);
-        m.pods
-            .get(&uid)
+        m.pod_or_removed(&uid)
             .and_then(|p| p.containers.get(&container))
             .and_then(|rc| match (instance, &rc.state) {
                 // While an instance runs, the API's lastState is the one before it; once it
