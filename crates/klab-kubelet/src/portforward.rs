@@ -155,12 +155,11 @@ pub async fn session<W: AsyncWrite + Unpin>(mut s: Session<W>, target: ExecTarge
                         target.endpoint.clock.now(),
                     ));
                     let (d, e) = (f.data, f.error);
-                    if let Some(d) = d {
-                        if s.writer.data(d, &answer).await.is_err()
-                            || s.writer.fin(d).await.is_err()
-                        {
-                            return;
-                        }
+                    if let Some(d) = d
+                        && (s.writer.data(d, &answer).await.is_err()
+                            || s.writer.fin(d).await.is_err())
+                    {
+                        return;
                     }
                     if let Some(e) = e
                         && s.writer.fin(e).await.is_err()

@@ -552,11 +552,7 @@ async fn exec_session<W: AsyncWrite + Unpin>(
                         stdin_tx = None;
                     }
                 }
-                Event::Open { id, .. } => {
-                    if s.writer.reply(id).await.is_err() {
-                        return;
-                    }
-                }
+                Event::Open { id, .. } if s.writer.reply(id).await.is_err() => return,
                 Event::Reset { id } if Some(id) == stdin_id => stdin_tx = None,
                 Event::Closed => return,
                 _ => {}

@@ -149,6 +149,8 @@ fn exec_tty(k: &Klab, minor: u32) -> (Option<i32>, String) {
     )
 }
 
+// The seed-000 table is about how long a real kubectl waits: wall time of a real process.
+#[allow(clippy::disallowed_methods)]
 #[test]
 fn logs_exec_attach_port_forward_and_the_seed_000_table() {
     let k = Klab::start(&["--speed", "10"]);
