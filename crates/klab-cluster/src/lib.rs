@@ -329,6 +329,13 @@ impl Cluster {
         Ok(())
     }
 
+    /// The kubelet port of a node, as the API server dials it (tests look at its open streams).
+    pub fn kubelet_endpoint(&self, node: &str) -> Option<KubeletEndpoint> {
+        let n = self.nodes.get(node)?;
+        let n = n.lock().unwrap_or_else(|p| p.into_inner());
+        Some(n.endpoint())
+    }
+
     /// Names of the cluster's nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.keys().cloned().collect()

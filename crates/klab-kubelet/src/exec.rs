@@ -489,6 +489,7 @@ pub async fn websocket_session(
     cut: impl std::future::Future<Output = ()>,
 ) {
     use axum::extract::ws::Message;
+    let _open = crate::server::StreamGuard::new(&target.endpoint.open_streams);
     let (mut sink, mut stream) = ws.split();
     let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
     let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);

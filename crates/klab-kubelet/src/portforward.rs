@@ -107,6 +107,7 @@ struct Forward {
 
 /// Serves the port-forward streams of one connection until the client goes away.
 pub async fn session<W: AsyncWrite + Unpin>(mut s: Session<W>, target: ExecTarget) {
+    let _open = crate::server::StreamGuard::new(&target.endpoint.open_streams);
     let image = target
         .pod
         .spec

@@ -62,7 +62,8 @@ pub struct KubeletEndpoint {
     pub(crate) clock: Clock,
     /// The running kubelet process's pod view; `None` while no kubelet process runs.
     pub(crate) process: Arc<Mutex<Option<PodView>>>,
-    /// Log streams being served, for tests that check nothing outlives its client.
+    /// Log streams and exec/attach/port-forward sessions being served, for tests that check
+    /// nothing outlives its client.
     pub(crate) open_streams: Arc<AtomicUsize>,
 }
 
@@ -96,7 +97,7 @@ impl KubeletEndpoint {
         }
     }
 
-    /// Log streams currently open on this node.
+    /// Log streams and exec/attach/port-forward sessions currently open on this node.
     pub fn open_streams(&self) -> usize {
         self.open_streams.load(Ordering::SeqCst)
     }
@@ -514,10 +515,10 @@ async fn exec(
 }
 
 /// Counts a stream as open for as long as it lives.
-struct StreamGuard(Arc<AtomicUsize>);
+pub(crate) struct StreamGuard(Arc<AtomicUsize>);
 
 impl StreamGuard {
-    fn new(n: &Arc<AtomicUsize>) -> Self {
+    pub(crate) fn new(n: &Arc<AtomicUsize>) -> Self {
         n.fetch_add(1, Ordering::SeqCst);
         StreamGuard(n.clone())
     }

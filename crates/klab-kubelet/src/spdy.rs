@@ -472,6 +472,7 @@ async fn exec_session<W: AsyncWrite + Unpin>(
     target: ExecTarget,
     opts: ExecOptions,
 ) {
+    let _open = crate::server::StreamGuard::new(&target.endpoint.open_streams);
     let clock = target.endpoint.clock.clone();
     // The streams the client must open before the command runs.
     let mut want: Vec<&str> = vec!["error"];

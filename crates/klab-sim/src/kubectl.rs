@@ -71,13 +71,14 @@ pub async fn exec(
     command: &[String],
 ) -> Vec<String> {
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(async move {
+    // The connection's server side ends with this call, even when the call is dropped.
+    let _server = AbortOnDrop(tokio::spawn(async move {
         let svc = hyper_util::service::TowerToHyperService::new(router);
         let _ = hyper::server::conn::http1::Builder::new()
             .serve_connection(hyper_util::rt::TokioIo::new(server_io), svc)
             .with_upgrades()
             .await;
-    });
+    }));
     let mut query: Vec<String> = command
         .iter()
         .map(|c| format!("command={}", escape(c)))
@@ -91,9 +92,15 @@ pub async fn exec(
         "ws://klab/api/v1/namespaces/{namespace}/pods/{name}/exec?{}",
         query.join("&")
     );
-    let out = run_exec(url, client_io).await;
-    server.abort();
-    out
+    run_exec(url, client_io).await
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn run_exec(url: String, io: tokio::io::DuplexStream) -> Vec<String> {
@@ -152,4 +159,101 @@ async fn run_exec(url: String, io: tokio::io::DuplexStream) -> Vec<String> {
         None => lines.push("error: error reading from error stream: EOF".into()),
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klab_cluster::{Cluster, ClusterConfig, NodeSpec};
+    use std::time::Duration;
+
+    async fn cluster_with_pod() -> Cluster {
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let c = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            klab_api::Clock::virtual_default(),
+            klab_api::DetRng::seeded(5),
+            config,
+        )
+        .await
+        .unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx:1.27",
+                "env": [{"name": "GREETING", "value": "hello"}]}]}
+        }))
+        .unwrap();
+        let pods: Api<Pod> = Api::namespaced(c.admin_client(), "default");
+        pods.create(&Default::default(), &pod).await.unwrap();
+        for _ in 0..60 {
+            let p = pods.get("p").await.unwrap();
+            if p.status.and_then(|s| s.phase).as_deref() == Some("Running") {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        panic!("pod never ran");
+    }
+
+    fn router(c: &Cluster) -> axum::Router {
+        c.api().router_as(klab_apiserver::Identity::admin())
+    }
+
+    fn argv(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn exec_runs_the_simulated_shell_in_virtual_time() {
+        let c = cluster_with_pod().await;
+        let run = |cmd: &[&str]| {
+            let (r, a) = (router(&c), argv(cmd));
+            async move { exec(r, "default", "p", None, &a).await }
+        };
+        assert_eq!(run(&["printenv", "GREETING"]).await, vec!["hello"]);
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            run(&["sh", "-c", "sleep 20; echo x > /f; cat /f; exit 2"]).await,
+            vec!["x", "command terminated with exit code 2"]
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(20));
+        assert_eq!(
+            run(&["ps"]).await[1],
+            "    1 root      0:00 nginx: master process nginx -g daemon off;"
+        );
+        // `kill 1`: nginx exits on SIGTERM, and the exec'd process dies with its container.
+        let out = run(&["sh", "-c", "kill 1; sleep 5"]).await;
+        assert_eq!(out, vec!["command terminated with exit code 137"]);
+        assert_eq!(
+            run(&["ls"]).await,
+            vec!["error: unable to upgrade connection: container not found (\"c\")"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_exec_leaves_nothing_running() {
+        let c = cluster_with_pod().await;
+        let endpoint = c.kubelet_endpoint("n1").unwrap();
+        let sleep = argv(&["sleep", "3600"]);
+        let long = exec(router(&c), "default", "p", None, &sleep);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), long)
+                .await
+                .is_err()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            endpoint.open_streams(),
+            0,
+            "the session outlived its client"
+        );
+        // And the kubelet still serves.
+        let hostname = argv(&["hostname"]);
+        let run = exec(router(&c), "default", "p", None, &hostname);
+        assert_eq!(run.await, vec!["p"]);
+    }
 }
