@@ -402,6 +402,63 @@ pub(crate) async fn log(ctx: &Ctx) -> ApiResult<Response> {
         .unwrap_or_default())
 }
 
+/// `nodes/{name}/proxy/{path}`: the request is sent on to the node's kubelet (`/pods`,
+/// `/healthz`, `/containerLogs/…`, …) and its answer returned as it is. A failed dial is the
+/// proxy transport's `error trying to reach service: dial tcp …`.
+pub(crate) async fn node_proxy(
+    ctx: &Ctx,
+    method: axum::http::Method,
+    body: bytes::Bytes,
+) -> ApiResult<Response> {
+    let node = ctx.target.name.as_deref().unwrap_or("");
+    let (host, port) = kubelet_location(ctx, node).await?;
+    let path = ctx.target.proxy_path.clone().unwrap_or_else(|| "/".into());
+    let path_q = match &ctx.raw_query {
+        Some(q) if !q.is_empty() => format!("{path}?{q}"),
+        _ => path,
+    };
+    let conn = dial(ctx, &host, port)
+        .await
+        .map_err(|e| transport_error(format!("error trying to reach service: {e}")))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
+            .await
+            .map_err(|e| transport_error(format!("error trying to reach service: {e}")))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = stopped => {}
+            _ = connection => {}
+        }
+    });
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path_q)
+        .header(header::HOST, format!("{host}:{port}"));
+    if let Some(ct) = ctx.headers.get(header::CONTENT_TYPE) {
+        req = req.header(header::CONTENT_TYPE, ct);
+    }
+    let req = req
+        .body(http_body_util::Full::new(body))
+        .map_err(ApiError::internal)?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|_| transport_error("error trying to reach service: EOF".into()))?;
+    let mut out = Response::builder().status(resp.status());
+    for (k, v) in resp.headers() {
+        if k != header::TRANSFER_ENCODING && k != header::CONNECTION {
+            out = out.header(k, v);
+        }
+    }
+    let body = StopOnDrop {
+        inner: resp.into_body(),
+        _stop: stop,
+    };
+    Ok(out.body(Body::new(body)).unwrap_or_default())
+}
+
 /// Headers of an upgrade request that the kubelet needs (the rest is hop-by-hop or the API
 /// server's own business).
 const UPGRADE_HEADERS: [&str; 7] = [

@@ -208,6 +208,8 @@ pub(crate) struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+    /// `nodes/{name}/proxy/{path}`: the path after `proxy` (with its leading `/`).
+    pub proxy_path: Option<String>,
 }
 
 /// Percent-decodes a URL path as Go's `URL.Path` (an escaped `/` becomes a separator, so a
@@ -265,18 +267,21 @@ pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
                 namespace: owned(ns),
                 name: None,
                 sub: None,
+                proxy_path: None,
             }),
             [name] => Ok(Target {
                 ri,
                 namespace: owned(ns),
                 name: owned(name),
                 sub: None,
+                proxy_path: None,
             }),
             [name, sub] => Ok(Target {
                 ri,
                 namespace: owned(ns),
                 name: owned(name),
                 sub: owned(sub),
+                proxy_path: None,
             }),
             _ => Err(ApiError::no_such_path()),
         };
@@ -291,20 +296,31 @@ pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
             namespace: None,
             name: None,
             sub: None,
+            proxy_path: None,
         }),
         // A namespaced resource has no object URLs outside a namespace.
         _ if ri.namespaced => Err(ApiError::no_such_path()),
+        // `nodes/{name}/proxy/{path…}`: everything after `proxy` is the kubelet's path.
+        [name, "proxy", rest @ ..] if ri.plural == "nodes" && !rest.is_empty() => Ok(Target {
+            ri,
+            namespace: None,
+            name: owned(name),
+            sub: Some("proxy".into()),
+            proxy_path: Some(format!("/{}", rest.join("/"))),
+        }),
         [name] => Ok(Target {
             ri,
             namespace: None,
             name: owned(name),
             sub: None,
+            proxy_path: None,
         }),
         [name, sub] => Ok(Target {
             ri,
             namespace: None,
             name: owned(name),
             sub: owned(sub),
+            proxy_path: None,
         }),
         _ => Err(ApiError::no_such_path()),
     }
@@ -505,6 +521,9 @@ mod tests {
             t("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").unwrap(),
             ("leases".into(), s("kube-node-lease"), None, None)
         );
+        let proxy = parse_path("/api/v1/nodes/n1/proxy/containerLogs/ns/p/c").unwrap();
+        assert_eq!(proxy.sub.as_deref(), Some("proxy"));
+        assert_eq!(proxy.proxy_path.as_deref(), Some("/containerLogs/ns/p/c"));
         for bad in [
             "/api/v1/widgets",
             "/api/v1/pods/web",

@@ -32,6 +32,9 @@ pub(crate) async fn handle(
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
         ("log", Method::GET) => crate::kubelet_proxy::log(ctx).await,
+        ("proxy", m) if ctx.target.ri.plural == "nodes" => {
+            crate::kubelet_proxy::node_proxy(ctx, m, body).await
+        }
         ("exec" | "attach" | "portforward", m @ (Method::GET | Method::POST)) => {
             crate::kubelet_proxy::upgrade(ctx, sub, m).await
         }

@@ -233,3 +233,45 @@ async fn node_faults_decide_what_the_dial_meets() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn nodes_proxy_reaches_the_kubelet() {
+    let c = cluster().await;
+    let pods: Api<Pod> = Api::namespaced(c.admin_client(), "default");
+    pods.create(&PostParams::default(), &pod("p", "echo hi; sleep 3600"))
+        .await
+        .unwrap();
+    wait_running(&pods, "p").await;
+    let client = c.admin_client();
+    let get = |path: &str| {
+        let client = client.clone();
+        let req = http::Request::get(path.to_string())
+            .body(Vec::new())
+            .unwrap();
+        async move { client.request_text(req).await }
+    };
+    assert_eq!(get("/api/v1/nodes/n1/proxy/healthz").await.unwrap(), "ok");
+    assert_eq!(
+        get("/api/v1/nodes/n1/proxy/containerLogs/default/p/c")
+            .await
+            .unwrap(),
+        "hi\n"
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&get("/api/v1/nodes/n1/proxy/pods").await.unwrap()).unwrap();
+    assert_eq!(list["items"][0]["metadata"]["name"], "p");
+    let metrics = get("/api/v1/nodes/n1/proxy/metrics/resource")
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "container_start_time_seconds{container=\"c\",namespace=\"default\",pod=\"p\"}"
+        )
+    );
+    c.apply_fault("n1", NodeFault::StopKubelet).await.unwrap();
+    let e = api_err(get("/api/v1/nodes/n1/proxy/healthz").await.unwrap_err());
+    assert_eq!(
+        e.2,
+        "error trying to reach service: dial tcp 10.0.0.10:10250: connect: connection refused"
+    );
+}
