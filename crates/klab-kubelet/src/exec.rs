@@ -290,6 +290,33 @@ pub async fn run(mut target: ExecTarget, argv: Vec<String>, mut io: Streams) -> 
         return 0;
     }
     let probe = target.clone();
+    if let [sh, c, script, ..] = argv.as_slice()
+        && c == "-c"
+        && matches!(
+            sh.rsplit('/').next().unwrap_or(sh),
+            "sh" | "bash" | "ash" | "dash"
+        )
+    {
+        // A script's output arrives statement by statement, as its sleeps pass.
+        let mut shell = Shell::new(&mut target);
+        for (op, words) in crate::shell::statements(script) {
+            let Some(o) = shell.run_statement(&op, &words) else {
+                continue;
+            };
+            io.write(STDOUT, &o.stdout).await;
+            io.write(STDERR, &o.stderr).await;
+            if !o.sleep.is_zero() && !sleep_while_running(&probe, &clock, o.sleep).await {
+                return EXIT_SIGKILL;
+            }
+            if !probe.running() {
+                return EXIT_SIGKILL;
+            }
+            if o.exit {
+                return o.status;
+            }
+        }
+        return shell.status;
+    }
     let out = {
         let mut shell = Shell::new(&mut target);
         shell.run(&argv)

@@ -47,7 +47,7 @@ pub struct Output {
 }
 
 /// Splits a command line into statements with the operator that joins each to the previous one.
-fn statements(line: &str) -> Vec<(String, Vec<String>)> {
+pub fn statements(line: &str) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     let mut cur = Vec::new();
     let mut op = ";".to_string();
@@ -126,20 +126,12 @@ impl<'a, C: Container> Shell<'a, C> {
     pub fn run_line(&mut self, line: &str) -> Output {
         let mut total = Output::default();
         for (op, words) in statements(line) {
-            let skip = match op.as_str() {
-                "&&" => self.status != 0,
-                "||" => self.status == 0,
-                _ => false,
-            };
-            if skip {
+            let Some(o) = self.run_statement(&op, &words) else {
                 continue;
-            }
-            let words: Vec<String> = words.iter().map(|w| self.expand(w)).collect();
-            let o = self.run(&words);
+            };
             total.stdout.push_str(&o.stdout);
             total.stderr.push_str(&o.stderr);
             total.sleep += o.sleep;
-            self.status = o.status;
             total.status = o.status;
             if o.exit {
                 total.exit = true;
@@ -147,6 +139,23 @@ impl<'a, C: Container> Shell<'a, C> {
             }
         }
         total
+    }
+
+    /// Runs one statement of a list (`op` joins it to the previous one: `;`, `&&`, `||`);
+    /// `None` when the operator skips it.
+    pub fn run_statement(&mut self, op: &str, words: &[String]) -> Option<Output> {
+        let skip = match op {
+            "&&" => self.status != 0,
+            "||" => self.status == 0,
+            _ => false,
+        };
+        if skip {
+            return None;
+        }
+        let words: Vec<String> = words.iter().map(|w| self.expand(w)).collect();
+        let o = self.run(&words);
+        self.status = o.status;
+        Some(o)
     }
 
     /// Runs one simple command (argv already expanded), with its redirections.
