@@ -215,6 +215,10 @@ mod tests {
             async move { exec(r, "default", "p", None, &a).await }
         };
         assert_eq!(run(&["printenv", "GREETING"]).await, vec!["hello"]);
+        assert_eq!(
+            run(&[]).await,
+            vec!["Error from server (BadRequest): you must specify at least 1 command"]
+        );
         let start = tokio::time::Instant::now();
         assert_eq!(
             run(&["sh", "-c", "sleep 20; echo x > /f; cat /f; exit 2"]).await,
