@@ -212,6 +212,13 @@ impl ApiError {
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
+        // An error that is not an API status has no reason (`StatusReasonUnknown`, omitted):
+        // kubectl prints it as `Error from server: <message>`.
+        if self.reason.is_empty()
+            && let Some(m) = s.as_object_mut()
+        {
+            m.remove("reason");
+        }
         s
     }
 }

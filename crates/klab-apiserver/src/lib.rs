@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod error;
 pub mod health;
 pub mod identity;
+pub mod kubelet_proxy;
 pub mod object;
 pub mod openapi;
 pub mod patch;

@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     /// Held from reading which cluster IPs and node ports are taken to storing the Service that
     /// takes one, so that two writes never take the same.
     pub service_alloc: tokio::sync::Mutex<()>,
+    /// The network to the kubelets (set once by the composition root; unset: no route).
+    pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -95,6 +97,7 @@ impl ApiServer {
                 health: Health::new(),
                 decoded: Default::default(),
                 service_alloc: Default::default(),
+                kubelet_net: Default::default(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
@@ -163,6 +166,12 @@ impl ApiServer {
         &self.inner.health
     }
 
+    /// Connects the API server to the kubelets (`pods/log`, exec, attach, port-forward). Only
+    /// the first call has an effect.
+    pub fn set_kubelet_network(&self, net: Arc<dyn crate::kubelet_proxy::KubeletNetwork>) {
+        let _ = self.inner.kubelet_net.set(net);
+    }
+
     pub fn store(&self) -> &DynStorage {
         &self.inner.store
     }
@@ -223,6 +232,8 @@ pub(crate) struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+    /// `nodes/{name}/proxy/{path}`: the path after `proxy` (with its leading `/`).
+    pub proxy_path: Option<String>,
 }
 
 /// Percent-decodes a URL path as Go's `URL.Path` (an escaped `/` becomes a separator, so a
@@ -280,18 +291,21 @@ pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
                 namespace: owned(ns),
                 name: None,
                 sub: None,
+                proxy_path: None,
             }),
             [name] => Ok(Target {
                 ri,
                 namespace: owned(ns),
                 name: owned(name),
                 sub: None,
+                proxy_path: None,
             }),
             [name, sub] => Ok(Target {
                 ri,
                 namespace: owned(ns),
                 name: owned(name),
                 sub: owned(sub),
+                proxy_path: None,
             }),
             _ => Err(ApiError::no_such_path()),
         };
@@ -306,20 +320,31 @@ pub(crate) fn parse_path(path: &str) -> ApiResult<Target> {
             namespace: None,
             name: None,
             sub: None,
+            proxy_path: None,
         }),
         // A namespaced resource has no object URLs outside a namespace.
         _ if ri.namespaced => Err(ApiError::no_such_path()),
+        // `nodes/{name}/proxy/{path…}`: everything after `proxy` is the kubelet's path.
+        [name, "proxy", rest @ ..] if ri.plural == "nodes" && !rest.is_empty() => Ok(Target {
+            ri,
+            namespace: None,
+            name: owned(name),
+            sub: Some("proxy".into()),
+            proxy_path: Some(format!("/{}", rest.join("/"))),
+        }),
         [name] => Ok(Target {
             ri,
             namespace: None,
             name: owned(name),
             sub: None,
+            proxy_path: None,
         }),
         [name, sub] => Ok(Target {
             ri,
             namespace: None,
             name: owned(name),
             sub: owned(sub),
+            proxy_path: None,
         }),
         _ => Err(ApiError::no_such_path()),
     }
@@ -333,6 +358,11 @@ pub(crate) struct Ctx {
     pub headers: HeaderMap,
     #[allow(dead_code)] // read by admission plugins that check who is asking (NodeRestriction)
     pub identity: Option<Identity>,
+    /// The query exactly as sent (repeated parameters such as exec's `command` kept in order).
+    pub raw_query: Option<String>,
+    /// The client connection's upgrade, when the request came over HTTP/1.1 from hyper (exec,
+    /// attach and port-forward take it over).
+    pub upgrade: std::sync::Mutex<Option<hyper::upgrade::OnUpgrade>>,
 }
 
 impl Ctx {
@@ -401,8 +431,9 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let target = parse_path(parts.uri.path())?;
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let query = parse_query(&parts.uri)?;
     let identity = parts.extensions.get::<Identity>().cloned();
     let limit = inner.config.max_request_bytes;
@@ -412,6 +443,8 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
         query,
         headers: parts.headers,
         identity,
+        raw_query: parts.uri.query().map(String::from),
+        upgrade: std::sync::Mutex::new(upgrade),
     };
     let read_body = || async move {
         // A client that stops sending its body mid-way holds a connection and a task: give up
@@ -523,6 +556,9 @@ mod tests {
             t("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").unwrap(),
             ("leases".into(), s("kube-node-lease"), None, None)
         );
+        let proxy = parse_path("/api/v1/nodes/n1/proxy/containerLogs/ns/p/c").unwrap();
+        assert_eq!(proxy.sub.as_deref(), Some("proxy"));
+        assert_eq!(proxy.proxy_path.as_deref(), Some("/containerLogs/ns/p/c"));
         for bad in [
             "/api/v1/widgets",
             "/api/v1/pods/web",

@@ -31,11 +31,19 @@ pub(crate) async fn handle(
         ("binding", Method::POST) => bind(ctx, body).await,
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
-        ("scale" | "binding" | "eviction" | "finalize", m) => {
-            Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri))
+        ("log", Method::GET) => crate::kubelet_proxy::log(ctx).await,
+        ("proxy", m) if ctx.target.ri.plural == "nodes" => {
+            crate::kubelet_proxy::node_proxy(ctx, m, body).await
         }
-        // log, exec, attach, portforward, proxy, ephemeralcontainers: served by the kubelet server
-        // work that is not part of klab yet.
+        ("exec" | "attach" | "portforward", m @ (Method::GET | Method::POST)) => {
+            crate::kubelet_proxy::upgrade(ctx, sub, m).await
+        }
+        (
+            "scale" | "binding" | "eviction" | "finalize" | "log" | "exec" | "attach"
+            | "portforward",
+            m,
+        ) => Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri)),
+        // proxy, ephemeralcontainers: not part of klab yet.
         _ => Err(ApiError::no_such_path()),
     }
 }

@@ -10,10 +10,15 @@ use std::sync::Mutex;
 
 use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
+use klab_apiserver::kubelet_proxy::{DialError, DialFuture, KubeletNetwork};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
+use klab_kubelet::server::{Dial, KubeletEndpoint};
 use klab_store::DynStorage;
 
 pub mod admin;
+
+#[cfg(test)]
+mod proxy_tests;
 
 pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
@@ -151,6 +156,17 @@ impl Cluster {
         for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
             cluster.add_node(&spec, i)?;
         }
+        let endpoints = cluster
+            .nodes
+            .values()
+            .map(|n| {
+                let n = n.lock().unwrap_or_else(|p| p.into_inner());
+                (n.node_ip().to_string(), n.endpoint())
+            })
+            .collect();
+        cluster
+            .api
+            .set_kubelet_network(std::sync::Arc::new(SimNetwork { endpoints }));
         Ok(cluster)
     }
 
@@ -313,11 +329,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// The kubelet port of a node, as the API server dials it (tests look at its open streams).
+    pub fn kubelet_endpoint(&self, node: &str) -> Option<KubeletEndpoint> {
+        let n = self.nodes.get(node)?;
+        let n = n.lock().unwrap_or_else(|p| p.into_inner());
+        Some(n.endpoint())
+    }
+
     /// Names of the cluster's nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.keys().cloned().collect()
     }
 }
+
+/// The network between the API server and the kubelets: each node's address leads to its
+/// kubelet's port, and the node's faults decide what a dial meets (see
+/// `klab_kubelet::server::Dial`).
+struct SimNetwork {
+    /// Kubelet endpoints by node address.
+    endpoints: BTreeMap<String, KubeletEndpoint>,
+}
+
+impl KubeletNetwork for SimNetwork {
+    fn dial(&self, host: &str, port: u16) -> DialFuture {
+        let endpoint = self.endpoints.get(host).cloned();
+        Box::pin(async move {
+            let Some(endpoint) = endpoint else {
+                return Err(DialError::NoRoute);
+            };
+            match endpoint.dial() {
+                Dial::Connected(conn) if port == KUBELET_PORT => Ok(conn),
+                Dial::Connected(_) | Dial::Refused => Err(DialError::Refused),
+                // Nothing answers: the dial waits until the caller gives up.
+                Dial::NoAnswer => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// The port the simulated kubelets listen on (node spec §8.1).
+const KUBELET_PORT: u16 = 10250;
 
 /// The identity upstream gives a controller: its service account in kube-system.
 fn service_account(name: &str) -> Identity {

@@ -41,6 +41,8 @@ pub struct KubeletContext {
     pub client: Client,
     pub machine: Arc<Mutex<Machine>>,
     pub net: NetFault,
+    /// Where this process publishes the pods it knows, for its HTTP server.
+    pub pod_view: crate::server::PodView,
 }
 
 fn lock(m: &Mutex<Machine>) -> std::sync::MutexGuard<'_, Machine> {
@@ -527,6 +529,8 @@ async fn pod_loop(s: Arc<Shared>) {
         for w in out.writes {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
+        // What the kubelet's server answers from (its pod and status managers).
+        *ctx.pod_view.lock().unwrap_or_else(|p| p.into_inner()) = pods.clone();
     }
 }
 

@@ -31,6 +31,13 @@
 //! What a simulated container does is derived from its `command`/`args`; the rules are in the
 //! [`program`] module documentation.
 //!
+//! # The kubelet's server
+//!
+//! [`server`] is port 10250 as the API server reaches it (logs, exec, attach, port-forward),
+//! behind a [`server::KubeletEndpoint`] whose dial meets what the node's state dictates: a
+//! refusal while the kubelet is stopped, silence while the machine is off, frozen or cut off.
+//! Logs come from [`logs`] (derived from the command like [`program`]), exec runs [`shell`].
+//!
 //! # Not modelled (yet)
 //!
 //! Startup probes (readiness and liveness are modelled, see [`probes`]), preStop hooks on liveness
@@ -44,15 +51,21 @@ pub mod agent;
 pub mod backoff;
 pub mod config;
 pub mod events;
+pub mod exec;
 pub mod fault;
+pub mod logs;
 pub mod node;
 pub mod node_status;
 pub mod pod_status;
 pub mod pods;
+pub mod portforward;
 pub mod probes;
 pub mod program;
 pub mod quantity;
 pub mod runtime;
+pub mod server;
+pub mod shell;
+pub mod spdy;
 pub mod termination;
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::agent::{KubeletContext, run_kubelet};
 use crate::config::{KubeletConfig, NodeSpecConfig, RuntimeModel};
 use crate::fault::{BoxError, NetFault, NodeFault};
 use crate::runtime::{Machine, RtState};
+use crate::server::{KubeletEndpoint, PodView};
 
 type ClientFactory = Arc<dyn Fn() -> kube::Client + Send + Sync>;
 
@@ -44,6 +45,8 @@ pub struct SimNode {
     kubelet: Option<tokio::task::JoinHandle<()>>,
     /// Where the kubelet's supervisor reports failures; without one the kubelet runs unsupervised.
     health: Option<Health>,
+    /// The kubelet's port as the network sees it.
+    endpoint: KubeletEndpoint,
 }
 
 impl SimNode {
@@ -78,6 +81,14 @@ impl SimNode {
             rng.uid(),
             format!("10.244.{last_octet}"),
         );
+        let machine = Arc::new(Mutex::new(machine));
+        let endpoint = KubeletEndpoint {
+            machine: machine.clone(),
+            net: net.clone(),
+            clock: clock.clone(),
+            process: Arc::new(Mutex::new(None)),
+            open_streams: Default::default(),
+        };
         SimNode {
             name: name.to_string(),
             spec,
@@ -86,10 +97,11 @@ impl SimNode {
             clock,
             rng,
             make_client,
-            machine: Arc::new(Mutex::new(machine)),
+            machine,
             net,
             kubelet: None,
             health: None,
+            endpoint,
         }
     }
 
@@ -121,6 +133,12 @@ impl SimNode {
         if let Some(h) = self.kubelet.take() {
             h.abort();
         }
+        // Nothing listens on the kubelet's port any more.
+        *self
+            .endpoint
+            .process
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
         // The process is gone: its open connections break and its pending StopContainer calls
         // are abandoned by the runtime.
         self.net.break_connections();
@@ -143,6 +161,7 @@ impl SimNode {
             self.make_client.clone(),
         );
         let (machine, net) = (self.machine.clone(), self.net.clone());
+        let process = self.endpoint.process.clone();
         let mut first = true;
         // One kubelet process per call: a restart after a crash is a new process, whose
         // predecessor's connections broke and whose pending stops were abandoned.
@@ -154,6 +173,9 @@ impl SimNode {
                     .unwrap_or_else(|p| p.into_inner())
                     .abandon_stops();
             }
+            // A new process has a new (empty) pod view, served on the kubelet's port.
+            let pod_view = PodView::default();
+            *process.lock().unwrap_or_else(|p| p.into_inner()) = Some(pod_view.clone());
             let ctx = KubeletContext {
                 name: name.clone(),
                 spec: spec.clone(),
@@ -164,6 +186,7 @@ impl SimNode {
                 client: make_client(),
                 machine: machine.clone(),
                 net: net.clone(),
+                pod_view,
             };
             async move {
                 run_kubelet(ctx).await;
@@ -270,6 +293,16 @@ impl SimNode {
     /// The node's network seam.
     pub fn net(&self) -> NetFault {
         self.net.clone()
+    }
+
+    /// The kubelet's port (10250) on the node's address, as the API server dials it.
+    pub fn endpoint(&self) -> KubeletEndpoint {
+        self.endpoint.clone()
+    }
+
+    /// The node's address (`InternalIP`).
+    pub fn node_ip(&self) -> &str {
+        &self.spec.node_ip
     }
 }
 

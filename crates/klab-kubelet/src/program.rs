@@ -196,7 +196,7 @@ fn run_statements(statements: &[Statement], mut on_sigterm: OnSigterm) -> Progra
 }
 
 /// Splits a shell script into statements (lists of words), honouring quotes.
-fn split_statements(script: &str) -> Vec<Vec<String>> {
+pub(crate) fn split_statements(script: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let mut cur = Vec::new();
     for tok in tokenize(script) {
@@ -216,7 +216,7 @@ fn split_statements(script: &str) -> Vec<Vec<String>> {
 }
 
 /// Shell-like tokenizer: whitespace splits words, quotes group, `;`, `&&`, `||`, newline are tokens.
-fn tokenize(s: &str) -> Vec<String> {
+pub(crate) fn tokenize(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;

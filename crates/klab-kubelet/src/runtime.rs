@@ -16,6 +16,8 @@ use crate::program::{Lifetime, OnSigterm, Program};
 
 /// Exit code of a SIGKILLed process.
 pub const EXIT_SIGKILL: i32 = 137;
+/// How many removed pods a machine remembers for their logs.
+pub const REMOVED_KEPT: usize = 64;
 /// Exit code containerd reports for a task lost in a power failure.
 pub const EXIT_LOST: i32 = 255;
 
@@ -85,6 +87,10 @@ pub struct RtContainer {
     /// remembered from before the machine lost its state). Init containers that completed in an
     /// earlier sandbox run again in a new one.
     pub sandbox_attempt: Option<u32>,
+    /// Files written into the instance's writable layer by exec'd commands (`echo x > f`), by
+    /// absolute path; a new instance starts without them.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 impl RtContainer {
@@ -128,6 +134,9 @@ pub struct Machine {
     pub frozen_since: Option<Timestamp>,
     pub images: BTreeSet<String>,
     pub pods: BTreeMap<String, RuntimePod>,
+    /// Pods removed after all their containers exited, most recent last (for their logs).
+    #[serde(default)]
+    pub removed: std::collections::VecDeque<RuntimePod>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -148,6 +157,7 @@ impl Machine {
             frozen_since: None,
             images: BTreeSet::new(),
             pods: BTreeMap::new(),
+            removed: Default::default(),
             next_ip: 2,
             ip_prefix,
         }
@@ -277,6 +287,7 @@ impl Machine {
                 spec_hash: 0,
                 program: Program::from_command(&[], &[]),
                 sandbox_attempt: None,
+                files: BTreeMap::new(),
             });
         }
     }
@@ -362,6 +373,7 @@ impl Machine {
                 c.spec_hash = spec_hash;
                 c.program = program;
                 c.sandbox_attempt = sandbox_attempt;
+                c.files.clear();
             }
             None => {
                 pod.containers.insert(
@@ -376,6 +388,7 @@ impl Machine {
                         spec_hash,
                         program,
                         sandbox_attempt,
+                        files: BTreeMap::new(),
                     },
                 );
             }
@@ -421,6 +434,38 @@ impl Machine {
         }
     }
 
+    /// A signal sent to the container's PID 1 from inside the container (`kill 1` in an exec).
+    /// PID 1 gets no default signal actions from the kernel: it reacts only as its program
+    /// handles the signal (a server exits, a shell with a `trap` exits, `sleep` ignores it), and
+    /// SIGKILL from inside the namespace does nothing.
+    pub fn signal_pid1(&mut self, uid: &str, name: &str, signal: &str, now: Timestamp) {
+        let Some(c) = self
+            .pods
+            .get_mut(uid)
+            .and_then(|p| p.containers.get_mut(name))
+        else {
+            return;
+        };
+        let on_sigterm = c.program.on_sigterm;
+        if !matches!(
+            signal,
+            "TERM" | "15" | "INT" | "2" | "QUIT" | "3" | "HUP" | "1"
+        ) {
+            return;
+        }
+        if let RtState::Running { natural_exit, .. } = &mut c.state {
+            let exit = match on_sigterm {
+                OnSigterm::Ignore => return,
+                OnSigterm::ExitGracefully { code } | OnSigterm::Exit { code } => (now, code),
+            };
+            *natural_exit = Some(match natural_exit {
+                Some(e) if e.0 <= now => *e,
+                _ => exit,
+            });
+        }
+        self.advance(now);
+    }
+
     /// The kubelet died: in-flight `StopContainer` calls are abandoned, so no SIGKILL will come.
     /// (A SIGTERM already delivered has had its effect.)
     pub fn abandon_stops(&mut self) {
@@ -436,9 +481,24 @@ impl Machine {
         }
     }
 
-    /// Removes a pod whose containers have all exited (sandbox stopped and removed).
+    /// Removes a pod whose containers have all exited (sandbox stopped and removed). Its exited
+    /// containers are remembered (the last [`REMOVED_KEPT`]) so that their logs can still be
+    /// read, as the logs of a completed pod's containers can until the pod is deleted.
     pub fn remove_pod(&mut self, uid: &str) {
-        self.pods.remove(uid);
+        if let Some(p) = self.pods.remove(uid) {
+            self.removed.retain(|r| r.uid != uid);
+            self.removed.push_back(p);
+            while self.removed.len() > REMOVED_KEPT {
+                self.removed.pop_front();
+            }
+        }
+    }
+
+    /// A pod the runtime runs, or one it removed recently.
+    pub fn pod_or_removed(&self, uid: &str) -> Option<&RuntimePod> {
+        self.pods
+            .get(uid)
+            .or_else(|| self.removed.iter().rev().find(|p| p.uid == uid))
     }
 
     /// Power failure at `now`: every running container is lost (exit 255 `Unknown` after boot).

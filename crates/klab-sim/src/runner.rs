@@ -759,6 +759,34 @@ async fn execute(
             }
             Ok(())
         }
+        // What kubectl prints is the step's outcome, errors included: it goes into the trace.
+        Action::Logs {
+            namespace,
+            name,
+            container,
+            tail,
+        } => {
+            let out =
+                crate::kubectl::logs(client, namespace, name, container.as_deref(), *tail).await;
+            for l in out {
+                rec.action(format!("Pod {namespace}/{name} logs: {l}"));
+            }
+            Ok(())
+        }
+        Action::Exec {
+            namespace,
+            name,
+            container,
+            command,
+        } => {
+            let router = cluster.api().router_as(klab_apiserver::Identity::admin());
+            let out =
+                crate::kubectl::exec(router, namespace, name, container.as_deref(), command).await;
+            for l in out {
+                rec.action(format!("Pod {namespace}/{name} exec: {l}"));
+            }
+            Ok(())
+        }
     }
 }
 

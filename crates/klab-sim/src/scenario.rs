@@ -127,6 +127,21 @@ pub enum Action {
     Apply {
         manifests: Vec<Manifest>,
     },
+    /// `kubectl logs POD [-c CONTAINER] [--tail=N]`: its output or error lines go into the trace.
+    Logs {
+        namespace: String,
+        name: String,
+        container: Option<String>,
+        tail: Option<i64>,
+    },
+    /// `kubectl exec POD [-c CONTAINER] -- COMMAND…` (over WebSocket `v5.channel.k8s.io`, as
+    /// kubectl ≥ 1.30): its output or error lines go into the trace.
+    Exec {
+        namespace: String,
+        name: String,
+        container: Option<String>,
+        command: Vec<String>,
+    },
 }
 
 impl Action {
@@ -205,6 +220,46 @@ impl Action {
             Action::Apply { manifests } => {
                 let names: Vec<String> = manifests.iter().map(|m| m.display()).collect();
                 format!("kubectl create {}", names.join(" "))
+            }
+            Action::Logs {
+                namespace,
+                name,
+                container,
+                tail,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} kubectl logs");
+                if let Some(c) = container {
+                    s.push_str(&format!(" -c {c}"));
+                }
+                if let Some(t) = tail {
+                    s.push_str(&format!(" --tail={t}"));
+                }
+                s
+            }
+            Action::Exec {
+                namespace,
+                name,
+                container,
+                command,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} kubectl exec");
+                if let Some(c) = container {
+                    s.push_str(&format!(" -c {c}"));
+                }
+                // Arguments quoted as a shell user would type them.
+                let args: Vec<String> = command
+                    .iter()
+                    .map(|a| {
+                        if a.is_empty()
+                            || a.contains(|c: char| c.is_whitespace() || "'\";&|$<>".contains(c))
+                        {
+                            format!("'{}'", a.replace('\'', "'\\''"))
+                        } else {
+                            a.clone()
+                        }
+                    })
+                    .collect();
+                format!("{s} -- {}", args.join(" "))
             }
         }
     }
@@ -399,6 +454,8 @@ const API_ACTIONS: &[&str] = &[
     "scale",
     "patch",
     "apply",
+    "logs",
+    "exec",
 ];
 
 // ---- raw (as written) form -------------------------------------------------------------------
@@ -480,6 +537,10 @@ struct RawStep {
     disable_eviction: bool,
     timeout: Option<Spanned<String>>,
     skip_wait_for_delete_timeout: Option<u64>,
+    container: Option<String>,
+    tail: Option<i64>,
+    #[serde(default)]
+    command: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -969,6 +1030,34 @@ impl Cx {
                         namespace,
                         name,
                         replicas,
+                    }
+                }
+                "logs" | "exec" => {
+                    let pod = s.pod.as_deref().ok_or_else(|| {
+                        self.at(line, format!("{kind} needs `pod: [namespace/]name`"))
+                    })?;
+                    let (namespace, name) = split_ns(pod, s.namespace.as_deref());
+                    if kind == "logs" {
+                        Action::Logs {
+                            namespace,
+                            name,
+                            container: s.container.clone(),
+                            tail: s.tail,
+                        }
+                    } else {
+                        if s.command.is_empty() {
+                            // kubectl's own check, before any request.
+                            return Err(self.at(
+                                line,
+                                "exec needs `command` (you must specify at least one command for the container)".into(),
+                            ));
+                        }
+                        Action::Exec {
+                            namespace,
+                            name,
+                            container: s.container.clone(),
+                            command: s.command.clone(),
+                        }
                     }
                 }
                 "apply" => {

@@ -8,6 +8,7 @@ mod hardening_live;
 mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
+mod logs_exec_live;
 mod seed000_live;
 mod services_live;
 mod tidy;
