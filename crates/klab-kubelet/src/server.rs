@@ -403,7 +403,10 @@ async fn container_logs(
     }
     let head = budget.take(head);
     if !opts.follow || ended.is_some() || budget.spent() {
-        return text(StatusCode::OK, head);
+        return Response::builder()
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(Body::from(head))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
     }
     let follower = Follower {
         endpoint: s.endpoint.clone(),
@@ -616,7 +619,7 @@ impl Follower {
         }
     }
 
-    async fn next_chunk(&mut self) -> Option<String> {
+    async fn next_chunk(&mut self) -> Option<bytes::Bytes> {
         if self.budget.spent() {
             return None;
         }
