@@ -376,17 +376,16 @@ impl Budget {
         Budget(limit)
     }
 
-    /// The part of `chunk` still within the budget.
-    pub fn take(&mut self, chunk: String) -> String {
-        match &mut self.0 {
-            None => chunk,
-            Some(left) => {
-                let n = (*left).min(chunk.len() as u64) as usize;
-                *left -= n as u64;
-                let bytes = chunk.into_bytes();
-                String::from_utf8_lossy(&bytes[..n]).into_owned()
-            }
+    /// The part of `chunk` still within the budget (cut at a byte, as the kubelet does, even
+    /// inside a UTF-8 sequence).
+    pub fn take(&mut self, chunk: String) -> bytes::Bytes {
+        let mut b = chunk.into_bytes();
+        if let Some(left) = &mut self.0 {
+            let n = (*left).min(b.len() as u64) as usize;
+            *left -= n as u64;
+            b.truncate(n);
         }
+        bytes::Bytes::from(b)
     }
 
     pub fn spent(&self) -> bool {
@@ -518,5 +517,7 @@ mod tests {
         assert_eq!(b.take("hello\n".into()), "hello");
         assert!(b.spent());
         assert_eq!(b.take("more\n".into()), "");
+        let mut b = Budget::new(Some(2));
+        assert_eq!(b.take("é!".into()).len(), 2);
     }
 }

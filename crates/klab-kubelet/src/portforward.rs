@@ -5,8 +5,8 @@
 //! `requestid`, with the container `port`). Nothing listens in a simulated container, so every
 //! port answers like a minimal HTTP server: it reads one request and answers it, then closes
 //! (nginx images serve nginx's default page; other images a short text naming the pod and
-//! port). kubectl ≥ 1.31 first tries its WebSocket tunnel; the kubelet refuses that upgrade,
-//! and kubectl falls back to SPDY as it does with older servers.
+//! port). kubectl ≥ 1.31 tunnels the same SPDY session through a WebSocket
+//! (`SPDY/3.1+portforward.k8s.io`, see [`crate::spdy::tunnel`]).
 
 use std::collections::BTreeMap;
 

@@ -403,7 +403,10 @@ async fn container_logs(
     }
     let head = budget.take(head);
     if !opts.follow || ended.is_some() || budget.spent() {
-        return text(StatusCode::OK, head);
+        return Response::builder()
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(Body::from(head))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
     }
     let follower = Follower {
         endpoint: s.endpoint.clone(),
@@ -487,14 +490,33 @@ async fn port_forward(
             format!("pod not found ({pod_name:?})"),
         );
     }
-    if header_has(&req, "upgrade", "websocket") {
-        // No WebSocket tunnel here: kubectl falls back to SPDY on a refused upgrade.
-        return text(
-            StatusCode::BAD_REQUEST,
-            "websocket port-forward is not supported, use SPDY".into(),
-        );
-    }
     let cut = s.endpoint.cut();
+    if header_has(&req, "upgrade", "websocket") {
+        // kubectl ≥ 1.31 tunnels the SPDY session through a WebSocket (binary messages carry
+        // the SPDY byte stream); a refused upgrade makes it fall back to plain SPDY.
+        use axum::extract::FromRequest;
+        let ws = match axum::extract::ws::WebSocketUpgrade::from_request(req, &()).await {
+            Ok(ws) => ws.protocols([crate::spdy::TUNNEL_PROTOCOL]),
+            Err(rejection) => return rejection.into_response(),
+        };
+        if ws.selected_protocol().is_none() {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "unable to upgrade: expected protocol {}",
+                    crate::spdy::TUNNEL_PROTOCOL
+                ),
+            );
+        }
+        return ws.on_upgrade(move |socket| async move {
+            let io = crate::spdy::tunnel(socket);
+            tokio::select! {
+                biased;
+                _ = cut => {}
+                _ = crate::portforward::session(crate::spdy::session(io), target) => {}
+            }
+        });
+    }
     crate::spdy::upgrade(req, "portforward.k8s.io", cut, move |session| {
         crate::portforward::session(session, target)
     })
@@ -597,7 +619,7 @@ impl Follower {
         }
     }
 
-    async fn next_chunk(&mut self) -> Option<String> {
+    async fn next_chunk(&mut self) -> Option<bytes::Bytes> {
         if self.budget.spent() {
             return None;
         }

@@ -395,6 +395,47 @@ where
     }
 }
 
+/// The WebSocket subprotocol of kubectl's port-forward tunnel.
+pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+
+/// A byte stream over a WebSocket whose binary messages carry it (kubectl's
+/// `TunnelingConnection`): the SPDY session reads and writes the returned end.
+pub fn tunnel(ws: axum::extract::ws::WebSocket) -> tokio::io::DuplexStream {
+    use axum::extract::ws::Message;
+    use futures::{SinkExt, StreamExt};
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (mut rd, mut wr) = tokio::io::split(ours);
+    let (mut sink, mut stream) = ws.split();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            tokio::select! {
+                biased;
+                n = rd.read(&mut buf) => match n {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let msg = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
+                        if sink.send(msg).await.is_err() {
+                            break;
+                        }
+                    }
+                },
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Binary(b))) => {
+                        if wr.write_all(&b).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                    Some(Ok(_)) => {}
+                },
+            }
+        }
+        let _ = sink.send(Message::Close(None)).await;
+    });
+    theirs
+}
+
 /// Values of a possibly repeated, comma-separated request header.
 pub fn header_values(headers: &http::HeaderMap, name: &str) -> Vec<String> {
     headers
