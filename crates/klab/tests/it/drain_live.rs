@@ -93,7 +93,10 @@ fn drain_waits_for_the_disruption_budget_with_real_kubectl() {
             .map(|(n, _, _, _)| n.clone())
             .collect();
 
-        let out = k.kubectl(minor, &["drain", node, "--ignore-daemonsets", "--timeout=60s"]);
+        let out = k.kubectl(
+            minor,
+            &["drain", node, "--ignore-daemonsets", "--timeout=60s"],
+        );
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "1.{minor}: {stdout}\n{stderr}");
@@ -137,8 +140,7 @@ fn drain_waits_for_the_disruption_budget_with_real_kubectl() {
         k.wait_for("3 pods Ready on the other node", bound, || {
             let p = pods(&k, &ns);
             (p.len() == 3
-                && p
-                    .iter()
+                && p.iter()
                     .all(|(_, r, s, n)| r == "1/1" && s == "Running" && n != node))
             .then_some(())
         });
