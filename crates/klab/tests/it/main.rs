@@ -8,5 +8,6 @@ mod hardening_live;
 mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
+mod node_lifecycle_live;
 mod seed000_live;
 mod tidy;
