@@ -374,6 +374,7 @@ mod tests {
                 "apis/coordination.k8s.io/v1",
                 "apis/events.k8s.io/v1",
                 "apis/policy/v1",
+                "apis/scheduling.k8s.io/v1",
                 "apis/storage.k8s.io/v1"
             ]
         );

@@ -1585,7 +1585,76 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("batch", "Job") => validate_job(obj, errs),
         ("coordination.k8s.io", "Lease") => validate_lease(obj, errs),
         ("policy", "PodDisruptionBudget") => validate_pdb(obj, errs),
+        ("scheduling.k8s.io", "PriorityClass") => validate_priority_class(obj, errs),
         _ => {}
+    }
+}
+
+/// The values upstream's `HighestUserDefinablePriority` and system classes fix.
+pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
+/// The built-in system PriorityClasses: (name, value, description). Their `globalDefault` is false.
+pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// `ValidatePriorityClass`: names with the reserved `system-` prefix must be one of the built-in
+/// classes exactly (value and globalDefault); any other class may not go above
+/// `HighestUserDefinablePriority`; the preemption policy is one of the two known.
+fn validate_priority_class(obj: &Value, errs: &mut Errs) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let value = obj.get("value").and_then(Value::as_i64).unwrap_or(0);
+    let global_default = obj
+        .get("globalDefault")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if name.starts_with("system-") {
+        let known = SYSTEM_PRIORITY_CLASSES.iter().find(|(n, _, _)| *n == name);
+        let problem = match known {
+            None => Some(format!("{name} is not a known system priority class")),
+            Some((n, v, _)) if *v != value => {
+                Some(format!("value of {n} PriorityClass must be {v}"))
+            }
+            Some((n, _, _)) if global_default => {
+                Some(format!("globalDefault of {n} PriorityClass must be false"))
+            }
+            Some(_) => None,
+        };
+        if let Some(p) = problem {
+            errs.push(FieldError::forbidden(
+                "metadata.name",
+                format!(
+                    "priority class names with 'system-' prefix are reserved for system use only. error: {p}"
+                ),
+            ));
+        }
+    } else if value > HIGHEST_USER_DEFINABLE_PRIORITY {
+        errs.push(FieldError::forbidden(
+            "value",
+            format!(
+                "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+            ),
+        ));
+    }
+    if let Some(p) = obj.get("preemptionPolicy")
+        && !matches!(p.as_str(), Some("Never" | "PreemptLowerPriority"))
+    {
+        errs.push(FieldError::not_supported(
+            "preemptionPolicy",
+            p.clone(),
+            &["Never", "PreemptLowerPriority"],
+        ));
     }
 }
 
@@ -1809,6 +1878,20 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
     kind_rules(ri, obj, &mut errs);
     match (ri.group, ri.kind) {
         ("", "Pod") => validate_pod_update(obj, old, &mut errs),
+        ("scheduling.k8s.io", "PriorityClass") => {
+            if obj.get("value") != old.get("value") {
+                errs.push(FieldError::forbidden(
+                    "value",
+                    "may not be changed in an update.",
+                ));
+            }
+            field_immutable(
+                &mut errs,
+                "preemptionPolicy",
+                obj.get("preemptionPolicy"),
+                old.get("preemptionPolicy"),
+            );
+        }
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => field_immutable(
             &mut errs,
             "spec.selector",
