@@ -9,5 +9,6 @@ mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod node_lifecycle_live;
+mod priority_live;
 mod seed000_live;
 mod tidy;
