@@ -718,6 +718,51 @@ mod tests {
         .await;
     }
 
+    /// Spec §11: pods force-deleted while the kubelet was down (by pod GC after a Node delete, or
+    /// by hand) leave containers behind on the machine; the kubelet that starts on rejoin finds
+    /// no pod for them and kills them.
+    #[tokio::test(start_paused = true)]
+    async fn rejoin_kills_containers_of_pods_that_no_longer_exist() {
+        use k8s_openapi::api::core::v1::Pod;
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(5),
+            config,
+        )
+        .await
+        .unwrap();
+        let pods: Api<Pod> = Api::namespaced(cluster.admin_client(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+        let running = |c: &Cluster| c.node_state("n1").unwrap().running_containers;
+        wait_for("web running", async || {
+            running(&cluster) == ["default/web/c"]
+        })
+        .await;
+
+        cluster
+            .apply_fault("n1", NodeFault::StopKubelet)
+            .await
+            .unwrap();
+        pods.delete("web", &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(running(&cluster), ["default/web/c"], "nobody stops it");
+
+        cluster.rejoin_node("n1").unwrap();
+        wait_for("orphan killed", async || running(&cluster).is_empty()).await;
+    }
+
     #[test]
     fn machine_addresses_stay_valid() {
         assert_eq!(node_ip(0), "10.0.0.10");
