@@ -1995,6 +1995,25 @@ async fn priority_classes_and_the_priority_admission_plugin() {
     assert_eq!(spec.priority, Some(100));
     assert_eq!(spec.preemption_policy.as_deref(), Some("Never"));
 
+    // The system classes cannot be deleted by name; others can.
+    let e = api_err(
+        pcs.delete("system-node-critical", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted"
+        )
+    );
+    pcs.create(&pp, &pc(json!({"metadata": {"name": "gone"}, "value": 1})))
+        .await
+        .unwrap();
+    pcs.delete("gone", &DeleteParams::default()).await.unwrap();
+    assert!(pcs.get_opt("gone").await.unwrap().is_none());
+
     // A pod update that leaves the priority out keeps it.
     let mut cur = pods.get("important").await.unwrap();
     let s = cur.spec.as_mut().unwrap();

@@ -1306,6 +1306,18 @@ pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let t = &ctx.target;
     let ri = t.ri;
     let name = t.name.as_deref().unwrap_or("");
+    // Upstream's PriorityClass REST refuses to delete the system classes by name (a delete of
+    // the collection goes through the plain store and is not refused).
+    if is_priority_classes(ri)
+        && crate::validation::SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|(n, _, _)| *n == name)
+    {
+        return Err(ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: this is a system priority class and cannot be deleted",
+            ri.qualified_plural()
+        )));
+    }
     let result = delete_object(&ctx.inner, ri, t.namespace.as_deref(), name, &opts).await?;
     // Pods return the deleted object; other kinds a Status once removed, the object while marked.
     let returns_object = ri.group.is_empty() && matches!(ri.plural, "pods" | "services");
