@@ -161,7 +161,8 @@ impl Cluster {
             tasks,
         };
         for spec in cluster.config.nodes.clone() {
-            cluster.build_node(&spec)?;
+            let node = cluster.build_node(&spec)?;
+            cluster.nodes().insert(spec.name.clone(), node);
         }
         Ok(cluster)
     }
@@ -187,11 +188,15 @@ impl Cluster {
                 reason: errs.join("; "),
             });
         }
-        if self.nodes().contains_key(&spec.name) {
+        // Checked and inserted under one lock: two adds of one name cannot both succeed.
+        let mut nodes = self.nodes();
+        if nodes.contains_key(&spec.name) {
             return Err(ClusterError::NodeExists(spec.name.clone()));
         }
-        self.build_node(spec)?;
-        self.node_state(&spec.name)
+        let node = self.build_node(spec)?;
+        let state = node.lock().unwrap_or_else(|p| p.into_inner()).state();
+        nodes.insert(spec.name.clone(), node);
+        Ok(state)
     }
 
     /// A machine taken out of the cluster for good (`klab node remove`): it powers off and its
@@ -244,8 +249,8 @@ impl Cluster {
         Ok(n.state())
     }
 
-    /// Builds one simulated node (machine + kubelet) and starts its kubelet.
-    fn build_node(&self, spec: &NodeSpec) -> Result<(), ClusterError> {
+    /// Builds one simulated node (machine + kubelet) and starts its kubelet; the caller files it.
+    fn build_node(&self, spec: &NodeSpec) -> Result<Arc<Mutex<SimNode>>, ClusterError> {
         let index = self.machines_built.fetch_add(1, Ordering::Relaxed);
         let invalid = |reason: String| ClusterError::InvalidNode {
             node: spec.name.clone(),
@@ -279,9 +284,7 @@ impl Cluster {
             node.restore_machine(m.clone());
         }
         node.start();
-        self.nodes()
-            .insert(spec.name.clone(), Arc::new(Mutex::new(node)));
-        Ok(())
+        Ok(Arc::new(Mutex::new(node)))
     }
 
     /// The supervision registry: every component's failures and restarts.
