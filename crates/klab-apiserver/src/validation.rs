@@ -998,6 +998,18 @@ fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errs) {
             ));
         }
     }
+    // `ValidatePriorityClassName`: a class name is an object name (templates are checked here;
+    // a pod's is resolved by admission first).
+    let class = s_or_empty(spec, "priorityClassName");
+    if !class.is_empty() {
+        for msg in is_dns1123_subdomain(class) {
+            errs.push(FieldError::invalid(
+                format!("{path}.priorityClassName"),
+                jstr(class),
+                msg,
+            ));
+        }
+    }
     errs.extend(validate_labels(
         spec.get("nodeSelector"),
         &format!("{path}.nodeSelector"),
@@ -2045,6 +2057,26 @@ mod tests {
         let pods = ri("v1", "Pod");
         type Mutation = Box<dyn Fn(&mut Value)>;
         let cases: Vec<(&str, &ResourceInfo, Value, Mutation, Vec<&str>)> = vec![
+            (
+                "template priority class name",
+                ri("apps/v1", "Deployment"),
+                deployment(),
+                Box::new(|d| {
+                    d["spec"]["template"]["spec"]["priorityClassName"] = json!("High_Prio");
+                }),
+                vec![
+                    "spec.template.spec.priorityClassName: Invalid value: \"High_Prio\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                ],
+            ),
+            (
+                "priority class in the reserved prefix",
+                ri("scheduling.k8s.io/v1", "PriorityClass"),
+                json!({"metadata": {"name": "system-cluster-critical"}, "value": 2_000_000_000, "globalDefault": true}),
+                Box::new(|_| {}),
+                vec![
+                    "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: globalDefault of system-cluster-critical PriorityClass must be false",
+                ],
+            ),
             (
                 "uppercase name",
                 pods,
