@@ -200,9 +200,10 @@ impl Cluster {
     }
 
     /// A machine taken out of the cluster for good (`klab node remove`): it powers off and its
-    /// Node object is deleted, which is what a cloud provider's node-lifecycle controller does
-    /// once the instance is gone. Upstream's controller deletes it only after the node stopped
-    /// being Ready; klab deletes it at once, since the machine is known to be gone.
+    /// Node object is deleted with upstream's `DeletingNode` event, which is what a cloud
+    /// provider's node-lifecycle controller does once the instance is gone. Upstream's
+    /// controller only looks at nodes that are no longer Ready (so it acts some 40–55 s after the
+    /// power-off); klab deletes at once, since the machine is known to be gone.
     pub async fn remove_node(&self, name: &str) -> Result<(), ClusterError> {
         let cell = self
             .nodes()
@@ -215,8 +216,30 @@ impl Cluster {
             }
         }
         drop(cell);
-        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> =
-            kube::Api::all(self.client(service_account("cloud-node-lifecycle-controller")));
+        let client = self.client(service_account("cloud-node-lifecycle-controller"));
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        if let Ok(Some(node)) = nodes.get_opt(name).await {
+            // Upstream's reference carries kind, name and UID only.
+            let regarding = k8s_openapi::api::core::v1::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(name.to_string()),
+                uid: node.metadata.uid.clone(),
+                ..Default::default()
+            };
+            klab_controllers::events::EventRecorder::new(
+                client,
+                self.clock.clone(),
+                self.rng.clone(),
+                "cloud-node-lifecycle-controller",
+            )
+            .record(
+                &regarding,
+                "Normal",
+                "DeletingNode",
+                format!("Deleting node {name} because it does not exist in the cloud provider"),
+            )
+            .await;
+        }
         match nodes.delete(name, &Default::default()).await {
             Ok(_) => Ok(()),
             // Already deleted (by an admin, say): the machine is gone all the same.
@@ -705,6 +728,29 @@ mod tests {
 
         cluster.remove_node("n3").await.unwrap();
         assert!(nodes.get_opt("n3").await.unwrap().is_none());
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(cluster.admin_client(), "default");
+        let deleting: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("DeletingNode"))
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e.source.and_then(|s| s.component).unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                )
+            })
+            .collect();
+        assert_eq!(
+            deleting,
+            [
+                "cloud-node-lifecycle-controller Deleting node n3 because it does not exist in the cloud provider"
+            ]
+        );
         assert_eq!(cluster.node_names(), vec!["n1", "n2"]);
         assert!(matches!(
             cluster.remove_node("n3").await,

@@ -98,6 +98,14 @@ fn delete_node_rejoin_add_and_remove_on_a_live_cluster() {
     let out = k.klab(&["node", "remove", "klab-extra"]);
     assert!(out.starts_with("node/klab-extra: removed"), "{out}");
     assert_eq!(uid(&k, "klab-extra"), None);
+    let events = node_events(&k, "klab-extra");
+    let events: Vec<&str> = events.split_whitespace().collect();
+    assert!(
+        events.join(" ").contains(
+            "DeletingNode Deleting node klab-extra because it does not exist in the cloud provider"
+        ),
+        "{events:?}"
+    );
     assert!(!k.klab(&["node", "list"]).contains("klab-extra"));
     let out = k.kubectl(33, &["get", "nodes", "--no-headers"]);
     let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
