@@ -1,5 +1,7 @@
-//! Mutating admission: DefaultTolerationSeconds (control-plane spec §3). Runs on pod create and
-//! update (not on subresources).
+//! Admission: DefaultTolerationSeconds (control-plane spec §3), on pod create and update, and
+//! the Priority plugin (pod priority resolved from PriorityClasses on create and kept on update;
+//! one global default class). Neither runs on subresources. The decisions here are pure; `crud`
+//! reads the PriorityClasses from the store and turns a refusal into upstream's 403.
 
 use serde_json::{Value, json};
 
@@ -58,9 +60,256 @@ impl DefaultTolerationSeconds {
     }
 }
 
+/// One PriorityClass as the Priority plugin reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorityClassInfo {
+    pub name: String,
+    pub value: i64,
+    pub global_default: bool,
+    pub preemption_policy: Option<String>,
+}
+
+impl PriorityClassInfo {
+    /// Reads a (validated) PriorityClass object.
+    pub fn from_object(obj: &Value) -> PriorityClassInfo {
+        PriorityClassInfo {
+            name: obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            value: obj.get("value").and_then(Value::as_i64).unwrap_or(0),
+            global_default: obj
+                .get("globalDefault")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            preemption_policy: obj
+                .get("preemptionPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+    }
+}
+
+/// The default class (`getDefaultPriorityClass`): of the classes marked `globalDefault`, the one
+/// with the lowest value (more than one can exist after a race); among equal values the first in
+/// name order, so the answer never depends on listing order.
+pub fn default_priority_class(classes: &[PriorityClassInfo]) -> Option<&PriorityClassInfo> {
+    classes
+        .iter()
+        .filter(|c| c.global_default)
+        .min_by_key(|c| (c.value, c.name.clone()))
+}
+
+/// The Priority plugin on pod create (`admitPod`): a named class must exist, and gives the pod
+/// its value and preemption policy; without a name, the default class does (its name is written
+/// into the pod), else priority 0 and `PreemptLowerPriority`. A pod may carry its own `priority`
+/// or `preemptionPolicy` only if they equal what the class gives. `Err` is the reason of
+/// upstream's 403.
+pub fn admit_pod_priority(pod: &mut Value, classes: &[PriorityClassInfo]) -> Result<(), String> {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let named = spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let (priority, policy) = if named.is_empty() {
+        match default_priority_class(classes) {
+            Some(c) => {
+                spec.insert("priorityClassName".into(), json!(c.name));
+                (c.value, c.preemption_policy.clone())
+            }
+            None => (0, Some("PreemptLowerPriority".to_string())),
+        }
+    } else {
+        match classes.iter().find(|c| c.name == named) {
+            Some(c) => (c.value, c.preemption_policy.clone()),
+            None => return Err(format!("no PriorityClass with name {named} was found")),
+        }
+    };
+    if let Some(own) = spec.get("priority").filter(|v| !v.is_null())
+        && own.as_i64() != Some(priority)
+    {
+        return Err(format!(
+            "the integer value of priority ({}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name",
+            own
+        ));
+    }
+    spec.insert("priority".into(), json!(priority));
+    if let Some(policy) = policy {
+        if let Some(own) = spec.get("preemptionPolicy").and_then(Value::as_str)
+            && own != policy
+        {
+            return Err(format!(
+                "the string value of PreemptionPolicy ({own}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+            ));
+        }
+        spec.insert("preemptionPolicy".into(), json!(policy));
+    }
+    Ok(())
+}
+
+/// The Priority plugin on pod update: the priority and preemption policy set at create are kept
+/// when the update leaves them out (validation refuses any other change to them).
+pub fn keep_pod_priority(pod: &mut Value, old: &Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["priority", "preemptionPolicy"] {
+        let unset = spec.get(field).is_none_or(Value::is_null);
+        if unset
+            && let Some(v) = old
+                .pointer(&format!("/spec/{field}"))
+                .filter(|v| !v.is_null())
+        {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+}
+
+/// The Priority plugin on PriorityClass create and update: only one class may be the global
+/// default. `Err` is the reason of upstream's 403.
+pub fn check_global_default(
+    class: &PriorityClassInfo,
+    others: &[PriorityClassInfo],
+    create: bool,
+) -> Result<(), String> {
+    if !class.global_default {
+        return Ok(());
+    }
+    match default_priority_class(others) {
+        Some(d) if create || d.name != class.name => Err(format!(
+            "PriorityClass {} is already marked as default. Only one default can exist",
+            d.name
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pc(name: &str, value: i64, global_default: bool, policy: Option<&str>) -> PriorityClassInfo {
+        PriorityClassInfo {
+            name: name.into(),
+            value,
+            global_default,
+            preemption_policy: policy.map(str::to_string),
+        }
+    }
+
+    fn admit_priority(spec: Value, classes: &[PriorityClassInfo]) -> Result<Value, String> {
+        let mut pod = json!({ "spec": spec });
+        admit_pod_priority(&mut pod, classes).map(|()| pod["spec"].clone())
+    }
+
+    #[test]
+    fn priority_plugin_table() {
+        let high = pc("high", 1000, false, Some("PreemptLowerPriority"));
+        let never = pc("batch", 10, false, Some("Never"));
+        let node_critical = pc(
+            "system-node-critical",
+            2_000_001_000,
+            false,
+            Some("PreemptLowerPriority"),
+        );
+        let classes = [high.clone(), never.clone(), node_critical];
+        // No class, no default: 0 and PreemptLowerPriority, no class name written.
+        let s = admit_priority(json!({}), &classes).unwrap();
+        assert_eq!(
+            s,
+            json!({"priority": 0, "preemptionPolicy": "PreemptLowerPriority"})
+        );
+        // A named class gives its value and policy.
+        let s = admit_priority(json!({"priorityClassName": "batch"}), &classes).unwrap();
+        assert_eq!(s["priority"], 10);
+        assert_eq!(s["preemptionPolicy"], "Never");
+        let s = admit_priority(
+            json!({"priorityClassName": "system-node-critical"}),
+            &classes,
+        )
+        .unwrap();
+        assert_eq!(s["priority"], 2_000_001_000);
+        // Unknown class.
+        assert_eq!(
+            admit_priority(json!({"priorityClassName": "nope"}), &classes).unwrap_err(),
+            "no PriorityClass with name nope was found"
+        );
+        // Own priority: equal is accepted, different refused.
+        assert!(
+            admit_priority(
+                json!({"priorityClassName": "high", "priority": 1000}),
+                &classes
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            admit_priority(json!({"priority": 5}), &classes).unwrap_err(),
+            "the integer value of priority (5) must not be provided in pod spec; priority admission controller computed 0 from the given PriorityClass name"
+        );
+        // Own preemption policy that differs from the class's.
+        assert_eq!(
+            admit_priority(
+                json!({"priorityClassName": "batch", "preemptionPolicy": "PreemptLowerPriority"}),
+                &classes
+            )
+            .unwrap_err(),
+            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; priority admission controller computed Never from the given PriorityClass name"
+        );
+        assert_eq!(
+            admit_priority(json!({"preemptionPolicy": "Never"}), &classes).unwrap_err(),
+            "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+        );
+        // A global default class names itself in the pod; the lowest value wins among several.
+        let d1 = pc("default-low", -10, true, Some("Never"));
+        let d2 = pc("default-high", 50, true, Some("PreemptLowerPriority"));
+        let s = admit_priority(json!({}), &[d2.clone(), high.clone(), d1.clone()]).unwrap();
+        assert_eq!(
+            s,
+            json!({"priorityClassName": "default-low", "priority": -10, "preemptionPolicy": "Never"})
+        );
+        // A class without a policy leaves the pod's alone.
+        let bare = pc("bare", 7, false, None);
+        let s = admit_priority(
+            json!({"priorityClassName": "bare", "preemptionPolicy": "Never"}),
+            &[bare],
+        )
+        .unwrap();
+        assert_eq!(s["priority"], 7);
+        assert_eq!(s["preemptionPolicy"], "Never");
+        // No spec: nothing to do, no panic.
+        let mut odd = json!({"spec": 3});
+        assert!(admit_pod_priority(&mut odd, &classes).is_ok());
+    }
+
+    #[test]
+    fn priority_is_kept_on_update_and_one_default_only() {
+        let old = json!({"spec": {"priority": 1000, "preemptionPolicy": "Never"}});
+        let mut new = json!({"spec": {"containers": []}});
+        keep_pod_priority(&mut new, &old);
+        assert_eq!(new["spec"]["priority"], 1000);
+        assert_eq!(new["spec"]["preemptionPolicy"], "Never");
+        let mut changed = json!({"spec": {"priority": 3}});
+        keep_pod_priority(&mut changed, &old);
+        assert_eq!(
+            changed["spec"]["priority"], 3,
+            "left for validation to refuse"
+        );
+
+        let d = pc("d", 1, true, None);
+        let other = pc("e", 2, true, None);
+        assert_eq!(
+            check_global_default(&other, std::slice::from_ref(&d), true).unwrap_err(),
+            "PriorityClass d is already marked as default. Only one default can exist"
+        );
+        // Updating the default itself is fine; marking another one is not.
+        assert!(check_global_default(&d, std::slice::from_ref(&d), false).is_ok());
+        assert!(check_global_default(&other, std::slice::from_ref(&d), false).is_err());
+        assert!(check_global_default(&pc("x", 1, false, None), &[d], true).is_ok());
+    }
 
     fn admit(tolerations: Value) -> Value {
         let mut pod = json!({"spec": {"containers": [{"name": "c"}], "tolerations": tolerations}});

@@ -1848,3 +1848,260 @@ async fn a_restart_on_the_same_store_keeps_the_kubernetes_service() {
     assert_eq!(k.metadata.uid, uid);
     assert_eq!(k.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.1"));
 }
+
+/// PriorityClasses: the two system classes exist from the start, validation and the Priority
+/// admission plugin answer with upstream's codes and messages, and nothing refused is stored.
+#[tokio::test(start_paused = true)]
+async fn priority_classes_and_the_priority_admission_plugin() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let api = memory_server().await;
+    let c = client(&api);
+    let pcs: Api<PriorityClass> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pc = |v: Value| -> PriorityClass { serde_json::from_value(v).unwrap() };
+    let pp = PostParams::default();
+
+    let system: Vec<(String, i32, Option<String>)> = pcs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name.unwrap(), p.value, p.preemption_policy))
+        .collect();
+    let lower = Some("PreemptLowerPriority".to_string());
+    assert_eq!(
+        system,
+        vec![
+            (
+                "system-cluster-critical".into(),
+                2_000_000_000,
+                lower.clone()
+            ),
+            ("system-node-critical".into(), 2_000_001_000, lower.clone()),
+        ]
+    );
+
+    // Without classes of its own a pod gets 0 and PreemptLowerPriority.
+    let p = pods.create(&pp, &pod("plain")).await.unwrap();
+    let spec = p.spec.unwrap();
+    assert_eq!(
+        (spec.priority, spec.preemption_policy),
+        (Some(0), lower.clone())
+    );
+    assert_eq!(spec.priority_class_name, None);
+
+    // Validation (422) and admission (403), nothing stored.
+    let cases = [
+        (
+            json!({"metadata": {"name": "system-mine"}, "value": 10}),
+            422,
+            "PriorityClass.scheduling.k8s.io \"system-mine\" is invalid: metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class",
+        ),
+        (
+            json!({"metadata": {"name": "huge"}, "value": 1_000_000_001}),
+            422,
+            "PriorityClass.scheduling.k8s.io \"huge\" is invalid: value: Forbidden: maximum allowed value of a user defined priority is 1000000000",
+        ),
+        (
+            json!({"metadata": {"name": "odd"}, "value": 1, "preemptionPolicy": "Sometimes"}),
+            422,
+            "PriorityClass.scheduling.k8s.io \"odd\" is invalid: preemptionPolicy: Unsupported value: \"Sometimes\": supported values: \"Never\", \"PreemptLowerPriority\"",
+        ),
+    ];
+    for (body, code, message) in cases {
+        let e = api_err(pcs.create(&pp, &pc(body.clone())).await.unwrap_err());
+        assert_eq!((e.code, e.message.as_str()), (code, message), "{body}");
+    }
+    let e = api_err(
+        pcs.create(
+            &pp,
+            &pc(json!({"metadata": {"name": "system-node-critical"}, "value": 5})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .ends_with("error: value of system-node-critical PriorityClass must be 2000001000"),
+        "{}",
+        e.message
+    );
+
+    let high = pcs
+        .create(
+            &pp,
+            &pc(json!({"metadata": {"name": "high"}, "value": 1000, "description": "d"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(high.preemption_policy, lower);
+    // The value is immutable.
+    let e = api_err(
+        pcs.patch(
+            "high",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"value": 7})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            422,
+            "PriorityClass.scheduling.k8s.io \"high\" is invalid: value: Forbidden: may not be changed in an update."
+        )
+    );
+
+    // A named class resolves; an unknown one and a pod's own priority are refused.
+    let mut p = pod("important");
+    p.spec.as_mut().unwrap().priority_class_name = Some("high".into());
+    let spec = pods.create(&pp, &p).await.unwrap().spec.unwrap();
+    assert_eq!(spec.priority, Some(1000));
+    let mut p = pod("lost");
+    p.spec.as_mut().unwrap().priority_class_name = Some("nope".into());
+    let e = api_err(pods.create(&pp, &p).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (
+            403,
+            "Forbidden",
+            "pods \"lost\" is forbidden: no PriorityClass with name nope was found"
+        )
+    );
+    let mut p = pod("");
+    p.metadata.name = None;
+    p.metadata.generate_name = Some("web-".into());
+    p.spec.as_mut().unwrap().priority = Some(5);
+    let e = api_err(pods.create(&pp, &p).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "pods \"web-\" is forbidden: the integer value of priority (5) must not be provided in pod spec; priority admission controller computed 0 from the given PriorityClass name"
+    );
+    assert!(pods.get_opt("lost").await.unwrap().is_none());
+
+    // One global default: it names itself in new pods; a second one is refused.
+    pcs.create(
+        &pp,
+        &pc(json!({"metadata": {"name": "standard"}, "value": 100, "globalDefault": true, "preemptionPolicy": "Never"})),
+    )
+    .await
+    .unwrap();
+    let e = api_err(
+        pcs.create(
+            &pp,
+            &pc(json!({"metadata": {"name": "other"}, "value": 1, "globalDefault": true})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "priorityclasses.scheduling.k8s.io \"other\" is forbidden: PriorityClass standard is already marked as default. Only one default can exist"
+        )
+    );
+    assert!(pcs.get_opt("other").await.unwrap().is_none());
+    let e = api_err(
+        pcs.patch(
+            "high",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"globalDefault": true})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+    let spec = pods
+        .create(&pp, &pod("defaulted"))
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(spec.priority_class_name.as_deref(), Some("standard"));
+    assert_eq!(spec.priority, Some(100));
+    assert_eq!(spec.preemption_policy.as_deref(), Some("Never"));
+
+    // The system classes cannot be deleted by name; others can.
+    let e = api_err(
+        pcs.delete("system-node-critical", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted"
+        )
+    );
+    pcs.create(&pp, &pc(json!({"metadata": {"name": "gone"}, "value": 1})))
+        .await
+        .unwrap();
+    pcs.delete("gone", &DeleteParams::default()).await.unwrap();
+    assert!(pcs.get_opt("gone").await.unwrap().is_none());
+
+    // A pod update that leaves the priority out keeps it.
+    let mut cur = pods.get("important").await.unwrap();
+    let s = cur.spec.as_mut().unwrap();
+    s.priority = None;
+    s.preemption_policy = None;
+    cur.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    let updated = pods.replace("important", &pp, &cur).await.unwrap();
+    assert_eq!(updated.spec.unwrap().priority, Some(1000));
+
+    // The Table kubectl prints: NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY.
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .uri("/apis/scheduling.k8s.io/v1/priorityclasses")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = api.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    let cols: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cols,
+        ["Name", "Value", "Global-Default", "Age", "PreemptionPolicy"]
+    );
+    let rows: Vec<Value> = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let c = &r["cells"];
+            json!([c[0], c[1], c[2], c[4]])
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            json!(["high", 1000, false, "PreemptLowerPriority"]),
+            json!(["standard", 100, true, "Never"]),
+            json!([
+                "system-cluster-critical",
+                2_000_000_000,
+                false,
+                "PreemptLowerPriority"
+            ]),
+            json!([
+                "system-node-critical",
+                2_000_001_000,
+                false,
+                "PreemptLowerPriority"
+            ]),
+        ]
+    );
+}

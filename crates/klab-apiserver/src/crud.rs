@@ -502,6 +502,60 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
 // Create
 
 /// Checks that the namespace of a namespaced write exists and is not terminating.
+fn is_pods(ri: &ResourceInfo) -> bool {
+    ri.group.is_empty() && ri.plural == "pods"
+}
+
+fn is_priority_classes(ri: &ResourceInfo) -> bool {
+    ri.group == "scheduling.k8s.io" && ri.plural == "priorityclasses"
+}
+
+/// Every PriorityClass, as the Priority admission plugin reads them (upstream reads an informer;
+/// klab reads the store, so a class is usable as soon as its create is acknowledged).
+async fn priority_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::PriorityClassInfo>> {
+    let pcri = registry::lookup("scheduling.k8s.io", "v1", "priorityclasses").expect("served");
+    let res = inner
+        .store
+        .list(&pcri.key_prefix(), ListOptions::default())
+        .await?;
+    res.kvs
+        .iter()
+        .map(|kv| decode_kv(pcri, kv).map(|o| crate::admission::PriorityClassInfo::from_object(&o)))
+        .collect()
+}
+
+/// The Priority plugin's check on PriorityClass writes: one global default at most.
+async fn check_one_default(
+    inner: &Inner,
+    ri: &ResourceInfo,
+    obj: &Value,
+    create: bool,
+) -> ApiResult<()> {
+    let class = crate::admission::PriorityClassInfo::from_object(obj);
+    if !class.global_default {
+        return Ok(());
+    }
+    let others = priority_classes(inner).await?;
+    crate::admission::check_global_default(&class, &others, create)
+        .map_err(|reason| admission_forbidden(ri, obj, &reason))
+}
+
+/// Upstream's `admission.NewForbidden`: the object is named by its name, else its generateName
+/// (admission runs before a name is generated), else "Unknown".
+fn admission_forbidden(ri: &ResourceInfo, obj: &Value, reason: &str) -> ApiError {
+    let name = [
+        object::name(obj),
+        object::meta_str(obj, "generateName").unwrap_or(""),
+    ]
+    .into_iter()
+    .find(|n| !n.is_empty())
+    .unwrap_or("Unknown");
+    ApiError::forbidden(format!(
+        "{} \"{name}\" is forbidden: {reason}",
+        ri.qualified_plural()
+    ))
+}
+
 async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str) -> ApiResult<()> {
     let nsri = registry::lookup("", "v1", "namespaces").expect("served");
     let Some(kv) = inner.store.get(&nsri.key(None, ns)).await? else {
@@ -645,6 +699,11 @@ pub(crate) async fn create_object(
     } else {
         None
     };
+    if is_pods(ri) {
+        let classes = priority_classes(inner).await?;
+        crate::admission::admit_pod_priority(&mut obj, &classes)
+            .map_err(|reason| admission_forbidden(ri, &obj, &reason))?;
+    }
     // generateName: the suffix is drawn per attempt; a clash retries with a new one.
     for attempt in 0..8 {
         if explicit_name.is_empty() {
@@ -654,6 +713,9 @@ pub(crate) async fn create_object(
         let name = object::name(&obj).to_string();
         crate::validation::validate_create(ri, &obj)
             .map_err(|errs| validation_error(ri, &name, errs))?;
+        if is_priority_classes(ri) {
+            check_one_default(inner, ri, &obj, true).await?;
+        }
         if dry_run {
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
@@ -892,7 +954,8 @@ where
         }
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);
-        if scope == WriteScope::Main && ri.plural == "pods" && ri.group.is_empty() {
+        if scope == WriteScope::Main && is_pods(ri) {
+            crate::admission::keep_pod_priority(&mut next, &current);
             inner.config.default_toleration_seconds.admit_pod(&mut next);
         }
         crate::validation::validate_update(ri, &next, &current)
@@ -901,6 +964,9 @@ where
             let in_use = services_in_use(inner, Some((namespace.unwrap_or(""), name))).await?;
             crate::services::allocate(&mut next, Some(&current), &in_use, &inner.rng)
                 .map_err(|errs| validation_error(ri, name, errs))?;
+        }
+        if is_priority_classes(ri) {
+            check_one_default(inner, ri, &next, false).await?;
         }
         if object::same_ignoring_rv(&next, &current) {
             return Ok(WriteOutcome::Stored(current));
@@ -1284,6 +1350,18 @@ pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let t = &ctx.target;
     let ri = t.ri;
     let name = t.name.as_deref().unwrap_or("");
+    // Upstream's PriorityClass REST refuses to delete the system classes by name (a delete of
+    // the collection goes through the plain store and is not refused).
+    if is_priority_classes(ri)
+        && crate::validation::SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|(n, _, _)| *n == name)
+    {
+        return Err(ApiError::forbidden(format!(
+            "{} \"{name}\" is forbidden: this is a system priority class and cannot be deleted",
+            ri.qualified_plural()
+        )));
+    }
     let result = delete_object(&ctx.inner, ri, t.namespace.as_deref(), name, &opts).await?;
     // Pods return the deleted object; other kinds a Status once removed, the object while marked.
     let returns_object = ri.group.is_empty() && matches!(ri.plural, "pods" | "services");

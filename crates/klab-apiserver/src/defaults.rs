@@ -189,21 +189,8 @@ fn default_pod(obj: &mut Map<String, Value>) {
         .cloned()
         .unwrap_or(json!("default"));
     default_str(spec, "serviceAccount", sa.as_str().unwrap_or("default"));
-    // The Priority admission plugin: no class (and no global default class) means 0; the two
-    // built-in system classes resolve to their values (the kubelet's shutdown and eviction
-    // ordering reads `spec.priority`). Other class names are left for admission to resolve.
-    let class = spec
-        .get("priorityClassName")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    match class.as_str() {
-        "" => default_field(spec, "priority", json!(0)),
-        "system-node-critical" => default_field(spec, "priority", json!(2_000_001_000)),
-        "system-cluster-critical" => default_field(spec, "priority", json!(2_000_000_000)),
-        _ => {}
-    }
-    default_str(spec, "preemptionPolicy", "PreemptLowerPriority");
+    // `spec.priority` and `spec.preemptionPolicy` are not defaults: the Priority admission
+    // plugin resolves them from the PriorityClasses on create (`admission::Priority`).
     let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
     for list in ["containers", "initContainers"] {
         for_each_obj_in(spec, list, |c| {
@@ -601,6 +588,10 @@ pub fn default_object(ri: &ResourceInfo, obj: &mut Value) {
         ("", "Pod") => default_pod(m),
         ("", "Namespace") => default_namespace(m),
         ("", "Node") => default_node(m),
+        // `SetDefaults_PriorityClass`.
+        ("scheduling.k8s.io", "PriorityClass") => {
+            default_str(m, "preemptionPolicy", "PreemptLowerPriority")
+        }
         ("", "Secret") => {
             merge_string_data(m);
             default_str(m, "type", "Opaque");
@@ -714,10 +705,11 @@ mod tests {
                                 "terminationMessagePolicy": "File", "resources": {}}],
                 "dnsPolicy": "ClusterFirst", "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
                 "schedulerName": "default-scheduler", "securityContext": {}, "enableServiceLinks": true,
-                "serviceAccountName": "default", "serviceAccount": "default", "priority": 0,
-                "preemptionPolicy": "PreemptLowerPriority"
+                "serviceAccountName": "default", "serviceAccount": "default"
             }
         });
+        // (Upstream's stored pod also has `priority: 0` and `preemptionPolicy:
+        // PreemptLowerPriority`: the Priority admission plugin's, tested in `admission`.)
         assert_eq!(got, want);
         // Idempotent: defaulting a defaulted object changes nothing.
         assert_eq!(defaulted(ri("v1", "Pod"), got.clone()), got);
@@ -742,11 +734,14 @@ mod tests {
         assert_eq!(spec["serviceAccountName"], "robot");
         assert_eq!(spec["serviceAccount"], "robot");
         assert_eq!(spec["enableServiceLinks"], false);
-        let critical = defaulted(
-            ri("v1", "Pod"),
-            json!({"spec": {"priorityClassName": "system-cluster-critical", "containers": []}}),
+        // Priority is admission's (it reads the PriorityClasses), not a default.
+        assert_eq!(spec.get("priority"), None);
+        assert_eq!(spec.get("preemptionPolicy"), None);
+        let pc = defaulted(
+            ri("scheduling.k8s.io/v1", "PriorityClass"),
+            json!({"metadata": {"name": "high"}, "value": 1000}),
         );
-        assert_eq!(critical["spec"]["priority"], 2_000_000_000);
+        assert_eq!(pc["preemptionPolicy"], "PreemptLowerPriority");
         let c = &spec["containers"][0];
         assert_eq!(c["imagePullPolicy"], "Never");
         assert_eq!(

@@ -923,6 +923,7 @@ mod tests {
         );
         assert_eq!(hash("apps", "deployments"), "8aSe+NMegvE=");
         assert_eq!(hash("coordination.k8s.io", "leases"), "gqkMMb/YqFM=");
+        assert_eq!(hash("scheduling.k8s.io", "priorityclasses"), "1QwjyaZjj3Y=");
         assert_eq!(base64_std(b"ab"), "YWI=");
         assert_eq!(base64_std(b"a"), "YQ==");
         let empty = sha256(b"");
@@ -1205,6 +1206,7 @@ mod tests {
                     "discovery.k8s.io",
                     "events.k8s.io",
                     "policy",
+                    "scheduling.k8s.io",
                     "storage.k8s.io"
                 ]
             );
@@ -1313,7 +1315,7 @@ mod tests {
         assert!(ok, "{err}");
         assert_eq!(
             out,
-            "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\npolicy/v1\nstorage.k8s.io/v1\nv1\n"
+            "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\npolicy/v1\nscheduling.k8s.io/v1\nstorage.k8s.io/v1\nv1\n"
         );
     }
 }

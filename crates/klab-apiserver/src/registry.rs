@@ -376,6 +376,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_generation: true,
     },
     ResourceInfo {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        kind: "PriorityClass",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        namespaced: false,
+        short_names: &["pc"],
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
         group: "storage.k8s.io",
         version: "v1",
         kind: "VolumeAttachment",
@@ -451,6 +463,7 @@ mod tests {
                 "discovery.k8s.io",
                 "events.k8s.io",
                 "policy",
+                "scheduling.k8s.io",
                 "storage.k8s.io"
             ]
         );

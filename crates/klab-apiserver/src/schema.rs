@@ -20,7 +20,9 @@ fn round_trip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, Strin
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
-    use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, policy, storage};
+    use k8s_openapi::api::{
+        apps, batch, coordination, core, discovery, events, policy, scheduling, storage,
+    };
     let out = match (ri.group, ri.kind) {
         ("", "Namespace") => round_trip::<core::v1::Namespace>(obj),
         ("", "Node") => round_trip::<core::v1::Node>(obj),
@@ -45,6 +47,7 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
         ("discovery.k8s.io", "EndpointSlice") => round_trip::<discovery::v1::EndpointSlice>(obj),
         ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),
         ("policy", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
+        ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling::v1::PriorityClass>(obj),
         ("storage.k8s.io", "VolumeAttachment") => round_trip::<storage::v1::VolumeAttachment>(obj),
         _ => Ok(obj.clone()),
     }?;

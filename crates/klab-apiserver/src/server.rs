@@ -80,8 +80,10 @@ pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ApiServer {
-    /// Builds the server over `store` and creates the bootstrap namespaces and the `kubernetes`
-    /// Service when missing.
+    /// Builds the server over `store` and creates what every cluster has when missing: the
+    /// bootstrap namespaces, the two system PriorityClasses (upstream's
+    /// `scheduling/bootstrap-system-priority-classes` post-start hook) and the `kubernetes`
+    /// Service.
     pub async fn new(
         store: DynStorage,
         clock: Clock,
@@ -104,6 +106,17 @@ impl ApiServer {
         for name in BOOTSTRAP_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             match crate::crud::create_object(&api.inner, ns, None, obj, false, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let pc = registry::lookup("scheduling.k8s.io", "v1", "priorityclasses")
+            .expect("priorityclasses are served");
+        for (name, value, description) in crate::validation::SYSTEM_PRIORITY_CLASSES {
+            let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, "description": description});
+            match crate::crud::create_object(&api.inner, pc, None, obj, false, false).await {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),

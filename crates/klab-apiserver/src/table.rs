@@ -344,6 +344,7 @@ enum Printer {
     PersistentVolume,
     PersistentVolumeClaim,
     VolumeAttachment,
+    PriorityClass,
     ConfigMap,
     Secret,
     Service,
@@ -375,6 +376,7 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("", "PersistentVolume") => Printer::PersistentVolume,
         ("", "PersistentVolumeClaim") => Printer::PersistentVolumeClaim,
         ("storage.k8s.io", "VolumeAttachment") => Printer::VolumeAttachment,
+        ("scheduling.k8s.io", "PriorityClass") => Printer::PriorityClass,
         ("", "ConfigMap") => Printer::ConfigMap,
         ("", "Secret") => Printer::Secret,
         ("", "Service") => Printer::Service,
@@ -590,6 +592,13 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             column("Attached", "boolean", "", D_VA_ATTACHED, 0),
             age_col(),
         ],
+        Printer::PriorityClass => vec![
+            name_col(),
+            column("Value", "integer", "", D_PC_VALUE, 0),
+            column("Global-Default", "boolean", "", D_PC_GLOBAL_DEFAULT, 0),
+            age_col(),
+            column("PreemptionPolicy", s, "", D_PC_PREEMPTION, 0),
+        ],
         Printer::ConfigMap => vec![name_col(), column("Data", s, "", D_CM_DATA, 0), age_col()],
         Printer::Secret => {
             vec![
@@ -756,6 +765,14 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
             str_cell(gs(obj, &["spec", "nodeName"])),
             Value::Bool(gb(obj, &["status", "attached"])),
             age(),
+        ],
+        Printer::PriorityClass => vec![
+            name,
+            json!(gi(obj, &["value"])),
+            Value::Bool(gb(obj, &["globalDefault"])),
+            age(),
+            // An unset policy prints as an empty cell (the v1 default makes it rare).
+            str_cell(gs(obj, &["preemptionPolicy"])),
         ],
         Printer::ConfigMap => {
             let n = map_len(get(obj, &["data"])) + map_len(get(obj, &["binaryData"]));
@@ -1771,6 +1788,9 @@ const D_JOB_SUCCEEDED: &str = "The number of pods which reached phase Succeeded.
 const D_JOB_SELECTOR: &str = "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 const D_LEASE_HOLDER: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
 const D_CR_REVISION: &str = "Revision indicates the revision of the state represented by Data.";
+const D_PC_VALUE: &str = "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.";
+const D_PC_GLOBAL_DEFAULT: &str = "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.";
+const D_PC_PREEMPTION: &str = "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.";
 const D_VA_ATTACHER: &str = "attacher indicates the name of the volume driver that MUST handle this request. This is the name returned by GetPluginName().";
 const D_VA_NODE: &str = "nodeName represents the node that the volume should be attached to.";
 const D_VA_PV: &str =

@@ -1024,6 +1024,18 @@ fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errs) {
             ));
         }
     }
+    // `ValidatePriorityClassName`: a class name is an object name (templates are checked here;
+    // a pod's is resolved by admission first).
+    let class = s_or_empty(spec, "priorityClassName");
+    if !class.is_empty() {
+        for msg in is_dns1123_subdomain(class) {
+            errs.push(FieldError::invalid(
+                format!("{path}.priorityClassName"),
+                jstr(class),
+                msg,
+            ));
+        }
+    }
     errs.extend(validate_labels(
         spec.get("nodeSelector"),
         &format!("{path}.nodeSelector"),
@@ -1696,7 +1708,76 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("coordination.k8s.io", "Lease") => validate_lease(obj, errs),
         ("policy", "PodDisruptionBudget") => validate_pdb(obj, errs),
         ("discovery.k8s.io", "EndpointSlice") => validate_endpoint_slice(obj, errs),
+        ("scheduling.k8s.io", "PriorityClass") => validate_priority_class(obj, errs),
         _ => {}
+    }
+}
+
+/// The values upstream's `HighestUserDefinablePriority` and system classes fix.
+pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
+/// The built-in system PriorityClasses: (name, value, description). Their `globalDefault` is false.
+pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// `ValidatePriorityClass`: names with the reserved `system-` prefix must be one of the built-in
+/// classes exactly (value and globalDefault); any other class may not go above
+/// `HighestUserDefinablePriority`; the preemption policy is one of the two known.
+fn validate_priority_class(obj: &Value, errs: &mut Errs) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let value = obj.get("value").and_then(Value::as_i64).unwrap_or(0);
+    let global_default = obj
+        .get("globalDefault")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if name.starts_with("system-") {
+        let known = SYSTEM_PRIORITY_CLASSES.iter().find(|(n, _, _)| *n == name);
+        let problem = match known {
+            None => Some(format!("{name} is not a known system priority class")),
+            Some((n, v, _)) if *v != value => {
+                Some(format!("value of {n} PriorityClass must be {v}"))
+            }
+            Some((n, _, _)) if global_default => {
+                Some(format!("globalDefault of {n} PriorityClass must be false"))
+            }
+            Some(_) => None,
+        };
+        if let Some(p) = problem {
+            errs.push(FieldError::forbidden(
+                "metadata.name",
+                format!(
+                    "priority class names with 'system-' prefix are reserved for system use only. error: {p}"
+                ),
+            ));
+        }
+    } else if value > HIGHEST_USER_DEFINABLE_PRIORITY {
+        errs.push(FieldError::forbidden(
+            "value",
+            format!(
+                "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+            ),
+        ));
+    }
+    if let Some(p) = obj.get("preemptionPolicy")
+        && !matches!(p.as_str(), Some("Never" | "PreemptLowerPriority"))
+    {
+        errs.push(FieldError::not_supported(
+            "preemptionPolicy",
+            p.clone(),
+            &["Never", "PreemptLowerPriority"],
+        ));
     }
 }
 
@@ -1920,6 +2001,20 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
     kind_rules(ri, obj, &mut errs);
     match (ri.group, ri.kind) {
         ("", "Pod") => validate_pod_update(obj, old, &mut errs),
+        ("scheduling.k8s.io", "PriorityClass") => {
+            if obj.get("value") != old.get("value") {
+                errs.push(FieldError::forbidden(
+                    "value",
+                    "may not be changed in an update.",
+                ));
+            }
+            field_immutable(
+                &mut errs,
+                "preemptionPolicy",
+                obj.get("preemptionPolicy"),
+                old.get("preemptionPolicy"),
+            );
+        }
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => field_immutable(
             &mut errs,
             "spec.selector",
@@ -2073,6 +2168,26 @@ mod tests {
         let pods = ri("v1", "Pod");
         type Mutation = Box<dyn Fn(&mut Value)>;
         let cases: Vec<(&str, &ResourceInfo, Value, Mutation, Vec<&str>)> = vec![
+            (
+                "template priority class name",
+                ri("apps/v1", "Deployment"),
+                deployment(),
+                Box::new(|d| {
+                    d["spec"]["template"]["spec"]["priorityClassName"] = json!("High_Prio");
+                }),
+                vec![
+                    "spec.template.spec.priorityClassName: Invalid value: \"High_Prio\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                ],
+            ),
+            (
+                "priority class in the reserved prefix",
+                ri("scheduling.k8s.io/v1", "PriorityClass"),
+                json!({"metadata": {"name": "system-cluster-critical"}, "value": 2_000_000_000, "globalDefault": true}),
+                Box::new(|_| {}),
+                vec![
+                    "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: globalDefault of system-cluster-critical PriorityClass must be false",
+                ],
+            ),
             (
                 "uppercase name",
                 pods,

@@ -2,7 +2,9 @@
 //! supervised components (`klab component …`).
 //!
 //! `GET /klab/v1/nodes` lists the simulated nodes; `POST /klab/v1/nodes/{name}/{fault}` applies a
-//! fault (`stop-kubelet`, `power-off`, …). `GET /klab/v1/components` lists the supervised
+//! fault (`stop-kubelet`, `power-off`, …) or restarts the kubelet so that it registers again
+//! (`rejoin`); `POST /klab/v1/nodes` with `{"name": …, "zone": …}` adds a machine and
+//! `DELETE /klab/v1/nodes/{name}` removes one for good. `GET /klab/v1/components` lists the supervised
 //! components; `POST /klab/v1/components/{name}/panic` makes one panic. Only `system:masters` may call it; errors are
 //! `metav1.Status` bodies like every other API answer.
 
@@ -17,7 +19,7 @@ use serde_json::{Value, json};
 
 use klab_apiserver::Identity;
 
-use crate::{Cluster, ClusterError, FAULT_NAMES, SimNodeState, parse_fault};
+use crate::{Cluster, ClusterError, FAULT_NAMES, NodeSpec, SimNodeState, parse_fault};
 
 fn status(code: u16, reason: &str, message: String) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code});
@@ -78,20 +80,90 @@ async fn fault(
     if let Some(refused) = refuse_unauthorized(&identity) {
         return refused;
     }
-    let Some(f) = parse_fault(&fault) else {
-        return status(
-            400,
-            "BadRequest",
-            format!("unknown fault {fault:?}: one of {}", FAULT_NAMES.join(", ")),
-        );
+    let result = if fault == "rejoin" {
+        c.rejoin_node(&name)
+    } else {
+        let Some(f) = parse_fault(&fault) else {
+            return status(
+                400,
+                "BadRequest",
+                format!(
+                    "unknown fault {fault:?}: one of {}, rejoin",
+                    FAULT_NAMES.join(", ")
+                ),
+            );
+        };
+        c.apply_fault(&name, f).await
     };
-    match c.apply_fault(&name, f).await {
+    match result {
         Ok(s) => Json(state_json(&s)).into_response(),
-        Err(ClusterError::UnknownNode(n)) => {
+        Err(e) => cluster_error(e),
+    }
+}
+
+fn cluster_error(e: ClusterError) -> Response {
+    match e {
+        ClusterError::UnknownNode(n) => {
             status(404, "NotFound", format!("node {n:?} is not a klab node"))
         }
-        Err(ClusterError::Transition(m)) => status(409, "Conflict", m),
-        Err(e) => status(500, "InternalError", e.to_string()),
+        ClusterError::Transition(m) => status(409, "Conflict", m),
+        e @ ClusterError::NodeExists(_) => status(409, "AlreadyExists", e.to_string()),
+        e @ ClusterError::InvalidNode { .. } => status(422, "Invalid", e.to_string()),
+        e => status(500, "InternalError", e.to_string()),
+    }
+}
+
+/// The body of `POST /klab/v1/nodes`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddNode {
+    name: String,
+    zone: Option<String>,
+}
+
+/// `POST /klab/v1/nodes`: a new machine joins the cluster.
+async fn add(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
+    }
+    let req: AddNode = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return status(400, "BadRequest", format!("invalid request body: {e}")),
+    };
+    let mut spec = NodeSpec::new(req.name);
+    if let Some(z) = req.zone {
+        let errs = klab_api::selector::is_valid_label_value(&z);
+        if !errs.is_empty() {
+            return status(
+                422,
+                "Invalid",
+                format!("invalid zone {z:?}: {}", errs.join("; ")),
+            );
+        }
+        spec.zone = Some(z);
+    }
+    match c.add_node(&spec) {
+        Ok(s) => (StatusCode::CREATED, Json(state_json(&s))).into_response(),
+        Err(e) => cluster_error(e),
+    }
+}
+
+/// `DELETE /klab/v1/nodes/{name}`: the machine is powered off for good and its Node deleted.
+async fn remove(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path(name): Path<String>,
+) -> Response {
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
+    }
+    match c.remove_node(&name).await {
+        Ok(()) => Json(json!({"name": name, "removed": true})).into_response(),
+        Err(e) => cluster_error(e),
     }
 }
 
@@ -160,7 +232,8 @@ async fn inject_panic_path(
 /// The admin routes, to be merged in front of the API server's Router.
 pub fn admin_router(cluster: Arc<Cluster>) -> Router {
     Router::new()
-        .route("/klab/v1/nodes", get(list))
+        .route("/klab/v1/nodes", get(list).post(add))
+        .route("/klab/v1/nodes/{name}", axum::routing::delete(remove))
         .route("/klab/v1/nodes/{name}/{fault}", post(fault))
         .route("/klab/v1/components", get(components))
         .route("/klab/v1/components/{*name}", post(inject_panic_path))

@@ -6,7 +6,8 @@
 //! klab wires components together.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use klab_api::supervise::{Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
@@ -81,6 +82,12 @@ pub enum ClusterError {
     InvalidNode { node: String, reason: String },
     #[error("{0}")]
     Transition(String),
+    /// `klab node add` of a name the cluster already has.
+    #[error("node {0:?} is already a klab node")]
+    NodeExists(String),
+    /// An API call the cluster made on the administrator's behalf failed.
+    #[error("{0}")]
+    Request(String),
     #[error("unknown flag --{0}")]
     UnknownFlag(String),
     #[error("invalid value {value:?} for --{flag}: {reason}")]
@@ -97,9 +104,16 @@ pub struct Cluster {
     clock: Clock,
     rng: DetRng,
     config: ClusterConfig,
-    /// The simulated nodes, by name. `SimNode::apply` is synchronous, so a plain mutex is enough
-    /// and is never held across an await.
-    nodes: BTreeMap<String, Mutex<SimNode>>,
+    /// The simulated nodes, by name. Machines join and leave a running cluster (`add_node`,
+    /// `remove_node`), hence the outer lock. `SimNode::apply` is synchronous, so plain mutexes
+    /// are enough and neither is ever held across an await.
+    nodes: Mutex<BTreeMap<String, Arc<Mutex<SimNode>>>>,
+    /// The network from the API server to the kubelets; every machine built joins it (a removed
+    /// machine stays on it, powered off: its address answers nothing).
+    net: Arc<SimNetwork>,
+    /// How many machines were ever built: a machine's address comes from it, so a machine added
+    /// after one was removed never reuses that one's node IP or pod CIDR.
+    machines_built: AtomicUsize,
     controller_metrics: ControllerMetrics,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -144,34 +158,133 @@ impl Cluster {
                 async move { run.await.map_err(|e| e.to_string()) }
             },
         )));
-        let mut cluster = Cluster {
+        let cluster = Cluster {
             api,
             clock,
             rng,
             config,
-            nodes: BTreeMap::new(),
+            nodes: Mutex::new(BTreeMap::new()),
+            net: Arc::new(SimNetwork::default()),
+            machines_built: AtomicUsize::new(0),
             controller_metrics,
             tasks,
         };
-        for (i, spec) in cluster.config.nodes.clone().into_iter().enumerate() {
-            cluster.add_node(&spec, i)?;
+        for spec in cluster.config.nodes.clone() {
+            let node = cluster.build_node(&spec)?;
+            cluster.nodes().insert(spec.name.clone(), node);
         }
-        let endpoints = cluster
-            .nodes
-            .values()
-            .map(|n| {
-                let n = n.lock().unwrap_or_else(|p| p.into_inner());
-                (n.node_ip().to_string(), n.endpoint())
-            })
-            .collect();
-        cluster
-            .api
-            .set_kubelet_network(std::sync::Arc::new(SimNetwork { endpoints }));
+        cluster.api.set_kubelet_network(cluster.net.clone());
         Ok(cluster)
     }
 
-    /// Builds one simulated node (machine + kubelet) and starts its kubelet.
-    fn add_node(&mut self, spec: &NodeSpec, index: usize) -> Result<(), ClusterError> {
+    fn nodes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Mutex<SimNode>>>> {
+        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn node(&self, name: &str) -> Result<Arc<Mutex<SimNode>>, ClusterError> {
+        self.nodes()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))
+    }
+
+    /// A machine added to the running cluster (`klab node add`): it boots and its kubelet
+    /// registers a new Node, as a new VM of a cloud node group would.
+    pub fn add_node(&self, spec: &NodeSpec) -> Result<SimNodeState, ClusterError> {
+        let errs = klab_api::selector::is_dns1123_subdomain(&spec.name);
+        if !errs.is_empty() {
+            return Err(ClusterError::InvalidNode {
+                node: spec.name.clone(),
+                reason: errs.join("; "),
+            });
+        }
+        // Checked and inserted under one lock: two adds of one name cannot both succeed.
+        let mut nodes = self.nodes();
+        if nodes.contains_key(&spec.name) {
+            return Err(ClusterError::NodeExists(spec.name.clone()));
+        }
+        let node = self.build_node(spec)?;
+        let state = node.lock().unwrap_or_else(|p| p.into_inner()).state();
+        nodes.insert(spec.name.clone(), node);
+        Ok(state)
+    }
+
+    /// A machine taken out of the cluster for good (`klab node remove`): it powers off and its
+    /// Node object is deleted with upstream's `DeletingNode` event, which is what a cloud
+    /// provider's node-lifecycle controller does once the instance is gone. Upstream's
+    /// controller only looks at nodes that are no longer Ready (so it acts some 40–55 s after the
+    /// power-off); klab deletes at once, since the machine is known to be gone.
+    pub async fn remove_node(&self, name: &str) -> Result<(), ClusterError> {
+        let cell = self
+            .nodes()
+            .remove(name)
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
+        {
+            let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+            if n.state().powered {
+                n.apply(NodeFault::PowerOff);
+            }
+        }
+        drop(cell);
+        let client = self.client(service_account("cloud-node-lifecycle-controller"));
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+        if let Ok(Some(node)) = nodes.get_opt(name).await {
+            // Upstream's reference carries kind, name and UID only.
+            let regarding = k8s_openapi::api::core::v1::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(name.to_string()),
+                uid: node.metadata.uid.clone(),
+                ..Default::default()
+            };
+            klab_controllers::events::EventRecorder::new(
+                client,
+                self.clock.clone(),
+                self.rng.clone(),
+                "cloud-node-lifecycle-controller",
+            )
+            .record(
+                &regarding,
+                "Normal",
+                "DeletingNode",
+                format!("Deleting node {name} because it does not exist in the cloud provider"),
+            )
+            .await;
+        }
+        match nodes.delete(name, &Default::default()).await {
+            Ok(_) => Ok(()),
+            // Already deleted (by an admin, say): the machine is gone all the same.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(ClusterError::Request(e.to_string())),
+        }
+    }
+
+    /// Restarts a node's kubelet (`klab node rejoin`): the new kubelet process registers at
+    /// start-up, so a Node object deleted meanwhile comes back with a new UID and the kubelet's
+    /// own labels, taints and status, and containers of pods that no longer exist are killed.
+    pub fn rejoin_node(&self, name: &str) -> Result<SimNodeState, ClusterError> {
+        let cell = self.node(name)?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        let state = n.state();
+        if !state.powered {
+            return Err(ClusterError::Transition(format!(
+                "node {name} is powered off (use power-on)"
+            )));
+        }
+        if state.frozen {
+            return Err(ClusterError::Transition(format!(
+                "node {name} is frozen (use thaw)"
+            )));
+        }
+        if state.kubelet_running {
+            n.apply(NodeFault::StopKubelet);
+        }
+        n.apply(NodeFault::StartKubelet);
+        Ok(n.state())
+    }
+
+    /// Builds one simulated node (machine + kubelet) and starts its kubelet; the caller files it.
+    fn build_node(&self, spec: &NodeSpec) -> Result<Arc<Mutex<SimNode>>, ClusterError> {
+        let index = self.machines_built.fetch_add(1, Ordering::Relaxed);
         let invalid = |reason: String| ClusterError::InvalidNode {
             node: spec.name.clone(),
             reason,
@@ -179,7 +292,7 @@ impl Cluster {
         let mut node_spec = klab_kubelet::config::NodeSpecConfig {
             labels: spec.labels.clone(),
             zone: spec.zone.clone(),
-            node_ip: format!("10.0.0.{}", 10 + index),
+            node_ip: node_ip(index),
             ..Default::default()
         };
         node_spec.cpu_millis = klab_kubelet::quantity::cpu_millis(&spec.cpu)
@@ -204,8 +317,12 @@ impl Cluster {
             node.restore_machine(m.clone());
         }
         node.start();
-        self.nodes.insert(spec.name.clone(), Mutex::new(node));
-        Ok(())
+        self.net
+            .endpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.node_ip().to_string(), node.endpoint());
+        Ok(Arc::new(Mutex::new(node)))
     }
 
     /// The supervision registry: every component's failures and restarts.
@@ -251,10 +368,7 @@ impl Cluster {
         node: &str,
         fault: NodeFault,
     ) -> Result<SimNodeState, ClusterError> {
-        let cell = self
-            .nodes
-            .get(node)
-            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        let cell = self.node(node)?;
         let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
         check_transition(&n.state(), fault).map_err(ClusterError::Transition)?;
         n.apply(fault);
@@ -263,7 +377,7 @@ impl Cluster {
 
     /// Copies of every node's machine, by node name (what a control-plane restart keeps).
     pub fn machines(&self) -> BTreeMap<String, Machine> {
-        self.nodes
+        self.nodes()
             .iter()
             .map(|(name, n)| {
                 let n = n.lock().unwrap_or_else(|p| p.into_inner());
@@ -274,10 +388,7 @@ impl Cluster {
 
     /// The simulated state of one node.
     pub fn node_state(&self, node: &str) -> Result<SimNodeState, ClusterError> {
-        let cell = self
-            .nodes
-            .get(node)
-            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        let cell = self.node(node)?;
         let n = cell.lock().unwrap_or_else(|p| p.into_inner());
         Ok(n.state())
     }
@@ -331,28 +442,34 @@ impl Cluster {
 
     /// The kubelet port of a node, as the API server dials it (tests look at its open streams).
     pub fn kubelet_endpoint(&self, node: &str) -> Option<KubeletEndpoint> {
-        let n = self.nodes.get(node)?;
+        let n = self.nodes().get(node)?.clone();
         let n = n.lock().unwrap_or_else(|p| p.into_inner());
         Some(n.endpoint())
     }
 
     /// Names of the cluster's nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
-        self.nodes.keys().cloned().collect()
+        self.nodes().keys().cloned().collect()
     }
 }
 
 /// The network between the API server and the kubelets: each node's address leads to its
 /// kubelet's port, and the node's faults decide what a dial meets (see
 /// `klab_kubelet::server::Dial`).
+#[derive(Default)]
 struct SimNetwork {
     /// Kubelet endpoints by node address.
-    endpoints: BTreeMap<String, KubeletEndpoint>,
+    endpoints: Mutex<BTreeMap<String, KubeletEndpoint>>,
 }
 
 impl KubeletNetwork for SimNetwork {
     fn dial(&self, host: &str, port: u16) -> DialFuture {
-        let endpoint = self.endpoints.get(host).cloned();
+        let endpoint = self
+            .endpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(host)
+            .cloned();
         Box::pin(async move {
             let Some(endpoint) = endpoint else {
                 return Err(DialError::NoRoute);
@@ -369,6 +486,13 @@ impl KubeletNetwork for SimNetwork {
 
 /// The port the simulated kubelets listen on (node spec §8.1).
 const KUBELET_PORT: u16 = 10250;
+
+/// The address of the `index`th machine built: 10.0.0.10 onwards, carrying into the third octet
+/// (a cluster that keeps adding machines never gets an invalid address).
+fn node_ip(index: usize) -> String {
+    let host = index.saturating_add(10);
+    format!("10.0.{}.{}", (host / 256) % 256, host % 256)
+}
 
 /// The identity upstream gives a controller: its service account in kube-system.
 fn service_account(name: &str) -> Identity {
@@ -551,5 +675,204 @@ mod tests {
             Err(ClusterError::UnknownNode(_))
         ));
         assert_eq!(cluster.node_names(), vec!["n1", "n2"]);
+    }
+
+    async fn wait_for(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+        let start = tokio::time::Instant::now();
+        while !ok().await {
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn uid(n: &Node) -> String {
+        n.metadata.uid.clone().unwrap_or_default()
+    }
+
+    /// Spec §11: a deleted Node stays deleted while its kubelet runs (registration happens at
+    /// start-up only); a kubelet restart re-registers it with a new UID and the kubelet's own
+    /// labels. A machine added later registers; a removed one is powered off and its Node goes.
+    #[tokio::test(start_paused = true)]
+    async fn delete_rejoin_add_and_remove_nodes() {
+        let mut n1 = NodeSpec::new("n1");
+        n1.zone = Some("z1".into());
+        let config = ClusterConfig {
+            nodes: vec![n1, NodeSpec::new("n2")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        let nodes: Api<Node> = Api::all(cluster.admin_client());
+        wait_for("n1 registered", async || {
+            nodes.get_opt("n1").await.unwrap().is_some()
+        })
+        .await;
+        let old = nodes.get("n1").await.unwrap();
+        // An admin edit the kubelet does not own: lost with the object.
+        nodes
+            .patch(
+                "n1",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"metadata": {"labels": {"team": "a"}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        nodes.delete("n1", &Default::default()).await.unwrap();
+        // A running kubelet does not re-create its Node.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert!(nodes.get_opt("n1").await.unwrap().is_none());
+
+        let s = cluster.rejoin_node("n1").unwrap();
+        assert!(s.kubelet_running);
+        wait_for("n1 re-registered", async || {
+            nodes.get_opt("n1").await.unwrap().is_some()
+        })
+        .await;
+        let new = nodes.get("n1").await.unwrap();
+        assert_ne!(uid(&new), uid(&old), "a re-registered Node is a new object");
+        let labels = new.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            Some("z1")
+        );
+        assert!(!labels.contains_key("team"), "{labels:?}");
+
+        // Rejoin of a powered-off machine is refused; of an unknown one, too.
+        cluster
+            .apply_fault("n2", NodeFault::PowerOff)
+            .await
+            .unwrap();
+        assert!(matches!(
+            cluster.rejoin_node("n2"),
+            Err(ClusterError::Transition(_))
+        ));
+        assert!(matches!(
+            cluster.rejoin_node("n9"),
+            Err(ClusterError::UnknownNode(_))
+        ));
+
+        let mut n3 = NodeSpec::new("n3");
+        n3.zone = Some("z2".into());
+        let s = cluster.add_node(&n3).unwrap();
+        assert!(s.powered && s.kubelet_running);
+        assert!(matches!(
+            cluster.add_node(&n3),
+            Err(ClusterError::NodeExists(_))
+        ));
+        assert!(matches!(
+            cluster.add_node(&NodeSpec::new("Bad_Name")),
+            Err(ClusterError::InvalidNode { .. })
+        ));
+        wait_for("n3 registered", async || {
+            nodes.get_opt("n3").await.unwrap().is_some()
+        })
+        .await;
+        assert_eq!(cluster.node_names(), vec!["n1", "n2", "n3"]);
+
+        cluster.remove_node("n3").await.unwrap();
+        assert!(nodes.get_opt("n3").await.unwrap().is_none());
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(cluster.admin_client(), "default");
+        let deleting: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("DeletingNode"))
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e.source.and_then(|s| s.component).unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                )
+            })
+            .collect();
+        assert_eq!(
+            deleting,
+            [
+                "cloud-node-lifecycle-controller Deleting node n3 because it does not exist in the cloud provider"
+            ]
+        );
+        assert_eq!(cluster.node_names(), vec!["n1", "n2"]);
+        assert!(matches!(
+            cluster.remove_node("n3").await,
+            Err(ClusterError::UnknownNode(_))
+        ));
+        // Nothing re-creates it: its kubelet is gone with the machine.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(nodes.get_opt("n3").await.unwrap().is_none());
+        // The name is free again: a new machine, a new Node.
+        cluster.add_node(&NodeSpec::new("n3")).unwrap();
+        wait_for("n3 back", async || {
+            nodes.get_opt("n3").await.unwrap().is_some()
+        })
+        .await;
+    }
+
+    /// Spec §11: pods force-deleted while the kubelet was down (by pod GC after a Node delete, or
+    /// by hand) leave containers behind on the machine; the kubelet that starts on rejoin finds
+    /// no pod for them and kills them.
+    #[tokio::test(start_paused = true)]
+    async fn rejoin_kills_containers_of_pods_that_no_longer_exist() {
+        use k8s_openapi::api::core::v1::Pod;
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(5),
+            config,
+        )
+        .await
+        .unwrap();
+        let pods: Api<Pod> = Api::namespaced(cluster.admin_client(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+        let running = |c: &Cluster| c.node_state("n1").unwrap().running_containers;
+        wait_for("web running", async || {
+            running(&cluster) == ["default/web/c"]
+        })
+        .await;
+
+        cluster
+            .apply_fault("n1", NodeFault::StopKubelet)
+            .await
+            .unwrap();
+        pods.delete("web", &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(running(&cluster), ["default/web/c"], "nobody stops it");
+
+        cluster.rejoin_node("n1").unwrap();
+        wait_for("orphan killed", async || running(&cluster).is_empty()).await;
+    }
+
+    #[test]
+    fn machine_addresses_stay_valid() {
+        assert_eq!(node_ip(0), "10.0.0.10");
+        assert_eq!(node_ip(245), "10.0.0.255");
+        assert_eq!(node_ip(246), "10.0.1.0");
+        assert_eq!(node_ip(usize::MAX), node_ip(usize::MAX));
     }
 }

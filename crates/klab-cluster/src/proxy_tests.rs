@@ -141,7 +141,7 @@ async fn follow_streams_in_virtual_time_and_a_dropped_client_leaves_nothing() {
     .await
     .unwrap();
     wait_running(&pods, "ticker").await;
-    let endpoint = c.nodes["n1"].lock().unwrap().endpoint();
+    let endpoint = c.nodes()["n1"].lock().unwrap().endpoint();
     let follow = LogParams {
         follow: true,
         tail_lines: Some(0),

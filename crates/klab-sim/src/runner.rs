@@ -644,6 +644,18 @@ async fn execute(
                 .map_err(|e| e.to_string())?;
             Ok(())
         }
+        Action::Rejoin { node } => cluster
+            .rejoin_node(node)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::AddNode { spec } => cluster
+            .add_node(spec)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::RemoveNode { node } => {
+            rec.with(|r| r.attr.removed_nodes.insert(node.clone()));
+            cluster.remove_node(node).await.map_err(|e| e.to_string())
+        }
         Action::DeletePod {
             namespace,
             name,

@@ -94,6 +94,19 @@ pub enum Action {
     DeleteNode {
         node: String,
     },
+    /// `klab node rejoin`: the kubelet restarts and registers again (`Cluster::rejoin_node`).
+    Rejoin {
+        node: String,
+    },
+    /// `klab node add`: a new machine boots and its kubelet registers (`Cluster::add_node`).
+    AddNode {
+        spec: NodeSpec,
+    },
+    /// `klab node remove`: the machine powers off for good and its Node is deleted
+    /// (`Cluster::remove_node`).
+    RemoveNode {
+        node: String,
+    },
     /// `kubectl delete pod [--grace-period=N] [--force]`.
     DeletePod {
         namespace: String,
@@ -163,6 +176,12 @@ impl Action {
                 format!("Node {node} kubectl drain {node}{}", opts.flags())
             }
             Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
+            Action::Rejoin { node } => format!("Node {node} klab node rejoin"),
+            Action::AddNode { spec } => match &spec.zone {
+                Some(z) => format!("Node {} klab node add --zone {z}", spec.name),
+                None => format!("Node {} klab node add", spec.name),
+            },
+            Action::RemoveNode { node } => format!("Node {node} klab node remove"),
             Action::DeletePod {
                 namespace,
                 name,
@@ -450,6 +469,9 @@ const API_ACTIONS: &[&str] = &[
     "uncordon",
     "drain",
     "delete-node",
+    "rejoin",
+    "add-node",
+    "remove-node",
     "delete-pod",
     "scale",
     "patch",
@@ -541,6 +563,8 @@ struct RawStep {
     tail: Option<i64>,
     #[serde(default)]
     command: Vec<String>,
+    /// `add-node`: the new node's zone.
+    zone: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -677,6 +701,28 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             raw.run_for.referenced.line(),
             "run-for must be positive".into(),
         ));
+    }
+
+    // Machines that join during the run are nodes like the others for every step and expectation.
+    for s in &raw.faults {
+        if s.value.fault.value == "add-node"
+            && let Some(n) = &s.value.node
+        {
+            let errs = klab_api::selector::is_dns1123_subdomain(&n.value);
+            if !errs.is_empty() {
+                return Err(cx.at(
+                    n.referenced.line(),
+                    format!("invalid node name {:?}: {}", n.value, errs.join("; ")),
+                ));
+            }
+            if cluster.nodes.iter().any(|c| c.name == n.value) {
+                return Err(cx.at(
+                    n.referenced.line(),
+                    format!("node {:?} is already a cluster node", n.value),
+                ));
+            }
+            names.insert(n.value.clone());
+        }
     }
 
     let mut steps = Vec::new();
@@ -912,6 +958,20 @@ impl Cx {
                 "delete-node" => Action::DeleteNode {
                     node: self.node_ref(&s.node, line, names, kind)?,
                 },
+                "rejoin" => Action::Rejoin {
+                    node: self.node_ref(&s.node, line, names, kind)?,
+                },
+                "remove-node" => Action::RemoveNode {
+                    node: self.node_ref(&s.node, line, names, kind)?,
+                },
+                "add-node" => {
+                    // Its name is already among `names` (collected before the steps), so the
+                    // other steps can act on it.
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let mut spec = NodeSpec::new(node);
+                    spec.zone = s.zone.clone();
+                    Action::AddNode { spec }
+                }
                 "delete-pod" => {
                     if let Some(g) = s.grace
                         && !(0..=i64::from(u32::MAX)).contains(&g)
@@ -1376,6 +1436,28 @@ expect:
     }
 
     #[test]
+    fn machines_added_during_the_run_are_nodes_for_every_step() {
+        let text = "run-for: 10m\ncluster:\n  nodes:\n    - name: n1\nfaults:\n  - {at: 5m, fault: remove-node, node: n2}\n  - {at: 1m, fault: add-node, node: n2, zone: z2}\n  - {at: 2m, fault: rejoin, node: n1}\nexpect:\n  - {at: 3m, node: n2, status: Ready}\n";
+        let sc = parse(text, Path::new("s.yaml")).unwrap();
+        let actions: Vec<String> = sc.steps.iter().map(|s| s.action.describe()).collect();
+        assert_eq!(
+            actions,
+            [
+                "Node n2 klab node add --zone z2",
+                "Node n1 klab node rejoin",
+                "Node n2 klab node remove"
+            ]
+        );
+        match &sc.steps[0].action {
+            Action::AddNode { spec } => {
+                assert_eq!(spec.name, "n2");
+                assert_eq!(spec.zone.as_deref(), Some("z2"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn bad_input_is_rejected_with_its_line() {
         let base = "run-for: 10m\ncluster:\n  nodes:\n    - name: n1\n";
         let cases: &[(&str, &str)] = &[
@@ -1441,6 +1523,22 @@ expect:
                 "s.yaml:6: invalid condition \"Ready\"",
             ),
             ("bogus: 1\n", "s.yaml:5: unknown field `bogus`"),
+            (
+                "faults:\n  - {at: 1m, fault: add-node, node: n1}\n",
+                "s.yaml:6: node \"n1\" is already a cluster node",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: add-node, node: N_2}\n",
+                "s.yaml:6: invalid node name \"N_2\"",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: rejoin, node: n2}\n",
+                "s.yaml:6: unknown node \"n2\" (nodes: n1)",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: remove-node}\n",
+                "s.yaml:6: remove-node needs `node`",
+            ),
         ];
         for (extra, want) in cases {
             let text = format!("{base}{extra}");

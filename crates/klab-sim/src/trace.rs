@@ -26,6 +26,8 @@ pub const COMPONENT_SIM: &str = "sim";
 pub const ENDPOINTSLICE_CONTROLLER: &str = "endpointslice-controller";
 /// Trace component of the runner's own API writes (what a kubectl user does).
 pub const COMPONENT_KUBECTL: &str = "kubectl";
+/// Who deletes the Node of a machine removed for good (`remove-node`).
+pub const COMPONENT_CLOUD_NODE_LIFECYCLE: &str = "cloud-node-lifecycle-controller";
 
 /// One observation, as recorded by the runner.
 #[derive(Debug, Clone, PartialEq)]
@@ -585,6 +587,8 @@ pub struct Attribution {
     /// Nodes the runner deleted: a Node DELETE answers a Status, not the object, so its revision
     /// is not known to `user_revisions`.
     pub user_deleted_nodes: BTreeSet<String>,
+    /// Nodes removed with `remove-node`: their deletion is the cloud node-lifecycle controller's.
+    pub removed_nodes: BTreeSet<String>,
 }
 
 /// The cluster as the trace has seen it so far.
@@ -701,6 +705,8 @@ impl World {
                     (Some(_), None) => {
                         let who = if by_user || attr.user_deleted_nodes.contains(name) {
                             COMPONENT_KUBECTL
+                        } else if attr.removed_nodes.contains(name) {
+                            COMPONENT_CLOUD_NODE_LIFECYCLE
                         } else {
                             "?"
                         };

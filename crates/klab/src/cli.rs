@@ -24,7 +24,8 @@ pub enum Command {
     Up(Box<UpArgs>),
     /// Play a scenario in deterministic virtual time and print its trace.
     Sim(SimArgs),
-    /// Apply a fault to a node of a running `klab up`, or list the nodes.
+    /// Apply a fault to a node of a running `klab up`, re-register it (`rejoin`), add or remove a
+    /// machine, or list the nodes.
     Node(NodeArgs),
     /// List the supervised components of a running `klab up` (restarts, panics), or make one
     /// panic to watch it be restarted: `klab component list`, `klab component panic NAME`.
@@ -44,10 +45,15 @@ pub struct ComponentArgs {
 
 #[derive(Debug, Args)]
 pub struct NodeArgs {
-    /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze, thaw
+    /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze,
+    /// thaw, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
+    /// (the machine is powered off for good and its Node deleted)
     pub action: String,
     /// The node (not needed for `list`).
     pub name: Option<String>,
+    /// `add` only: the new node's `topology.kubernetes.io/zone`.
+    #[arg(long)]
+    pub zone: Option<String>,
     #[command(flatten)]
     pub cluster: RunningCluster,
 }
@@ -310,14 +316,26 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
             match (a.action.as_str(), a.name.as_deref()) {
                 ("list", _) => rt.block_on(crate::node_cmd::list(&kubeconfig)),
-                (action, Some(name)) if klab_cluster::parse_fault(action).is_some() => {
+                (action, _) if a.zone.is_some() && action != "add" => {
+                    anyhow::bail!("--zone is only for `klab node add`")
+                }
+                ("add", Some(name)) => {
+                    rt.block_on(crate::node_cmd::add(&kubeconfig, name, a.zone.as_deref()))
+                }
+                ("remove", Some(name)) => rt.block_on(crate::node_cmd::remove(&kubeconfig, name)),
+                (action, Some(name))
+                    if action == "rejoin" || klab_cluster::parse_fault(action).is_some() =>
+                {
                     rt.block_on(crate::node_cmd::fault(&kubeconfig, action, name))
                 }
-                (action, None) if klab_cluster::parse_fault(action).is_some() => {
+                (action, None)
+                    if matches!(action, "rejoin" | "add" | "remove")
+                        || klab_cluster::parse_fault(action).is_some() =>
+                {
                     anyhow::bail!("`klab node {action}` needs a node name")
                 }
                 (action, _) => anyhow::bail!(
-                    "unknown node action {action:?}: one of list, {}",
+                    "unknown node action {action:?}: one of list, {}, rejoin, add, remove",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
             }

@@ -1,5 +1,5 @@
-//! `klab node …` and `klab component …`: node faults and supervised components of a running
-//! `klab up`, through its admin endpoint.
+//! `klab node …` and `klab component …`: node faults, re-registration, machines joining and
+//! leaving, and supervised components of a running `klab up`, through its admin endpoint.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -92,6 +92,27 @@ pub async fn fault(kubeconfig: &Path, fault: &str, node: &str) -> anyhow::Result
     let req = http::Request::post(format!("/klab/v1/nodes/{node}/{fault}")).body(Vec::new())?;
     let v: Value = c.request(req).await.map_err(api_error)?;
     println!("node/{node}: {fault} done ({})", describe(&v));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Adds a machine: it boots and its kubelet registers a new Node.
+pub async fn add(kubeconfig: &Path, node: &str, zone: Option<&str>) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let body = serde_json::to_vec(&serde_json::json!({"name": node, "zone": zone}))?;
+    let req = http::Request::post("/klab/v1/nodes")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body)?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    println!("node/{node}: added ({})", describe(&v));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes a machine for good: powered off, its Node deleted.
+pub async fn remove(kubeconfig: &Path, node: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::delete(format!("/klab/v1/nodes/{node}")).body(Vec::new())?;
+    let _: Value = c.request(req).await.map_err(api_error)?;
+    println!("node/{node}: removed (powered off, Node deleted)");
     Ok(ExitCode::SUCCESS)
 }
 

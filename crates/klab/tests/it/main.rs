@@ -9,6 +9,8 @@ mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod logs_exec_live;
+mod node_lifecycle_live;
+mod priority_live;
 mod seed000_live;
 mod services_live;
 mod tidy;
