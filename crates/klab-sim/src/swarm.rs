@@ -110,6 +110,35 @@ spec:
     spec:
       containers:
       - {name: agent, image: "fluent-bit:3.2", resources: {requests: {cpu: 50m}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{port: 3306}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  maxUnavailable: 33%
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: db}}
 "#;
 
 fn pick<'a, T>(rng: &DetRng, items: &'a [T]) -> &'a T {
@@ -301,6 +330,21 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                         )
                     }
                 }
+            }
+            15 if rng.range(0, 2) == 0 => {
+                // kubectl drain beside the timeline (it cordons: healed by the uncordon below).
+                let i = rng.range(0, nodes.len() as u64) as usize;
+                let n = &mut nodes[i];
+                n.cordoned = true;
+                let skip = if rng.range(0, 2) == 0 {
+                    ", skip-wait-for-delete-timeout: 20"
+                } else {
+                    ""
+                };
+                format!(
+                    "{{at: {at}, fault: drain, node: {}, ignore-daemonsets: true, timeout: 90s{skip}}}",
+                    n.name
+                )
             }
             _ => {
                 let i = rng.range(0, nodes.len() as u64) as usize;
