@@ -275,3 +275,24 @@ async fn nodes_proxy_reaches_the_kubelet() {
         "error trying to reach service: dial tcp 10.0.0.10:10250: connect: connection refused"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_machine_added_to_the_running_cluster_serves_logs() {
+    let c = cluster().await;
+    c.add_node(&NodeSpec::new("n9")).unwrap();
+    // The new kubelet registers before its pods can be bound to it.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.admin_client());
+    for _ in 0..30 {
+        if nodes.get_opt("n9").await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(c.admin_client(), "default");
+    let mut p = pod("late", "echo hello from n9; sleep 3600");
+    p.spec.as_mut().unwrap().node_name = Some("n9".into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    wait_running(&pods, "late").await;
+    let text = pods.logs("late", &LogParams::default()).await.unwrap();
+    assert_eq!(text, "hello from n9\n");
+}
