@@ -133,7 +133,22 @@ fn script(text: &str) -> LogScript {
                 words.remove(0);
             }
             Some("done") if loop_from.is_some() => {
-                // `while true` never ends: nothing after the loop runs.
+                // `while true` never ends: nothing after the loop runs. A loop that prints
+                // nothing (`while true; do sleep 1; done`) writes no more lines: stop there
+                // instead of iterating it for ever.
+                let prints = loop_from.is_some_and(|from| {
+                    steps.get(from..).is_some_and(|body| {
+                        body.iter()
+                            .any(|s| matches!(s, Step::Print(_) | Step::Date | Step::WithDate(_)))
+                    })
+                });
+                if !prints {
+                    steps.push(Step::Stop);
+                    return LogScript {
+                        steps,
+                        loop_from: None,
+                    };
+                }
                 return LogScript { steps, loop_from };
             }
             _ => {}
@@ -411,6 +426,30 @@ mod tests {
             .into_iter()
             .map(|(at, s)| (at.as_second() - t(0).as_second(), s))
             .collect()
+    }
+
+    #[test]
+    fn a_loop_that_prints_nothing_ends_the_log() {
+        // `while true; do sleep 1; done` is a common pod command: its log is what came before.
+        assert_eq!(
+            upto(
+                &["sh", "-c", "echo up; while true; do sleep 1; done"],
+                "busybox",
+                3600
+            ),
+            vec![(0, "up".into())]
+        );
+        assert_eq!(
+            upto(&["sh", "-c", "while true; do sleep 0; done"], "busybox", 10),
+            vec![]
+        );
+        let mut l = LogScript::from_container(
+            &v(&["sh", "-c", "while true; do sleep 1; done"]),
+            &[],
+            "busybox",
+        )
+        .lines(t(0));
+        assert_eq!(l.next(), None);
     }
 
     #[test]

@@ -308,7 +308,10 @@ fn log_options(query: &[(String, String)], now: Timestamp) -> Result<LogOptions,
             "limitBytes" => o.limit_bytes = Some(int(k, v)?.max(0) as u64),
             "sinceSeconds" => {
                 let secs = int(k, v)?;
-                o.since = Some(klab_api::clock::saturating_add_secs(now, -secs));
+                o.since = Some(klab_api::clock::saturating_add_secs(
+                    now,
+                    secs.saturating_neg(),
+                ));
             }
             "sinceTime" => {
                 o.since = Some(
@@ -487,7 +490,8 @@ async fn port_forward(
     if !target.running() {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("pod not found ({pod_name:?})"),
+            // Upstream names the pod by its runtime full name, `<name>_<namespace>`.
+            format!("pod not found ({:?})", format!("{pod_name}_{namespace}")),
         );
     }
     let cut = s.endpoint.cut();

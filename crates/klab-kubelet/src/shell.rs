@@ -131,7 +131,7 @@ impl<'a, C: Container> Shell<'a, C> {
             };
             total.stdout.push_str(&o.stdout);
             total.stderr.push_str(&o.stderr);
-            total.sleep += o.sleep;
+            total.sleep = total.sleep.saturating_add(o.sleep);
             total.status = o.status;
             if o.exit {
                 total.exit = true;

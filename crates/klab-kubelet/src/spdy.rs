@@ -357,6 +357,18 @@ pub struct Session<W> {
     pub events: mpsc::UnboundedReceiver<Event>,
     pongs: mpsc::UnboundedReceiver<Vec<u8>>,
     pub writer: Writer<W>,
+    /// The task reading the connection: it owns the read half, so the connection closes only
+    /// when it stops too; a dropped session (a stopped kubelet, an ended exec) aborts it.
+    _reader: AbortOnDrop,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl<W: AsyncWrite + Unpin> Session<W> {
@@ -384,7 +396,7 @@ where
     let (r, w) = tokio::io::split(io);
     let (tx, events) = mpsc::unbounded_channel();
     let (ptx, pongs) = mpsc::unbounded_channel();
-    tokio::spawn(read_loop(r, tx, ptx));
+    let reader = AbortOnDrop(tokio::spawn(read_loop(r, tx, ptx)));
     Session {
         events,
         pongs,
@@ -392,6 +404,7 @@ where
             w,
             codec: Codec::new(),
         },
+        _reader: reader,
     }
 }
 
@@ -469,8 +482,12 @@ where
     if !offered.iter().any(|p| p == protocol) {
         return (
             StatusCode::FORBIDDEN,
+            // Go's `%v` of the two lists (httpstream.Handshake), and the versions the server
+            // accepts in a header, as upstream answers.
+            [("X-Accepted-Stream-Protocol-Versions", protocol)],
             format!(
-                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports [\"{protocol}\"]"
+                "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{protocol}]",
+                offered.join(" ")
             ),
         )
             .into_response();
@@ -646,5 +663,20 @@ mod tests {
             assert_eq!(h["port"], port);
         }
         assert!(b.decompress(&[1, 2, 3, 4, 5]).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_session_closes_the_connection() {
+        use tokio::io::AsyncReadExt;
+        // The client must see EOF when the kubelet's side goes (a stopped kubelet, an ended
+        // exec), or kubectl and the API server's proxy wait for ever.
+        let (mut client, server) = tokio::io::duplex(1024);
+        let s = session(server);
+        drop(s);
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), client.read(&mut buf))
+            .await
+            .expect("the connection closes");
+        assert_eq!(n.unwrap(), 0);
     }
 }
