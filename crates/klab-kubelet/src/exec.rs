@@ -64,6 +64,9 @@ pub struct ExecTarget {
     pub container: String,
 }
 
+/// The longest input line the simulated shell keeps (a tty's canonical-mode buffer).
+const MAX_LINE: usize = 4096;
+
 fn lock(m: &Mutex<Machine>) -> std::sync::MutexGuard<'_, Machine> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -442,6 +445,13 @@ async fn interactive(target: &mut ExecTarget, io: &mut Streams) -> i32 {
                     }
                     let text = String::from_utf8_lossy(&line).into_owned();
                     line.clear();
+                    // A blank line (or the `\n` of `\r\n`) runs nothing and keeps `$?`.
+                    if text.trim().is_empty() {
+                        if io.tty {
+                            io.write(STDOUT, prompt).await;
+                        }
+                        continue;
+                    }
                     let o = {
                         let mut shell = Shell::new(target);
                         shell.status = status;
@@ -478,6 +488,10 @@ async fn interactive(target: &mut ExecTarget, io: &mut Streams) -> i32 {
                         io.write(STDOUT, "\x08 \x08").await;
                     }
                 }
+                // A terminal's line buffer is bounded (4096 bytes in canonical mode): input
+                // past it is dropped, so a client streaming bytes without a newline cannot
+                // grow the session's memory.
+                _ if line.len() >= MAX_LINE => {}
                 _ => {
                     line.push(b);
                     if io.tty {

@@ -355,13 +355,20 @@ pub fn render(at: Timestamp, line: &str, timestamps: bool) -> String {
     }
 }
 
-/// The lines already written by `until` that the options select (since, then tail).
+/// How much of a container's log the kubelet keeps readable: its current log file, rotated at
+/// `containerLogMaxSize` (10Mi by default); older lines are gone.
+pub const CONTAINER_LOG_MAX_SIZE: usize = 10 * 1024 * 1024;
+
+/// The lines already written by `until` that the options select (since, then tail), from the
+/// last [`CONTAINER_LOG_MAX_SIZE`] bytes of the log (so a long-running chatty container never
+/// makes a request hold more than that).
 pub fn select(
     lines: &mut LogLines,
     until: Timestamp,
     opts: &LogOptions,
 ) -> Vec<(Timestamp, String)> {
     let mut out: VecDeque<(Timestamp, String)> = VecDeque::new();
+    let mut bytes = 0usize;
     for (at, l) in lines.by_ref() {
         if at > until {
             // Hand the line back to the follower: it is the next one to wait for.
@@ -372,11 +379,19 @@ pub fn select(
         if opts.since.is_some_and(|s| at < s) {
             continue;
         }
+        bytes = bytes.saturating_add(l.len().saturating_add(1));
         out.push_back((at, l));
         if let Some(n) = opts.tail_lines
             && out.len() as u64 > n
+            && let Some((_, gone)) = out.pop_front()
         {
-            out.pop_front();
+            bytes = bytes.saturating_sub(gone.len().saturating_add(1));
+        }
+        while bytes > CONTAINER_LOG_MAX_SIZE {
+            let Some((_, gone)) = out.pop_front() else {
+                break;
+            };
+            bytes = bytes.saturating_sub(gone.len().saturating_add(1));
         }
     }
     out.into()
@@ -426,6 +441,17 @@ mod tests {
             .into_iter()
             .map(|(at, s)| (at.as_second() - t(0).as_second(), s))
             .collect()
+    }
+
+    #[test]
+    fn only_the_current_log_file_is_kept() {
+        // 100-byte lines every millisecond for ten minutes: 60 MB written, 10 MiB readable.
+        let line = "x".repeat(99);
+        let cmd = format!("while true; do echo {line}; sleep 0.001; done");
+        let mut l = LogScript::from_container(&v(&["sh", "-c", &cmd]), &[], "busybox").lines(t(0));
+        let got = select(&mut l, t(600), &LogOptions::default());
+        assert_eq!(got.len(), CONTAINER_LOG_MAX_SIZE / 100);
+        assert_eq!(got.last().map(|(at, _)| *at), Some(t(600)));
     }
 
     #[test]
