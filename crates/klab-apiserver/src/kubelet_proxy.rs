@@ -149,6 +149,14 @@ impl PodLogOptions {
                 "must be greater than 0",
             ));
         }
+        if self.since_seconds.is_some() && self.since_time.is_some() {
+            // A Forbidden error: no value (see `invalid_log_options`).
+            errs.push((
+                "sinceSeconds".into(),
+                String::new(),
+                "at most one of `sinceTime` or `sinceSeconds` may be specified",
+            ));
+        }
         errs
     }
 
@@ -182,9 +190,17 @@ impl PodLogOptions {
 
 /// The 422 of `ValidatePodLogOptions` (`The PodLogOptions "x" is invalid: …` in kubectl).
 fn invalid_log_options(name: &str, errs: Vec<(String, String, &'static str)>) -> ApiError {
+    // An empty value marks a Forbidden error (`field.Forbidden` prints no value).
+    let body = |v: &str, d: &str| {
+        if v.is_empty() {
+            format!("Forbidden: {d}")
+        } else {
+            format!("Invalid value: {v}: {d}")
+        }
+    };
     let texts: Vec<String> = errs
         .iter()
-        .map(|(f, v, d)| format!("{f}: Invalid value: {v}: {d}"))
+        .map(|(f, v, d)| format!("{f}: {}", body(v, d)))
         .collect();
     let agg = if texts.len() == 1 {
         texts[0].clone()
@@ -194,7 +210,12 @@ fn invalid_log_options(name: &str, errs: Vec<(String, String, &'static str)>) ->
     let causes: Vec<Value> = errs
         .iter()
         .map(|(f, v, d)| {
-            json!({"reason": "FieldValueInvalid", "message": format!("Invalid value: {v}: {d}"), "field": f})
+            let reason = if v.is_empty() {
+                "FieldValueForbidden"
+            } else {
+                "FieldValueInvalid"
+            };
+            json!({"reason": reason, "message": body(v, d), "field": f})
         })
         .collect();
     let mut e = ApiError::new(
@@ -660,6 +681,20 @@ mod tests {
         assert_eq!(
             invalid_log_options("web", o.validate()).message,
             "PodLogOptions \"web\" is invalid: [limitBytes: Invalid value: 0: must be greater than 0, sinceSeconds: Invalid value: 0: must be greater than 0]"
+        );
+        let o = PodLogOptions {
+            since_seconds: Some(10),
+            since_time: Some(jiff::Timestamp::UNIX_EPOCH),
+            ..Default::default()
+        };
+        let e = invalid_log_options("web", o.validate());
+        assert_eq!(
+            e.message,
+            "PodLogOptions \"web\" is invalid: sinceSeconds: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified"
+        );
+        assert_eq!(
+            e.details.unwrap()["causes"][0]["reason"],
+            "FieldValueForbidden"
         );
     }
 
