@@ -167,11 +167,21 @@ pub async fn session<W: AsyncWrite + Unpin>(mut s: Session<W>, target: ExecTarge
                     {
                         return;
                     }
+                    // Answered: forget the request and its streams (a long port-forward serves
+                    // many connections; what is done must not stay).
+                    forwards.remove(&rid);
+                    for id in [d, e].into_iter().flatten() {
+                        by_stream.remove(&id);
+                    }
                 }
             }
             Event::Reset { id } => {
-                if let Some(rid) = by_stream.remove(&id) {
-                    forwards.remove(&rid);
+                if let Some(rid) = by_stream.remove(&id)
+                    && let Some(f) = forwards.remove(&rid)
+                {
+                    for other in [f.data, f.error].into_iter().flatten() {
+                        by_stream.remove(&other);
+                    }
                 }
             }
             Event::Closed => return,
