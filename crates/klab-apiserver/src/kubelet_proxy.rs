@@ -379,23 +379,7 @@ pub(crate) async fn log(ctx: &Ctx) -> ApiResult<Response> {
         format!("{path}?{query}")
     };
     let url = format!("https://{host}:{port}{path_q}");
-    let conn = dial(ctx, &host, port)
-        .await
-        .map_err(|e| transport_error(format!("Get {url:?}: {e}")))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
-            .await
-            .map_err(|e| transport_error(format!("Get {url:?}: {e}")))?;
-    // The connection lives as long as the response body: dropping the body (the client went
-    // away) drops `stop`, which ends the connection, and with it the kubelet's stream.
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            _ = stopped => {}
-            _ = connection => {}
-        }
-    });
+    let (mut sender, stop) = connect(ctx, &host, port, |e| format!("Get {url:?}: {e}")).await?;
     let req = Request::get(path_q)
         .header(header::HOST, format!("{host}:{port}"))
         .body(http_body_util::Empty::<bytes::Bytes>::new())
@@ -423,6 +407,42 @@ pub(crate) async fn log(ctx: &Ctx) -> ApiResult<Response> {
         .unwrap_or_default())
 }
 
+/// An HTTP/1.1 connection to a kubelet; a failed dial or handshake is a transport error worded
+/// by `describe`. The connection lives as long as the returned `stop` sender: dropping it (the
+/// response body dropped because the client went away) ends the connection, and with it the
+/// kubelet's stream.
+async fn connect<B>(
+    ctx: &Ctx,
+    host: &str,
+    port: u16,
+    describe: impl Fn(String) -> String,
+) -> ApiResult<(
+    hyper::client::conn::http1::SendRequest<B>,
+    tokio::sync::oneshot::Sender<()>,
+)>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = dial(ctx, host, port)
+        .await
+        .map_err(|e| transport_error(describe(e.to_string())))?;
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
+            .await
+            .map_err(|e| transport_error(describe(e.to_string())))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = stopped => {}
+            _ = connection => {}
+        }
+    });
+    Ok((sender, stop))
+}
+
 /// `nodes/{name}/proxy/{path}`: the request is sent on to the node's kubelet (`/pods`,
 /// `/healthz`, `/containerLogs/…`, …) and its answer returned as it is. A failed dial is the
 /// proxy transport's `error trying to reach service: dial tcp …`.
@@ -438,21 +458,10 @@ pub(crate) async fn node_proxy(
         Some(q) if !q.is_empty() => format!("{path}?{q}"),
         _ => path,
     };
-    let conn = dial(ctx, &host, port)
-        .await
-        .map_err(|e| transport_error(format!("error trying to reach service: {e}")))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
-            .await
-            .map_err(|e| transport_error(format!("error trying to reach service: {e}")))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            _ = stopped => {}
-            _ = connection => {}
-        }
-    });
+    let (mut sender, stop) = connect(ctx, &host, port, |e| {
+        format!("error trying to reach service: {e}")
+    })
+    .await?;
     let mut req = Request::builder()
         .method(method)
         .uri(path_q)

@@ -17,6 +17,7 @@ use jiff::Timestamp;
 
 use crate::program::split_statements;
 use crate::runtime::after;
+use crate::shell::printf;
 
 /// Lines a loop that never sleeps prints before klab stops modelling it.
 pub const ZERO_TIME_LINES: usize = 1000;
@@ -229,35 +230,6 @@ fn statement(words: &[String], steps: &mut Vec<Step>) -> bool {
         "true" | ":" | "false" | "trap" | "hostname" | "env" => false,
         _ => true,
     }
-}
-
-/// A small `printf`: `%s`/`%d` take the next argument, `\n` and `\t` are escapes.
-fn printf(fmt: &str, args: &[&str]) -> String {
-    let mut out = String::new();
-    let mut args = args.iter();
-    let mut chars = fmt.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, chars.peek().copied()) {
-            ('\\', Some('n')) => {
-                chars.next();
-                out.push('\n');
-            }
-            ('\\', Some('t')) => {
-                chars.next();
-                out.push('\t');
-            }
-            ('%', Some('s' | 'd')) => {
-                chars.next();
-                out.push_str(args.next().copied().unwrap_or(""));
-            }
-            ('%', Some('%')) => {
-                chars.next();
-                out.push('%');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// busybox `date`'s default format: `Wed Nov 25 00:43:31 UTC 2026`.

@@ -403,8 +403,9 @@ impl<'a, C: Container> Shell<'a, C> {
     }
 }
 
-/// A small `printf`: `%s`/`%d` take the next argument, `\n` and `\t` are escapes.
-fn printf(fmt: &str, args: &[&str]) -> String {
+/// A small `printf`: `%s`/`%d` take the next argument, `\n` and `\t` are escapes (the shell's
+/// builtin, and what a container's `printf` writes to its log).
+pub(crate) fn printf(fmt: &str, args: &[&str]) -> String {
     let mut out = String::new();
     let mut args = args.iter();
     let mut chars = fmt.chars().peekable();

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
@@ -283,13 +283,6 @@ fn len_i32(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-fn plus(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(Timestamp::MAX)
-}
-
 /// `buildDisruptedPodMap`: the entries of `status.disruptedPods` that still hold (their pod
 /// exists, is not deleting, and the entry is younger than [`DELETION_TIMEOUT`]), the instant the
 /// earliest of them has expired (when to sync again: a millisecond after its deadline, since
@@ -315,11 +308,12 @@ pub fn disrupted_pod_map(
         let Some(t) = disrupted.get(&name) else {
             continue;
         };
-        let expected_deletion = plus(t.0, DELETION_TIMEOUT);
+        let expected_deletion = klab_api::clock::saturating_add(t.0, DELETION_TIMEOUT);
         if expected_deletion < now {
             not_deleted.push(name);
         } else {
-            let expired_at = plus(expected_deletion, Duration::from_millis(1));
+            let expired_at =
+                klab_api::clock::saturating_add(expected_deletion, Duration::from_millis(1));
             if recheck.is_none_or(|r| expired_at < r) {
                 recheck = Some(expired_at);
             }
@@ -339,7 +333,7 @@ pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: Tim
         let name = pod.metadata.name.as_deref().unwrap_or("");
         if disrupted
             .get(name)
-            .is_some_and(|t| plus(t.0, DELETION_TIMEOUT) > now)
+            .is_some_and(|t| klab_api::clock::saturating_add(t.0, DELETION_TIMEOUT) > now)
         {
             return false;
         }
@@ -500,7 +494,10 @@ pub fn stale_disruption_at(pod: &Pod) -> Option<Timestamp> {
         .as_ref()
         .map(|t| t.0)
         .unwrap_or(Timestamp::UNIX_EPOCH);
-    Some(plus(since, STALE_POD_DISRUPTION_TIMEOUT))
+    Some(klab_api::clock::saturating_add(
+        since,
+        STALE_POD_DISRUPTION_TIMEOUT,
+    ))
 }
 
 /// The `%v` rendering of a `*metav1.LabelSelector` in upstream's `UnmanagedPods` event.
