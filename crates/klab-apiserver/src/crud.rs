@@ -574,7 +574,7 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
     Ok(())
 }
 
-fn validation_error(
+pub(crate) fn validation_error(
     ri: &ResourceInfo,
     name: &str,
     errs: Vec<crate::validation::FieldError>,

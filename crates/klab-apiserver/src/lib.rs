@@ -8,6 +8,7 @@
 //! identity attached as a request extension) and over TCP/TLS by `klab-server`.
 
 pub mod admission;
+pub mod authz;
 pub mod conversion;
 pub mod crud;
 pub mod defaults;
@@ -21,6 +22,7 @@ pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod registry;
+pub mod review;
 pub mod schema;
 pub mod selector_field;
 pub mod server;
@@ -28,6 +30,7 @@ pub mod services;
 pub mod subresources;
 pub mod table;
 pub mod testing;
+pub mod token;
 pub mod validation;
 pub mod watch;
 pub mod yaml;

@@ -370,6 +370,8 @@ mod tests {
             [
                 "api/v1",
                 "apis/apps/v1",
+                "apis/authentication.k8s.io/v1",
+                "apis/authorization.k8s.io/v1",
                 "apis/batch/v1",
                 "apis/coordination.k8s.io/v1",
                 "apis/discovery.k8s.io/v1",

@@ -204,7 +204,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["sa"],
         categories: NONE,
-        subresources: NONE,
+        subresources: &["token"],
         has_generation: false,
     },
     ResourceInfo {
@@ -316,6 +316,78 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_generation: false,
     },
     ResourceInfo {
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectReview",
+        plural: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "TokenReview",
+        plural: "tokenreviews",
+        singular: "tokenreview",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        singular: "localsubjectaccessreview",
+        namespaced: true,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
         group: "batch",
         version: "v1",
         kind: "Job",
@@ -323,6 +395,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
         singular: "job",
         namespaced: true,
         short_names: NONE,
+        categories: &["all"],
+        subresources: STATUS,
+        has_generation: true,
+    },
+    ResourceInfo {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        singular: "cronjob",
+        namespaced: true,
+        short_names: &["cj"],
         categories: &["all"],
         subresources: STATUS,
         has_generation: true,
@@ -412,6 +496,12 @@ pub fn deprecation(ri: &ResourceInfo) -> Option<&'static str> {
     }
 }
 
+/// Resources that only answer a create, compute their answer and store nothing: the access and
+/// token reviews.
+pub fn is_review(ri: &ResourceInfo) -> bool {
+    matches!(ri.group, "authentication.k8s.io" | "authorization.k8s.io")
+}
+
 /// Finds a resource by group, version and plural name.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
     RESOURCES
@@ -458,6 +548,8 @@ mod tests {
             groups(),
             vec![
                 "apps",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
                 "batch",
                 "coordination.k8s.io",
                 "discovery.k8s.io",

@@ -21,7 +21,8 @@ fn round_trip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, Strin
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
     use k8s_openapi::api::{
-        apps, batch, coordination, core, discovery, events, policy, scheduling, storage,
+        apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
+        scheduling, storage,
     };
     let out = match (ri.group, ri.kind) {
         ("", "Namespace") => round_trip::<core::v1::Namespace>(obj),
@@ -42,7 +43,29 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
         ("apps", "StatefulSet") => round_trip::<apps::v1::StatefulSet>(obj),
         ("apps", "DaemonSet") => round_trip::<apps::v1::DaemonSet>(obj),
         ("apps", "ControllerRevision") => round_trip::<apps::v1::ControllerRevision>(obj),
+        ("authentication.k8s.io", "SelfSubjectReview") => {
+            round_trip::<authentication::v1::SelfSubjectReview>(obj)
+        }
+        ("authentication.k8s.io", "TokenReview") => {
+            round_trip::<authentication::v1::TokenReview>(obj)
+        }
+        ("authentication.k8s.io", "TokenRequest") => {
+            round_trip::<authentication::v1::TokenRequest>(obj)
+        }
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            round_trip::<authorization::v1::LocalSubjectAccessReview>(obj)
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            round_trip::<authorization::v1::SelfSubjectAccessReview>(obj)
+        }
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
+            round_trip::<authorization::v1::SelfSubjectRulesReview>(obj)
+        }
+        ("authorization.k8s.io", "SubjectAccessReview") => {
+            round_trip::<authorization::v1::SubjectAccessReview>(obj)
+        }
         ("batch", "Job") => round_trip::<batch::v1::Job>(obj),
+        ("batch", "CronJob") => round_trip::<batch::v1::CronJob>(obj),
         ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(obj),
         ("discovery.k8s.io", "EndpointSlice") => round_trip::<discovery::v1::EndpointSlice>(obj),
         ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),

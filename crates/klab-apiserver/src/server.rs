@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     pub service_alloc: tokio::sync::Mutex<()>,
     /// The network to the kubelets (set once by the composition root; unset: no route).
     pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
+    /// The service-account token key (kept in the store, so tokens outlive restarts).
+    pub signer: crate::token::Signer,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -90,8 +92,10 @@ impl ApiServer {
         rng: DetRng,
         config: ApiServerConfig,
     ) -> ApiResult<Self> {
+        let signer = crate::token::Signer::load_or_create(&store, &rng).await?;
         let api = ApiServer {
             inner: Arc::new(Inner {
+                signer,
                 store,
                 clock,
                 rng,
@@ -207,13 +211,47 @@ impl ApiServer {
                 v[1].to_string()
             }),
         );
-        router.layer(axum::middleware::from_fn(recover_panics))
+        router
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                authenticate_bearer,
+            ))
+            .layer(axum::middleware::from_fn(recover_panics))
     }
 
     /// The Router as seen by one component: every request carries `identity`.
     pub fn router_as(&self, identity: Identity) -> Router {
         self.router().layer(axum::Extension(identity))
     }
+}
+
+/// Service-account bearer tokens (`kubectl --token=$(kubectl create token sa)`): a request that
+/// arrives without an identity (the TLS server found no client certificate) but with
+/// `Authorization: Bearer` is authenticated here, as upstream's token authenticator; a token that
+/// does not verify is 401. A client certificate wins over a token, as in upstream's union of
+/// authenticators (x509 first).
+async fn authenticate_bearer(
+    State(inner): State<Arc<Inner>>,
+    mut req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if req.extensions().get::<Identity>().is_none()
+        && let Some(token) = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| t.trim().to_string())
+    {
+        match crate::review::authenticate(&inner, &token).await {
+            Ok(Some((id, _))) => {
+                req.extensions_mut().insert(id);
+            }
+            Ok(None) => return ApiError::unauthorized().into_response(),
+            Err(e) => return e.into_response(),
+        }
+    }
+    next.run(req).await
 }
 
 /// kube-apiserver's panic recovery: a handler that panics answers 500 with upstream's message
@@ -485,6 +523,12 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
     };
     let t = &ctx.target;
     let sub = t.sub.as_deref();
+    if registry::is_review(t.ri) {
+        return match (&parts.method, t.name.is_some()) {
+            (&Method::POST, false) => crate::review::create(&ctx, read_body().await?).await,
+            (m, _) => Err(ApiError::method_not_allowed(m.as_str(), t.ri)),
+        };
+    }
     match (&parts.method, t.name.is_some(), sub) {
         (&Method::GET, false, _) => {
             if ctx.q_bool("watch") {

@@ -31,6 +31,7 @@ pub(crate) async fn handle(
         ("binding", Method::POST) => bind(ctx, body).await,
         ("eviction", Method::POST) => evict(ctx, body).await,
         ("finalize", Method::PUT) => finalize_namespace(ctx, body).await,
+        ("token", Method::POST) => crate::review::token_request(ctx, body).await,
         ("log", Method::GET) => crate::kubelet_proxy::log(ctx).await,
         ("proxy", m) if ctx.target.ri.plural == "nodes" => {
             crate::kubelet_proxy::node_proxy(ctx, m, body).await
@@ -40,7 +41,7 @@ pub(crate) async fn handle(
         }
         (
             "scale" | "binding" | "eviction" | "finalize" | "log" | "exec" | "attach"
-            | "portforward",
+            | "portforward" | "token",
             m,
         ) => Err(ApiError::method_not_allowed(m.as_str(), ctx.target.ri)),
         // proxy, ephemeralcontainers: not part of klab yet.
