@@ -369,3 +369,199 @@ mod tests {
         assert_eq!(pod["spec"]["tolerations"], json!([nr(60), ur(100)]));
     }
 }
+
+/// Where the ServiceAccount plugin mounts the API credentials in every container.
+pub const SERVICE_ACCOUNT_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The prefix of the projected volume's name (`kube-api-access-<5 random characters>`).
+pub const SERVICE_ACCOUNT_VOLUME_PREFIX: &str = "kube-api-access-";
+/// The projected token's lifetime (upstream's `WarnOnlyBoundTokenExpirationSeconds`).
+pub const PROJECTED_TOKEN_EXPIRATION_SECONDS: i64 = 3607;
+
+/// The ServiceAccount plugin on pod create: the pod's account must exist (`sa` is what the store
+/// holds under `spec.serviceAccountName`, already defaulted to `default`), and unless automount is
+/// off (the pod's `automountServiceAccountToken`, else the account's) every init and app container
+/// that does not already mount something at the credentials path mounts a projected
+/// `kube-api-access-xxxxx` volume (token, cluster CA, namespace), as upstream. Mirror pods are left
+/// alone. `Err` is the reason of upstream's 403.
+pub fn admit_service_account(
+    pod: &mut Value,
+    namespace: &str,
+    sa: Option<&Value>,
+    suffix: impl FnOnce() -> String,
+) -> Result<(), String> {
+    let mirror = pod
+        .pointer("/metadata/annotations/kubernetes.io~1config.mirror")
+        .is_some();
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    if mirror {
+        return Ok(());
+    }
+    let name = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    let Some(sa) = sa else {
+        return Err(format!(
+            "error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found"
+        ));
+    };
+    // Image pull secrets of the account, when the pod names none.
+    let pod_has_pull_secrets = spec
+        .get("imagePullSecrets")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !pod_has_pull_secrets
+        && let Some(secrets) = sa
+            .get("imagePullSecrets")
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
+    {
+        spec.insert("imagePullSecrets".into(), Value::Array(secrets.clone()));
+    }
+    let automount = spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        .or_else(|| {
+            sa.get("automountServiceAccountToken")
+                .and_then(Value::as_bool)
+        })
+        .unwrap_or(true);
+    if !automount {
+        return Ok(());
+    }
+    let existing = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .filter_map(|v| v.get("name").and_then(Value::as_str))
+                .find(|n| n.starts_with(SERVICE_ACCOUNT_VOLUME_PREFIX))
+                .map(String::from)
+        });
+    let volume_name = existing
+        .clone()
+        .unwrap_or_else(|| format!("{SERVICE_ACCOUNT_VOLUME_PREFIX}{}", suffix()));
+    let mount =
+        json!({"mountPath": SERVICE_ACCOUNT_MOUNT_PATH, "name": volume_name, "readOnly": true});
+    let mut needs_volume = false;
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in containers.iter_mut() {
+            let Some(c) = c.as_object_mut() else { continue };
+            let mounts = c
+                .entry("volumeMounts")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            let Some(mounts) = mounts.as_array_mut() else {
+                continue;
+            };
+            let taken = mounts.iter().any(|m| {
+                m.get("mountPath").and_then(Value::as_str) == Some(SERVICE_ACCOUNT_MOUNT_PATH)
+            });
+            if !taken {
+                mounts.push(mount.clone());
+                needs_volume = true;
+            }
+        }
+    }
+    if existing.is_none() && needs_volume {
+        let volume = json!({
+            "name": volume_name,
+            "projected": {
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": PROJECTED_TOKEN_EXPIRATION_SECONDS, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+                ],
+                "defaultMode": 420,
+            },
+        });
+        let volumes = spec
+            .entry("volumes")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(v) = volumes.as_array_mut() {
+            v.push(volume);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod service_account_tests {
+    use super::*;
+
+    fn pod(extra: Value) -> Value {
+        let mut p = json!({"metadata": {"name": "p"}, "spec": {"serviceAccountName": "default",
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "nginx"},
+                           {"name": "b", "image": "nginx", "volumeMounts": [{"name": "own", "mountPath": SERVICE_ACCOUNT_MOUNT_PATH}]}]}});
+        if let (Some(s), Some(e)) = (p["spec"].as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn every_container_without_its_own_mount_gets_the_projected_credentials() {
+        let mut p = pod(json!({}));
+        admit_service_account(&mut p, "default", Some(&json!({})), || "abcde".into()).unwrap();
+        let spec = &p["spec"];
+        assert_eq!(spec["volumes"][0]["name"], "kube-api-access-abcde");
+        assert_eq!(
+            spec["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"],
+            3607
+        );
+        assert_eq!(spec["volumes"][0]["projected"]["defaultMode"], 420);
+        assert_eq!(
+            spec["initContainers"][0]["volumeMounts"][0],
+            json!({"mountPath": SERVICE_ACCOUNT_MOUNT_PATH, "name": "kube-api-access-abcde", "readOnly": true})
+        );
+        assert_eq!(
+            spec["containers"][0]["volumeMounts"][0]["name"],
+            "kube-api-access-abcde"
+        );
+        // The container with its own mount at the path keeps only that.
+        assert_eq!(
+            spec["containers"][1]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn automount_off_missing_accounts_and_mirror_pods() {
+        let mut p = pod(json!({"automountServiceAccountToken": false}));
+        admit_service_account(&mut p, "default", Some(&json!({})), || unreachable!()).unwrap();
+        assert!(p["spec"].get("volumes").is_none());
+        // The account's setting applies when the pod says nothing; the pod's wins.
+        let mut p = pod(json!({}));
+        let sa =
+            json!({"automountServiceAccountToken": false, "imagePullSecrets": [{"name": "reg"}]});
+        admit_service_account(&mut p, "default", Some(&sa), || unreachable!()).unwrap();
+        assert!(p["spec"].get("volumes").is_none());
+        assert_eq!(p["spec"]["imagePullSecrets"], json!([{"name": "reg"}]));
+        let mut p = pod(json!({"automountServiceAccountToken": true}));
+        admit_service_account(&mut p, "default", Some(&sa), || "zzzzz".into()).unwrap();
+        assert_eq!(p["spec"]["volumes"][0]["name"], "kube-api-access-zzzzz");
+        let mut p = pod(json!({"serviceAccountName": "robot"}));
+        assert_eq!(
+            admit_service_account(&mut p, "ns1", None, || unreachable!()),
+            Err(
+                "error looking up service account ns1/robot: serviceaccount \"robot\" not found"
+                    .into()
+            )
+        );
+        let mut p = pod(json!({}));
+        p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "x"});
+        admit_service_account(&mut p, "default", None, || unreachable!()).unwrap();
+        assert!(p["spec"].get("volumes").is_none());
+    }
+}

@@ -2105,3 +2105,39 @@ async fn priority_classes_and_the_priority_admission_plugin() {
         ]
     );
 }
+
+/// The ServiceAccount admission plugin: bootstrap namespaces have their `default` account, a
+/// pod gets the projected API credentials, and a pod whose account does not exist is refused
+/// as upstream refuses it (nothing stored).
+#[tokio::test(start_paused = true)]
+async fn pods_need_their_service_account_and_get_its_credentials() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::namespaced(client(&api), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("web"))
+        .await
+        .unwrap();
+    let spec = created.spec.unwrap();
+    let vol = &spec.volumes.as_ref().unwrap()[0];
+    assert!(vol.name.starts_with("kube-api-access-"), "{}", vol.name);
+    assert!(vol.projected.is_some());
+    let mounts = spec.containers[0].volume_mounts.as_ref().unwrap();
+    assert_eq!(
+        mounts[0].mount_path,
+        "/var/run/secrets/kubernetes.io/serviceaccount"
+    );
+    assert_eq!(mounts[0].name, vol.name);
+    let mut robot = pod("robot");
+    robot.spec.as_mut().unwrap().service_account_name = Some("robot".into());
+    let err = api_err(
+        pods.create(&PostParams::default(), &robot)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "pods \"robot\" is forbidden: error looking up service account default/robot: serviceaccount \"robot\" not found"
+    );
+    assert!(pods.get_opt("robot").await.unwrap().is_none());
+}

@@ -556,6 +556,19 @@ fn admission_forbidden(ri: &ResourceInfo, obj: &Value, reason: &str) -> ApiError
     ))
 }
 
+/// The ServiceAccount a new pod names (`spec.serviceAccountName`, defaulted), if it exists.
+async fn pod_service_account(inner: &Inner, ns: &str, pod: &Value) -> ApiResult<Option<Value>> {
+    let name = pod
+        .pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let sa_ri = registry::lookup("", "v1", "serviceaccounts").expect("served");
+    match inner.store.get(&sa_ri.key(Some(ns), name)).await? {
+        Some(kv) => Ok(Some(decode_kv(sa_ri, &kv)?)),
+        None => Ok(None),
+    }
+}
+
 async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str) -> ApiResult<()> {
     let nsri = registry::lookup("", "v1", "namespaces").expect("served");
     let Some(kv) = inner.store.get(&nsri.key(None, ns)).await? else {
@@ -700,6 +713,15 @@ pub(crate) async fn create_object(
         None
     };
     if is_pods(ri) {
+        // Admission in upstream's plugin order: ServiceAccount before Priority.
+        let sa = pod_service_account(inner, namespace.as_deref().unwrap_or(""), &obj).await?;
+        crate::admission::admit_service_account(
+            &mut obj,
+            namespace.as_deref().unwrap_or(""),
+            sa.as_ref(),
+            || inner.rng.suffix(5),
+        )
+        .map_err(|reason| admission_forbidden(ri, &obj, &reason))?;
         let classes = priority_classes(inner).await?;
         crate::admission::admit_pod_priority(&mut obj, &classes)
             .map_err(|reason| admission_forbidden(ri, &obj, &reason))?;

@@ -115,6 +115,18 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
+        // Their `default` ServiceAccounts, which upstream's service-account controller creates
+        // within moments of start-up: here before anything can ask for a pod, so that a pod
+        // created as the cluster starts is not refused for want of its account.
+        let sa = registry::lookup("", "v1", "serviceaccounts").expect("serviceaccounts are served");
+        for ns in BOOTSTRAP_NAMESPACES {
+            let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+            match crate::crud::create_object(&api.inner, sa, Some(ns), obj, false, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
         let pc = registry::lookup("scheduling.k8s.io", "v1", "priorityclasses")
             .expect("priorityclasses are served");
         for (name, value, description) in crate::validation::SYSTEM_PRIORITY_CLASSES {

@@ -19,6 +19,7 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod pod_gc;
 pub mod replicaset;
+pub mod serviceaccount;
 pub mod statefulset;
 pub mod taint_eviction;
 

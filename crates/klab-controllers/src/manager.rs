@@ -21,6 +21,7 @@ use crate::job::JobControllerConfig;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleMetrics};
 use crate::pod_gc::{PodGcConfig, PodGcMetrics};
 use crate::replicaset::ReplicaSetControllerConfig;
+use crate::serviceaccount::ServiceAccountControllerConfig;
 use crate::statefulset::StatefulSetControllerConfig;
 use crate::taint_eviction::{TaintEvictionConfig, TaintEvictionMetrics};
 
@@ -40,6 +41,7 @@ pub struct ControllerManagerConfig {
     pub garbage_collector: GarbageCollectorConfig,
     pub daemonset: DaemonSetControllerConfig,
     pub job: JobControllerConfig,
+    pub serviceaccount: ServiceAccountControllerConfig,
 }
 
 /// The flags `set_flag` understands, with upstream names.
@@ -299,6 +301,20 @@ pub fn start(
                 clock.clone(),
             ),
             |(c, inf, clock)| crate::namespace::run(c, inf, clock),
+        ),
+    );
+    // The `default` ServiceAccount of every namespace, and the root CA ConfigMap when the
+    // cluster has a CA.
+    spawn(
+        "serviceaccount-controller",
+        restartable(
+            (
+                client_for("service-account-controller"),
+                informers.clone(),
+                clock.clone(),
+                config.serviceaccount.clone(),
+            ),
+            |(c, inf, clock, cfg)| crate::serviceaccount::run(c, inf, clock, cfg),
         ),
     );
     // The informers live as long as the controllers: aborting this task (with the others, when

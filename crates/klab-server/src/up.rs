@@ -171,7 +171,14 @@ pub async fn start(
     })?;
     let store: klab_store::DynStorage = RedbStore::open(&store_path)?;
     let clock = resume_clock(dir, opts.speed);
+    let local_addr = listener.local_addr().map_err(|source| UpError::Listen {
+        addr: opts.listen,
+        source,
+    })?;
+    let pki = Pki::load_or_create(&dir.join("pki"), &host_names(&local_addr))?;
     let mut config = opts.cluster.clone();
+    // Pods find the cluster CA in every namespace's `kube-root-ca.crt`.
+    config.controllers.serviceaccount.root_ca_pem = Some(pki.ca_cert_pem.clone());
     // A restart of `klab up` is a control-plane restart: the machines kept running.
     if !opts.cold_start {
         config.restore_machines = load_machines(dir);
@@ -179,11 +186,6 @@ pub async fn start(
     let cluster =
         Arc::new(Cluster::start(store, clock.clone(), DetRng::from_entropy(), config).await?);
     let api = cluster.api().clone();
-    let local_addr = listener.local_addr().map_err(|source| UpError::Listen {
-        addr: opts.listen,
-        source,
-    })?;
-    let pki = Pki::load_or_create(&dir.join("pki"), &host_names(&local_addr))?;
     let host = if local_addr.ip().is_unspecified() {
         "127.0.0.1".to_string()
     } else {
