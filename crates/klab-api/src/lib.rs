@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod clock;
+pub mod cron;
 pub mod duration;
 pub mod names;
 pub mod nodeaffinity;

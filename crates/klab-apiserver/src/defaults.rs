@@ -640,6 +640,21 @@ pub fn default_object(ri: &ResourceInfo, obj: &mut Value) {
             }
         }
         ("batch", "Job") => default_job(m),
+        ("batch", "CronJob") => {
+            if let Some(spec) = obj_at(m, "spec") {
+                default_str(spec, "concurrencyPolicy", "Allow");
+                default_field(spec, "suspend", json!(false));
+                default_field(spec, "successfulJobsHistoryLimit", json!(3));
+                default_field(spec, "failedJobsHistoryLimit", json!(1));
+                // The job template's pod template is defaulted as any pod template; the Job's
+                // own defaults come when the controller creates it.
+                if let Some(jt) = obj_at(spec, "jobTemplate")
+                    && let Some(js) = obj_at(jt, "spec")
+                {
+                    default_template(js);
+                }
+            }
+        }
         // PodDisruptionBudget (policy/v1), Lease, Event, ConfigMap, …: no defaults upstream.
         _ => {}
     }

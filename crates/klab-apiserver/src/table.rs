@@ -340,6 +340,7 @@ enum Printer {
     StatefulSet,
     DaemonSet,
     Job,
+    CronJob,
     PodDisruptionBudget,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -372,6 +373,7 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("apps", "DaemonSet") => Printer::DaemonSet,
         ("apps", "ControllerRevision") => Printer::ControllerRevision,
         ("batch", "Job") => Printer::Job,
+        ("batch", "CronJob") => Printer::CronJob,
         ("policy", "PodDisruptionBudget") => Printer::PodDisruptionBudget,
         ("", "PersistentVolume") => Printer::PersistentVolume,
         ("", "PersistentVolumeClaim") => Printer::PersistentVolumeClaim,
@@ -517,6 +519,18 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             column("Status", s, "", "Status of the job.", 0),
             column("Completions", s, "", D_JOB_SUCCEEDED, 0),
             column("Duration", s, "", "Time required to complete the job.", 0),
+            age_col(),
+            column("Containers", s, "", D_CONTAINERS, 1),
+            column("Images", s, "", D_IMAGES, 1),
+            column("Selector", s, "", D_JOB_SELECTOR, 1),
+        ],
+        Printer::CronJob => vec![
+            name_col(),
+            column("Schedule", s, "", D_CRONJOB_SCHEDULE, 0),
+            column("Timezone", s, "", D_CRONJOB_TIMEZONE, 0),
+            column("Suspend", "boolean", "", D_CRONJOB_SUSPEND, 0),
+            column("Active", i, "", D_CRONJOB_ACTIVE, 0),
+            column("Last Schedule", s, "", D_CRONJOB_LAST_SCHEDULE, 0),
             age_col(),
             column("Containers", s, "", D_CONTAINERS, 1),
             column("Images", s, "", D_IMAGES, 1),
@@ -749,6 +763,7 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
             ]
         }
         Printer::Job => job_cells(obj, now),
+        Printer::CronJob => cronjob_cells(obj, now),
         Printer::PodDisruptionBudget => vec![
             name,
             str_cell(&int_or_string(get(obj, &["spec", "minAvailable"]))),
@@ -1205,6 +1220,44 @@ fn job_cells(job: &Value, now: Timestamp) -> Vec<Value> {
         names,
         images,
         Value::String(format_label_selector(get(job, &["spec", "selector"]))),
+    ]
+}
+
+/// `printCronJob`: the job template's containers in the wide columns.
+fn cronjob_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
+    let last = match gts(cj, &["status", "lastScheduleTime"]) {
+        Some(t) => translate_since(Some(t), now),
+        None => "<none>".to_string(),
+    };
+    let tz = get(cj, &["spec", "timeZone"])
+        .and_then(Value::as_str)
+        .unwrap_or("<none>");
+    let suspend = match get(cj, &["spec", "suspend"]).and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "<unset>",
+    };
+    let template = get(cj, &["spec", "jobTemplate"])
+        .cloned()
+        .unwrap_or(Value::Null);
+    let (names, images) = container_cells(&template);
+    vec![
+        str_cell(gs(cj, &["metadata", "name"])),
+        str_cell(gs(cj, &["spec", "schedule"])),
+        str_cell(tz),
+        str_cell(suspend),
+        json!(garr(cj, &["status", "active"]).len()),
+        Value::String(last),
+        str_cell(&translate_since(
+            gts(cj, &["metadata", "creationTimestamp"]),
+            now,
+        )),
+        names,
+        images,
+        Value::String(format_label_selector(get(
+            cj,
+            &["spec", "jobTemplate", "spec", "selector"],
+        ))),
     ]
 }
 
@@ -1785,6 +1838,13 @@ const D_SVC_EXTERNAL_IPS: &str = "externalIPs is a list of IP addresses for whic
 const D_SVC_PORTS: &str = "The list of ports that are exposed by this service. More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies";
 const D_SVC_SELECTOR: &str = "Route service traffic to pods with label keys and values matching this selector. If empty or not present, the service is assumed to have an external process managing its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: https://kubernetes.io/docs/concepts/services-networking/service/";
 const D_JOB_SUCCEEDED: &str = "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. However, it may decrease in reaction to scale down of elastic indexed jobs.";
+const D_CRONJOB_SCHEDULE: &str =
+    "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.";
+const D_CRONJOB_TIMEZONE: &str = "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones";
+const D_CRONJOB_SUSPEND: &str = "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.";
+const D_CRONJOB_ACTIVE: &str = "A list of pointers to currently running jobs.";
+const D_CRONJOB_LAST_SCHEDULE: &str =
+    "Information when was the last time the job was successfully scheduled.";
 const D_JOB_SELECTOR: &str = "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 const D_LEASE_HOLDER: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
 const D_CR_REVISION: &str = "Revision indicates the revision of the state represented by Data.";

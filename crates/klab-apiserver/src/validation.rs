@@ -1367,6 +1367,78 @@ fn validate_job(obj: &Value, errs: &mut Errs) {
     validate_pod_template(spec, &["OnFailure", "Never"], errs);
 }
 
+/// CronJob (`ValidateCronJobCreate`): the name leaves room for the 11-character job suffix, the
+/// schedule parses (and carries no time zone of its own), the policies are known, the counts
+/// are not negative, and the job template is a valid Job spec (its selector is generated when
+/// the Job is made, so it is not asked for here).
+fn validate_cronjob(obj: &Value, errs: &mut Errs) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name.len() > 52 {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            jstr(name),
+            "must be no more than 52 characters",
+        ));
+    }
+    let empty = Value::Object(Map::new());
+    let spec = obj.get("spec").unwrap_or(&empty);
+    match s(spec, "schedule") {
+        None | Some("") => errs.push(FieldError::required("spec.schedule", "")),
+        Some(sched) if sched.contains("TZ") => errs.push(FieldError::invalid(
+            "spec.schedule",
+            jstr(sched),
+            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        )),
+        Some(sched) => {
+            if let Err(e) = klab_api::cron::Schedule::parse(sched) {
+                errs.push(FieldError::invalid("spec.schedule", jstr(sched), e));
+            }
+        }
+    }
+    if let Some(tz) = s(spec, "timeZone")
+        && tz != "UTC"
+        && tz != "Etc/UTC"
+    {
+        // klab runs schedules in UTC only; any other zone is refused rather than misread.
+        errs.push(FieldError::invalid(
+            "spec.timeZone",
+            jstr(tz),
+            format!("unknown time zone {tz}"),
+        ));
+    }
+    match s_or_empty(spec, "concurrencyPolicy") {
+        "" | "Allow" | "Forbid" | "Replace" => {}
+        other => errs.push(FieldError::not_supported(
+            "spec.concurrencyPolicy",
+            jstr(other),
+            &["Allow", "Forbid", "Replace"],
+        )),
+    }
+    for key in [
+        "startingDeadlineSeconds",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+    ] {
+        non_negative(errs, spec, key, "spec");
+    }
+    let job_spec = spec
+        .pointer("/jobTemplate/spec")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let mut inner = Vec::new();
+    validate_job(&serde_json::json!({"spec": job_spec}), &mut inner);
+    for mut e in inner {
+        if e.field.starts_with("spec.selector") {
+            continue;
+        }
+        e.field = format!("spec.jobTemplate.{}", e.field);
+        errs.push(e);
+    }
+}
+
 fn validate_node(obj: &Value, errs: &mut Errs) {
     let empty = Value::Object(Map::new());
     let spec = obj.get("spec").unwrap_or(&empty);
@@ -1705,6 +1777,7 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("apps", "StatefulSet") => validate_statefulset(obj, errs),
         ("apps", "DaemonSet") => validate_daemonset(obj, errs),
         ("batch", "Job") => validate_job(obj, errs),
+        ("batch", "CronJob") => validate_cronjob(obj, errs),
         ("coordination.k8s.io", "Lease") => validate_lease(obj, errs),
         ("policy", "PodDisruptionBudget") => validate_pdb(obj, errs),
         ("discovery.k8s.io", "EndpointSlice") => validate_endpoint_slice(obj, errs),
@@ -2787,5 +2860,79 @@ mod tests {
         old_job["spec"]["suspend"] = json!(true);
         new_job["spec"]["suspend"] = json!(true);
         assert!(update_messages(job, &new_job, &old_job).is_empty());
+    }
+
+    #[test]
+    fn cronjob_schedules_names_and_templates() {
+        let cj = ri("batch/v1", "CronJob");
+        let obj = |name: &str, spec: Value| json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        let template = json!({"spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "Always",
+                            "terminationMessagePolicy": "File"}],
+            "dnsPolicy": "ClusterFirst"}}}});
+        let msgs = |o: Value| -> Vec<String> {
+            match validate_create(cj, &o) {
+                Ok(()) => vec![],
+                Err(errs) => errs.iter().map(FieldError::message).collect(),
+            }
+        };
+        assert_eq!(
+            msgs(obj(
+                "ok",
+                json!({"schedule": "*/5 * * * *", "jobTemplate": template})
+            )),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            msgs(obj(
+                "bad",
+                json!({"schedule": "61 * * * *", "jobTemplate": template})
+            )),
+            [
+                "spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"
+            ]
+        );
+        assert_eq!(
+            msgs(obj(
+                "tz",
+                json!({"schedule": "TZ=UTC 0 * * * *", "jobTemplate": template})
+            )),
+            [
+                "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+            ]
+        );
+        let long = "x".repeat(53);
+        assert_eq!(
+            msgs(obj(
+                &long,
+                json!({"schedule": "@hourly", "jobTemplate": template})
+            )),
+            [format!(
+                "metadata.name: Invalid value: \"{long}\": must be no more than 52 characters"
+            )]
+        );
+        let m = msgs(obj(
+            "p",
+            json!({"schedule": "@daily", "concurrencyPolicy": "Sometimes",
+            "startingDeadlineSeconds": -1, "jobTemplate": template}),
+        ));
+        assert!(m.contains(&"spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"".to_string()), "{m:?}");
+        assert!(
+            m.iter()
+                .any(|x| x.starts_with("spec.startingDeadlineSeconds: Invalid value: -1")),
+            "{m:?}"
+        );
+        let mut always = template.clone();
+        always["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+        let m = msgs(obj(
+            "a",
+            json!({"schedule": "@daily", "jobTemplate": always}),
+        ));
+        assert!(
+            m.iter()
+                .all(|x| x.starts_with("spec.jobTemplate.spec.template.spec.restartPolicy")),
+            "{m:?}"
+        );
+        assert!(!m.is_empty());
     }
 }

@@ -7,6 +7,7 @@
 //! defaults). `manager` starts them all from one entry point, with one informer factory.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;

@@ -303,6 +303,15 @@ pub fn start(
             |(c, inf, clock)| crate::namespace::run(c, inf, clock),
         ),
     );
+    let c = client_for("cronjob-controller");
+    let rec = recorder(&c, crate::cronjob::CONTROLLER_NAME);
+    spawn(
+        "cronjob-controller",
+        restartable(
+            (c, informers.clone(), clock.clone(), rec),
+            |(c, inf, clock, rec)| crate::cronjob::run(c, inf, clock, rec),
+        ),
+    );
     // The `default` ServiceAccount of every namespace, and the root CA ConfigMap when the
     // cluster has a CA.
     spawn(
