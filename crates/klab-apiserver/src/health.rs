@@ -208,18 +208,10 @@ async fn check_handler(
     }
 }
 
-async fn metrics_handler(State(health): State<Health>) -> Response {
-    let mut resp = (StatusCode::OK, render_metrics(&health)).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    resp
-}
-
-/// The probe and metrics routes over one cluster's registry.
+/// The probe routes over one cluster's registry (`/metrics` is the server's: it adds the API
+/// server's own families).
 pub fn routes(health: Health) -> Router {
-    let mut r: Router<Health> = Router::new().route("/metrics", get(metrics_handler));
+    let mut r: Router<Health> = Router::new();
     for probe in ["healthz", "livez", "readyz"] {
         r = r
             .route(

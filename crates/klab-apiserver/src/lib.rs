@@ -18,6 +18,7 @@ pub mod error;
 pub mod health;
 pub mod identity;
 pub mod kubelet_proxy;
+pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod patch;

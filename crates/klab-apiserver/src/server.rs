@@ -69,6 +69,8 @@ pub(crate) struct Inner {
     pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
     /// The service-account token key (kept in the store, so tokens outlive restarts).
     pub signer: crate::token::Signer,
+    /// Request, watch and storage metrics (`/metrics`).
+    pub metrics: crate::metrics::SharedMetrics,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -96,6 +98,7 @@ impl ApiServer {
         let api = ApiServer {
             inner: Arc::new(Inner {
                 signer,
+                metrics: Default::default(),
                 store,
                 clock,
                 rng,
@@ -205,14 +208,23 @@ impl ApiServer {
         &self.inner.store
     }
 
+    /// Adds a source of more `/metrics` text (the controllers' metric families).
+    pub fn add_metrics_source(&self, f: impl Fn() -> String + Send + Sync + 'static) {
+        self.inner.metrics.add_source(f);
+    }
+
     /// The Router with no identity attached (the TLS server attaches one per connection; requests
     /// without one are treated as the cluster admin by in-process callers).
     pub fn router(&self) -> Router {
         let resources = Router::new()
             .fallback(dispatch)
             .with_state(self.inner.clone());
+        let metrics = Router::new()
+            .route("/metrics", axum::routing::get(metrics_handler))
+            .with_state(self.inner.clone());
         let router = crate::discovery::routes()
             .merge(crate::health::routes(self.inner.health.clone()))
+            .merge(metrics)
             .merge(crate::openapi::routes())
             .merge(resources);
         #[cfg(test)]
@@ -235,6 +247,29 @@ impl ApiServer {
     pub fn router_as(&self, identity: Identity) -> Router {
         self.router().layer(axum::Extension(identity))
     }
+}
+
+/// `/metrics`: the supervision counters, the API server's families and the registered sources.
+async fn metrics_handler(State(inner): State<Arc<Inner>>) -> Response {
+    let mut objects = Vec::new();
+    for ri in crate::metrics::stored_resources() {
+        let prefix = crate::conversion::storage_resource(ri).key_prefix();
+        let opts = klab_store::ListOptions {
+            limit: Some(1),
+            ..Default::default()
+        };
+        if let Ok(l) = inner.store.list(&prefix, opts).await {
+            objects.push((ri, (l.kvs.len() as u64).saturating_add(l.remaining)));
+        }
+    }
+    let mut body = crate::health::render_metrics(&inner.health);
+    body.push_str(&inner.metrics.render(&objects));
+    let mut resp = (axum::http::StatusCode::OK, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
 }
 
 /// Service-account bearer tokens (`kubectl --token=$(kubectl create token sa)`): a request that
@@ -473,13 +508,44 @@ fn parse_query(uri: &axum::http::Uri) -> ApiResult<BTreeMap<String, String>> {
 }
 
 async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
-    let deprecated = parse_path(req.uri().path())
-        .ok()
-        .and_then(|t| registry::deprecation(t.ri));
+    let target = parse_path(req.uri().path()).ok();
+    let deprecated = target.as_ref().and_then(|t| registry::deprecation(t.ri));
+    // What `apiserver_request_total` calls this request.
+    let watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    let apply = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/apply-patch"));
+    let labels = target.as_ref().map(|t| {
+        let named = t.name.is_some();
+        let sub = t.sub.clone().unwrap_or_default();
+        crate::metrics::RequestLabels {
+            verb: crate::metrics::verb(req.method(), named, watch, t.sub.as_deref(), apply),
+            group: t.ri.group,
+            version: t.ri.version,
+            resource: t.ri.plural,
+            scope: crate::metrics::scope(named, t.namespace.is_some()),
+            subresource: sub,
+            code: 0,
+        }
+    });
+    let started = inner.clock.elapsed();
+    let metrics = inner.metrics.clone();
+    let clock = inner.clock.clone();
     let mut resp = match dispatch_inner(inner, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
+    if let Some(mut l) = labels {
+        l.code = resp.status().as_u16();
+        let long_running = matches!(l.verb, "WATCH" | "CONNECT")
+            || (l.subresource == "log" && resp.status().is_success());
+        let took = (!long_running).then(|| clock.elapsed().saturating_sub(started));
+        metrics.observe(l, took);
+    }
     // Upstream's deprecation filter warns on every request to a deprecated resource; kubectl
     // prints it as `Warning: …`.
     if let Some(msg) = deprecated

@@ -31,7 +31,7 @@ use crate::crud::Selectors;
 use crate::error::{ApiError, ApiResult};
 use crate::object;
 use crate::registry::ResourceInfo;
-use crate::server::Ctx;
+use crate::server::{Ctx, Inner};
 use crate::table::{self, IncludeObject};
 
 /// How a watch renders its objects.
@@ -326,7 +326,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
                 item = stream.next() => {
-                    if forward(item, &mut enc, &sel, &tx, &store, &inner.decoded, &mut last_rv).await.is_err() {
+                    if forward(item, &mut enc, &sel, &tx, &inner, &mut last_rv).await.is_err() {
                         return;
                     }
                 }
@@ -339,7 +339,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                     // examined them all and may claim `current` without skipping an event.
                     let current = store.current_revision();
                     while let Some(item) = stream.next().now_or_never() {
-                        if forward(item, &mut enc, &sel, &tx, &store, &inner.decoded, &mut last_rv).await.is_err() {
+                        if forward(item, &mut enc, &sel, &tx, &inner, &mut last_rv).await.is_err() {
                             return;
                         }
                     }
@@ -368,10 +368,10 @@ async fn forward(
     enc: &mut Encoder,
     sel: &Selectors,
     tx: &mpsc::Sender<Result<Bytes, Infallible>>,
-    store: &klab_store::DynStorage,
-    decoded: &DecodedEvents,
+    inner: &Inner,
     last_rv: &mut u64,
 ) -> Result<(), ()> {
+    let (store, decoded, metrics) = (&inner.store, &*inner.decoded, &inner.metrics);
     let ev = match item {
         None => return Err(()),
         Some(Ok(ev)) => ev,
@@ -389,10 +389,11 @@ async fn forward(
         }
     };
     *last_rv = ev.revision;
-    if let Some(line) = event_line(enc, sel, decoded, &ev)
-        && tx.send(Ok(line)).await.is_err()
-    {
-        return Err(());
+    if let Some(line) = event_line(enc, sel, decoded, &ev) {
+        metrics.watch_event(enc.ri);
+        if tx.send(Ok(line)).await.is_err() {
+            return Err(());
+        }
     }
     Ok(())
 }

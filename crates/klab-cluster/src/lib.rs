@@ -138,6 +138,14 @@ impl Cluster {
             config.controllers.clone(),
             api.health().clone(),
         );
+        // One process: the controllers' metric families are served on the API server's
+        // `/metrics` (there is no kube-controller-manager port to scrape).
+        let m = controller_metrics.clone();
+        api.add_metrics_source(move || {
+            let mut s = m.node_lifecycle.render();
+            s.push_str(&m.taint_eviction.render());
+            s
+        });
         let scheduler_client = kube::Client::new(
             api.router_as(Identity::component("kube-scheduler")),
             "default",
