@@ -788,7 +788,7 @@ async fn bad_input_gets_status_and_changes_nothing() {
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"x"}}"#.to_vec(), 400),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"metadata":{"name":"x"},"spec":{"containers":[{"image":"nginx"}]}}"#.to_vec(), 422),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#.to_vec(), 422),
-        ("POST", "/api/v1/namespaces/default/pods", "application/vnd.kubernetes.protobuf", b"k8s\0".to_vec(), 415),
+        ("POST", "/api/v1/namespaces/default/pods", "application/vnd.kubernetes.protobuf", b"k8s\0".to_vec(), 400),
         ("POST", "/api/v1/namespaces/default/widgets", "application/json", b"{}".to_vec(), 404),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", vec![b' '; 3 * 1024 * 1024 + 10], 413),
         ("PATCH", "/api/v1/namespaces/default/pods/none", "application/merge-patch+json", b"{}".to_vec(), 404),

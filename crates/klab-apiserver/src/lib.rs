@@ -20,6 +20,7 @@ pub mod kubelet_proxy;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector_field;
