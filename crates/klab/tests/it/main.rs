@@ -11,6 +11,7 @@ mod kubectl_verbs;
 mod logs_exec_live;
 mod node_lifecycle_live;
 mod priority_live;
+mod protobuf_live;
 mod seed000_live;
 mod services_live;
 mod tidy;
