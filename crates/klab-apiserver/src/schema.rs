@@ -12,45 +12,63 @@ use serde_json::Value;
 
 use crate::registry::ResourceInfo;
 
-fn round_trip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
-    serde_json::to_value(&typed).map_err(|e| e.to_string())
+/// Something done with the typed model of a kind: decoding through it (`prune`), describing it
+/// (`openapi`'s component schemas).
+pub trait KindVisitor {
+    type Out;
+    fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out;
+}
+
+/// Runs `v` with the k8s-openapi type of `ri`'s kind, `None` for a kind with no typed model.
+/// This is the one table from served kinds to Rust types.
+pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
+    use k8s_openapi::api::{
+        apps, batch, coordination, core, discovery, events, policy, scheduling, storage,
+    };
+    Some(match (ri.group, ri.kind) {
+        ("", "Namespace") => v.visit::<core::v1::Namespace>(),
+        ("", "Node") => v.visit::<core::v1::Node>(),
+        ("", "Pod") => v.visit::<core::v1::Pod>(),
+        ("", "Event") => v.visit::<core::v1::Event>(),
+        ("", "ConfigMap") => v.visit::<core::v1::ConfigMap>(),
+        ("", "Secret") => v.visit::<core::v1::Secret>(),
+        ("", "Service") => v.visit::<core::v1::Service>(),
+        ("", "Endpoints") => v.visit::<core::v1::Endpoints>(),
+        ("", "ServiceAccount") => v.visit::<core::v1::ServiceAccount>(),
+        ("", "PersistentVolume") => v.visit::<core::v1::PersistentVolume>(),
+        ("", "PersistentVolumeClaim") => v.visit::<core::v1::PersistentVolumeClaim>(),
+        ("", "ResourceQuota") => v.visit::<core::v1::ResourceQuota>(),
+        ("", "LimitRange") => v.visit::<core::v1::LimitRange>(),
+        ("apps", "Deployment") => v.visit::<apps::v1::Deployment>(),
+        ("apps", "ReplicaSet") => v.visit::<apps::v1::ReplicaSet>(),
+        ("apps", "StatefulSet") => v.visit::<apps::v1::StatefulSet>(),
+        ("apps", "DaemonSet") => v.visit::<apps::v1::DaemonSet>(),
+        ("apps", "ControllerRevision") => v.visit::<apps::v1::ControllerRevision>(),
+        ("batch", "Job") => v.visit::<batch::v1::Job>(),
+        ("coordination.k8s.io", "Lease") => v.visit::<coordination::v1::Lease>(),
+        ("discovery.k8s.io", "EndpointSlice") => v.visit::<discovery::v1::EndpointSlice>(),
+        ("events.k8s.io", "Event") => v.visit::<events::v1::Event>(),
+        ("policy", "PodDisruptionBudget") => v.visit::<policy::v1::PodDisruptionBudget>(),
+        ("scheduling.k8s.io", "PriorityClass") => v.visit::<scheduling::v1::PriorityClass>(),
+        ("storage.k8s.io", "VolumeAttachment") => v.visit::<storage::v1::VolumeAttachment>(),
+        _ => return None,
+    })
+}
+
+struct RoundTrip<'a>(&'a Value);
+
+impl KindVisitor for RoundTrip<'_> {
+    type Out = Result<Value, String>;
+    fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out {
+        let typed: T = serde_json::from_value(self.0.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_value(&typed).map_err(|e| e.to_string())
+    }
 }
 
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
-    use k8s_openapi::api::{
-        apps, batch, coordination, core, discovery, events, policy, scheduling, storage,
-    };
-    let out = match (ri.group, ri.kind) {
-        ("", "Namespace") => round_trip::<core::v1::Namespace>(obj),
-        ("", "Node") => round_trip::<core::v1::Node>(obj),
-        ("", "Pod") => round_trip::<core::v1::Pod>(obj),
-        ("", "Event") => round_trip::<core::v1::Event>(obj),
-        ("", "ConfigMap") => round_trip::<core::v1::ConfigMap>(obj),
-        ("", "Secret") => round_trip::<core::v1::Secret>(obj),
-        ("", "Service") => round_trip::<core::v1::Service>(obj),
-        ("", "Endpoints") => round_trip::<core::v1::Endpoints>(obj),
-        ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(obj),
-        ("", "PersistentVolume") => round_trip::<core::v1::PersistentVolume>(obj),
-        ("", "PersistentVolumeClaim") => round_trip::<core::v1::PersistentVolumeClaim>(obj),
-        ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(obj),
-        ("", "LimitRange") => round_trip::<core::v1::LimitRange>(obj),
-        ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(obj),
-        ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(obj),
-        ("apps", "StatefulSet") => round_trip::<apps::v1::StatefulSet>(obj),
-        ("apps", "DaemonSet") => round_trip::<apps::v1::DaemonSet>(obj),
-        ("apps", "ControllerRevision") => round_trip::<apps::v1::ControllerRevision>(obj),
-        ("batch", "Job") => round_trip::<batch::v1::Job>(obj),
-        ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(obj),
-        ("discovery.k8s.io", "EndpointSlice") => round_trip::<discovery::v1::EndpointSlice>(obj),
-        ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),
-        ("policy", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
-        ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling::v1::PriorityClass>(obj),
-        ("storage.k8s.io", "VolumeAttachment") => round_trip::<storage::v1::VolumeAttachment>(obj),
-        _ => Ok(obj.clone()),
-    }?;
+    let out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &out, String::new(), &mut unknown);
     Ok((out, unknown))

@@ -678,3 +678,62 @@ async fn bad_protobuf_bodies_get_a_status_and_store_nothing() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn protobuf_watch_streams_length_prefixed_events() {
+    let api = crate::testing::memory_server().await;
+    let cm = encode_envelope(
+        "v1",
+        "ConfigMap",
+        &json!({"metadata": {"name": "w"}, "data": {"k": "v"}}),
+    )
+    .unwrap();
+    let (code, _, _) = call(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        MEDIA_TYPE,
+        PB_ACCEPT,
+        cm,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, ct, body) = call(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+        "",
+        "application/vnd.kubernetes.protobuf;stream=watch, application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!((code, ct.as_str()), (200, WATCH_MEDIA_TYPE));
+    let mut events = Vec::new();
+    let mut rest = body.as_slice();
+    while rest.len() >= 4 {
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let frame = &rest[4..4 + len];
+        events.push(
+            decode("k8s.io.apimachinery.pkg.apis.meta.v1.WatchEvent", frame)
+                .unwrap()
+                .unwrap(),
+        );
+        rest = &rest[4 + len..];
+    }
+    assert!(rest.is_empty());
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["data"], json!({"k": "v"}));
+    // A JSON watch of the same resource is unchanged.
+    let (_, ct, body) = call(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1",
+        "",
+        "application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!(ct, "application/json");
+    assert!(String::from_utf8_lossy(&body).starts_with("{\"type\":\"ADDED\""));
+}
