@@ -68,10 +68,36 @@ impl KindVisitor for RoundTrip<'_> {
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
-    let out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
+    let mut out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &out, String::new(), &mut unknown);
+    drop_empty_metadata_collections(&mut out);
     Ok((out, unknown))
+}
+
+/// ObjectMeta's maps and lists are `omitempty` in Go, so an empty one (`kubectl diff` and
+/// `kubectl apply` send `"annotations": {}` once they strip their own annotation) is absent
+/// from what upstream stores and returns.
+fn drop_empty_metadata_collections(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for key in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        let empty = match meta.get(key) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            meta.remove(key);
+        }
+    }
 }
 
 /// Collects paths present (and non-null) in `before` but absent from `after`.
@@ -135,6 +161,17 @@ mod tests {
             out["spec"]["strategy"]["rollingUpdate"],
             json!({"maxSurge": "25%", "maxUnavailable": 1})
         );
+    }
+
+    #[test]
+    fn empty_metadata_maps_and_lists_are_omitted_as_go_omits_them() {
+        let cms = lookup("", "v1", "configmaps").unwrap();
+        let obj = json!({"metadata": {"name": "c", "annotations": {}, "labels": {}, "finalizers": []},
+            "data": {}});
+        let (out, unknown) = prune(cms, &obj).unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(out["metadata"], json!({"name": "c"}));
+        assert_eq!(out["data"], json!({}), "only ObjectMeta's collections");
     }
 
     #[test]
