@@ -10,6 +10,7 @@ mod kubectl_basics;
 mod kubectl_verbs;
 mod logs_exec_live;
 mod node_lifecycle_live;
+mod openapi_live;
 mod priority_live;
 mod protobuf_live;
 mod seed000_live;
