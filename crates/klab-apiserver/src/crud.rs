@@ -206,10 +206,13 @@ pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiRes
         return Ok(json_response(code, &t));
     }
     if crate::table::wants_partial_metadata(accept).is_some() {
-        return Ok(json_response(
-            code,
-            &crate::table::partial_object_metadata(&obj),
-        ));
+        let partial = crate::table::partial_object_metadata(&obj);
+        if crate::protobuf::wants_protobuf_metadata(accept)
+            && let Some(resp) = crate::protobuf::response(code, &partial)
+        {
+            return Ok(resp);
+        }
+        return Ok(json_response(code, &partial));
     }
     if crate::protobuf::wants_protobuf(accept)
         && let Some(resp) = crate::protobuf::response(code, &obj)
@@ -496,6 +499,11 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
             .map(crate::table::partial_object_metadata)
             .collect();
         let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        if crate::protobuf::wants_protobuf_metadata(accept)
+            && let Some(resp) = crate::protobuf::response(StatusCode::OK, &body)
+        {
+            return Ok(resp);
+        }
         return Ok(json_response(StatusCode::OK, &body));
     }
     let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": meta, "items": items});

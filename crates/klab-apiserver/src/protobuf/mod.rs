@@ -178,6 +178,25 @@ pub fn wants_protobuf(accept: &str) -> bool {
     false
 }
 
+/// Whether a metadata-only answer (`as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, what
+/// client-go's metadata informers ask for) should be protobuf: the first such range the server
+/// can produce is protobuf.
+pub fn wants_protobuf_metadata(accept: &str) -> bool {
+    for range in crate::table::media_ranges(accept) {
+        let partial = matches!(
+            range.param("as"),
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
+        ) && range.param("g") == Some("meta.k8s.io")
+            && range.param("v") == Some("v1");
+        match range.mime.as_str() {
+            MEDIA_TYPE if partial => return true,
+            "application/json" | "application/*" | "*/*" if partial => return false,
+            _ => continue,
+        }
+    }
+    false
+}
+
 /// An object (or list) response in protobuf, or `None` when the kind has no protobuf form, so
 /// the caller answers JSON (which every protobuf client also accepts).
 pub fn response(code: axum::http::StatusCode, obj: &Value) -> Option<axum::response::Response> {

@@ -436,6 +436,12 @@ fn negotiation_follows_the_accept_order() {
     ));
     assert!(!wants_protobuf(""));
     assert!(!wants_protobuf("*/*"));
+    assert!(wants_protobuf_metadata(
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+    ));
+    assert!(!wants_protobuf_metadata(
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    ));
 }
 
 #[test]
@@ -580,6 +586,29 @@ async fn protobuf_create_get_list_and_delete_through_the_router() {
     )
     .await;
     assert_eq!(ct, "application/json");
+
+    // Metadata-only, as client-go's metadata client asks for it.
+    let meta_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let (code, ct, body) = call(
+        &api,
+        "GET",
+        "/apis/apps/v1/namespaces/pb/deployments",
+        "",
+        meta_accept,
+        vec![],
+    )
+    .await;
+    assert_eq!((code, ct.as_str()), (200, MEDIA_TYPE));
+    let (api_version, kind, list) = decode_envelope(&body).unwrap();
+    assert_eq!(
+        (api_version.as_str(), kind.as_str()),
+        ("meta.k8s.io/v1", "PartialObjectMetadataList")
+    );
+    assert_eq!(
+        list["items"][0]["metadata"]["labels"],
+        json!({"app": "web"})
+    );
+    assert!(list["items"][0].get("spec").is_none());
 
     // DELETE with a protobuf DeleteOptions body.
     let opts = encode_envelope(
