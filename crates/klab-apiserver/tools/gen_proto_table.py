@@ -7,7 +7,8 @@ carries the JSON field names, the required lists and the documentation. This scr
 into one line-based table that the API server's generic codec reads at start-up, so no message
 has a hand-written codec and a new kind needs no code.
 
-Usage (from the repository root, with both crates in the cargo registry):
+Usage (from the repository root, with both crates in the cargo registry; k8s-pb is no
+dependency of the workspace: `cargo info k8s-pb@0.9.0` downloads it there):
     python3 crates/klab-apiserver/tools/gen_proto_table.py \
         ~/.cargo/registry/src/*/k8s-pb-0.9.0 ~/.cargo/registry/src/*/k8s-openapi-0.29.0 \
         > crates/klab-apiserver/src/protobuf/messages.txt

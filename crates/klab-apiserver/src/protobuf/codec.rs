@@ -185,6 +185,7 @@ pub(crate) enum Raw<'a> {
     Varint(u64),
     Fixed64(u64),
     Bytes(&'a [u8]),
+    /// No Kubernetes message has a 32-bit fixed field; one is skipped like an unknown field.
     Fixed32,
 }
 
@@ -247,8 +248,7 @@ impl<'a> Reader<'a> {
                 Raw::Bytes(self.take(len)?)
             }
             5 => {
-                let b = self.take(4)?;
-                let _ = b;
+                self.take(4)?;
                 Raw::Fixed32
             }
             w => return Err(format!("proto: illegal wireType {w}")),
