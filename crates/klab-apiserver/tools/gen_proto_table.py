@@ -152,7 +152,7 @@ NONZERO_DEFAULT = re.compile(
 
 # An integer whose documentation gives zero a meaning of its own ("The value zero indicates delete
 # immediately", "Zero and negative values will be treated as 0") is a pointer in Go.
-ZERO_MEANS = re.compile(r"\b(?:[Zz]ero|0)\b")
+ZERO_MEANS = re.compile(r"\b(?:[Zz]ero\b|(?:value|to|as|of|is|be) 0\b(?! *<))")
 # Documentation that speaks of the field being nil or unset describes a Go pointer.
 NIL_MEANS = re.compile(r"\b(?:nil|[Nn]ull)\b")
 ZERO_DEFAULT = re.compile(r"\b[Dd]efaults? (?:to|is) (?:0|zero)\b")

@@ -14,7 +14,7 @@ fn generators(ns: &str) -> Vec<(String, String)> {
             format!("namespace/{ns} created"),
         ),
         (
-            format!("create deployment web --image=nginx:1.27 --replicas=0 {n}"),
+            format!("create deployment web --image=nginx:1.27 --replicas=0 --port=80 {n}"),
             "deployment.apps/web created".into(),
         ),
         (
@@ -139,6 +139,12 @@ fn generator_commands_work_with_protobuf_and_json_kubectl() {
                 "kubectl 1.{minor}: {absent} in\n{pod}"
             );
         }
+        let deploy = k.ok(
+            minor,
+            &["get", "deployment", "web", "-n", &ns, "-o", "yaml"],
+        );
+        assert!(deploy.contains("containerPort: 80"), "{deploy}");
+        assert!(!deploy.contains("hostPort"), "kubectl 1.{minor}:\n{deploy}");
         let svc = k.ok(minor, &["get", "service", "api", "-n", &ns, "-o", "yaml"]);
         assert!(!svc.contains("healthCheckNodePort"), "{svc}");
         // describe reads through the typed (protobuf-asking) client.
