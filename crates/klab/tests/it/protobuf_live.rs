@@ -61,6 +61,60 @@ fn get(k: &Klab, minor: u32, ns: &str, what: &str, path: &str) -> String {
     )
 }
 
+/// An object as stored, without what differs by namespace, identity, time or allocation.
+fn stored(k: &Klab, ns: &str, what: &str) -> serde_json::Value {
+    let out = k.ok(33, &["get", what, "-n", ns, "-o", "json"]);
+    let mut v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let o = v.as_object_mut().expect("object");
+    o.remove("status");
+    if let Some(meta) = o.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        for key in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "namespace",
+            "managedFields",
+            "generation",
+        ] {
+            meta.remove(key);
+        }
+        if let Some(labels) = meta.get_mut("labels").and_then(|l| l.as_object_mut()) {
+            labels.retain(|k, _| !k.contains("controller-uid"));
+        }
+    }
+    mask(&mut v);
+    v
+}
+
+/// Masks what varies between two equal requests: allocated cluster IPs, the scheduled node and
+/// UIDs (a Job's selector names its controller's).
+fn mask(v: &mut serde_json::Value) {
+    let is_uid = |s: &str| {
+        s.len() == 36
+            && s.char_indices().all(|(i, c)| {
+                if matches!(i, 8 | 13 | 18 | 23) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            })
+    };
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if matches!(k.as_str(), "clusterIP" | "clusterIPs" | "nodeName") {
+                    *x = serde_json::Value::String("MASKED".into());
+                } else {
+                    mask(x);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(mask),
+        serde_json::Value::String(s) if is_uid(s) => *s = "MASKED".into(),
+        _ => {}
+    }
+}
+
 #[test]
 fn generator_commands_work_with_protobuf_and_json_kubectl() {
     let k = Klab::start(&[]);
@@ -158,6 +212,23 @@ fn generator_commands_work_with_protobuf_and_json_kubectl() {
             k.ok(minor, &["delete", "configmap", "cfg", "-n", &ns])
                 .trim_end(),
             "configmap \"cfg\" deleted"
+        );
+    }
+    // kubectl 1.30 sent JSON and 1.33 protobuf: what was stored is the same.
+    for what in [
+        "deployment/web",
+        "job/once",
+        "secret/pw",
+        "serviceaccount/robot",
+        "service/api",
+        "pdb/budget",
+        "quota/q",
+        "pod/solo",
+    ] {
+        assert_eq!(
+            stored(&k, "gen30", what),
+            stored(&k, "gen33", what),
+            "{what} differs between kubectl 1.30 (JSON) and 1.33 (protobuf)"
         );
     }
     // kubectl 1.33 sends `create priorityclass` as protobuf as well.
