@@ -68,7 +68,11 @@ pub struct Message {
 
 impl Message {
     fn by_number(&self, n: u32) -> Option<&Field> {
-        self.fields.iter().find(|f| f.number == n)
+        // `fields` is sorted by number once the table is parsed.
+        self.fields
+            .binary_search_by_key(&n, |f| f.number)
+            .ok()
+            .and_then(|i| self.fields.get(i))
     }
 
     /// A Go "castrepeated" wrapper (`Verbs`, `ExtraValue`): one repeated string `items` that JSON
