@@ -788,7 +788,7 @@ async fn bad_input_gets_status_and_changes_nothing() {
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"x"}}"#.to_vec(), 400),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"metadata":{"name":"x"},"spec":{"containers":[{"image":"nginx"}]}}"#.to_vec(), 422),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", br#"{"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"nginx"}]}}"#.to_vec(), 422),
-        ("POST", "/api/v1/namespaces/default/pods", "application/vnd.kubernetes.protobuf", b"k8s\0".to_vec(), 415),
+        ("POST", "/api/v1/namespaces/default/pods", "application/vnd.kubernetes.protobuf", b"k8s\0".to_vec(), 400),
         ("POST", "/api/v1/namespaces/default/widgets", "application/json", b"{}".to_vec(), 404),
         ("POST", "/api/v1/namespaces/default/pods", "application/json", vec![b' '; 3 * 1024 * 1024 + 10], 413),
         ("PATCH", "/api/v1/namespaces/default/pods/none", "application/merge-patch+json", b"{}".to_vec(), 404),
@@ -817,8 +817,8 @@ async fn bad_input_gets_status_and_changes_nothing() {
     );
 }
 
-/// Random bytes and random JSON thrown at create and patch: always a Status, never a panic, and
-/// the store is unchanged.
+/// Random bytes and random JSON thrown at create, patch and protobuf create/update: always a
+/// Status, never a panic, and the store is unchanged.
 #[tokio::test(start_paused = true)]
 async fn fuzzed_bodies_never_panic_or_store() {
     let api = memory_server().await;
@@ -880,8 +880,24 @@ async fn fuzzed_bodies_never_panic_or_store() {
                 "/api/v1/namespaces/default/pods/target",
                 "application/merge-patch+json",
             ),
+            (
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                "application/vnd.kubernetes.protobuf",
+            ),
+            (
+                "PUT",
+                "/api/v1/namespaces/default/pods/target",
+                "application/vnd.kubernetes.protobuf",
+            ),
         ] {
-            let (code, v) = raw(&api, method, uri, ct, body.clone()).await;
+            // Protobuf bodies get the magic so that the envelope decoder is what is exercised.
+            let body = if ct.contains("protobuf") {
+                [crate::protobuf::MAGIC, body.as_slice()].concat()
+            } else {
+                body.clone()
+            };
+            let (code, v) = raw(&api, method, uri, ct, body).await;
             if code >= 400 {
                 assert_eq!(v["kind"], "Status", "{method} {uri}: {v}");
             }

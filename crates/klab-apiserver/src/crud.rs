@@ -44,7 +44,7 @@ pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
-/// Decodes a request body (JSON, or YAML) into an object. Protobuf is refused with a hint.
+/// Decodes a request body (JSON, YAML or protobuf) into an object.
 pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
     let ct = ctx
         .content_type()
@@ -64,18 +64,14 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
                 ApiError::bad_request(format!("{}: {}", decode_prefix(ctx.target.ri), e))
             })?
         }
-        "application/vnd.kubernetes.protobuf" => {
-            return Err(ApiError::new(
-                415,
-                "UnsupportedMediaType",
-                "klab does not accept protobuf request bodies yet (kubectl 1.32+ sends them for `kubectl create namespace|deployment|job`): \
-                 use `kubectl create -f` / `kubectl apply -f` with a manifest, or kubectl 1.31 or older",
-            ));
+        crate::protobuf::MEDIA_TYPE => {
+            crate::protobuf::decode_request(ctx.target.ri.kind, ctx.target.ri.version, body)?
         }
         _ => {
             return Err(ApiError::unsupported_media_type(&[
                 "application/json",
                 "application/yaml",
+                crate::protobuf::MEDIA_TYPE,
             ]));
         }
     };
@@ -88,8 +84,11 @@ pub(crate) fn decode_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
     Ok(value)
 }
 
-/// Decodes a subresource body (Binding, Eviction, Scale, Namespace): JSON or YAML.
+/// Decodes a subresource body (Binding, Eviction, Scale, Namespace): JSON, YAML or protobuf.
 pub(crate) fn decode_body_any(body: &[u8]) -> ApiResult<Value> {
+    if body.starts_with(crate::protobuf::MAGIC) {
+        return crate::protobuf::envelope_body(body);
+    }
     let v: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => match std::str::from_utf8(body)
@@ -207,10 +206,18 @@ pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiRes
         return Ok(json_response(code, &t));
     }
     if crate::table::wants_partial_metadata(accept).is_some() {
-        return Ok(json_response(
-            code,
-            &crate::table::partial_object_metadata(&obj),
-        ));
+        let partial = crate::table::partial_object_metadata(&obj);
+        if crate::protobuf::wants_protobuf_metadata(accept)
+            && let Some(resp) = crate::protobuf::response(code, &partial)
+        {
+            return Ok(resp);
+        }
+        return Ok(json_response(code, &partial));
+    }
+    if crate::protobuf::wants_protobuf(accept)
+        && let Some(resp) = crate::protobuf::response(code, &obj)
+    {
+        return Ok(resp);
     }
     Ok(json_response(code, &obj))
 }
@@ -492,9 +499,19 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
             .map(crate::table::partial_object_metadata)
             .collect();
         let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        if crate::protobuf::wants_protobuf_metadata(accept)
+            && let Some(resp) = crate::protobuf::response(StatusCode::OK, &body)
+        {
+            return Ok(resp);
+        }
         return Ok(json_response(StatusCode::OK, &body));
     }
     let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": meta, "items": items});
+    if crate::protobuf::wants_protobuf(accept)
+        && let Some(resp) = crate::protobuf::response(StatusCode::OK, &body)
+    {
+        return Ok(resp);
+    }
     Ok(json_response(StatusCode::OK, &body))
 }
 
@@ -1096,7 +1113,10 @@ pub(crate) struct DeleteOptions {
 impl DeleteOptions {
     pub fn parse(ctx: &Ctx, body: &[u8]) -> ApiResult<Self> {
         let mut o = DeleteOptions::default();
-        if !body.iter().all(u8::is_ascii_whitespace) {
+        if body.starts_with(crate::protobuf::MAGIC) {
+            let v = crate::protobuf::decode_request("DeleteOptions", "v1", body)?;
+            o = Self::from_value(&v)?;
+        } else if !body.iter().all(u8::is_ascii_whitespace) {
             let v: Value = serde_json::from_slice(body).map_err(|e| {
                 ApiError::bad_request(format!(
                     "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"

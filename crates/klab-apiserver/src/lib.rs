@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod review;
 pub mod schema;

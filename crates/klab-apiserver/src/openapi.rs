@@ -54,10 +54,10 @@ pub fn index() -> Value {
     let mut paths = Map::new();
     for (group, version) in group_versions() {
         let key = gv_path(group, version);
-        if let Some(doc) = group_version_document(&key) {
+        if let Some(doc) = documents().get(&key) {
             paths.insert(
                 key.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&doc))}),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}),
             );
         }
     }
@@ -147,9 +147,91 @@ fn patch_path_item(ri: &ResourceInfo) -> (String, Value) {
     (path, json!({"parameters": path_params, "patch": op}))
 }
 
+/// Describes a kind into a schema generator, returning its schema name.
+struct Describe<'a>(&'a mut schemars::SchemaGenerator);
+
+impl crate::schema::KindVisitor for Describe<'_> {
+    type Out = String;
+    fn visit<T: serde::de::DeserializeOwned + serde::Serialize + schemars::JsonSchema>(
+        self,
+    ) -> String {
+        self.0.subschema_for::<T>();
+        T::schema_name().into_owned()
+    }
+}
+
+/// `components.schemas` of one group-version: every served kind's schema (from k8s-openapi,
+/// which carries upstream's documentation) and everything it references, with upstream's
+/// `x-kubernetes-group-version-kind` on the kinds (what `kubectl explain` looks a resource up
+/// by). A `$ref` with a description becomes `allOf: [{$ref}]` beside it, as upstream writes it.
+fn component_schemas(resources: &[&ResourceInfo]) -> Map<String, Value> {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let mut kinds: Vec<(String, &ResourceInfo)> = Vec::new();
+    for ri in resources {
+        if let Some(name) = crate::schema::visit_kind(ri, Describe(&mut generator)) {
+            kinds.push((name, ri));
+        }
+    }
+    let mut defs = generator.take_definitions(true);
+    for (name, ri) in kinds {
+        let Some(schema) = defs.get_mut(&name).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        schema.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([{"group": ri.group, "kind": ri.kind, "version": ri.version}]),
+        );
+        // k8s-openapi marks `metadata` required (it is not an Option there); upstream does not.
+        if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+            req.retain(|r| r != "metadata");
+            if req.is_empty() {
+                schema.remove("required");
+            }
+        }
+    }
+    // Ordered by name, as upstream's documents are.
+    let sorted: std::collections::BTreeMap<String, Value> = defs.into_iter().collect();
+    sorted.into_iter().collect()
+}
+
+/// One served document: its JSON text and content hash.
+struct Document {
+    json: String,
+    hash: String,
+}
+
+/// Every group-version document, built and serialised once (they do not change while serving;
+/// the core one is a few hundred kilobytes).
+fn documents() -> &'static std::collections::BTreeMap<String, Document> {
+    static DOCS: std::sync::OnceLock<std::collections::BTreeMap<String, Document>> =
+        std::sync::OnceLock::new();
+    DOCS.get_or_init(|| {
+        group_versions()
+            .into_iter()
+            .filter_map(|(g, v)| {
+                let key = gv_path(g, v);
+                let doc = build_document(&key)?;
+                Some((
+                    key,
+                    Document {
+                        json: doc.to_string(),
+                        hash: hash(&doc),
+                    },
+                ))
+            })
+            .collect()
+    })
+}
+
 /// The document for one index key (`api/v1`, `apis/apps/v1`), or `None` if nothing is served
 /// there.
 pub fn group_version_document(gv: &str) -> Option<Value> {
+    documents()
+        .get(gv)
+        .and_then(|d| serde_json::from_str(&d.json).ok())
+}
+
+fn build_document(gv: &str) -> Option<Value> {
     let mut paths = Map::new();
     for ri in RESOURCES
         .iter()
@@ -161,10 +243,15 @@ pub fn group_version_document(gv: &str) -> Option<Value> {
     if paths.is_empty() {
         return None;
     }
+    let served: Vec<&ResourceInfo> = RESOURCES
+        .iter()
+        .filter(|r| gv_path(r.group, r.version) == gv)
+        .collect();
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": GIT_VERSION},
         "paths": paths,
+        "components": {"schemas": component_schemas(&served)},
     }))
 }
 
@@ -190,7 +277,11 @@ pub fn routes() -> Router {
 }
 
 fn json_ok(body: &Value, etag: Option<String>) -> Response {
-    let mut resp = (StatusCode::OK, body.to_string()).into_response();
+    json_text_ok(body.to_string(), etag)
+}
+
+fn json_text_ok(body: String, etag: Option<String>) -> Response {
+    let mut resp = (StatusCode::OK, body).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -207,11 +298,8 @@ async fn index_handler() -> Response {
 
 async fn document_handler(Path(gv): Path<String>) -> Response {
     // `?hash=` only busts caches: every hash gets the current document.
-    match group_version_document(gv.trim_matches('/')) {
-        Some(doc) => {
-            let tag = hash(&doc);
-            json_ok(&doc, Some(tag))
-        }
+    match documents().get(gv.trim_matches('/')) {
+        Some(doc) => json_text_ok(doc.json.clone(), Some(doc.hash.clone())),
         None => not_found(),
     }
 }
@@ -402,7 +490,6 @@ mod tests {
         for ri in RESOURCES {
             let doc = group_version_document(&gv_path(ri.group, ri.version)).unwrap();
             assert_eq!(doc["openapi"], "3.0.0");
-            assert!(doc.get("components").is_none());
             // What kubectl's query-param verifier does: find the PATCH operation for the GVK and
             // its `fieldValidation` query parameter.
             let gvk = json!({"group": ri.group, "version": ri.version, "kind": ri.kind});
@@ -414,10 +501,9 @@ mod tests {
                 .filter(|op| op["x-kubernetes-group-version-kind"] == gvk)
                 .collect();
             assert_eq!(ops.len(), 1, "{}", ri.kind);
-            assert!(
-                ops[0].get("requestBody").is_none(),
-                "a requestBody without components breaks apply"
-            );
+            // No requestBody: kubectl apply then computes strategic merge patches from its
+            // compiled-in types (the component schemas carry no patch-merge keys).
+            assert!(ops[0].get("requestBody").is_none());
             let params = ops[0]["parameters"].as_array().unwrap();
             assert!(
                 params
@@ -441,6 +527,53 @@ mod tests {
         );
         assert!(group_version_document("apis/apps/v2").is_none());
         assert!(group_version_document("apis").is_none());
+    }
+
+    #[test]
+    fn components_describe_every_kind_with_upstream_documentation() {
+        for ri in RESOURCES {
+            let doc = group_version_document(&gv_path(ri.group, ri.version)).unwrap();
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            let gvk = json!([{"group": ri.group, "kind": ri.kind, "version": ri.version}]);
+            let found: Vec<&String> = schemas
+                .iter()
+                .filter(|(_, s)| s["x-kubernetes-group-version-kind"] == gvk)
+                .map(|(n, _)| n)
+                .collect();
+            assert_eq!(found.len(), 1, "{} {}", ri.group, ri.kind);
+            let kind = &schemas[found[0]];
+            assert!(kind["description"].as_str().is_some_and(|d| !d.is_empty()));
+            assert!(
+                kind["properties"]["metadata"]["allOf"][0]["$ref"]
+                    .as_str()
+                    .is_some_and(|r| r
+                        == "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+            );
+            // Every reference resolves inside the document.
+            let text = doc.to_string();
+            for r in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+                let name = &r[..r.find('"').unwrap()];
+                assert!(
+                    schemas.contains_key(name),
+                    "{name} unresolved in {}",
+                    ri.kind
+                );
+            }
+        }
+        let core = group_version_document("api/v1").unwrap();
+        let tol = &core["components"]["schemas"]["io.k8s.api.core.v1.Toleration"];
+        assert_eq!(tol["properties"]["tolerationSeconds"]["format"], "int64");
+        assert!(
+            tol["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("The pod this Toleration is attached to tolerates any taint")
+        );
+        let pod = &core["components"]["schemas"]["io.k8s.api.core.v1.Pod"];
+        assert!(
+            pod.get("required").is_none(),
+            "metadata is not required upstream"
+        );
     }
 
     async fn get(uri: &str, accept: Option<&str>) -> (u16, Vec<u8>, axum::http::HeaderMap) {

@@ -12,71 +12,111 @@ use serde_json::Value;
 
 use crate::registry::ResourceInfo;
 
-fn round_trip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
-    serde_json::to_value(&typed).map_err(|e| e.to_string())
+/// Something done with the typed model of a kind: decoding through it (`prune`), describing it
+/// (`openapi`'s component schemas).
+pub trait KindVisitor {
+    type Out;
+    fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out;
+}
+
+/// Runs `v` with the k8s-openapi type of `ri`'s kind, `None` for a kind with no typed model.
+/// This is the one table from served kinds to Rust types.
+pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
+    use k8s_openapi::api::{
+        apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
+        scheduling, storage,
+    };
+    Some(match (ri.group, ri.kind) {
+        ("", "Namespace") => v.visit::<core::v1::Namespace>(),
+        ("", "Node") => v.visit::<core::v1::Node>(),
+        ("", "Pod") => v.visit::<core::v1::Pod>(),
+        ("", "Event") => v.visit::<core::v1::Event>(),
+        ("", "ConfigMap") => v.visit::<core::v1::ConfigMap>(),
+        ("", "Secret") => v.visit::<core::v1::Secret>(),
+        ("", "Service") => v.visit::<core::v1::Service>(),
+        ("", "Endpoints") => v.visit::<core::v1::Endpoints>(),
+        ("", "ServiceAccount") => v.visit::<core::v1::ServiceAccount>(),
+        ("", "PersistentVolume") => v.visit::<core::v1::PersistentVolume>(),
+        ("", "PersistentVolumeClaim") => v.visit::<core::v1::PersistentVolumeClaim>(),
+        ("", "ResourceQuota") => v.visit::<core::v1::ResourceQuota>(),
+        ("", "LimitRange") => v.visit::<core::v1::LimitRange>(),
+        ("apps", "Deployment") => v.visit::<apps::v1::Deployment>(),
+        ("apps", "ReplicaSet") => v.visit::<apps::v1::ReplicaSet>(),
+        ("apps", "StatefulSet") => v.visit::<apps::v1::StatefulSet>(),
+        ("apps", "DaemonSet") => v.visit::<apps::v1::DaemonSet>(),
+        ("apps", "ControllerRevision") => v.visit::<apps::v1::ControllerRevision>(),
+        ("authentication.k8s.io", "SelfSubjectReview") => {
+            v.visit::<authentication::v1::SelfSubjectReview>()
+        }
+        ("authentication.k8s.io", "TokenReview") => v.visit::<authentication::v1::TokenReview>(),
+        ("authentication.k8s.io", "TokenRequest") => v.visit::<authentication::v1::TokenRequest>(),
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            v.visit::<authorization::v1::LocalSubjectAccessReview>()
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            v.visit::<authorization::v1::SelfSubjectAccessReview>()
+        }
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
+            v.visit::<authorization::v1::SelfSubjectRulesReview>()
+        }
+        ("authorization.k8s.io", "SubjectAccessReview") => {
+            v.visit::<authorization::v1::SubjectAccessReview>()
+        }
+        ("batch", "Job") => v.visit::<batch::v1::Job>(),
+        ("batch", "CronJob") => v.visit::<batch::v1::CronJob>(),
+        ("coordination.k8s.io", "Lease") => v.visit::<coordination::v1::Lease>(),
+        ("discovery.k8s.io", "EndpointSlice") => v.visit::<discovery::v1::EndpointSlice>(),
+        ("events.k8s.io", "Event") => v.visit::<events::v1::Event>(),
+        ("policy", "PodDisruptionBudget") => v.visit::<policy::v1::PodDisruptionBudget>(),
+        ("scheduling.k8s.io", "PriorityClass") => v.visit::<scheduling::v1::PriorityClass>(),
+        ("storage.k8s.io", "VolumeAttachment") => v.visit::<storage::v1::VolumeAttachment>(),
+        _ => return None,
+    })
+}
+
+struct RoundTrip<'a>(&'a Value);
+
+impl KindVisitor for RoundTrip<'_> {
+    type Out = Result<Value, String>;
+    fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out {
+        let typed: T = serde_json::from_value(self.0.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_value(&typed).map_err(|e| e.to_string())
+    }
 }
 
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
-    use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
-        scheduling, storage,
-    };
-    let out = match (ri.group, ri.kind) {
-        ("", "Namespace") => round_trip::<core::v1::Namespace>(obj),
-        ("", "Node") => round_trip::<core::v1::Node>(obj),
-        ("", "Pod") => round_trip::<core::v1::Pod>(obj),
-        ("", "Event") => round_trip::<core::v1::Event>(obj),
-        ("", "ConfigMap") => round_trip::<core::v1::ConfigMap>(obj),
-        ("", "Secret") => round_trip::<core::v1::Secret>(obj),
-        ("", "Service") => round_trip::<core::v1::Service>(obj),
-        ("", "Endpoints") => round_trip::<core::v1::Endpoints>(obj),
-        ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(obj),
-        ("", "PersistentVolume") => round_trip::<core::v1::PersistentVolume>(obj),
-        ("", "PersistentVolumeClaim") => round_trip::<core::v1::PersistentVolumeClaim>(obj),
-        ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(obj),
-        ("", "LimitRange") => round_trip::<core::v1::LimitRange>(obj),
-        ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(obj),
-        ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(obj),
-        ("apps", "StatefulSet") => round_trip::<apps::v1::StatefulSet>(obj),
-        ("apps", "DaemonSet") => round_trip::<apps::v1::DaemonSet>(obj),
-        ("apps", "ControllerRevision") => round_trip::<apps::v1::ControllerRevision>(obj),
-        ("authentication.k8s.io", "SelfSubjectReview") => {
-            round_trip::<authentication::v1::SelfSubjectReview>(obj)
-        }
-        ("authentication.k8s.io", "TokenReview") => {
-            round_trip::<authentication::v1::TokenReview>(obj)
-        }
-        ("authentication.k8s.io", "TokenRequest") => {
-            round_trip::<authentication::v1::TokenRequest>(obj)
-        }
-        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
-            round_trip::<authorization::v1::LocalSubjectAccessReview>(obj)
-        }
-        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
-            round_trip::<authorization::v1::SelfSubjectAccessReview>(obj)
-        }
-        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
-            round_trip::<authorization::v1::SelfSubjectRulesReview>(obj)
-        }
-        ("authorization.k8s.io", "SubjectAccessReview") => {
-            round_trip::<authorization::v1::SubjectAccessReview>(obj)
-        }
-        ("batch", "Job") => round_trip::<batch::v1::Job>(obj),
-        ("batch", "CronJob") => round_trip::<batch::v1::CronJob>(obj),
-        ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(obj),
-        ("discovery.k8s.io", "EndpointSlice") => round_trip::<discovery::v1::EndpointSlice>(obj),
-        ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),
-        ("policy", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
-        ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling::v1::PriorityClass>(obj),
-        ("storage.k8s.io", "VolumeAttachment") => round_trip::<storage::v1::VolumeAttachment>(obj),
-        _ => Ok(obj.clone()),
-    }?;
+    let mut out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &out, String::new(), &mut unknown);
+    drop_empty_metadata_collections(&mut out);
     Ok((out, unknown))
+}
+
+/// ObjectMeta's maps and lists are `omitempty` in Go, so an empty one (`kubectl diff` and
+/// `kubectl apply` send `"annotations": {}` once they strip their own annotation) is absent
+/// from what upstream stores and returns.
+fn drop_empty_metadata_collections(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for key in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        let empty = match meta.get(key) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            meta.remove(key);
+        }
+    }
 }
 
 /// Collects paths present (and non-null) in `before` but absent from `after`.
@@ -140,6 +180,17 @@ mod tests {
             out["spec"]["strategy"]["rollingUpdate"],
             json!({"maxSurge": "25%", "maxUnavailable": 1})
         );
+    }
+
+    #[test]
+    fn empty_metadata_maps_and_lists_are_omitted_as_go_omits_them() {
+        let cms = lookup("", "v1", "configmaps").unwrap();
+        let obj = json!({"metadata": {"name": "c", "annotations": {}, "labels": {}, "finalizers": []},
+            "data": {}});
+        let (out, unknown) = prune(cms, &obj).unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(out["metadata"], json!({"name": "c"}));
+        assert_eq!(out["data"], json!({}), "only ObjectMeta's collections");
     }
 
     #[test]

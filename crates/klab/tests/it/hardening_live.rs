@@ -20,7 +20,7 @@ spec:
       containers: [{name: agent, image: "fluent-bit:3.2"}]
 "#;
 
-/// kubectl 1.32+ sends protobuf for `kubectl create deployment|namespace`: apply manifests.
+/// A Deployment manifest, so the test controls every field.
 fn deployment(name: &str, replicas: u32) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"

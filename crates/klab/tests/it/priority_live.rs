@@ -25,7 +25,7 @@ fn priority_classes_with_kubectl_1_27_and_1_33() {
             "kubectl 1.{minor}"
         );
     }
-    // kubectl 1.33 sends `create priorityclass` as protobuf, which klab does not take yet.
+    // kubectl 1.27 sends JSON; 1.33 sends protobuf (covered by protobuf_live).
     k.ok(
         27,
         &[
