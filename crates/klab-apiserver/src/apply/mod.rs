@@ -480,6 +480,71 @@ fn last_applied_text(config: &Value) -> String {
     sorted_json(&c).to_string()
 }
 
+/// Checks an apply configuration before it is applied: its type meta must be the resource's
+/// (400, upstream's `Incorrect version/kind specified in apply patch`), its name the URL's, and
+/// every field must be declared by the kind's schema (upstream's typed conversion refuses the
+/// patch whatever `fieldValidation` says, with a 500 and no reason).
+pub fn check_config(
+    ri: &ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    config: &Value,
+) -> ApiResult<()> {
+    let gv = ri.api_version();
+    let av = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if av != gv {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {av}, expected: {gv}"
+        )));
+    }
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != ri.kind {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect kind specified in apply patch. Specified patch kind: {kind}, expected: {}",
+            ri.kind
+        )));
+    }
+    let body_name = config
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let typed = crate::schema::prune(ri, config).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            ri.kind, ri.version, ri.kind
+        ))
+    })?;
+    let mut undeclared = typed::undeclared(ri, config, &typed.0);
+    undeclared.sort();
+    if !undeclared.is_empty() {
+        let group = ri.group;
+        let what: Vec<String> = undeclared
+            .iter()
+            .map(|p| format!("{p}: field not declared in schema"))
+            .collect();
+        return Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "failed to create typed patch object ({}/{name}; {group}/{}, Kind={}): {}",
+                namespace.unwrap_or(""),
+                ri.version,
+                ri.kind,
+                what.join("\n")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A server-side apply of `config` by `manager` onto `live` (`None`: the object does not exist
 /// yet). Returns the object to store, its managedFields set.
 #[allow(clippy::too_many_arguments)]
@@ -597,3 +662,6 @@ fn apply_once(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod api_tests;

@@ -346,6 +346,59 @@ fn remove_at(ri: &ResourceInfo, v: &mut Value, set: &Set, names: &mut Names) {
     }
 }
 
+/// The fields of `before` its typed form `after` dropped (the schema does not declare them), as
+/// upstream's paths (`.spec.template.spec.containers[name="app"].foo`).
+pub fn undeclared(ri: &ResourceInfo, before: &Value, after: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_undeclared(
+        ri,
+        before,
+        after,
+        &mut Names(Vec::new()),
+        &mut Vec::new(),
+        &mut out,
+    );
+    out
+}
+
+fn walk_undeclared(
+    ri: &ResourceInfo,
+    before: &Value,
+    after: &Value,
+    names: &mut Names,
+    path: &mut Path,
+    out: &mut Vec<String>,
+) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                if bv.is_null() {
+                    continue;
+                }
+                path.push(PathElement::field(k));
+                match a.get(k) {
+                    Some(av) => {
+                        names.0.push(k.clone());
+                        walk_undeclared(ri, bv, av, names, path, out);
+                        names.0.pop();
+                    }
+                    None => out.push(super::fieldset::path_string(path)),
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            let lt = list_type(ri, names);
+            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
+                path.push(item_element(lt, bv, i));
+                walk_undeclared(ri, bv, av, names, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,6 +549,22 @@ mod tests {
             obj,
             json!({"metadata": {"name": "x"},
                 "spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b"}]}}}})
+        );
+    }
+
+    #[test]
+    fn undeclared_fields_use_upstream_paths() {
+        let ri = deployments();
+        let before = json!({"spec": {"foo": 1, "template": {"spec": {"containers": [
+            {"name": "app", "bar": true, "image": "x"}]}}}});
+        let after = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "x"}]}}}});
+        assert_eq!(
+            undeclared(ri, &before, &after),
+            [
+                ".spec.foo",
+                ".spec.template.spec.containers[name=\"app\"].bar"
+            ]
         );
     }
 
