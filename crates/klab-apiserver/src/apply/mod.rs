@@ -463,7 +463,7 @@ fn sorted_json(v: &Value) -> Value {
 }
 
 /// The annotation text for an applied configuration (upstream `buildLastApplied`): the config
-/// without its own annotation.
+/// without its own annotation (an annotations map the config has stays, even emptied).
 fn last_applied_text(config: &Value) -> String {
     let mut c = config.clone();
     if let Some(ann) = c
@@ -471,11 +471,6 @@ fn last_applied_text(config: &Value) -> String {
         .and_then(Value::as_object_mut)
     {
         ann.remove(LAST_APPLIED);
-        if ann.is_empty()
-            && let Some(meta) = c.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            meta.remove("annotations");
-        }
     }
     sorted_json(&c).to_string()
 }
@@ -545,6 +540,26 @@ pub fn check_config(
     Ok(())
 }
 
+/// Upstream's prune: everything the applier owned last time is taken out of the merged object,
+/// what an applier still specifies is put back, and of the rest only what the applier owned goes.
+/// A map or struct the applier owned as a whole (an Update entry's `.`) thus loses only the
+/// entries nobody applies any more.
+fn prune(ri: &ResourceInfo, merged: &Value, last: &Set, applied: &Set) -> Value {
+    let merged_set = typed::to_field_set(ri, merged);
+    let mut pruned = merged.clone();
+    typed::remove_items(ri, &mut pruned, last);
+    let pruned_set = typed::to_field_set(ri, &pruned);
+    let unowned = merged_set.difference(&pruned_set.union(applied));
+    let mut owned_back = merged.clone();
+    typed::remove_items(ri, &mut owned_back, &unowned);
+    let removed = merged_set
+        .difference(&typed::to_field_set(ri, &owned_back))
+        .intersection(last);
+    let mut out = merged.clone();
+    typed::remove_items(ri, &mut out, &removed);
+    out
+}
+
 /// A server-side apply of `config` by `manager` onto `live` (`None`: the object does not exist
 /// yet). Returns the object to store, its managedFields set.
 #[allow(clippy::too_many_arguments)]
@@ -602,15 +617,22 @@ fn apply_once(
     strip_ignored(ri, sub, &mut config_set);
     let me = ManagerKey::of(manager, Operation::Apply, &ri.api_version());
     let last = managers.remove(&me);
-    // Fields this manager applied last time and no longer specifies go, unless another applier
-    // owns them.
+    // Fields this manager applied last time and no longer specifies go, unless an applier (this
+    // one included) still specifies them.
     if let Some(last) = &last {
-        let others_applied = managers
+        let mut applied = managers
             .iter()
             .filter(|(k, _)| k.operation == Operation::Apply)
-            .fold(Set::new(), |acc, (_, e)| acc.union(&e.set));
-        let drop = last.set.difference(&config_set).difference(&others_applied);
-        typed::remove_items(ri, &mut new, &drop);
+            .fold(config_set.clone(), |acc, (_, e)| acc.union(&e.set));
+        // The client-side apply annotation stays for kubectl, which keeps it in step below.
+        if manager.name == KUBECTL {
+            applied.insert(&[
+                PathElement::field("metadata"),
+                PathElement::field("annotations"),
+                PathElement::field(LAST_APPLIED),
+            ]);
+        }
+        new = prune(ri, &new, &last.set, &applied);
     }
     let zero = schema::zero_object(ri);
     let c = compare_managed(ri, sub, live_obj.as_ref().unwrap_or(&zero), &new);

@@ -473,3 +473,30 @@ fn managed_fields_round_trip_in_upstream_order() {
     let decoded = decode(b.pointer("/metadata/managedFields")).unwrap();
     assert_eq!(encode(&decoded), b["metadata"]["managedFields"]);
 }
+
+#[test]
+fn a_map_owned_whole_by_an_upgraded_entry_keeps_what_is_still_applied() {
+    let ri = registry::lookup("", "v1", "configmaps").unwrap();
+    // kubectl's upgrade turned the client-side apply entry (which owns `data` whole) into
+    // kubectl's Apply entry.
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "annotations": {LAST_APPLIED: "{}"},
+            "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {
+                    "f:data": {".": {}, "f:a": {}, "f:b": {}},
+                    "f:metadata": {"f:annotations": {".": {}, (format!("f:{LAST_APPLIED}")): {}}}}}]},
+        "data": {"a": "1", "b": "2"}});
+    let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+        "data": {"a": "9"}});
+    let out = apply(ri, "c", &mgr("kubectl"), Some(&live), &cfg, false, T1).unwrap();
+    assert_eq!(out["data"], json!({"a": "9"}), "b is dropped, a is kept");
+    assert_eq!(
+        out["metadata"]["annotations"][LAST_APPLIED],
+        r#"{"apiVersion":"v1","data":{"a":"9"},"kind":"ConfigMap","metadata":{"name":"c"}}"#
+    );
+    // Another manager name does not keep the annotation it stops applying.
+    let mut other = live.clone();
+    other["metadata"]["managedFields"][0]["manager"] = json!("tool");
+    let out = apply(ri, "c", &mgr("tool"), Some(&other), &cfg, false, T1).unwrap();
+    assert!(out["metadata"].get("annotations").is_none(), "{out}");
+}

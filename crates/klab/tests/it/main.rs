@@ -1,6 +1,7 @@
 //! One integration-test binary for klab: end-to-end tests that run the real `klab` binary and the
 //! real kubectl binaries (1.27 … 1.33) against it.
 
+mod apply_live;
 mod cli_errors;
 mod clients;
 mod drain_live;
