@@ -304,3 +304,88 @@ async fn bad_apply_requests_are_refused_and_store_nothing() {
         "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn managed_fields_in_an_update_are_taken_reset_or_ignored() {
+    let api = memory_server().await;
+    let url = "/api/v1/namespaces/default/configmaps/cfg";
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
+        "data": {"a": "1"}});
+    let (code, created) = raw(
+        &api,
+        "PATCH",
+        &format!("{url}?fieldManager=op"),
+        &[APPLY],
+        cm.clone(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    // The same apply again is a no-op: no new revision.
+    let (code, again) = raw(
+        &api,
+        "PATCH",
+        &format!("{url}?fieldManager=op"),
+        &[APPLY],
+        cm,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    // A PUT carrying an undecodable set keeps the stored entries (upstream ignores it).
+    let mut bad = created.clone();
+    bad["metadata"]["managedFields"][0]["fieldsV1"] = json!({"x:bogus": {}});
+    bad["data"]["b"] = json!("2");
+    let (code, put) = raw(
+        &api,
+        "PUT",
+        &format!("{url}?fieldManager=editor"),
+        &[("content-type", "application/json")],
+        bad,
+    )
+    .await;
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(
+        managers(&put),
+        [
+            ("op".into(), "Apply".into(), "".into()),
+            ("editor".into(), "Update".into(), "".into())
+        ]
+    );
+    assert_eq!(
+        put["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {"f:a": {}}})
+    );
+    // `[{}]` clears them all; a no-op write then records nobody.
+    let mut reset = put.clone();
+    reset["metadata"]["managedFields"] = json!([{}]);
+    let (code, cleared) = raw(
+        &api,
+        "PUT",
+        &format!("{url}?fieldManager=editor"),
+        &[("content-type", "application/json")],
+        reset,
+    )
+    .await;
+    assert_eq!(code, 200, "{cleared}");
+    assert!(
+        cleared["metadata"].get("managedFields").is_none(),
+        "{cleared}"
+    );
+    // A dry-run apply answers the would-be object and stores nothing.
+    let (code, dry) = raw(
+        &api,
+        "PATCH",
+        &format!("{url}?fieldManager=op&dryRun=All"),
+        &[APPLY],
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"},
+               "data": {"a": "9"}}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(dry["data"]["a"], "9");
+    let (_, live) = raw(&api, "GET", url, &[], Value::Null).await;
+    assert_eq!(live["data"]["a"], "1");
+}
