@@ -373,7 +373,62 @@ pub fn record_update(
         },
     );
     managers.retain(|_, e| !e.set.is_empty());
+    cap_update_managers(&mut managers);
     set_managed_fields(next, &managers);
+}
+
+/// Upstream keeps at most this many `Update` entries (`DefaultMaxUpdateManagers`).
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The entry older updates are merged into.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Upstream `capManagersManager`: past ten Update entries, the oldest are merged per apiVersion
+/// into one `ancient-changes` entry (the first oldest of a version starts the bucket; each merge
+/// takes the merged entry's time).
+fn cap_update_managers(managers: &mut Managers) {
+    let mut updaters: Vec<(String, ManagerKey)> = managers
+        .iter()
+        .filter(|(k, _)| k.operation == Operation::Update)
+        .map(|(k, e)| (e.time.clone().unwrap_or_default(), k.clone()))
+        .collect();
+    if updaters.len() <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    updaters.sort();
+    let mut length = updaters.len();
+    let mut first_of_version: BTreeMap<String, ManagerKey> = BTreeMap::new();
+    for (time, key) in updaters {
+        if length <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let Some(entry) = managers.get(&key).cloned() else {
+            continue;
+        };
+        let bucket = ManagerKey {
+            manager: ANCIENT_CHANGES.to_string(),
+            operation: Operation::Update,
+            api_version: entry.api_version.clone(),
+            subresource: String::new(),
+        };
+        match first_of_version.get(&entry.api_version) {
+            Some(first) => {
+                if !managers.contains_key(&bucket)
+                    && let Some(f) = managers.remove(first)
+                {
+                    managers.insert(bucket.clone(), f);
+                }
+                managers.remove(&key);
+                if let Some(b) = managers.get_mut(&bucket) {
+                    b.set = entry.set.union(&b.set);
+                    b.time = Some(time);
+                }
+                length = length.saturating_sub(1);
+            }
+            None => {
+                first_of_version.insert(entry.api_version.clone(), key);
+            }
+        }
+    }
 }
 
 /// One conflict: the manager owning the field, and the field.

@@ -500,3 +500,35 @@ fn a_map_owned_whole_by_an_upgraded_entry_keeps_what_is_still_applied() {
     let out = apply(ri, "c", &mgr("tool"), Some(&other), &cfg, false, T1).unwrap();
     assert!(out["metadata"].get("annotations").is_none(), "{out}");
 }
+
+#[test]
+fn more_than_ten_updaters_are_merged_into_ancient_changes() {
+    let ri = registry::lookup("", "v1", "configmaps").unwrap();
+    let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    for i in 0..12 {
+        let live = obj.clone();
+        obj["data"][format!("k{i:02}")] = json!("v");
+        let requested = obj["metadata"]["managedFields"].clone();
+        let now = format!("2026-01-01T00:00:{i:02}Z");
+        record_update(
+            ri,
+            &mgr(&format!("m{i:02}")),
+            Some(&live),
+            Some(&requested),
+            &mut obj,
+            &now,
+        );
+    }
+    let names: Vec<String> = entries(&obj).into_iter().map(|(m, _, _)| m).collect();
+    assert_eq!(names.len(), 10);
+    assert_eq!(names[0], "ancient-changes");
+    assert_eq!(names[1], "m03");
+    assert_eq!(
+        fields_of(&obj, "ancient-changes"),
+        json!({"f:data": {".": {}, "f:k00": {}, "f:k01": {}, "f:k02": {}}})
+    );
+    assert_eq!(
+        obj["metadata"]["managedFields"][0]["time"],
+        "2026-01-01T00:00:02Z"
+    );
+}
