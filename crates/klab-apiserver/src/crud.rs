@@ -18,10 +18,12 @@ use klab_api::clock::format_time;
 use klab_api::selector::LabelSelector;
 use klab_store::{KeyValue, ListOptions, StoreError};
 
+use crate::apply::FieldManager;
 use crate::conversion;
 use crate::deletion::{DeleteDecision, PodDeleteView, decide_generic_delete, decide_pod_delete};
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::object::{self, meta_mut};
+use crate::patch::PatchKind;
 use crate::registry::{self, ResourceInfo};
 use crate::selector_field::FieldSelector;
 use crate::server::{Ctx, Inner};
@@ -641,7 +643,7 @@ fn prepare_status_for_create(ri: &ResourceInfo, obj: &mut Value) {
     }
 }
 
-/// Creates one object (shared by POST, bootstrap and subresources).
+/// Creates one object as the API server itself (bootstrap objects: manager `kube-apiserver`).
 pub(crate) async fn create_object(
     inner: &Arc<Inner>,
     ri: &'static ResourceInfo,
@@ -650,7 +652,117 @@ pub(crate) async fn create_object(
     dry_run: bool,
     strict: bool,
 ) -> ApiResult<Value> {
+    let rec = Recording::Update(FieldManager::new("kube-apiserver", None));
+    create_object_as(inner, ri, url_namespace, obj, dry_run, strict, &rec).await
+}
+
+/// How a write records field managers in `metadata.managedFields`.
+#[derive(Debug, Clone)]
+pub(crate) enum Recording {
+    /// A write the server composes itself (binding, eviction, finalize): entries unchanged.
+    Keep,
+    /// An `Update` by this manager.
+    Update(FieldManager),
+    /// The mutation computed the entries itself (server-side apply).
+    Applied,
+}
+
+impl Recording {
+    /// Sets `next`'s managedFields. `requested` are the ones the client's object carried.
+    fn record(
+        &self,
+        ri: &ResourceInfo,
+        live: Option<&Value>,
+        requested: Option<&Value>,
+        next: &mut Value,
+        now: &str,
+    ) {
+        let keep = match self {
+            Recording::Keep => live.and_then(|l| l.pointer("/metadata/managedFields")),
+            Recording::Applied => requested,
+            Recording::Update(m) => {
+                crate::apply::record_update(ri, m, live, requested, next, now);
+                return;
+            }
+        };
+        let m = meta_mut(next);
+        match keep {
+            Some(v) if !v.is_null() => {
+                m.insert("managedFields".into(), v.clone());
+            }
+            _ => {
+                m.remove("managedFields");
+            }
+        }
+    }
+}
+
+/// The field manager of a write request (upstream `managerOrUserAgent`), checked as upstream
+/// checks `CreateOptions`/`UpdateOptions`/`PatchOptions`: an apply patch must name one, a name
+/// is at most 128 printable bytes, `force` belongs to apply patches only.
+pub(crate) fn request_field_manager(
+    ctx: &Ctx,
+    options_kind: &str,
+    apply: bool,
+) -> ApiResult<FieldManager> {
+    use crate::validation::FieldError;
+    let param = ctx.q("fieldManager");
+    let mut errs: Vec<FieldError> = Vec::new();
+    if apply && param.is_none_or(str::is_empty) {
+        errs.push(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
+    }
+    if !apply && options_kind == "PatchOptions" && ctx.query.contains_key("force") {
+        errs.push(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
+    }
+    if let Some(e) = param.and_then(crate::apply::validate_field_manager) {
+        errs.push(e);
+    }
+    if !errs.is_empty() {
+        let head = format!("{options_kind}.meta.k8s.io \"\" is invalid");
+        let msgs: Vec<String> = errs.iter().map(FieldError::message).collect();
+        let message = match msgs.as_slice() {
+            [one] => format!("{head}: {one}"),
+            many => format!("{head}: [{}]", many.join(", ")),
+        };
+        return Err(ApiError::new(422, "Invalid", message).with_details(json!({
+            "name": "", "group": "meta.k8s.io", "kind": options_kind,
+            "causes": crate::validation::causes(&errs)})));
+    }
+    let user_agent = ctx
+        .headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let user = ctx.identity.as_ref().map(|i| i.user.as_str());
+    let sub = ctx
+        .target
+        .sub
+        .as_deref()
+        .filter(|s| matches!(*s, "status" | "scale"));
+    Ok(FieldManager::new(
+        crate::apply::manager_name(param, user_agent, user),
+        sub,
+    ))
+}
+
+/// Creates one object (shared by POST, apply-create, bootstrap and subresources).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn create_object_as(
+    inner: &Arc<Inner>,
+    ri: &'static ResourceInfo,
+    url_namespace: Option<&str>,
+    obj: Value,
+    dry_run: bool,
+    strict: bool,
+    rec: &Recording,
+) -> ApiResult<Value> {
     let mut obj = normalize(ri, obj, strict)?;
+    let requested_fields = obj.pointer("/metadata/managedFields").cloned();
     // Namespace: filled from the URL, and must agree with it.
     let body_ns = object::namespace(&obj).map(str::to_string);
     let namespace = if ri.namespaced {
@@ -710,6 +822,15 @@ pub(crate) async fn create_object(
     prepare_status_for_create(ri, &mut obj);
     crate::defaults::default_on_create(ri, &mut obj);
     crate::defaults::default_object(ri, &mut obj);
+    // Field managers are recorded on the defaulted object, before admission and allocation, as
+    // upstream's handler records them before its storage runs.
+    rec.record(
+        ri,
+        None,
+        requested_fields.as_ref(),
+        &mut obj,
+        &format_time(now),
+    );
     if ri.plural == "pods" && ri.group.is_empty() {
         inner.config.default_toleration_seconds.admit_pod(&mut obj);
     }
@@ -798,13 +919,15 @@ pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     if ri.namespaced && ctx.target.namespace.is_none() {
         return Err(ApiError::no_such_path());
     }
-    let created = create_object(
+    let manager = request_field_manager(ctx, "CreateOptions", false)?;
+    let created = create_object_as(
         &ctx.inner,
         ri,
         ctx.target.namespace.as_deref(),
         obj,
         ctx.dry_run(),
         ctx.strict(),
+        &Recording::Update(manager),
     )
     .await?;
     object_response(ctx, StatusCode::CREATED, created)
@@ -936,6 +1059,22 @@ pub(crate) async fn guarded_update<F>(
     namespace: Option<&str>,
     name: &str,
     mode: WriteMode,
+    mutate: F,
+) -> ApiResult<WriteOutcome>
+where
+    F: FnMut(&Value) -> ApiResult<Value>,
+{
+    guarded_update_as(inner, ri, namespace, name, mode, &Recording::Keep, mutate).await
+}
+
+/// `guarded_update`, recording field managers as `rec` says.
+pub(crate) async fn guarded_update_as<F>(
+    inner: &Arc<Inner>,
+    ri: &'static ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    mode: WriteMode,
+    rec: &Recording,
     mut mutate: F,
 ) -> ApiResult<WriteOutcome>
 where
@@ -991,8 +1130,16 @@ where
                 return Err(ApiError::conflict(ri, name));
             }
         }
+        let requested_fields = proposed.pointer("/metadata/managedFields").cloned();
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);
+        rec.record(
+            ri,
+            Some(&current),
+            requested_fields.as_ref(),
+            &mut next,
+            &format_time(inner.clock.now()),
+        );
         if scope == WriteScope::Main && is_pods(ri) {
             crate::admission::keep_pod_priority(&mut next, &current);
             inner.config.default_toleration_seconds.admit_pod(&mut next);
@@ -1047,9 +1194,10 @@ fn outcome_response(ctx: &Ctx, outcome: WriteOutcome) -> ApiResult<Response> {
 
 pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let new = decode_body(ctx, &body)?;
+    let manager = request_field_manager(ctx, "UpdateOptions", false)?;
     let t = &ctx.target;
     let name = t.name.as_deref().unwrap_or("");
-    let outcome = guarded_update(
+    let outcome = guarded_update_as(
         &ctx.inner,
         t.ri,
         t.namespace.as_deref(),
@@ -1059,6 +1207,7 @@ pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
         },
+        &Recording::Update(manager),
         |_| Ok(new.clone()),
     )
     .await?;
@@ -1069,10 +1218,14 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let t = &ctx.target;
     let kind = crate::patch::PatchKind::from_content_type(ctx.content_type())?;
     let patch_doc = crate::patch::decode_patch(kind, &body)?;
+    let manager = request_field_manager(ctx, "PatchOptions", kind == PatchKind::Apply)?;
+    if kind == PatchKind::Apply {
+        return server_side_apply(ctx, manager, patch_doc).await;
+    }
     let name = t.name.as_deref().unwrap_or("");
     let ri = t.ri;
     let pins_rv = crate::patch::pins_resource_version(kind, &patch_doc);
-    let outcome = guarded_update(
+    let outcome = guarded_update_as(
         &ctx.inner,
         ri,
         t.namespace.as_deref(),
@@ -1082,6 +1235,7 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
         },
+        &Recording::Update(manager),
         |current| {
             // The patch applies to the whole current object (a JSON patch may `test` its
             // resourceVersion). Only a resourceVersion the patch itself sets is a precondition;
@@ -1095,6 +1249,61 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     )
     .await?;
     outcome_response(ctx, outcome)
+}
+
+/// `application/apply-patch+yaml`: server-side apply onto the stored object, or a create when
+/// there is none (201).
+async fn server_side_apply(ctx: &Ctx, manager: FieldManager, config: Value) -> ApiResult<Response> {
+    let t = &ctx.target;
+    let ri = t.ri;
+    let name = t.name.as_deref().unwrap_or("");
+    crate::apply::check_config(ri, t.namespace.as_deref(), name, &config)?;
+    let force = ctx.q_bool("force");
+    let pins_rv = crate::patch::pins_resource_version(PatchKind::Apply, &config);
+    let mode = WriteMode {
+        scope: WriteScope::of(ctx),
+        dry_run: ctx.dry_run(),
+        strict: ctx.strict(),
+    };
+    let inner = &ctx.inner;
+    let updated = guarded_update_as(
+        inner,
+        ri,
+        t.namespace.as_deref(),
+        name,
+        mode,
+        &Recording::Applied,
+        |current| {
+            let now = format_time(inner.clock.now());
+            let mut out =
+                crate::apply::apply(ri, name, &manager, Some(current), &config, force, &now)?;
+            if !pins_rv {
+                object::strip_for_storage(&mut out);
+            }
+            Ok(out)
+        },
+    )
+    .await;
+    match updated {
+        Ok(outcome) => outcome_response(ctx, outcome),
+        Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub.is_none() => {
+            let now = format_time(inner.clock.now());
+            let mut obj = crate::apply::apply(ri, name, &manager, None, &config, force, &now)?;
+            meta_mut(&mut obj).insert("name".into(), json!(name));
+            let created = create_object_as(
+                inner,
+                ri,
+                t.namespace.as_deref(),
+                obj,
+                ctx.dry_run(),
+                ctx.strict(),
+                &Recording::Applied,
+            )
+            .await?;
+            object_response(ctx, StatusCode::CREATED, created)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

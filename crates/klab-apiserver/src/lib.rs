@@ -8,6 +8,7 @@
 //! identity attached as a request extension) and over TCP/TLS by `klab-server`.
 
 pub mod admission;
+pub mod apply;
 pub mod authz;
 pub mod conversion;
 pub mod crud;

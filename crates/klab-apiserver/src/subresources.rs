@@ -107,7 +107,14 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
     } else {
         None
     };
-    let outcome = guarded_update(
+    // Recorded on the parent as an Update through the `scale` subresource.
+    let options = if is_patch {
+        "PatchOptions"
+    } else {
+        "UpdateOptions"
+    };
+    let manager = crud::request_field_manager(ctx, options, false)?;
+    let outcome = crud::guarded_update_as(
         &ctx.inner,
         ri,
         t.namespace.as_deref(),
@@ -117,6 +124,7 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
             dry_run: ctx.dry_run(),
             strict: false,
         },
+        &crud::Recording::Update(manager),
         |current| {
             let scale = scale_of(current);
             let new_scale = match (&patch, &put_body) {

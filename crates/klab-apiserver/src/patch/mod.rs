@@ -1,5 +1,6 @@
-//! PATCH bodies: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch, and a
-//! minimal server-side apply (create-or-merge of the applied configuration).
+//! PATCH bodies: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch; apply
+//! patches are decoded here and applied by `crate::apply` (server-side apply with field
+//! ownership), except on `scale`, where the small Scale object is merged.
 
 pub mod strategic;
 

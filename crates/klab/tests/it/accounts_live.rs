@@ -12,7 +12,7 @@ const NS: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n";
 #[test]
 fn accounts_reviews_tokens_cronjobs_and_metrics() {
     let k = Klab::start(&["--speed", "30", "--nodes", "1"]);
-    for minor in [27, 30] {
+    for minor in [27, 30, 33] {
         assert_eq!(
             k.ok(minor, &["auth", "can-i", "delete", "nodes"]).trim(),
             "yes"
@@ -23,7 +23,7 @@ fn accounts_reviews_tokens_cronjobs_and_metrics() {
             "{list}"
         );
     }
-    let who = mask_ages(&k.ok(30, &["auth", "whoami"]));
+    let who = mask_ages(&k.ok(33, &["auth", "whoami"]));
     assert_eq!(
         who,
         "ATTRIBUTE VALUE\nUsername kubernetes-admin\nGroups [system:masters system:authenticated]"

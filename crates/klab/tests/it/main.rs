@@ -2,6 +2,7 @@
 //! real kubectl binaries (1.27 … 1.33) against it.
 
 mod accounts_live;
+mod apply_live;
 mod cli_errors;
 mod clients;
 mod drain_live;

@@ -1,0 +1,744 @@
+//! Field management and server-side apply (upstream `managedfields` over structured-merge-diff).
+//!
+//! Every write records who owns which fields in `metadata.managedFields`: an `Update` entry per
+//! (manager, apiVersion, subresource) for create/update/patch, an `Apply` entry per (manager,
+//! subresource) for `application/apply-patch+yaml`. Apply merges the configuration into the live
+//! object, refuses to change fields another manager owns with a different value (409, upstream's
+//! `Apply failed with N conflict(s)`) unless forced, and removes fields its manager applied
+//! before and no longer specifies when no other applier owns them. kubectl's upgrade from
+//! client-side apply is honoured: for manager `kubectl`, conflicts on fields the
+//! `last-applied-configuration` annotation set to their live value are not conflicts, and the
+//! annotation keeps following the applied configuration.
+//!
+//! `fieldset` (paths, sets, `fieldsV1`), `schema` (list types, atomic structs: the one table),
+//! `typed` (the walks) are pure; this module composes them and is called by `crud`.
+
+pub mod fieldset;
+pub mod schema;
+pub mod typed;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::registry::ResourceInfo;
+use fieldset::{Path, PathElement, Set, path_string};
+
+/// Upstream's `validation.FieldManagerMaxLength`.
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+/// kubectl's client-side apply annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The manager kubectl uses for `apply --server-side`, the only one whose apply upgrades the
+/// client-side apply annotation.
+const KUBECTL: &str = "kubectl";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// Who is writing: the manager name and the subresource written through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldManager {
+    pub name: String,
+    pub subresource: Option<String>,
+}
+
+impl FieldManager {
+    pub fn new(name: impl Into<String>, subresource: Option<&str>) -> Self {
+        FieldManager {
+            name: name.into(),
+            subresource: subresource.map(str::to_string),
+        }
+    }
+}
+
+/// The manager of a request (upstream `managerOrUserAgent`): the `fieldManager` parameter, else
+/// the User-Agent up to its first `/` (unprintable characters dropped, at most 128 bytes). A
+/// request with neither (the in-process components send no User-Agent) is named after its
+/// component, as upstream's binaries name themselves.
+pub fn manager_name(
+    field_manager: Option<&str>,
+    user_agent: Option<&str>,
+    user: Option<&str>,
+) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    if let Some(ua) = user_agent.filter(|u| !u.is_empty()) {
+        let head = ua.split('/').next().unwrap_or("");
+        let mut out = String::new();
+        for c in head.chars() {
+            if c.is_control() {
+                continue;
+            }
+            if out.len().saturating_add(c.len_utf8()) > FIELD_MANAGER_MAX_LENGTH {
+                break;
+            }
+            out.push(c);
+        }
+        return out;
+    }
+    match user.unwrap_or("") {
+        u if u.starts_with("system:node:") => "kubelet".to_string(),
+        "system:kube-scheduler" => "kube-scheduler".to_string(),
+        u if u.starts_with("system:serviceaccount:kube-system:")
+            || u == "system:kube-controller-manager" =>
+        {
+            "kube-controller-manager".to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// Upstream `ValidateFieldManager` for the `fieldManager` parameter: (field, detail, too long).
+pub fn validate_field_manager(name: &str) -> Option<crate::validation::FieldError> {
+    if name.len() > FIELD_MANAGER_MAX_LENGTH {
+        return Some(crate::validation::FieldError::too_long(
+            "fieldManager",
+            FIELD_MANAGER_MAX_LENGTH,
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Some(crate::validation::FieldError::invalid(
+            "fieldManager",
+            json!(name),
+            "must only contain printable characters",
+        ));
+    }
+    None
+}
+
+/// The identity of a managedFields entry (upstream `BuildManagerIdentifier`: appliers are one
+/// entry whatever the version they applied).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ManagerKey {
+    pub manager: String,
+    pub operation: Operation,
+    /// Empty for `Apply`.
+    pub api_version: String,
+    pub subresource: String,
+}
+
+impl ManagerKey {
+    fn of(m: &FieldManager, operation: Operation, api_version: &str) -> Self {
+        ManagerKey {
+            manager: m.name.clone(),
+            operation,
+            api_version: if operation == Operation::Apply {
+                String::new()
+            } else {
+                api_version.to_string()
+            },
+            subresource: m.subresource.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Upstream `printManager`: `"kubectl"`, `"kube-controller-manager" using apps/v1`,
+    /// `"kubelet" with subresource "status" using v1`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            s = format!("{s} with subresource {:?}", self.subresource);
+        }
+        if self.operation == Operation::Update {
+            s = format!("{s} using {}", self.api_version);
+        }
+        s
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub set: Set,
+    pub api_version: String,
+    pub time: Option<String>,
+}
+
+/// Decoded `metadata.managedFields`.
+pub type Managers = BTreeMap<ManagerKey, Entry>;
+
+/// Decodes `managedFields` as upstream's `DecodeManagedFields`.
+pub fn decode(v: Option<&Value>) -> Result<Managers, String> {
+    let mut out = Managers::new();
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(out);
+    };
+    let list = v.as_array().ok_or("managedFields must be a list")?;
+    for (i, e) in list.iter().enumerate() {
+        let get = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+        let operation = match get("operation") {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            other => {
+                return Err(format!(
+                    "error decoding managed fields entry {i}: operation must be `Apply` or `Update`, got {other:?}"
+                ));
+            }
+        };
+        match get("fieldsType") {
+            "FieldsV1" => {}
+            other => return Err(format!("unexpected fieldsType {other:?} in entry {i}")),
+        }
+        let set = Set::from_fields_v1(e.get("fieldsV1").unwrap_or(&json!({})))
+            .map_err(|err| format!("error decoding set of entry {i}: {err}"))?;
+        let api_version = get("apiVersion").to_string();
+        let key = ManagerKey {
+            manager: get("manager").to_string(),
+            operation,
+            api_version: if operation == Operation::Apply {
+                String::new()
+            } else {
+                api_version.clone()
+            },
+            subresource: get("subresource").to_string(),
+        };
+        let time = e.get("time").and_then(Value::as_str).map(str::to_string);
+        out.insert(
+            key,
+            Entry {
+                set,
+                api_version,
+                time,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Encodes managers in upstream's order: operation, time, manager, apiVersion, subresource.
+pub fn encode(managers: &Managers) -> Value {
+    let mut entries: Vec<(&ManagerKey, &Entry)> =
+        managers.iter().filter(|(_, e)| !e.set.is_empty()).collect();
+    entries.sort_by_key(|(k, e)| {
+        (
+            k.operation,
+            e.time.clone().unwrap_or_default(),
+            k.manager.clone(),
+            e.api_version.clone(),
+            k.subresource.clone(),
+        )
+    });
+    Value::Array(
+        entries
+            .into_iter()
+            .map(|(k, e)| {
+                let mut m = Map::new();
+                m.insert("manager".into(), json!(k.manager));
+                m.insert("operation".into(), json!(k.operation.as_str()));
+                m.insert("apiVersion".into(), json!(e.api_version));
+                if let Some(t) = &e.time {
+                    m.insert("time".into(), json!(t));
+                }
+                m.insert("fieldsType".into(), json!("FieldsV1"));
+                m.insert("fieldsV1".into(), e.set.to_fields_v1());
+                if !k.subresource.is_empty() {
+                    m.insert("subresource".into(), json!(k.subresource));
+                }
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
+/// `managedFields: [{}]`: upstream's way to clear every entry.
+fn is_reset(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_array)
+        .is_some_and(|a| a.len() == 1 && a[0].as_object().is_some_and(Map::is_empty))
+}
+
+fn strip_ignored(ri: &ResourceInfo, sub: Option<&str>, set: &mut Set) {
+    for p in schema::ignored_paths(ri, sub) {
+        let path: Path = p.iter().map(|f| PathElement::field(f)).collect();
+        set.remove_subtree(&path);
+    }
+}
+
+fn without_managed_fields(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    o
+}
+
+fn set_managed_fields(obj: &mut Value, managers: &Managers) {
+    let encoded = encode(managers);
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if encoded.as_array().is_some_and(Vec::is_empty) {
+        meta.remove("managedFields");
+    } else {
+        meta.insert("managedFields".into(), encoded);
+    }
+}
+
+/// Adds the zero value's fields `obj` lacks.
+fn fill_zero(zero: &Value, obj: &mut Value) {
+    let (Value::Object(z), Value::Object(o)) = (zero, obj) else {
+        return;
+    };
+    for (k, zv) in z {
+        match o.get_mut(k) {
+            Some(ov) => fill_zero(zv, ov),
+            None => {
+                o.insert(k.clone(), zv.clone());
+            }
+        }
+    }
+}
+
+/// The comparison of two objects with the fields management ignores taken out.
+fn compare_managed(
+    ri: &ResourceInfo,
+    sub: Option<&str>,
+    live: &Value,
+    new: &Value,
+) -> typed::Comparison {
+    // Both sides as Go would hold them: the zero value's structs are never absent.
+    let zero = schema::zero_object(ri);
+    let mut lhs = without_managed_fields(live);
+    let mut rhs = without_managed_fields(new);
+    fill_zero(&zero, &mut lhs);
+    fill_zero(&zero, &mut rhs);
+    let mut c = typed::compare(ri, &lhs, &rhs);
+    strip_ignored(ri, sub, &mut c.added);
+    strip_ignored(ri, sub, &mut c.modified);
+    strip_ignored(ri, sub, &mut c.removed);
+    c
+}
+
+/// Records an `Update` by `manager` on `next` (the object about to be stored).
+///
+/// `live` is the stored object (`None` on create); `requested` the managedFields the client sent:
+/// used instead of the live ones when they decode and are not empty (so a client can rewrite
+/// them, as kubectl does when upgrading from client-side apply), `[{}]` clears them, anything
+/// else keeps the live ones (upstream `decodeLiveOrNew`). A subresource cannot rewrite them.
+pub fn record_update(
+    ri: &ResourceInfo,
+    manager: &FieldManager,
+    live: Option<&Value>,
+    requested: Option<&Value>,
+    next: &mut Value,
+    now: &str,
+) {
+    let sub = manager.subresource.as_deref();
+    let live_fields =
+        || decode(live.and_then(|l| l.pointer("/metadata/managedFields"))).unwrap_or_default();
+    let mut managers = if sub.is_some() {
+        live_fields()
+    } else if is_reset(requested) {
+        Managers::new()
+    } else {
+        match decode(requested) {
+            Ok(m) if !m.is_empty() => m,
+            _ => live_fields(),
+        }
+    };
+    let zero = schema::zero_object(ri);
+    let c = compare_managed(ri, sub, live.unwrap_or(&zero), next);
+    let changed = c.changed();
+    let me = ManagerKey::of(manager, Operation::Update, &ri.api_version());
+    for (k, e) in managers.iter_mut() {
+        if *k != me {
+            e.set = e.set.difference(&changed).difference(&c.removed);
+        }
+    }
+    let mine = managers.remove(&me);
+    let prev = mine.as_ref().map(|e| e.set.clone()).unwrap_or_default();
+    let set = prev.difference(&c.removed).union(&changed);
+    let time = if changed.is_empty() {
+        mine.and_then(|e| e.time)
+    } else {
+        Some(now.to_string())
+    };
+    managers.insert(
+        me,
+        Entry {
+            set,
+            api_version: ri.api_version(),
+            time,
+        },
+    );
+    managers.retain(|_, e| !e.set.is_empty());
+    cap_update_managers(&mut managers);
+    set_managed_fields(next, &managers);
+}
+
+/// Upstream keeps at most this many `Update` entries (`DefaultMaxUpdateManagers`).
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The entry older updates are merged into.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Upstream `capManagersManager`: past ten Update entries, the oldest are merged per apiVersion
+/// into one `ancient-changes` entry (the first oldest of a version starts the bucket; each merge
+/// takes the merged entry's time).
+fn cap_update_managers(managers: &mut Managers) {
+    let mut updaters: Vec<(String, ManagerKey)> = managers
+        .iter()
+        .filter(|(k, _)| k.operation == Operation::Update)
+        .map(|(k, e)| (e.time.clone().unwrap_or_default(), k.clone()))
+        .collect();
+    if updaters.len() <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    updaters.sort();
+    let mut length = updaters.len();
+    let mut first_of_version: BTreeMap<String, ManagerKey> = BTreeMap::new();
+    for (time, key) in updaters {
+        if length <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let Some(entry) = managers.get(&key).cloned() else {
+            continue;
+        };
+        let bucket = ManagerKey {
+            manager: ANCIENT_CHANGES.to_string(),
+            operation: Operation::Update,
+            api_version: entry.api_version.clone(),
+            subresource: String::new(),
+        };
+        match first_of_version.get(&entry.api_version) {
+            Some(first) => {
+                if !managers.contains_key(&bucket)
+                    && let Some(f) = managers.remove(first)
+                {
+                    managers.insert(bucket.clone(), f);
+                }
+                managers.remove(&key);
+                if let Some(b) = managers.get_mut(&bucket) {
+                    b.set = entry.set.union(&b.set);
+                    b.time = Some(time);
+                }
+                length = length.saturating_sub(1);
+            }
+            None => {
+                first_of_version.insert(entry.api_version.clone(), key);
+            }
+        }
+    }
+}
+
+/// One conflict: the manager owning the field, and the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub manager: ManagerKey,
+    pub path: Path,
+}
+
+/// Upstream `NewConflictError`: 409 Conflict with a `FieldManagerConflict` cause per field.
+pub fn conflict_error(ri: &ResourceInfo, name: &str, conflicts: &[Conflict]) -> ApiError {
+    let message = if let [c] = conflicts {
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager.describe(),
+            path_string(&c.path)
+        )
+    } else {
+        let mut by_manager: BTreeMap<&ManagerKey, Vec<String>> = BTreeMap::new();
+        for c in conflicts {
+            by_manager
+                .entry(&c.manager)
+                .or_default()
+                .push(path_string(&c.path));
+        }
+        // Upstream sorts by the JSON manager identifier, which begins with the manager's name.
+        let mut groups: Vec<(&ManagerKey, Vec<String>)> = by_manager.into_iter().collect();
+        groups.sort_by_key(|(k, _)| (k.manager.clone(), k.operation, k.api_version.clone()));
+        let mut lines = Vec::new();
+        for (k, paths) in groups {
+            lines.push(format!("conflicts with {}:", k.describe()));
+            lines.extend(paths.into_iter().map(|p| format!("- {p}")));
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            lines.join("\n")
+        )
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|c| {
+            json!({"reason": "FieldManagerConflict",
+                   "message": format!("conflict with {}", c.manager.describe()),
+                   "field": path_string(&c.path)})
+        })
+        .collect();
+    let mut details = json!({"name": name, "kind": ri.plural, "causes": causes});
+    if !ri.group.is_empty() {
+        details["group"] = json!(ri.group);
+    }
+    ApiError::new(409, "Conflict", message).with_details(details)
+}
+
+/// The fields `last-applied-configuration` set to what the live object still holds: kubectl's
+/// client-side apply owned them, so `kubectl apply --server-side` may take them over.
+fn allowed_from_last_applied(ri: &ResourceInfo, live: &Value) -> Option<Set> {
+    let text = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(ri.api_version().as_str()) {
+        return None;
+    }
+    let set = typed::to_field_set(ri, &last);
+    let c = typed::compare(ri, &last, &without_managed_fields(live));
+    Some(
+        set.difference(&c.modified)
+            .difference(&c.added)
+            .difference(&c.removed),
+    )
+}
+
+/// JSON with keys sorted at every level, as Go marshals an unstructured object.
+fn sorted_json(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let sorted: BTreeMap<&String, Value> =
+                m.iter().map(|(k, v)| (k, sorted_json(v))).collect();
+            Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted_json).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The annotation text for an applied configuration (upstream `buildLastApplied`): the config
+/// without its own annotation (an annotations map the config has stays, even emptied).
+fn last_applied_text(config: &Value) -> String {
+    let mut c = config.clone();
+    if let Some(ann) = c
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        ann.remove(LAST_APPLIED);
+    }
+    sorted_json(&c).to_string()
+}
+
+/// Checks an apply configuration before it is applied: its type meta must be the resource's
+/// (400, upstream's `Incorrect version/kind specified in apply patch`), its name the URL's, and
+/// every field must be declared by the kind's schema (upstream's typed conversion refuses the
+/// patch whatever `fieldValidation` says, with a 500 and no reason).
+pub fn check_config(
+    ri: &ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    config: &Value,
+) -> ApiResult<()> {
+    let gv = ri.api_version();
+    let av = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if av != gv {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {av}, expected: {gv}"
+        )));
+    }
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != ri.kind {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect kind specified in apply patch. Specified patch kind: {kind}, expected: {}",
+            ri.kind
+        )));
+    }
+    let body_name = config
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let typed = crate::schema::prune(ri, config).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            ri.kind, ri.version, ri.kind
+        ))
+    })?;
+    let mut undeclared = typed::undeclared(ri, config, &typed.0);
+    undeclared.sort();
+    if !undeclared.is_empty() {
+        let group = ri.group;
+        let what: Vec<String> = undeclared
+            .iter()
+            .map(|p| format!("{p}: field not declared in schema"))
+            .collect();
+        return Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "failed to create typed patch object ({}/{name}; {group}/{}, Kind={}): {}",
+                namespace.unwrap_or(""),
+                ri.version,
+                ri.kind,
+                what.join("\n")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Upstream's prune: everything the applier owned last time is taken out of the merged object,
+/// what an applier still specifies is put back, and of the rest only what the applier owned goes.
+/// A map or struct the applier owned as a whole (an Update entry's `.`) thus loses only the
+/// entries nobody applies any more.
+fn prune(ri: &ResourceInfo, merged: &Value, last: &Set, applied: &Set) -> Value {
+    let merged_set = typed::to_field_set(ri, merged);
+    let mut pruned = merged.clone();
+    typed::remove_items(ri, &mut pruned, last);
+    let pruned_set = typed::to_field_set(ri, &pruned);
+    let unowned = merged_set.difference(&pruned_set.union(applied));
+    let mut owned_back = merged.clone();
+    typed::remove_items(ri, &mut owned_back, &unowned);
+    let removed = merged_set
+        .difference(&typed::to_field_set(ri, &owned_back))
+        .intersection(last);
+    let mut out = merged.clone();
+    typed::remove_items(ri, &mut out, &removed);
+    out
+}
+
+/// A server-side apply of `config` by `manager` onto `live` (`None`: the object does not exist
+/// yet). Returns the object to store, its managedFields set.
+#[allow(clippy::too_many_arguments)]
+pub fn apply(
+    ri: &ResourceInfo,
+    name: &str,
+    manager: &FieldManager,
+    live: Option<&Value>,
+    config: &Value,
+    force: bool,
+    now: &str,
+) -> ApiResult<Value> {
+    match apply_once(ri, manager, live, config, force, now) {
+        Ok(obj) => Ok(obj),
+        Err(conflicts) => {
+            // kubectl's upgrade from client-side apply: conflicts on what the last-applied
+            // configuration owned are taken over.
+            if manager.name == KUBECTL
+                && let Some(allowed) = live.and_then(|l| allowed_from_last_applied(ri, l))
+            {
+                let left: Vec<Conflict> = conflicts
+                    .iter()
+                    .filter(|c| !allowed.has(&c.path))
+                    .cloned()
+                    .collect();
+                if left.is_empty() {
+                    return apply_once(ri, manager, live, config, true, now)
+                        .map_err(|c| conflict_error(ri, name, &c));
+                }
+                return Err(conflict_error(ri, name, &left));
+            }
+            Err(conflict_error(ri, name, &conflicts))
+        }
+    }
+}
+
+fn apply_once(
+    ri: &ResourceInfo,
+    manager: &FieldManager,
+    live: Option<&Value>,
+    config: &Value,
+    force: bool,
+    now: &str,
+) -> Result<Value, Vec<Conflict>> {
+    let sub = manager.subresource.as_deref();
+    let mut managers =
+        decode(live.and_then(|l| l.pointer("/metadata/managedFields"))).unwrap_or_default();
+    let live_obj = live.map(without_managed_fields);
+    let mut cfg = config.clone();
+    if let Some(meta) = cfg.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    let mut new = typed::merge(ri, live_obj.as_ref().unwrap_or(&json!({})), &cfg);
+    let mut config_set = typed::to_field_set(ri, &cfg);
+    strip_ignored(ri, sub, &mut config_set);
+    let me = ManagerKey::of(manager, Operation::Apply, &ri.api_version());
+    let last = managers.remove(&me);
+    // Fields this manager applied last time and no longer specifies go, unless an applier (this
+    // one included) still specifies them.
+    if let Some(last) = &last {
+        let mut applied = managers
+            .iter()
+            .filter(|(k, _)| k.operation == Operation::Apply)
+            .fold(config_set.clone(), |acc, (_, e)| acc.union(&e.set));
+        // The client-side apply annotation stays for kubectl, which keeps it in step below.
+        if manager.name == KUBECTL {
+            applied.insert(&[
+                PathElement::field("metadata"),
+                PathElement::field("annotations"),
+                PathElement::field(LAST_APPLIED),
+            ]);
+        }
+        new = prune(ri, &new, &last.set, &applied);
+    }
+    let zero = schema::zero_object(ri);
+    let c = compare_managed(ri, sub, live_obj.as_ref().unwrap_or(&zero), &new);
+    let changed = c.changed();
+    let mut conflicts = Vec::new();
+    for (k, e) in managers.iter() {
+        for path in e.set.intersection(&changed).paths() {
+            conflicts.push(Conflict {
+                manager: k.clone(),
+                path,
+            });
+        }
+    }
+    if !force && !conflicts.is_empty() {
+        return Err(conflicts);
+    }
+    for e in managers.values_mut() {
+        e.set = e.set.difference(&changed).difference(&c.removed);
+    }
+    let unchanged = changed.is_empty()
+        && c.removed.is_empty()
+        && last.as_ref().is_some_and(|l| l.set == config_set);
+    let time = if unchanged {
+        last.and_then(|l| l.time)
+    } else {
+        Some(now.to_string())
+    };
+    managers.insert(
+        me,
+        Entry {
+            set: config_set,
+            api_version: ri.api_version(),
+            time,
+        },
+    );
+    managers.retain(|_, e| !e.set.is_empty());
+    // Keep the client-side apply annotation in step with what kubectl applies server-side.
+    if manager.name == KUBECTL
+        && new
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(LAST_APPLIED))
+            .is_some()
+    {
+        new["metadata"]["annotations"][LAST_APPLIED] = json!(last_applied_text(config));
+    }
+    set_managed_fields(&mut new, &managers);
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod api_tests;
