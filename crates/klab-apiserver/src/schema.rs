@@ -48,6 +48,9 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
         ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(obj),
         ("policy", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
         ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling::v1::PriorityClass>(obj),
+        ("storage.k8s.io", "CSIDriver") => round_trip::<storage::v1::CSIDriver>(obj),
+        ("storage.k8s.io", "CSINode") => round_trip::<storage::v1::CSINode>(obj),
+        ("storage.k8s.io", "StorageClass") => round_trip::<storage::v1::StorageClass>(obj),
         ("storage.k8s.io", "VolumeAttachment") => round_trip::<storage::v1::VolumeAttachment>(obj),
         _ => Ok(obj.clone()),
     }?;
