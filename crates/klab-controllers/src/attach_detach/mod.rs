@@ -14,7 +14,7 @@
 //! 4. `status.volumesAttached` of each node lists its attached volumes, and pods whose volume
 //!    became attached get `SuccessfulAttachVolume`.
 //!
-//! Events are recorded once per (pod, volume) and reason: upstream's recorder folds the repeats
+//! Events are recorded once per (pod, volume) and message: upstream's recorder folds the repeats
 //! of its 100 ms loop into one event's count.
 
 pub mod decide;
@@ -96,8 +96,9 @@ struct Adc {
     queue: WorkQueue,
     /// (volume, node) → when its detach was first requested.
     detach_requested: BTreeMap<(String, String), Timestamp>,
-    /// (pod uid, volume, reason) already reported.
-    reported: BTreeSet<(String, String, &'static str)>,
+    /// (pod uid, volume, message) already reported: a new message (the other pod gone, the
+    /// volume now only attached elsewhere) is a new event.
+    reported: BTreeSet<(String, String, String)>,
     /// A deleted node's last `status.volumesInUse` (`MountedByNode` survives the Node object).
     last_in_use: BTreeMap<String, Node>,
 }
@@ -378,7 +379,7 @@ impl Adc {
             return;
         };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if !self.reported.insert((uid, volume.to_string(), reason)) {
+        if !self.reported.insert((uid, volume.to_string(), msg.clone())) {
             return;
         }
         let ty = if reason == names::EVENT_FAILED_ATTACH_VOLUME {
