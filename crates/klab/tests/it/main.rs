@@ -14,3 +14,4 @@ mod priority_live;
 mod seed000_live;
 mod services_live;
 mod tidy;
+mod volumes_live;
