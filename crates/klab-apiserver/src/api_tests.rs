@@ -2215,6 +2215,33 @@ async fn storage_bootstrap_default_class_protection_and_validation() {
     );
     assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
 
+    // Impossible sizes are refused with upstream's message and store nothing.
+    for (size, want) in [
+        (
+            "0",
+            "PersistentVolumeClaim \"zero\" is invalid: spec.resources[storage]: Invalid value: \"0\": must be greater than zero",
+        ),
+        (
+            "-1Gi",
+            "PersistentVolumeClaim \"zero\" is invalid: spec.resources[storage]: Invalid value: \"-1Gi\": must be greater than zero",
+        ),
+    ] {
+        let (code, body) = raw(
+            &api,
+            "POST",
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            "application/json",
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "zero"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": size}}}}))
+            .unwrap(),
+        )
+        .await;
+        assert_eq!((code, body["message"].as_str().unwrap()), (422, want));
+        assert!(pvcs.get_opt("zero").await.unwrap().is_none());
+    }
+
     // A volume: validation first, then the finalizer.
     let pvs: Api<PersistentVolume> = Api::all(c.clone());
     let vol = |v: Value| -> PersistentVolume { serde_json::from_value(v).unwrap() };

@@ -1464,8 +1464,22 @@ fn validate_pvc(obj: &Value, errs: &mut Errs) {
             ));
         }
     }
-    if spec.pointer("/resources/requests/storage").is_none() {
-        errs.push(FieldError::required("spec.resources[storage]", ""));
+    match spec.pointer("/resources/requests/storage") {
+        None => errs.push(FieldError::required("spec.resources[storage]", "")),
+        // `ValidatePersistentVolumeClaimSpec`: a size that is not a quantity, or not above zero.
+        Some(q) => match crate::defaults::parse_quantity(q) {
+            None => errs.push(FieldError::invalid(
+                "spec.resources.requests[storage]",
+                q.clone(),
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            )),
+            Some(n) if n <= 0.0 => errs.push(FieldError::invalid(
+                "spec.resources[storage]",
+                q.clone(),
+                "must be greater than zero",
+            )),
+            Some(_) => {}
+        },
     }
     match s_or_empty(spec, "volumeMode") {
         "" | "Filesystem" | "Block" => {}
