@@ -392,7 +392,14 @@ impl Scheduler {
             self.queue.delete(&key);
             return;
         };
-        let delayed = match self.volume_prefilter(&pod).await {
+        // With no nodes at all upstream answers ErrNoNodesAvailable before any PreFilter runs.
+        let no_nodes = self.cache.snapshot().is_empty();
+        let check = if no_nodes {
+            VolumeCheck::Ok { delayed: vec![] }
+        } else {
+            self.volume_prefilter(&pod).await
+        };
+        let delayed = match check {
             VolumeCheck::Ok { delayed } => delayed,
             VolumeCheck::Reject(msg) => {
                 let snapshot = self.cache.snapshot();
@@ -530,6 +537,11 @@ impl Scheduler {
                 c.metadata.name.clone().unwrap_or_default(),
             )
         };
+        // The claim that changed (None: a relist, which may change any).
+        let changed: Option<(String, String)> = match &ev {
+            watcher::Event::Apply(c) | watcher::Event::Delete(c) => Some(ck(c)),
+            _ => None,
+        };
         match ev {
             watcher::Event::Apply(c) => {
                 self.claims.insert(ck(&c), c);
@@ -548,10 +560,21 @@ impl Scheduler {
                 self.claims_synced = true;
             }
         }
-        // A claim change may unblock pods VolumeBinding rejected.
+        // A claim change may unblock the pods VolumeBinding rejected that use that claim
+        // (upstream's queueing hint for PersistentVolumeClaim events).
         let now = self.now();
-        self.queue
-            .on_cluster_event(now, |_, r| r.contains(&Plugin::VolumeBinding));
+        let pending = &self.cache.pending;
+        self.queue.on_cluster_event(now, |k, r| {
+            r.contains(&Plugin::VolumeBinding)
+                && match (&changed, pending.get(k)) {
+                    (None, _) => true,
+                    (Some((ns, name)), Some(p)) => {
+                        p.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && volumes::claim_names(p).contains(name)
+                    }
+                    (Some(_), None) => false,
+                }
+        });
     }
 
     async fn bind(&mut self, key: PodKey, pod: Pod, node: String) {
