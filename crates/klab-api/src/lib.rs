@@ -13,6 +13,7 @@ pub mod nodeaffinity;
 pub mod order;
 pub mod rng;
 pub mod selector;
+pub mod sha256;
 pub mod supervise;
 pub mod taints;
 

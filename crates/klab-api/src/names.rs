@@ -181,3 +181,40 @@ pub const JOB_REASON_POD_FAILURE_POLICY: &str = "PodFailurePolicy";
 pub const JOB_REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
 pub const JOB_MSG_COMPLETIONS_REACHED: &str = "Reached expected number of succeeded pods";
 pub const LABEL_CONTROLLER_REVISION_OBJECT_HASH: &str = "controller.kubernetes.io/hash";
+
+// ---- storage: claims, volumes, attach/detach (k8s.io/api storage/v1, pkg/controller/volume) ----
+/// The default-class annotation (`storageutil.IsDefaultStorageClassAnnotation`) and its beta form.
+pub const ANN_DEFAULT_STORAGE_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+pub const ANN_BETA_DEFAULT_STORAGE_CLASS: &str = "storageclass.beta.kubernetes.io/is-default-class";
+/// The default StorageClass every klab cluster has, and the simulated CSI driver behind it.
+pub const DEFAULT_STORAGE_CLASS: &str = "standard";
+pub const CSI_DRIVER_KLAB: &str = "csi.klab.dev";
+/// Finalizers of the storage-object-in-use protection (admission adds, controllers remove).
+pub const FINALIZER_PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+pub const FINALIZER_PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+/// Finalizer the external-attacher keeps on a VolumeAttachment it handles.
+pub const FINALIZER_CSI_ATTACHER_PREFIX: &str = "external-attacher/";
+/// PV controller annotations (`pkg/controller/volume/persistentvolume/util`).
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+pub const ANN_DYNAMICALLY_PROVISIONED: &str = "pv.kubernetes.io/provisioned-by";
+pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// Node annotation the kubelet sets when the attach/detach controller manages its volumes.
+pub const ANN_CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+/// Source components of the storage controllers' events.
+pub const CONTROLLER_PERSISTENT_VOLUME: &str = "persistentvolume-controller";
+pub const CONTROLLER_ATTACH_DETACH: &str = "attachdetach-controller";
+/// PV controller event reasons (`pkg/controller/volume/events`).
+pub const EVENT_PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
+pub const EVENT_PROVISIONING_FAILED: &str = "ProvisioningFailed";
+pub const EVENT_EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
+pub const EVENT_WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
+pub const EVENT_VOLUME_DELETE: &str = "VolumeDelete";
+pub const EVENT_FAILED_BINDING: &str = "FailedBinding";
+/// Attach/detach and kubelet volume event reasons.
+pub const EVENT_SUCCESSFUL_ATTACH_VOLUME: &str = "SuccessfulAttachVolume";
+pub const EVENT_FAILED_ATTACH_VOLUME: &str = "FailedAttachVolume";
+pub const EVENT_FAILED_MOUNT: &str = "FailedMount";

@@ -1,11 +1,16 @@
 //! Admission: DefaultTolerationSeconds (control-plane spec §3), on pod create and update, and
 //! the Priority plugin (pod priority resolved from PriorityClasses on create and kept on update;
 //! one global default class). Neither runs on subresources. The decisions here are pure; `crud`
-//! reads the PriorityClasses from the store and turns a refusal into upstream's 403.
+//! reads the PriorityClasses from the store and turns a refusal into upstream's 403. Storage:
+//! DefaultStorageClass (a claim without a class gets the default one) and
+//! StorageObjectInUseProtection (the pvc-/pv-protection finalizers on create).
 
 use serde_json::{Value, json};
 
-use klab_api::names::{TAINT_NOT_READY, TAINT_UNREACHABLE};
+use klab_api::names::{
+    ANN_BETA_DEFAULT_STORAGE_CLASS, ANN_BETA_STORAGE_CLASS, ANN_DEFAULT_STORAGE_CLASS,
+    FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION, TAINT_NOT_READY, TAINT_UNREACHABLE,
+};
 
 /// The two flags of the DefaultTolerationSeconds plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +193,82 @@ pub fn check_global_default(
     }
 }
 
+/// A StorageClass as the DefaultStorageClass plugin sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageClassInfo {
+    pub name: String,
+    /// Either default-class annotation is `"true"`.
+    pub is_default: bool,
+    /// RFC 3339 creation time (sortable as text: the store writes one format).
+    pub created: String,
+}
+
+impl StorageClassInfo {
+    pub fn from_object(obj: &Value) -> Self {
+        let ann = |k: &str| obj.pointer("/metadata/annotations").and_then(|a| a.get(k));
+        let is_default = [ANN_DEFAULT_STORAGE_CLASS, ANN_BETA_DEFAULT_STORAGE_CLASS]
+            .iter()
+            .any(|k| ann(k).and_then(Value::as_str) == Some("true"));
+        let text = |p: &str| {
+            obj.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        StorageClassInfo {
+            name: text("/metadata/name"),
+            is_default,
+            created: text("/metadata/creationTimestamp"),
+        }
+    }
+}
+
+/// The DefaultStorageClass plugin (`plugin/pkg/admission/storage/storageclass/setdefault`): a
+/// claim that names no class (neither `spec.storageClassName`, even empty, nor the beta
+/// annotation) gets the default one; with several defaults the newest wins, ties by name
+/// (`GetDefaultClass`). No default leaves the claim unchanged.
+pub fn admit_claim_storage_class(pvc: &mut Value, classes: &[StorageClassInfo]) {
+    let has_annotation = pvc
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
+        .is_some();
+    let Some(spec) = pvc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if has_annotation || spec.get("storageClassName").is_some_and(|v| !v.is_null()) {
+        return;
+    }
+    let default = classes
+        .iter()
+        .filter(|c| c.is_default)
+        .max_by_key(|c| (c.created.clone(), std::cmp::Reverse(c.name.clone())));
+    if let Some(class) = default {
+        spec.insert("storageClassName".into(), json!(class.name));
+    }
+}
+
+/// The StorageObjectInUseProtection plugin: a new claim carries `kubernetes.io/pvc-protection`
+/// and a new volume `kubernetes.io/pv-protection`, so neither disappears while in use (the
+/// protection controllers remove them once it is safe).
+pub fn admit_storage_protection(kind: &str, obj: &mut Value) {
+    let finalizer = match kind {
+        "PersistentVolumeClaim" => FINALIZER_PVC_PROTECTION,
+        "PersistentVolume" => FINALIZER_PV_PROTECTION,
+        _ => return,
+    };
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    let Some(list) = list.as_array_mut() else {
+        // Left for validation to refuse.
+        return;
+    };
+    if !list.iter().any(|f| f.as_str() == Some(finalizer)) {
+        list.push(json!(finalizer));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +448,69 @@ mod tests {
         }
         .admit_pod(&mut pod);
         assert_eq!(pod["spec"]["tolerations"], json!([nr(60), ur(100)]));
+    }
+
+    fn class(name: &str, default: bool, created: &str) -> StorageClassInfo {
+        StorageClassInfo {
+            name: name.into(),
+            is_default: default,
+            created: created.into(),
+        }
+    }
+
+    #[test]
+    fn claim_gets_the_newest_default_class() {
+        let classes = [
+            class("standard", true, "2026-01-01T00:00:00Z"),
+            class("fast", false, "2026-01-03T00:00:00Z"),
+            class("newer", true, "2026-01-02T00:00:00Z"),
+        ];
+        let cases: Vec<(Value, Option<&str>)> = vec![
+            (json!({"spec": {}}), Some("newer")),
+            // An explicit class, even empty (no class at all), is kept.
+            (json!({"spec": {"storageClassName": "fast"}}), Some("fast")),
+            (json!({"spec": {"storageClassName": ""}}), Some("")),
+            // The beta annotation counts as naming a class.
+            (
+                json!({"metadata": {"annotations": {ANN_BETA_STORAGE_CLASS: "x"}}, "spec": {}}),
+                None,
+            ),
+        ];
+        for (mut pvc, want) in cases {
+            admit_claim_storage_class(&mut pvc, &classes);
+            assert_eq!(
+                pvc.pointer("/spec/storageClassName")
+                    .and_then(Value::as_str),
+                want,
+                "{pvc}"
+            );
+        }
+        let mut pvc = json!({"spec": {}});
+        admit_claim_storage_class(&mut pvc, &[class("fast", false, "x")]);
+        assert_eq!(pvc, json!({"spec": {}}), "no default: unchanged");
+        let sc = json!({"metadata": {"name": "s", "creationTimestamp": "t",
+            "annotations": {ANN_BETA_DEFAULT_STORAGE_CLASS: "true"}}});
+        assert_eq!(StorageClassInfo::from_object(&sc), class("s", true, "t"));
+    }
+
+    #[test]
+    fn protection_finalizers_are_added_once() {
+        let mut pvc = json!({"metadata": {"finalizers": ["a"]}});
+        admit_storage_protection("PersistentVolumeClaim", &mut pvc);
+        admit_storage_protection("PersistentVolumeClaim", &mut pvc);
+        assert_eq!(
+            pvc["metadata"]["finalizers"],
+            json!(["a", FINALIZER_PVC_PROTECTION])
+        );
+        let mut pv = json!({"metadata": {}});
+        admit_storage_protection("PersistentVolume", &mut pv);
+        assert_eq!(
+            pv["metadata"]["finalizers"],
+            json!([FINALIZER_PV_PROTECTION])
+        );
+        let mut pod = json!({"metadata": {}});
+        admit_storage_protection("Pod", &mut pod);
+        assert_eq!(pod, json!({"metadata": {}}));
     }
 }
 

@@ -2157,3 +2157,200 @@ async fn pods_need_their_service_account_and_get_its_credentials() {
     );
     assert!(pods.get_opt("robot").await.unwrap().is_none());
 }
+
+/// A Table request through the Router: (column names, rows of cells).
+async fn table_of(api: &ApiServer, uri: &str) -> (Vec<String>, Vec<Value>) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .uri(uri)
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = api.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let table: Value = serde_json::from_slice(&bytes).unwrap();
+    let cols = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let rows = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cells"].clone())
+        .collect();
+    (cols, rows)
+}
+
+#[tokio::test]
+async fn storage_bootstrap_default_class_protection_and_validation() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    let api = memory_server().await;
+    let c = client(&api);
+    let pp = PostParams::default();
+
+    // The bootstrap driver and default class, as kubectl prints them (Age masked).
+    let (cols, rows) = table_of(&api, "/apis/storage.k8s.io/v1/storageclasses").await;
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "Provisioner",
+            "ReclaimPolicy",
+            "VolumeBindingMode",
+            "AllowVolumeExpansion",
+            "Age"
+        ]
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        json!(rows[0].as_array().unwrap()[..5]),
+        json!([
+            "standard (default)",
+            "csi.klab.dev",
+            "Delete",
+            "WaitForFirstConsumer",
+            true
+        ])
+    );
+    let (cols, rows) = table_of(&api, "/apis/storage.k8s.io/v1/csidrivers").await;
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "AttachRequired",
+            "PodInfoOnMount",
+            "StorageCapacity",
+            "TokenRequests",
+            "RequiresRepublish",
+            "Modes",
+            "Age"
+        ]
+    );
+    assert_eq!(
+        json!(rows[0].as_array().unwrap()[..7]),
+        json!([
+            "csi.klab.dev",
+            true,
+            false,
+            false,
+            "<unset>",
+            false,
+            "Persistent"
+        ])
+    );
+
+    // A claim without a class gets `standard` and the protection finalizer.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), "default");
+    let claim = |v: Value| -> PersistentVolumeClaim { serde_json::from_value(v).unwrap() };
+    let created = pvcs
+        .create(
+            &pp,
+            &claim(json!({"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created.spec.unwrap().storage_class_name.as_deref(),
+        Some("standard")
+    );
+    assert_eq!(
+        created.metadata.finalizers,
+        Some(vec!["kubernetes.io/pvc-protection".to_string()])
+    );
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
+
+    // Impossible sizes are refused with upstream's message and store nothing.
+    for (size, want) in [
+        (
+            "0",
+            "PersistentVolumeClaim \"zero\" is invalid: spec.resources[storage]: Invalid value: \"0\": must be greater than zero",
+        ),
+        (
+            "-1Gi",
+            "PersistentVolumeClaim \"zero\" is invalid: spec.resources[storage]: Invalid value: \"-1Gi\": must be greater than zero",
+        ),
+    ] {
+        let (code, body) = raw(
+            &api,
+            "POST",
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            "application/json",
+            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "zero"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": size}}}}))
+            .unwrap(),
+        )
+        .await;
+        assert_eq!((code, body["message"].as_str().unwrap()), (422, want));
+        assert!(pvcs.get_opt("zero").await.unwrap().is_none());
+    }
+
+    // A volume: validation first, then the finalizer.
+    let pvs: Api<PersistentVolume> = Api::all(c.clone());
+    let vol = |v: Value| -> PersistentVolume { serde_json::from_value(v).unwrap() };
+    let bad = pvs
+        .create(
+            &pp,
+            &vol(json!({"metadata": {"name": "pv-bad"},
+                "spec": {"accessModes": ["ReadWriteSometimes"], "capacity": {"storage": "1Gi"}}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(api_err)
+        .unwrap_err();
+    assert_eq!(bad.code, 422);
+    assert_eq!(
+        bad.message,
+        "PersistentVolume \"pv-bad\" is invalid: [spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec: Required value: must specify a volume type]"
+    );
+    assert!(pvs.get_opt("pv-bad").await.unwrap().is_none());
+    let pv = pvs
+        .create(
+            &pp,
+            &vol(json!({"metadata": {"name": "pv-1"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"},
+                         "csi": {"driver": "csi.klab.dev", "volumeHandle": "h1"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        pv.metadata.finalizers,
+        Some(vec!["kubernetes.io/pv-protection".to_string()])
+    );
+    let (_, rows) = table_of(&api, "/api/v1/persistentvolumes").await;
+    assert_eq!(
+        json!(rows[0].as_array().unwrap()[..9]),
+        json!([
+            "pv-1", "10Gi", "RWO", "Retain", "Pending", "", "", "<unset>", ""
+        ])
+    );
+    // The source is immutable.
+    let mut changed = pv.clone();
+    changed
+        .spec
+        .as_mut()
+        .unwrap()
+        .csi
+        .as_mut()
+        .unwrap()
+        .volume_handle = "h2".into();
+    let err = pvs
+        .replace("pv-1", &pp, &changed)
+        .await
+        .map(|_| ())
+        .map_err(api_err)
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "PersistentVolume \"pv-1\" is invalid: spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation"
+    );
+}

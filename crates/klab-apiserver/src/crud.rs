@@ -543,6 +543,19 @@ async fn priority_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::Prio
         .collect()
 }
 
+/// Every StorageClass, as the DefaultStorageClass admission plugin reads them.
+async fn storage_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::StorageClassInfo>> {
+    let scri = registry::lookup("storage.k8s.io", "v1", "storageclasses").expect("served");
+    let res = inner
+        .store
+        .list(&scri.key_prefix(), ListOptions::default())
+        .await?;
+    res.kvs
+        .iter()
+        .map(|kv| decode_kv(scri, kv).map(|o| crate::admission::StorageClassInfo::from_object(&o)))
+        .collect()
+}
+
 /// The Priority plugin's check on PriorityClass writes: one global default at most.
 async fn check_one_default(
     inner: &Inner,
@@ -863,6 +876,13 @@ pub(crate) async fn create_object_as(
         let classes = priority_classes(inner).await?;
         crate::admission::admit_pod_priority(&mut obj, &classes)
             .map_err(|reason| admission_forbidden(ri, &obj, &reason))?;
+    }
+    if ri.group.is_empty() && matches!(ri.kind, "PersistentVolumeClaim" | "PersistentVolume") {
+        if ri.kind == "PersistentVolumeClaim" {
+            let classes = storage_classes(inner).await?;
+            crate::admission::admit_claim_storage_class(&mut obj, &classes);
+        }
+        crate::admission::admit_storage_protection(ri.kind, &mut obj);
     }
     // generateName: the suffix is drawn per attempt; a clash retries with a new one.
     for attempt in 0..8 {

@@ -618,6 +618,29 @@ pub fn default_object(ri: &ResourceInfo, obj: &mut Value) {
                 default_str(status, "phase", "Pending");
             }
         }
+        // `SetDefaults_StorageClass`.
+        ("storage.k8s.io", "StorageClass") => {
+            default_str(m, "reclaimPolicy", "Delete");
+            default_str(m, "volumeBindingMode", "Immediate");
+        }
+        // `SetDefaults_CSIDriver`.
+        ("storage.k8s.io", "CSIDriver") => {
+            if let Some(spec) = obj_at(m, "spec") {
+                default_field(spec, "attachRequired", json!(true));
+                default_field(spec, "podInfoOnMount", json!(false));
+                default_field(spec, "storageCapacity", json!(false));
+                default_field(spec, "requiresRepublish", json!(false));
+                default_field(spec, "seLinuxMount", json!(false));
+                default_str(spec, "fsGroupPolicy", "ReadWriteOnceWithFSType");
+                let modes = spec
+                    .get("volumeLifecycleModes")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
+                if !modes {
+                    spec.insert("volumeLifecycleModes".into(), json!(["Persistent"]));
+                }
+            }
+        }
         ("apps", "Deployment") => {
             if let Some(spec) = obj_at(m, "spec") {
                 default_deployment(spec);

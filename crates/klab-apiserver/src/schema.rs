@@ -69,6 +69,9 @@ pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
         ("events.k8s.io", "Event") => v.visit::<events::v1::Event>(),
         ("policy", "PodDisruptionBudget") => v.visit::<policy::v1::PodDisruptionBudget>(),
         ("scheduling.k8s.io", "PriorityClass") => v.visit::<scheduling::v1::PriorityClass>(),
+        ("storage.k8s.io", "CSIDriver") => v.visit::<storage::v1::CSIDriver>(),
+        ("storage.k8s.io", "CSINode") => v.visit::<storage::v1::CSINode>(),
+        ("storage.k8s.io", "StorageClass") => v.visit::<storage::v1::StorageClass>(),
         ("storage.k8s.io", "VolumeAttachment") => v.visit::<storage::v1::VolumeAttachment>(),
         _ => return None,
     })

@@ -79,6 +79,29 @@ pub struct ApiServer {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// The storage objects every klab cluster has from the start: the `csi.klab.dev` CSIDriver
+/// (attach required, so volumes go through VolumeAttachments) and the default StorageClass
+/// `standard` (WaitForFirstConsumer: a claim is provisioned where its first pod is scheduled).
+pub fn storage_bootstrap_objects() -> [(&'static str, serde_json::Value); 2] {
+    use klab_api::names::{ANN_DEFAULT_STORAGE_CLASS, CSI_DRIVER_KLAB, DEFAULT_STORAGE_CLASS};
+    [
+        (
+            "csidrivers",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                "metadata": {"name": CSI_DRIVER_KLAB},
+                "spec": {"attachRequired": true, "podInfoOnMount": false}}),
+        ),
+        (
+            "storageclasses",
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": DEFAULT_STORAGE_CLASS,
+                             "annotations": {ANN_DEFAULT_STORAGE_CLASS: "true"}},
+                "provisioner": CSI_DRIVER_KLAB, "reclaimPolicy": "Delete",
+                "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": true}),
+        ),
+    ]
+}
+
 /// The namespaces every cluster has from the start.
 pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -86,8 +109,8 @@ pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
 impl ApiServer {
     /// Builds the server over `store` and creates what every cluster has when missing: the
     /// bootstrap namespaces, the two system PriorityClasses (upstream's
-    /// `scheduling/bootstrap-system-priority-classes` post-start hook) and the `kubernetes`
-    /// Service.
+    /// `scheduling/bootstrap-system-priority-classes` post-start hook), the storage bootstrap
+    /// objects and the `kubernetes` Service.
     pub async fn new(
         store: DynStorage,
         clock: Clock,
@@ -136,6 +159,16 @@ impl ApiServer {
             let obj = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                 "metadata": {"name": name}, "value": value, "description": description});
             match crate::crud::create_object(&api.inner, pc, None, obj, false, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // The simulated CSI driver and the default StorageClass provisioned by it, as a cluster
+        // installer (kind, a cloud) leaves them: claims without a class get `standard`.
+        for (plural, obj) in storage_bootstrap_objects() {
+            let ri = registry::lookup("storage.k8s.io", "v1", plural).expect("served");
+            match crate::crud::create_object(&api.inner, ri, None, obj, false, false).await {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),

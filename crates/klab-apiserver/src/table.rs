@@ -345,6 +345,9 @@ enum Printer {
     PersistentVolume,
     PersistentVolumeClaim,
     VolumeAttachment,
+    StorageClass,
+    CSIDriver,
+    CSINode,
     PriorityClass,
     ConfigMap,
     Secret,
@@ -378,6 +381,9 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("", "PersistentVolume") => Printer::PersistentVolume,
         ("", "PersistentVolumeClaim") => Printer::PersistentVolumeClaim,
         ("storage.k8s.io", "VolumeAttachment") => Printer::VolumeAttachment,
+        ("storage.k8s.io", "StorageClass") => Printer::StorageClass,
+        ("storage.k8s.io", "CSIDriver") => Printer::CSIDriver,
+        ("storage.k8s.io", "CSINode") => Printer::CSINode,
         ("scheduling.k8s.io", "PriorityClass") => Printer::PriorityClass,
         ("", "ConfigMap") => Printer::ConfigMap,
         ("", "Secret") => Printer::Secret,
@@ -606,6 +612,35 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             column("Attached", "boolean", "", D_VA_ATTACHED, 0),
             age_col(),
         ],
+        Printer::StorageClass => vec![
+            name_col(),
+            column("Provisioner", s, "", D_SC_PROVISIONER, 0),
+            column("ReclaimPolicy", s, "", D_SC_RECLAIM, 0),
+            column("VolumeBindingMode", s, "", D_SC_BINDING, 0),
+            column("AllowVolumeExpansion", s, "", D_SC_EXPANSION, 0),
+            age_col(),
+        ],
+        Printer::CSIDriver => vec![
+            name_col(),
+            column("AttachRequired", "boolean", "", D_CSID_ATTACH, 0),
+            column("PodInfoOnMount", "boolean", "", D_CSID_POD_INFO, 0),
+            column("StorageCapacity", "boolean", "", D_CSID_CAPACITY, 0),
+            column("TokenRequests", s, "", D_CSID_TOKENS, 0),
+            column("RequiresRepublish", "boolean", "", D_CSID_REPUBLISH, 0),
+            column("Modes", s, "", D_CSID_MODES, 0),
+            age_col(),
+        ],
+        Printer::CSINode => vec![
+            name_col(),
+            column(
+                "Drivers",
+                "integer",
+                "",
+                "Drivers indicates the number of CSI drivers registered on the node",
+                0,
+            ),
+            age_col(),
+        ],
         Printer::PriorityClass => vec![
             name_col(),
             column("Value", "integer", "", D_PC_VALUE, 0),
@@ -779,6 +814,13 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
             str_cell(gs(obj, &["spec", "source", "persistentVolumeName"])),
             str_cell(gs(obj, &["spec", "nodeName"])),
             Value::Bool(gb(obj, &["status", "attached"])),
+            age(),
+        ],
+        Printer::StorageClass => storage_class_cells(obj, now),
+        Printer::CSIDriver => csi_driver_cells(obj, now),
+        Printer::CSINode => vec![
+            name,
+            json!(garr(obj, &["spec", "drivers"]).len() as i64),
             age(),
         ],
         Printer::PriorityClass => vec![
@@ -1258,6 +1300,75 @@ fn cronjob_cells(cj: &Value, now: Timestamp) -> Vec<Value> {
             cj,
             &["spec", "jobTemplate", "spec", "selector"],
         ))),
+    ]
+}
+
+/// `printStorageClass`: the default class is marked ` (default)` (either default annotation,
+/// `IsDefaultAnnotation`); unset policies print upstream's defaults.
+fn storage_class_cells(sc: &Value, now: Timestamp) -> Vec<Value> {
+    let mut name = gs(sc, &["metadata", "name"]).to_string();
+    let annotations = get(sc, &["metadata", "annotations"]);
+    let is_default = [
+        "storageclass.kubernetes.io/is-default-class",
+        "storageclass.beta.kubernetes.io/is-default-class",
+    ]
+    .iter()
+    .any(|k| annotations.and_then(|a| a.get(*k)).and_then(Value::as_str) == Some("true"));
+    if is_default {
+        name.push_str(" (default)");
+    }
+    let or = |path: &[&str], default: &'static str| match gs(sc, path) {
+        "" => default.to_string(),
+        v => v.to_string(),
+    };
+    vec![
+        Value::String(name),
+        str_cell(gs(sc, &["provisioner"])),
+        Value::String(or(&["reclaimPolicy"], "Delete")),
+        Value::String(or(&["volumeBindingMode"], "Immediate")),
+        Value::Bool(gb(sc, &["allowVolumeExpansion"])),
+        str_cell(&translate_since(
+            gts(sc, &["metadata", "creationTimestamp"]),
+            now,
+        )),
+    ]
+}
+
+/// `printCSIDriver`: attachRequired defaults to true; no modes print `<none>`, no token
+/// requests `<unset>`.
+fn csi_driver_cells(d: &Value, now: Timestamp) -> Vec<Value> {
+    let attach = get(d, &["spec", "attachRequired"])
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let modes: Vec<&str> = garr(d, &["spec", "volumeLifecycleModes"])
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let modes = if modes.is_empty() {
+        "<none>".to_string()
+    } else {
+        modes.join(",")
+    };
+    let tokens = match get(d, &["spec", "tokenRequests"]).and_then(Value::as_array) {
+        None => "<unset>".to_string(),
+        Some(list) => list
+            .iter()
+            .map(|t| gs(t, &["audience"]))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    vec![
+        str_cell(gs(d, &["metadata", "name"])),
+        Value::Bool(attach),
+        Value::Bool(gb(d, &["spec", "podInfoOnMount"])),
+        Value::Bool(gb(d, &["spec", "storageCapacity"])),
+        Value::String(tokens),
+        Value::Bool(gb(d, &["spec", "requiresRepublish"])),
+        Value::String(modes),
+        str_cell(&translate_since(
+            gts(d, &["metadata", "creationTimestamp"]),
+            now,
+        )),
     ]
 }
 
@@ -1851,6 +1962,17 @@ const D_CR_REVISION: &str = "Revision indicates the revision of the state repres
 const D_PC_VALUE: &str = "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.";
 const D_PC_GLOBAL_DEFAULT: &str = "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.";
 const D_PC_PREEMPTION: &str = "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.";
+const D_SC_PROVISIONER: &str = "provisioner indicates the type of the provisioner.";
+const D_SC_RECLAIM: &str = "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.";
+const D_SC_BINDING: &str = "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.";
+const D_SC_EXPANSION: &str =
+    "allowVolumeExpansion shows whether the storage class allow volume expand.";
+const D_CSID_ATTACH: &str = "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.\n\nThis field is immutable.";
+const D_CSID_POD_INFO: &str = "podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.";
+const D_CSID_CAPACITY: &str = "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report by creating CSIStorageCapacity objects with capacity information, if set to true.";
+const D_CSID_TOKENS: &str = "tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting volume for to do necessary authentication.";
+const D_CSID_REPUBLISH: &str = "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically called to reflect any possible change in the mounted volume. This field defaults to false.";
+const D_CSID_MODES: &str = "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The default if the list is empty is \"Persistent\", which is the usage defined by the CSI specification and implemented in Kubernetes via the usual PV/PVC mechanism.";
 const D_VA_ATTACHER: &str = "attacher indicates the name of the volume driver that MUST handle this request. This is the name returned by GetPluginName().";
 const D_VA_NODE: &str = "nodeName represents the node that the volume should be attached to.";
 const D_VA_PV: &str =

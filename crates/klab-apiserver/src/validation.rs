@@ -1536,8 +1536,22 @@ fn validate_pvc(obj: &Value, errs: &mut Errs) {
             ));
         }
     }
-    if spec.pointer("/resources/requests/storage").is_none() {
-        errs.push(FieldError::required("spec.resources[storage]", ""));
+    match spec.pointer("/resources/requests/storage") {
+        None => errs.push(FieldError::required("spec.resources[storage]", "")),
+        // `ValidatePersistentVolumeClaimSpec`: a size that is not a quantity, or not above zero.
+        Some(q) => match crate::defaults::parse_quantity(q) {
+            None => errs.push(FieldError::invalid(
+                "spec.resources.requests[storage]",
+                q.clone(),
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            )),
+            Some(n) if n <= 0.0 => errs.push(FieldError::invalid(
+                "spec.resources[storage]",
+                q.clone(),
+                "must be greater than zero",
+            )),
+            Some(_) => {}
+        },
     }
     match s_or_empty(spec, "volumeMode") {
         "" | "Filesystem" | "Block" => {}
@@ -1545,6 +1559,123 @@ fn validate_pvc(obj: &Value, errs: &mut Errs) {
             "spec.volumeMode",
             jstr(other),
             &["Block", "Filesystem"],
+        )),
+    }
+}
+
+/// Volume sources a PersistentVolume may name (`ValidatePersistentVolumeSpec` counts them: exactly
+/// one is required).
+const PV_SOURCES: &[&str] = &[
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "csi",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "glusterfs",
+    "hostPath",
+    "iscsi",
+    "local",
+    "nfs",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// Upstream `ValidatePersistentVolumeSpec`, the parts a client can get wrong: access modes,
+/// a `storage` capacity, the reclaim policy and exactly one volume source (a CSI source names its
+/// driver and volume handle).
+fn validate_pv(obj: &Value, errs: &mut Errs) {
+    let empty = Value::Object(Map::new());
+    let spec = obj.get("spec").unwrap_or(&empty);
+    let modes = arr(spec, "accessModes");
+    if modes.is_empty() {
+        errs.push(FieldError::required("spec.accessModes", ""));
+    }
+    for m in modes {
+        let m = m.as_str().unwrap_or("");
+        if !ACCESS_MODES.contains(&m) {
+            errs.push(FieldError::not_supported(
+                "spec.accessModes",
+                jstr(m),
+                ACCESS_MODES,
+            ));
+        }
+    }
+    match spec.get("capacity").and_then(Value::as_object) {
+        None => errs.push(FieldError::required("spec.capacity", "")),
+        Some(c) if c.is_empty() => errs.push(FieldError::required("spec.capacity", "")),
+        Some(c) => {
+            if !c.contains_key("storage") {
+                errs.push(FieldError::required("spec.capacity.storage", ""));
+            }
+            for k in c.keys().filter(|k| k.as_str() != "storage") {
+                errs.push(FieldError::not_supported(
+                    "spec.capacity",
+                    jstr(k),
+                    &["storage"],
+                ));
+            }
+        }
+    }
+    match s_or_empty(spec, "persistentVolumeReclaimPolicy") {
+        "" | "Delete" | "Recycle" | "Retain" => {}
+        other => errs.push(FieldError::not_supported(
+            "spec.persistentVolumeReclaimPolicy",
+            jstr(other),
+            &["Delete", "Recycle", "Retain"],
+        )),
+    }
+    let sources: Vec<&str> = PV_SOURCES
+        .iter()
+        .copied()
+        .filter(|k| spec.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    match sources.len() {
+        0 => errs.push(FieldError::required("spec", "must specify a volume type")),
+        1 => {}
+        _ => errs.push(FieldError::forbidden(
+            format!("spec.{}", sources[1]),
+            "may not specify more than 1 volume type",
+        )),
+    }
+    if let Some(csi) = spec.get("csi").filter(|v| !v.is_null()) {
+        if s_or_empty(csi, "driver").is_empty() {
+            errs.push(FieldError::required("spec.csi.driver", ""));
+        }
+        if s_or_empty(csi, "volumeHandle").is_empty() {
+            errs.push(FieldError::required("spec.csi.volumeHandle", ""));
+        }
+    }
+}
+
+/// Upstream `ValidateStorageClass`: a provisioner, and policies from the closed sets.
+fn validate_storage_class(obj: &Value, errs: &mut Errs) {
+    if s_or_empty(obj, "provisioner").is_empty() {
+        errs.push(FieldError::required("provisioner", ""));
+    }
+    match s_or_empty(obj, "reclaimPolicy") {
+        "" | "Delete" | "Retain" => {}
+        other => errs.push(FieldError::not_supported(
+            "reclaimPolicy",
+            jstr(other),
+            &["Delete", "Retain"],
+        )),
+    }
+    match s_or_empty(obj, "volumeBindingMode") {
+        "" | "Immediate" | "WaitForFirstConsumer" => {}
+        other => errs.push(FieldError::not_supported(
+            "volumeBindingMode",
+            jstr(other),
+            &["Immediate", "WaitForFirstConsumer"],
         )),
     }
 }
@@ -1770,6 +1901,8 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("", "Event") => validate_event(obj, errs),
         ("", "Service") => validate_service(obj, errs),
         ("", "PersistentVolumeClaim") => validate_pvc(obj, errs),
+        ("", "PersistentVolume") => validate_pv(obj, errs),
+        ("storage.k8s.io", "StorageClass") => validate_storage_class(obj, errs),
         ("", "ConfigMap") => validate_config_keys(obj, false, errs),
         ("", "Secret") => validate_config_keys(obj, true, errs),
         ("apps", "Deployment") => validate_deployment(obj, errs),
@@ -2164,6 +2297,51 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
                 errs.push(FieldError::forbidden(
                     "spec",
                     "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+                ));
+            }
+        }
+        // `ValidatePersistentVolumeUpdate`: the volume source never changes.
+        ("", "PersistentVolume") => {
+            let source = |v: &Value| {
+                let spec = normalized(v.get("spec").unwrap_or(&Value::Null));
+                PV_SOURCES
+                    .iter()
+                    .map(|k| spec.get(*k).cloned().unwrap_or(Value::Null))
+                    .collect::<Vec<_>>()
+            };
+            if source(obj) != source(old) {
+                errs.push(FieldError::forbidden(
+                    "spec.persistentvolumesource",
+                    "spec.persistentvolumesource is immutable after creation",
+                ));
+            }
+        }
+        // `ValidateStorageClassUpdate`.
+        ("storage.k8s.io", "StorageClass") => {
+            if normalized(obj.get("parameters").unwrap_or(&Value::Null))
+                != normalized(old.get("parameters").unwrap_or(&Value::Null))
+            {
+                errs.push(FieldError::forbidden(
+                    "parameters",
+                    "updates to parameters are forbidden.",
+                ));
+            }
+            if s_or_empty(obj, "provisioner") != s_or_empty(old, "provisioner") {
+                errs.push(FieldError::forbidden(
+                    "provisioner",
+                    "updates to provisioner are forbidden.",
+                ));
+            }
+            if s_or_empty(obj, "reclaimPolicy") != s_or_empty(old, "reclaimPolicy") {
+                errs.push(FieldError::forbidden(
+                    "reclaimPolicy",
+                    "updates to reclaimPolicy are forbidden.",
+                ));
+            }
+            if s_or_empty(obj, "volumeBindingMode") != s_or_empty(old, "volumeBindingMode") {
+                errs.push(FieldError::forbidden(
+                    "volumeBindingMode",
+                    "field is immutable",
                 ));
             }
         }

@@ -101,8 +101,37 @@ async fn fault(
     }
 }
 
+/// `POST /klab/v1/volumes/{name}/{fail|heal}`.
+async fn volume(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
+    }
+    let fail = match action.as_str() {
+        "fail" => true,
+        "heal" => false,
+        other => {
+            return status(
+                400,
+                "BadRequest",
+                format!("unknown volume action {other:?}: one of fail, heal"),
+            );
+        }
+    };
+    // A claim is named `namespace/claim`: the path carries it as `namespace~claim`.
+    let name = name.replace('~', "/");
+    match c.volume_fault(&name, fail).await {
+        Ok(pv) => Json(json!({"volume": pv, "failed": fail})).into_response(),
+        Err(e) => cluster_error(e),
+    }
+}
+
 fn cluster_error(e: ClusterError) -> Response {
     match e {
+        e @ ClusterError::UnknownVolume(_) => status(404, "NotFound", e.to_string()),
         ClusterError::UnknownNode(n) => {
             status(404, "NotFound", format!("node {n:?} is not a klab node"))
         }
@@ -235,6 +264,7 @@ pub fn admin_router(cluster: Arc<Cluster>) -> Router {
         .route("/klab/v1/nodes", get(list).post(add))
         .route("/klab/v1/nodes/{name}", axum::routing::delete(remove))
         .route("/klab/v1/nodes/{name}/{fault}", post(fault))
+        .route("/klab/v1/volumes/{name}/{action}", post(volume))
         .route("/klab/v1/components", get(components))
         .route("/klab/v1/components/{*name}", post(inject_panic_path))
         .with_state(cluster)

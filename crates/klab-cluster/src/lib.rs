@@ -88,6 +88,9 @@ pub enum ClusterError {
     /// An API call the cluster made on the administrator's behalf failed.
     #[error("{0}")]
     Request(String),
+    /// `klab volume fail|heal` of a name that is neither a volume nor a bound claim.
+    #[error("no PersistentVolume or bound PersistentVolumeClaim named {0:?}")]
+    UnknownVolume(String),
     #[error("unknown flag --{0}")]
     UnknownFlag(String),
     #[error("invalid value {value:?} for --{flag}: {reason}")]
@@ -381,6 +384,40 @@ impl Cluster {
         check_transition(&n.state(), fault).map_err(ClusterError::Transition)?;
         n.apply(fault);
         Ok(n.state())
+    }
+
+    /// `klab volume fail|heal NAME`: makes the simulated CSI backend of one volume unavailable
+    /// (attach and detach fail with an error in the VolumeAttachment's status, retried) or
+    /// available again. `name` is a PersistentVolume, or a claim as `[namespace/]claim` (its
+    /// bound volume). Returns the volume's name.
+    pub async fn volume_fault(&self, name: &str, fail: bool) -> Result<String, ClusterError> {
+        use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+        let client = self.admin_client();
+        let req = |e: kube::Error| ClusterError::Request(e.to_string());
+        let pvs: kube::Api<PersistentVolume> = kube::Api::all(client.clone());
+        let pv = if pvs.get_opt(name).await.map_err(req)?.is_some() {
+            name.to_string()
+        } else {
+            let (ns, claim) = name.split_once('/').unwrap_or(("default", name));
+            let pvcs: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(client, ns);
+            let bound = pvcs
+                .get_opt(claim)
+                .await
+                .map_err(req)?
+                .and_then(|c| c.spec.and_then(|s| s.volume_name))
+                .filter(|v| !v.is_empty());
+            match bound {
+                Some(v) => v,
+                None => return Err(ClusterError::UnknownVolume(name.to_string())),
+            }
+        };
+        let backend = &self.config.controllers.csi_backend;
+        if fail {
+            backend.fail(&pv);
+        } else {
+            backend.heal(&pv);
+        }
+        Ok(pv)
     }
 
     /// Copies of every node's machine, by node name (what a control-plane restart keeps).

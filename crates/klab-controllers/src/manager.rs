@@ -13,6 +13,8 @@ use klab_api::{Clock, DetRng, duration::parse_duration};
 use klab_api::names;
 use klab_runtime::Informers;
 
+use crate::attach_detach::AttachDetachConfig;
+use crate::csi_driver::{CsiBackend, CsiModel};
 use crate::daemonset::DaemonSetControllerConfig;
 use crate::deployment::DeploymentControllerConfig;
 use crate::events::EventRecorder;
@@ -42,6 +44,10 @@ pub struct ControllerManagerConfig {
     pub daemonset: DaemonSetControllerConfig,
     pub job: JobControllerConfig,
     pub serviceaccount: ServiceAccountControllerConfig,
+    pub attach_detach: AttachDetachConfig,
+    /// The simulated CSI driver's latencies and its backend's faults.
+    pub csi_model: CsiModel,
+    pub csi_backend: CsiBackend,
 }
 
 /// The flags `set_flag` understands, with upstream names.
@@ -54,6 +60,7 @@ pub const FLAGS: &[&str] = &[
     "large-cluster-size-threshold",
     "unhealthy-zone-threshold",
     "terminated-pod-gc-threshold",
+    "disable-force-detach-on-timeout",
 ];
 
 impl ControllerManagerConfig {
@@ -72,6 +79,18 @@ impl ControllerManagerConfig {
             "large-cluster-size-threshold" => nlc.large_cluster_size_threshold = i32v(value)?,
             "unhealthy-zone-threshold" => nlc.unhealthy_zone_threshold = f32v(value)?,
             "terminated-pod-gc-threshold" => self.pod_gc.terminated_pod_gc_threshold = i32v(value)?,
+            "disable-force-detach-on-timeout" => {
+                // Go's strconv.ParseBool, as pflag parses boolean flags.
+                self.attach_detach.disable_force_detach_on_timeout = match value {
+                    "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                    "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                    other => {
+                        return Err(format!(
+                            "strconv.ParseBool: parsing {other:?}: invalid syntax"
+                        ));
+                    }
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -276,6 +295,61 @@ pub fn start(
         restartable(
             (c, informers.clone(), clock.clone(), config.job.clone(), rec),
             |(c, inf, clock, cfg, rec)| crate::job::run(c, inf, clock, cfg, rec),
+        ),
+    );
+    // Storage: the PV controller, the protection controllers, the attach/detach controller and
+    // the simulated CSI driver's sidecars.
+    let c = client_for("persistent-volume-binder");
+    let rec = recorder(&c, names::CONTROLLER_PERSISTENT_VOLUME);
+    spawn(
+        "persistentvolume-binder-controller",
+        restartable(
+            (c, informers.clone(), clock.clone(), rec),
+            |(c, inf, clock, rec)| crate::persistent_volume::run(c, inf, clock, rec),
+        ),
+    );
+    spawn(
+        "persistentvolume-protection-controller",
+        restartable(
+            (
+                client_for("pvc-protection-controller"),
+                informers.clone(),
+                clock.clone(),
+            ),
+            |(c, inf, clock)| crate::volume_protection::run(c, inf, clock),
+        ),
+    );
+    let c = client_for("attachdetach-controller");
+    let rec = recorder(&c, names::CONTROLLER_ATTACH_DETACH);
+    spawn(
+        "persistentvolume-attach-detach-controller",
+        restartable(
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.attach_detach.clone(),
+                rec,
+            ),
+            |(c, inf, clock, cfg, rec)| crate::attach_detach::run(c, inf, clock, cfg, rec),
+        ),
+    );
+    let c = client_for("csi-klab-dev");
+    let rec = recorder(&c, names::CSI_DRIVER_KLAB);
+    spawn(
+        "csi-klab-dev",
+        restartable(
+            (
+                c,
+                informers.clone(),
+                clock.clone(),
+                config.csi_model.clone(),
+                config.csi_backend.clone(),
+                rec,
+            ),
+            |(c, inf, clock, model, backend, rec)| {
+                crate::csi_driver::run(c, inf, clock, model, backend, rec)
+            },
         ),
     );
     // `--enable-garbage-collector=false` means the controller is not started at all.

@@ -64,6 +64,8 @@ struct Shared {
     node: Mutex<Option<Node>>,
     /// `spec.unschedulable` as last observed (starts at `!registerSchedulable`).
     last_unschedulable: Mutex<bool>,
+    /// `status.volumesInUse` as the volume manager last computed it.
+    volumes_in_use: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -120,6 +122,7 @@ pub async fn run_kubelet(ctx: KubeletContext) {
         recorder,
         node: Mutex::new(None),
         last_unschedulable: Mutex::new(!ctx_register_schedulable),
+        volumes_in_use: Mutex::new(Vec::new()),
     });
     shared.ctx.net.wait_thawed().await;
     // BirthCry and the container manager's allocatable enforcement.
@@ -253,7 +256,18 @@ async fn update_node_status(
         };
         let now = ctx.clock.now_time();
         let machine = machine_status(&ctx.name, &ctx.spec, &ctx.cfg, &s.identity());
-        let (status, mut events) = compute_status(&node, &machine, &NodeHealth::default(), &now);
+        let (mut status, mut events) =
+            compute_status(&node, &machine, &NodeHealth::default(), &now);
+        let in_use = s
+            .volumes_in_use
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        status.volumes_in_use = if in_use.is_empty() && status.volumes_in_use.is_none() {
+            None
+        } else {
+            Some(in_use)
+        };
         // The setters' last hook: a cordon/uncordon seen since the last computation.
         let unschedulable = node
             .spec
@@ -281,6 +295,8 @@ async fn update_node_status(
             s.node_events(&events).await;
             return None;
         }
+        // `volumesAttached` belongs to the attach/detach controller: never written back.
+        status.volumes_attached = None;
         let patch = serde_json::json!({ "status": status });
         match api
             .patch_status(&ctx.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -501,7 +517,8 @@ async fn pod_loop(s: Arc<Shared>) {
         if !synced {
             continue;
         }
-        if std::mem::take(&mut new_pods) {
+        resolve_volumes(ctx, &mut mgr, &pods).await;
+        if std::mem::take(&mut new_pods) || mgr.volumes.waiting_for_attach() {
             let nodes: Api<Node> = Api::all(ctx.client.clone());
             match nodes.get(&ctx.name).await {
                 Ok(n) => s.set_node(n),
@@ -529,8 +546,44 @@ async fn pod_loop(s: Arc<Shared>) {
         for w in out.writes {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
+        *s.volumes_in_use.lock().unwrap_or_else(|p| p.into_inner()) = mgr.volumes_in_use();
         // What the kubelet's server answers from (its pod and status managers).
         *ctx.pod_view.lock().unwrap_or_else(|p| p.into_inner()) = pods.clone();
+    }
+}
+
+/// Resolves the claims of pods not resolved yet to their volumes' unique names (a claim not bound
+/// yet is tried again at the next pass). Volumes of CSI drivers are attachable; others are not.
+async fn resolve_volumes(ctx: &KubeletContext, mgr: &mut PodManager, pods: &BTreeMap<String, Pod>) {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    for (uid, pod) in pods {
+        let claims = crate::volumes::claim_volumes(pod);
+        if claims.is_empty() || mgr.volumes.is_resolved(uid) {
+            continue;
+        }
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
+        let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
+        let mut out = Vec::new();
+        for (vol, claim) in claims {
+            let Ok(Some(c)) = pvcs.get_opt(&claim).await else {
+                break;
+            };
+            let Some(pv_name) = c.spec.and_then(|s| s.volume_name).filter(|n| !n.is_empty()) else {
+                break;
+            };
+            let Ok(Some(pv)) = pvs.get_opt(&pv_name).await else {
+                break;
+            };
+            let unique = pv
+                .spec
+                .and_then(|s| s.csi)
+                .map(|c| format!("kubernetes.io/csi/{}^{}", c.driver, c.volume_handle));
+            out.push(crate::volumes::Resolved { name: vol, unique });
+        }
+        if out.len() == crate::volumes::claim_volumes(pod).len() {
+            mgr.volumes.set_resolved(uid, out);
+        }
     }
 }
 

@@ -67,6 +67,7 @@ pub mod server;
 pub mod shell;
 pub mod spdy;
 pub mod termination;
+pub mod volumes;
 
 #[cfg(test)]
 mod sim_tests;

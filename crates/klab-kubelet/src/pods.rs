@@ -248,6 +248,8 @@ pub struct PodManager {
     backoff: CrashLoopBackoff,
     /// Kubelet start and the RNG for the first-probe jitter right after a start.
     probe_jitter: Option<(Timestamp, DetRng)>,
+    /// The volume manager: claims attached and mounted before a pod's sandbox starts.
+    pub volumes: crate::volumes::VolumeManager,
 }
 
 fn spec_hash(c: &Container) -> u64 {
@@ -277,6 +279,7 @@ impl PodManager {
             workers: BTreeMap::new(),
             backoff: CrashLoopBackoff::default(),
             probe_jitter: None,
+            volumes: Default::default(),
         }
     }
 
@@ -300,6 +303,11 @@ impl PodManager {
         if let Some(w) = self.workers.get_mut(uid) {
             w.server_form = stored;
         }
+    }
+
+    /// `status.volumesInUse`: the attachable volumes of the pods not yet stopped.
+    pub fn volumes_in_use(&self) -> Vec<String> {
+        self.volumes.in_use(&self.active_uids())
     }
 
     /// UIDs of pods the kubelet currently runs (admitted, not finished).
@@ -327,6 +335,15 @@ impl PodManager {
             return out;
         }
         machine.advance(now);
+        self.volumes.set_attached(
+            node.status
+                .as_ref()
+                .and_then(|s| s.volumes_attached.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|v| v.name.clone())
+                .collect(),
+        );
 
         // 1. Workers follow the API objects.
         for (uid, pod) in api_pods {
@@ -446,10 +463,14 @@ impl PodManager {
             .collect();
         for uid in gone {
             self.workers.remove(&uid);
+            self.volumes.forget(&uid);
             self.backoff.forget_prefix(&format!("{uid}/"));
         }
 
-        out.next_wake = min_opt(machine.next_transition(), self.next_due(machine, now));
+        out.next_wake = min_opt(
+            min_opt(machine.next_transition(), self.next_due(machine, now)),
+            self.volumes.next_due(now),
+        );
         out
     }
 
@@ -819,6 +840,19 @@ impl PodManager {
                     "SandboxChanged",
                     "Pod sandbox changed, it will be killed and re-created.".into(),
                 ));
+            }
+            // WaitForAttachAndMount: the pod's claims attached to this node and mounted first.
+            let pod = w.pod.clone();
+            if let crate::volumes::Gate::Waiting(event) = self.volumes.check(uid, &pod, now) {
+                if let Some(message) = event {
+                    out.writes.push(w.event(
+                        None,
+                        names::EVENT_WARNING,
+                        names::EVENT_FAILED_MOUNT,
+                        message,
+                    ));
+                }
+                return;
             }
             let w = self.workers.get_mut(uid).expect("worker");
             w.starting = None;

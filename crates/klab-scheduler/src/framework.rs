@@ -271,7 +271,7 @@ pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> 
 /// node rejected with `Unschedulable` reports "No preemption victims found" when no lower-priority
 /// pod runs there; when there are lower-priority pods upstream would try to evict them
 /// (not modelled: reported the same way).
-fn preemption_message(
+pub(crate) fn preemption_message(
     pod: &Pod,
     all: &[NodeInfo],
     statuses: &BTreeMap<String, Rejection>,
@@ -300,6 +300,21 @@ fn preemption_message(
         all.len(),
         histogram(&counts).join(", ")
     )
+}
+
+/// The FitError of a pod VolumeBinding refused at PreFilter (every node rejected at once).
+pub fn volume_binding_fit_error(pod: &Pod, nodes: &[NodeInfo], msg: &str) -> FitError {
+    FitError {
+        num_all_nodes: nodes.len(),
+        node_statuses: BTreeMap::new(),
+        absent_status: Some(Rejection {
+            plugin: Plugin::VolumeBinding,
+            code: Code::UnschedulableAndUnresolvable,
+            reasons: vec![msg.to_string()],
+        }),
+        pre_filter_msg: Some(msg.to_string()),
+        post_filter_msg: preemption_message(pod, nodes, &BTreeMap::new()),
+    }
 }
 
 /// One scheduling cycle for `pod` over `nodes` (in snapshot order). Pure apart from the tie-break

@@ -12,7 +12,7 @@
 //! [`events`] (events.k8s.io recorder), [`shell`] (`run`: watch, cache, bind, report).
 //!
 //! Not modelled: preemption (the message says no victims were found), inter-pod affinity,
-//! explicit topology spread constraints, volume plugins, scheduling gates (gated pods are left
+//! explicit topology spread constraints, volume topology (VolumeBinding checks claims only), scheduling gates (gated pods are left
 //! alone), extended resources, image locality, multiple profiles.
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
@@ -23,6 +23,7 @@ pub mod plugins;
 pub mod quantity;
 pub mod queue;
 pub mod shell;
+pub mod volumes;
 
 pub use events::EventsApi;
 pub use queue::QueueConfig;

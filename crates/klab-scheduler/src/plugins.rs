@@ -30,6 +30,8 @@ pub enum Plugin {
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    /// The pod's claims (PreFilter only; claim changes requeue it).
+    VolumeBinding,
 }
 
 impl Plugin {
@@ -42,6 +44,7 @@ impl Plugin {
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodePorts => "NodePorts",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::VolumeBinding => "VolumeBinding",
         }
     }
 }

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -16,10 +17,11 @@ use klab_api::clock::format_time;
 use klab_api::{Clock, DetRng, names};
 
 use crate::events::{EventRecorder, EventSpec};
-use crate::framework::{AlgorithmState, ScheduleOutcome, schedule_one};
+use crate::framework::{self, AlgorithmState, ScheduleOutcome, schedule_one};
 use crate::nodeinfo::{NodeInfo, pod_requests};
 use crate::plugins::{self, Plugin};
 use crate::queue::{PodKey, SchedulingQueue};
+use crate::volumes::{self, VolumeCheck};
 use crate::{SchedulerConfig, SchedulerError};
 
 fn key_of(pod: &Pod) -> PodKey {
@@ -59,6 +61,8 @@ pub fn plugin_passes(plugin: Plugin, pod: &Pod, ni: &NodeInfo) -> bool {
         Plugin::NodeResourcesFit => {
             plugins::filter_node_resources_fit(pod_requests(pod, false), ni).is_none()
         }
+        // A node change does not bind a claim: claim changes requeue these pods.
+        Plugin::VolumeBinding => false,
     }
 }
 
@@ -215,6 +219,13 @@ struct Scheduler {
     bound: BTreeMap<PodKey, String>,
     relist_nodes: Option<BTreeMap<String, Node>>,
     relist_pods: Option<Vec<Pod>>,
+    /// Every claim by (namespace, name), for VolumeBinding.
+    claims: BTreeMap<(String, String), PersistentVolumeClaim>,
+    relist_claims: Option<BTreeMap<(String, String), PersistentVolumeClaim>>,
+    claims_synced: bool,
+    /// Pods whose node is chosen and whose WaitForFirstConsumer claims were given it
+    /// (`volume.kubernetes.io/selected-node`): bound once every claim is bound (PreBind).
+    waiting_volumes: BTreeMap<PodKey, (Pod, String)>,
 }
 
 impl Scheduler {
@@ -381,9 +392,32 @@ impl Scheduler {
             self.queue.delete(&key);
             return;
         };
+        // With no nodes at all upstream answers ErrNoNodesAvailable before any PreFilter runs.
+        let no_nodes = self.cache.snapshot().is_empty();
+        let check = if no_nodes {
+            VolumeCheck::Ok { delayed: vec![] }
+        } else {
+            self.volume_prefilter(&pod).await
+        };
+        let delayed = match check {
+            VolumeCheck::Ok { delayed } => delayed,
+            VolumeCheck::Reject(msg) => {
+                let snapshot = self.cache.snapshot();
+                let fe = framework::volume_binding_fit_error(&pod, snapshot, &msg);
+                self.report_failure(&pod, names::POD_REASON_UNSCHEDULABLE, &fe.message())
+                    .await;
+                let now = self.now();
+                self.queue
+                    .failed(&key, BTreeSet::from([Plugin::VolumeBinding]), now);
+                return;
+            }
+        };
         let snapshot = self.cache.snapshot();
         let outcome = schedule_one(&pod, snapshot, &mut self.algo, &self.rng);
         match outcome {
+            ScheduleOutcome::Feasible { node, .. } if !delayed.is_empty() => {
+                self.prebind_volumes(key, pod, node, &delayed).await
+            }
             ScheduleOutcome::Feasible { node, .. } => self.bind(key, pod, node).await,
             ScheduleOutcome::Unschedulable(ref fe) => {
                 let msg = fe.message();
@@ -402,6 +436,145 @@ impl Scheduler {
                     .failed(&key, BTreeSet::from([Plugin::NodeUnschedulable]), now);
             }
         }
+    }
+
+    /// VolumeBinding's Filter input: the pod's claims from the watch, classes read on demand.
+    async fn volume_prefilter(&mut self, pod: &Pod) -> VolumeCheck {
+        let names_ = volumes::claim_names(pod);
+        if names_.is_empty() {
+            return VolumeCheck::Ok { delayed: vec![] };
+        }
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let claims: BTreeMap<String, PersistentVolumeClaim> = names_
+            .iter()
+            .filter_map(|n| {
+                self.claims
+                    .get(&(ns.clone(), n.clone()))
+                    .map(|c| (n.clone(), c.clone()))
+            })
+            .collect();
+        let mut modes: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for c in claims.values().filter(|c| !volumes::is_bound(c)) {
+            let class = volumes::claim_class(c);
+            if class.is_empty() || modes.contains_key(&class) {
+                continue;
+            }
+            let api: Api<StorageClass> = Api::all(self.client.clone());
+            let mode = match api.get_opt(&class).await {
+                Ok(Some(sc)) => Some(
+                    sc.volume_binding_mode
+                        .unwrap_or_else(|| "Immediate".to_string()),
+                ),
+                Ok(None) => None,
+                // Unknown for now: treat as Immediate-unbound, retried on the next claim change.
+                Err(_) => Some("Immediate".to_string()),
+            };
+            modes.insert(class, mode);
+        }
+        let mode = |c: &str| modes.get(c).cloned().flatten();
+        volumes::prefilter(pod, &claims, &mode)
+    }
+
+    /// PreBind for WaitForFirstConsumer claims: each unbound claim is given the chosen node
+    /// (`volume.kubernetes.io/selected-node`), then the pod waits, accounted on the node, until
+    /// the claims are bound and is bound then (`bind_waiting_volumes`).
+    async fn prebind_volumes(&mut self, key: PodKey, pod: Pod, node: String, delayed: &[String]) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        for claim in delayed {
+            let patch = json!({"metadata": {"annotations": {names::ANN_SELECTED_NODE: node}}});
+            if let Err(e) = api
+                .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                let msg = match &e {
+                    kube::Error::Api(s) => s.message.clone(),
+                    other => other.to_string(),
+                };
+                self.report_failure(&pod, names::POD_REASON_SCHEDULER_ERROR, &msg)
+                    .await;
+                let now = self.now();
+                self.queue.failed(&key, BTreeSet::new(), now);
+                return;
+            }
+        }
+        let mut assumed = pod.clone();
+        if let Some(spec) = assumed.spec.as_mut() {
+            spec.node_name = Some(node.clone());
+        }
+        self.cache.pending.remove(&key);
+        self.cache.set_assigned(key.clone(), assumed);
+        self.waiting_volumes.insert(key, (pod, node));
+    }
+
+    /// Binds the pods waiting at PreBind whose claims are all bound now.
+    async fn bind_waiting_volumes(&mut self) {
+        let ready: Vec<PodKey> = self
+            .waiting_volumes
+            .iter()
+            .filter(|(_, (pod, _))| {
+                let ns = pod.metadata.namespace.clone().unwrap_or_default();
+                volumes::claim_names(pod).iter().all(|n| {
+                    self.claims
+                        .get(&(ns.clone(), n.clone()))
+                        .is_some_and(volumes::is_bound)
+                })
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in ready {
+            if let Some((pod, node)) = self.waiting_volumes.remove(&key) {
+                self.cache.remove_assigned(&key);
+                self.bind(key, pod, node).await;
+            }
+        }
+    }
+
+    fn on_claim_event(&mut self, ev: watcher::Event<PersistentVolumeClaim>) {
+        let ck = |c: &PersistentVolumeClaim| {
+            (
+                c.metadata.namespace.clone().unwrap_or_default(),
+                c.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        // The claim that changed (None: a relist, which may change any).
+        let changed: Option<(String, String)> = match &ev {
+            watcher::Event::Apply(c) | watcher::Event::Delete(c) => Some(ck(c)),
+            _ => None,
+        };
+        match ev {
+            watcher::Event::Apply(c) => {
+                self.claims.insert(ck(&c), c);
+            }
+            watcher::Event::Delete(c) => {
+                self.claims.remove(&ck(&c));
+            }
+            watcher::Event::Init => self.relist_claims = Some(BTreeMap::new()),
+            watcher::Event::InitApply(c) => {
+                if let Some(m) = self.relist_claims.as_mut() {
+                    m.insert(ck(&c), c);
+                }
+            }
+            watcher::Event::InitDone => {
+                self.claims = self.relist_claims.take().unwrap_or_default();
+                self.claims_synced = true;
+            }
+        }
+        // A claim change may unblock the pods VolumeBinding rejected that use that claim
+        // (upstream's queueing hint for PersistentVolumeClaim events).
+        let now = self.now();
+        let pending = &self.cache.pending;
+        self.queue.on_cluster_event(now, |k, r| {
+            r.contains(&Plugin::VolumeBinding)
+                && match (&changed, pending.get(k)) {
+                    (None, _) => true,
+                    (Some((ns, name)), Some(p)) => {
+                        p.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && volumes::claim_names(p).contains(name)
+                    }
+                    (Some(_), None) => false,
+                }
+        });
     }
 
     async fn bind(&mut self, key: PodKey, pod: Pod, node: String) {
@@ -527,6 +700,7 @@ impl Scheduler {
 enum Ev {
     Node(Box<Result<watcher::Event<Node>, watcher::Error>>),
     Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
 }
 
 /// Runs the scheduler until its watch streams end. Build the client inside the runtime that runs
@@ -543,7 +717,13 @@ pub async fn run(
     let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
         .map(|e| Ev::Pod(Box::new(e)))
         .boxed();
-    let mut events = futures::stream::select(nodes, pods);
+    let claims = watcher(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .map(|e| Ev::Claim(Box::new(e)))
+    .boxed();
+    let mut events = futures::stream::select(futures::stream::select(nodes, pods), claims);
     let recorder = EventRecorder::new(
         client.clone(),
         clock.clone(),
@@ -565,6 +745,10 @@ pub async fn run(
         bound: BTreeMap::new(),
         relist_nodes: None,
         relist_pods: None,
+        claims: BTreeMap::new(),
+        relist_claims: None,
+        claims_synced: false,
+        waiting_volumes: BTreeMap::new(),
     };
     loop {
         // Take in everything already delivered before deciding, so decisions see the latest state.
@@ -575,7 +759,8 @@ pub async fn run(
             }
         }
         s.recorder.maintain().await;
-        if s.nodes_synced && s.pods_synced {
+        if s.nodes_synced && s.pods_synced && s.claims_synced {
+            s.bind_waiting_volumes().await;
             let now = s.now();
             if let Some(key) = s.queue.pop(now) {
                 s.schedule(key).await;
@@ -609,6 +794,10 @@ impl Scheduler {
             },
             Ev::Pod(e) => match *e {
                 Ok(e) => return self.on_pod_event(e),
+                Err(e) => e,
+            },
+            Ev::Claim(e) => match *e {
+                Ok(e) => return self.on_claim_event(e),
                 Err(e) => e,
             },
         };

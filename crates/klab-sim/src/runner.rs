@@ -148,6 +148,7 @@ enum Watched {
     CoreEvent,
     Workload(&'static str),
     Slice,
+    Storage(&'static str),
 }
 
 impl Recorder {
@@ -250,6 +251,12 @@ impl Recorder {
                 namespace,
                 name,
                 view: (!deleted).then(|| trace::SliceView::from_object(&value)),
+            },
+            Watched::Storage(kind) => Change::Storage {
+                kind: kind.into(),
+                namespace,
+                name,
+                view: (!deleted).then(|| trace::StorageView::from_object(kind, &value)),
             },
             Watched::CoreEvent => {
                 if deleted {
@@ -417,6 +424,18 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         (
             resource("discovery.k8s.io/v1", "EndpointSlice"),
             Watched::Slice,
+        ),
+        (
+            resource("v1", "PersistentVolumeClaim"),
+            Watched::Storage("PersistentVolumeClaim"),
+        ),
+        (
+            resource("v1", "PersistentVolume"),
+            Watched::Storage("PersistentVolume"),
+        ),
+        (
+            resource("storage.k8s.io/v1", "VolumeAttachment"),
+            Watched::Storage("VolumeAttachment"),
         ),
     ];
     for (av, kind) in trace::WORKLOAD_KINDS {
@@ -646,6 +665,11 @@ async fn execute(
         }
         Action::Rejoin { node } => cluster
             .rejoin_node(node)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::VolumeFault { name, fail } => cluster
+            .volume_fault(name, *fail)
+            .await
             .map(|_| ())
             .map_err(|e| e.to_string()),
         Action::AddNode { spec } => cluster

@@ -140,6 +140,12 @@ pub enum Action {
     Apply {
         manifests: Vec<Manifest>,
     },
+    /// `klab volume fail|heal NAME`: a volume's simulated CSI backend fails or heals
+    /// (`Cluster::volume_fault`; NAME a PersistentVolume or a `[namespace/]claim`).
+    VolumeFault {
+        name: String,
+        fail: bool,
+    },
     /// `kubectl logs POD [-c CONTAINER] [--tail=N]`: its output or error lines go into the trace.
     Logs {
         namespace: String,
@@ -177,6 +183,10 @@ impl Action {
             }
             Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
             Action::Rejoin { node } => format!("Node {node} klab node rejoin"),
+            Action::VolumeFault { name, fail } => format!(
+                "Volume {name} klab volume {}",
+                if *fail { "fail" } else { "heal" }
+            ),
             Action::AddNode { spec } => match &spec.zone {
                 Some(z) => format!("Node {} klab node add --zone {z}", spec.name),
                 None => format!("Node {} klab node add", spec.name),
@@ -470,6 +480,8 @@ const API_ACTIONS: &[&str] = &[
     "drain",
     "delete-node",
     "rejoin",
+    "volume-fail",
+    "volume-heal",
     "add-node",
     "remove-node",
     "delete-pod",
@@ -565,6 +577,8 @@ struct RawStep {
     command: Vec<String>,
     /// `add-node`: the new node's zone.
     zone: Option<String>,
+    /// `volume-fail` / `volume-heal`: a PersistentVolume or `[namespace/]claim`.
+    volume: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -960,6 +974,15 @@ impl Cx {
                 },
                 "rejoin" => Action::Rejoin {
                     node: self.node_ref(&s.node, line, names, kind)?,
+                },
+                "volume-fail" | "volume-heal" => Action::VolumeFault {
+                    name: s.volume.clone().ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!("{kind} needs `volume: NAME` (a volume or [namespace/]claim)"),
+                        )
+                    })?,
+                    fail: kind == "volume-fail",
                 },
                 "remove-node" => Action::RemoveNode {
                     node: self.node_ref(&s.node, line, names, kind)?,

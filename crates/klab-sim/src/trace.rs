@@ -63,6 +63,14 @@ pub enum Change {
         name: String,
         view: Option<SliceView>,
     },
+    /// A storage object (PersistentVolumeClaim, PersistentVolume, VolumeAttachment): the columns
+    /// `kubectl get` shows that matter to failover.
+    Storage {
+        kind: String,
+        namespace: String,
+        name: String,
+        view: Option<StorageView>,
+    },
     /// A scenario step, described kubectl-like.
     Action(String),
     /// A line kubectl printed (a drain's progress), under the object the command is about.
@@ -95,6 +103,99 @@ impl EndpointView {
             self.terminating
         )
     }
+}
+
+/// A storage object's traced columns and who wrote the change (derived from the object).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StorageView {
+    /// `Bound pvc-… 1Gi RWO standard` (claim), `Bound default/data-web-0 Delete` (volume),
+    /// `pvc-… n2 attached=true` (attachment).
+    pub columns: String,
+    /// A volume provisioned by a CSI driver (its create and delete are the driver's).
+    pub provisioner: Option<String>,
+    /// The VolumeAttachment's attacher.
+    pub attacher: Option<String>,
+}
+
+impl StorageView {
+    pub fn from_object(kind: &str, obj: &Value) -> StorageView {
+        let modes = |p: &str| {
+            let m: Vec<&str> = obj
+                .pointer(p)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|m| match m {
+                    "ReadWriteOnce" => "RWO",
+                    "ReadOnlyMany" => "ROX",
+                    "ReadWriteMany" => "RWX",
+                    "ReadWriteOncePod" => "RWOP",
+                    other => other,
+                })
+                .collect();
+            m.join(",")
+        };
+        let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+        let phase = |p: &str| {
+            if deleting {
+                "Terminating".to_string()
+            } else {
+                s(obj, p).to_string()
+            }
+        };
+        match kind {
+            "PersistentVolumeClaim" => StorageView {
+                columns: format!(
+                    "{} {} {} {} {}",
+                    or_none(&phase("/status/phase")),
+                    or_none(s(obj, "/spec/volumeName")),
+                    or_none(s(obj, "/status/capacity/storage")),
+                    or_none(&modes("/status/accessModes")),
+                    or_none(s(obj, "/spec/storageClassName")),
+                ),
+                ..Default::default()
+            },
+            "PersistentVolume" => {
+                let claim = match s(obj, "/spec/claimRef/name") {
+                    "" => String::new(),
+                    n => format!("{}/{n}", s(obj, "/spec/claimRef/namespace")),
+                };
+                StorageView {
+                    columns: format!(
+                        "{} {} {} {} {}",
+                        or_none(&phase("/status/phase")),
+                        or_none(&claim),
+                        or_none(s(obj, "/spec/capacity/storage")),
+                        or_none(&modes("/spec/accessModes")),
+                        or_none(s(obj, "/spec/persistentVolumeReclaimPolicy")),
+                    ),
+                    provisioner: obj
+                        .pointer("/metadata/annotations/pv.kubernetes.io~1provisioned-by")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    ..Default::default()
+                }
+            }
+            _ => StorageView {
+                columns: format!(
+                    "{} {} attached={}{}",
+                    or_none(s(obj, "/spec/source/persistentVolumeName")),
+                    or_none(s(obj, "/spec/nodeName")),
+                    obj.pointer("/status/attached")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    if deleting { " Terminating" } else { "" },
+                ),
+                attacher: Some(s(obj, "/spec/attacher").to_string()),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+fn or_none(v: &str) -> &str {
+    if v.is_empty() { "<none>" } else { v }
 }
 
 /// An EndpointSlice: its Service and endpoints by pod name (address when no pod is named).
@@ -598,6 +699,8 @@ pub struct World {
     pub pods: BTreeMap<(String, String), PodView>,
     pub workloads: BTreeMap<(String, String, String), WorkloadView>,
     pub slices: BTreeMap<(String, String), SliceView>,
+    /// Storage objects by (kind, namespace, name).
+    pub storage: BTreeMap<(String, String, String), StorageView>,
     /// Nodes seen and then deleted (a pod bound to a node not yet registered is not orphaned).
     pub deleted_nodes: BTreeSet<String>,
 }
@@ -677,6 +780,68 @@ impl World {
         };
         match &r.change {
             Change::Action(text) => line(COMPONENT_SIM, String::new(), text.clone()),
+            Change::Storage {
+                kind,
+                namespace,
+                name,
+                view,
+            } => {
+                let key = (kind.clone(), namespace.clone(), name.clone());
+                let object = if namespace.is_empty() {
+                    format!("{kind} {name}")
+                } else {
+                    format!("{kind} {namespace}/{name}")
+                };
+                let prev = self.storage.get(&key).cloned();
+                // Who writes what: claims are created by their workload (or a user) and bound by
+                // the PV controller; provisioned volumes come and go with their CSI driver;
+                // attachments are created and deleted by the attach/detach controller and
+                // marked attached by the driver's attacher.
+                let who = |v: &StorageView, created: bool, gone: bool| -> String {
+                    if by_user {
+                        return COMPONENT_KUBECTL.into();
+                    }
+                    match kind.as_str() {
+                        "PersistentVolumeClaim" if created => names::CONTROLLER_STATEFULSET.into(),
+                        "PersistentVolumeClaim" => names::CONTROLLER_PERSISTENT_VOLUME.into(),
+                        "PersistentVolume" if created || gone => v
+                            .provisioner
+                            .clone()
+                            .unwrap_or_else(|| COMPONENT_KUBECTL.into()),
+                        "PersistentVolume" => names::CONTROLLER_PERSISTENT_VOLUME.into(),
+                        _ if created => names::CONTROLLER_ATTACH_DETACH.into(),
+                        // The attacher's finalizer is the last thing to go.
+                        _ if gone => v.attacher.clone().unwrap_or_default(),
+                        _ if v.columns.ends_with(" Terminating") => {
+                            names::CONTROLLER_ATTACH_DETACH.into()
+                        }
+                        _ => v.attacher.clone().unwrap_or_default(),
+                    }
+                };
+                match (view, &prev) {
+                    (Some(v), None) => {
+                        let w = who(v, true, false);
+                        line(&w, object, format!("created {}", v.columns));
+                    }
+                    (Some(v), Some(p)) if p.columns != v.columns => {
+                        let w = who(v, false, false);
+                        line(&w, object, v.columns.clone());
+                    }
+                    (None, Some(p)) => {
+                        let w = who(p, false, true);
+                        line(&w, object, "deleted".into());
+                    }
+                    _ => {}
+                }
+                match view {
+                    Some(v) => {
+                        self.storage.insert(key, v.clone());
+                    }
+                    None => {
+                        self.storage.remove(&key);
+                    }
+                }
+            }
             Change::Kubectl { object, text } => {
                 line(COMPONENT_KUBECTL, object.clone(), text.clone())
             }

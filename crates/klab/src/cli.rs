@@ -30,6 +30,20 @@ pub enum Command {
     /// List the supervised components of a running `klab up` (restarts, panics), or make one
     /// panic to watch it be restarted: `klab component list`, `klab component panic NAME`.
     Component(ComponentArgs),
+    /// Make a volume's simulated CSI backend unavailable or healthy again, so attach and detach
+    /// fail (and are retried) in between: `klab volume fail NAME`, `klab volume heal NAME`
+    /// (NAME: a PersistentVolume, or a claim as `[namespace/]claim`).
+    Volume(VolumeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeArgs {
+    /// fail, heal
+    pub action: String,
+    /// A PersistentVolume, or a claim as `[namespace/]claim`.
+    pub name: String,
+    #[command(flatten)]
+    pub cluster: RunningCluster,
 }
 
 #[derive(Debug, Args)]
@@ -338,6 +352,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "unknown node action {action:?}: one of list, {}, rejoin, add, remove",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
+            }
+        }
+        Command::Volume(a) => {
+            let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
+            match a.action.as_str() {
+                "fail" | "heal" => {
+                    rt.block_on(crate::node_cmd::volume(&kubeconfig, &a.action, &a.name))
+                }
+                other => anyhow::bail!("unknown volume action {other:?}: one of fail, heal"),
             }
         }
         Command::Component(a) => {

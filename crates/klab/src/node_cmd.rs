@@ -155,3 +155,14 @@ pub async fn panic_component(kubeconfig: &Path, name: &str) -> anyhow::Result<Ex
     println!("component/{name}: panic injected");
     Ok(ExitCode::SUCCESS)
 }
+
+/// `klab volume fail|heal NAME`: the volume's simulated backend becomes unavailable or healthy.
+pub async fn volume(kubeconfig: &Path, action: &str, name: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let path = name.replace('/', "~");
+    let req = http::Request::post(format!("/klab/v1/volumes/{path}/{action}")).body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    let pv = v.get("volume").and_then(Value::as_str).unwrap_or(name);
+    println!("persistentvolume/{pv}: {action} done");
+    Ok(ExitCode::SUCCESS)
+}

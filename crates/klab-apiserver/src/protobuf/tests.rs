@@ -207,6 +207,18 @@ fn example(kind: &str, group: &str) -> Option<Value> {
         ("scheduling.k8s.io", "PriorityClass") => {
             json!({"value": 1000000, "globalDefault": true, "description": "high", "preemptionPolicy": "Never"})
         }
+        ("storage.k8s.io", "StorageClass") => {
+            json!({"provisioner": "csi.klab.dev", "parameters": {"type": "ssd"}, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": true, "mountOptions": ["ro"]})
+        }
+        ("storage.k8s.io", "CSIDriver") => {
+            json!({"spec": {"attachRequired": true, "podInfoOnMount": true, "fsGroupPolicy": "ReadWriteOnceWithFSType",
+            "volumeLifecycleModes": ["Persistent"], "storageCapacity": true, "requiresRepublish": true, "seLinuxMount": true}})
+        }
+        ("storage.k8s.io", "CSINode") => {
+            json!({"spec": {"drivers": [{"name": "csi.klab.dev", "nodeID": "n1", "topologyKeys": ["topology.kubernetes.io/zone"],
+            "allocatable": {"count": 16}}]}})
+        }
         ("storage.k8s.io", "VolumeAttachment") => {
             json!({"spec": {"attacher": "csi.example.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv1"}},
             "status": {"attached": true, "attachmentMetadata": {"dev": "/dev/xvdb"}}})

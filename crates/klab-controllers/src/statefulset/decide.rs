@@ -605,8 +605,29 @@ pub fn new_pod(set: &StatefulSet, template: &PodTemplateSpec, ordinal: i32, revi
 }
 
 /// Upstream `getPersistentVolumeClaims`: the claims of one replica (labels: the set's
-/// matchLabels over the template's labels; retention policy Retain ⇒ no owner references).
+/// matchLabels over the template's labels). `persistentVolumeClaimRetentionPolicy.whenDeleted:
+/// Delete` makes the StatefulSet their owner, so the garbage collector deletes them with it;
+/// Retain (the default) leaves them unowned. (`whenScaled: Delete` — claims owned by the pod once
+/// it is scaled away — is not modelled.)
 pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim> {
+    let delete_with_set = set
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref())
+        .and_then(|p| p.when_deleted.as_deref())
+        == Some("Delete");
+    let owner = delete_with_set.then(|| {
+        vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "StatefulSet".into(),
+                name: set.metadata.name.clone().unwrap_or_default(),
+                uid: set.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        ]
+    });
     let pod = pod_name(set, ordinal);
     let sel = set
         .spec
@@ -627,6 +648,7 @@ pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim>
                     namespace: set.metadata.namespace.clone(),
                     labels: Some(labels),
                     annotations: t.metadata.annotations.clone(),
+                    owner_references: owner.clone(),
                     ..Default::default()
                 },
                 spec: t.spec.clone(),
@@ -1069,6 +1091,27 @@ mod tests {
         let claims = claims_for(&set, 2);
         assert_eq!(claims[0].metadata.name.as_deref(), Some("data-web-2"));
         assert_eq!(claims[0].metadata.labels.as_ref().unwrap()["app"], "mysql");
+        assert_eq!(
+            claims[0].metadata.owner_references, None,
+            "Retain by default"
+        );
+        let mut deleting = set.clone();
+        deleting
+            .spec
+            .as_mut()
+            .unwrap()
+            .persistent_volume_claim_retention_policy = Some(
+            k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy {
+                when_deleted: Some("Delete".into()),
+                when_scaled: Some("Retain".into()),
+            },
+        );
+        let owned = claims_for(&deleting, 2);
+        let refs = owned[0].metadata.owner_references.as_ref().unwrap();
+        assert_eq!(
+            (refs[0].kind.as_str(), refs[0].controller),
+            ("StatefulSet", Some(true))
+        );
         assert_eq!(
             util::controller_ref(&p.metadata).unwrap().kind,
             "StatefulSet"

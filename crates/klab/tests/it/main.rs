@@ -18,3 +18,4 @@ mod protobuf_live;
 mod seed000_live;
 mod services_live;
 mod tidy;
+mod volumes_live;

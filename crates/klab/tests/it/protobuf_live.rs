@@ -86,8 +86,9 @@ fn stored(k: &Klab, ns: &str, what: &str) -> serde_json::Value {
     v
 }
 
-/// Masks what varies between two equal requests: allocated cluster IPs, the scheduled node and
-/// UIDs (a Job's selector names its controller's).
+/// Masks what varies between two equal requests: allocated cluster IPs, the scheduled node,
+/// UIDs (a Job's selector names its controller's) and the random suffix of the projected
+/// service-account volume (`kube-api-access-xxxxx`).
 fn mask(v: &mut serde_json::Value) {
     let is_uid = |s: &str| {
         s.len() == 36
@@ -111,6 +112,9 @@ fn mask(v: &mut serde_json::Value) {
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(mask),
         serde_json::Value::String(s) if is_uid(s) => *s = "MASKED".into(),
+        serde_json::Value::String(s) if s.starts_with("kube-api-access-") => {
+            *s = "kube-api-access-MASKED".into()
+        }
         _ => {}
     }
 }
