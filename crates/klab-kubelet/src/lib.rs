@@ -41,7 +41,7 @@
 //! # Not modelled (yet)
 //!
 //! Startup probes (readiness and liveness are modelled, see [`probes`]), preStop hooks on liveness
-//! kills, graceful node shutdown, node-pressure eviction, static pods, `activeDeadlineSeconds`,
+//! kills, node-pressure eviction, static pods, `activeDeadlineSeconds`,
 //! event aggregation (each event is a new object), re-assertion of the os/arch labels by the
 //! status loop, the fast startup status path (Ready is True from the first computation because
 //! the simulated runtime is always healthy), the 10 s heartbeat client timeout of a black-holed
@@ -65,6 +65,7 @@ pub mod quantity;
 pub mod runtime;
 pub mod server;
 pub mod shell;
+pub mod shutdown;
 pub mod spdy;
 pub mod termination;
 
