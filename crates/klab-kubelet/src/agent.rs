@@ -41,6 +41,8 @@ pub struct KubeletContext {
     pub client: Client,
     pub machine: Arc<Mutex<Machine>>,
     pub net: NetFault,
+    /// The machine's logind (graceful node shutdown).
+    pub logind: crate::shutdown::Logind,
     /// Where this process publishes the pods it knows, for its HTTP server.
     pub pod_view: crate::server::PodView,
 }
@@ -64,6 +66,10 @@ struct Shared {
     node: Mutex<Option<Node>>,
     /// `spec.unschedulable` as last observed (starts at `!registerSchedulable`).
     last_unschedulable: Mutex<bool>,
+    /// The node shutdown manager's "shutting down" flag (`ShutdownStatus()` is an error).
+    shutting_down: std::sync::atomic::AtomicBool,
+    /// Asks the status loop for a status update now (upstream's `syncNodeStatus` trigger).
+    status_now: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -120,7 +126,17 @@ pub async fn run_kubelet(ctx: KubeletContext) {
         recorder,
         node: Mutex::new(None),
         last_unschedulable: Mutex::new(!ctx_register_schedulable),
+        shutting_down: Default::default(),
+        status_now: tokio::sync::Notify::new(),
     });
+    // The node shutdown manager starts with the kubelet: with a non-empty priority table it
+    // takes logind's delay inhibitor lock (raising InhibitDelayMaxSec to the period it needs).
+    if !shared.ctx.cfg.shutdown.priority_table().is_empty() {
+        shared
+            .ctx
+            .logind
+            .inhibit(shared.ctx.cfg.shutdown.period_requested());
+    }
     shared.ctx.net.wait_thawed().await;
     // BirthCry and the container manager's allocatable enforcement.
     shared
@@ -166,9 +182,11 @@ async fn status_loop(s: Arc<Shared>) {
         if let Some(t) = update_node_status(&s, last_report).await {
             last_report = Some(t);
         }
-        ctx.clock
-            .sleep(s.jitter(ctx.cfg.node_status_update_frequency))
-            .await;
+        tokio::select! {
+            biased;
+            _ = s.status_now.notified() => {}
+            _ = ctx.clock.sleep(s.jitter(ctx.cfg.node_status_update_frequency)) => {}
+        }
     }
 }
 
@@ -253,7 +271,15 @@ async fn update_node_status(
         };
         let now = ctx.clock.now_time();
         let machine = machine_status(&ctx.name, &ctx.spec, &ctx.cfg, &s.identity());
-        let (status, mut events) = compute_status(&node, &machine, &NodeHealth::default(), &now);
+        let health = NodeHealth {
+            ready_errors: if s.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
+                vec![crate::shutdown::MSG_NODE_SHUTTING_DOWN.into()]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        };
+        let (status, mut events) = compute_status(&node, &machine, &health, &now);
         // The setters' last hook: a cordon/uncordon seen since the last computation.
         let unschedulable = node
             .spec
@@ -429,6 +455,8 @@ async fn pod_loop(s: Arc<Shared>) {
     let mut net_rx = ctx.net.subscribe();
     let mut net_open = true;
     let mut next_wake: Option<jiff::Timestamp> = None;
+    let mut logind_rx = ctx.logind.subscribe();
+    let mut logind_open = true;
     // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
     // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
     // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
@@ -448,10 +476,17 @@ async fn pod_loop(s: Arc<Shared>) {
                 None => std::future::pending::<()>().await,
             }
         };
+        let logind_change = async {
+            if !logind_open || logind_rx.changed().await.is_err() {
+                logind_open = false;
+                std::future::pending::<()>().await;
+            }
+        };
         let mut watch_failed = false;
         tokio::select! {
             biased;
             _ = net_change => {}
+            _ = logind_change => {}
             ev = stream.next() => match ev {
                 Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
                 Some(Ok(watcher::Event::InitApply(p))) => {
@@ -501,6 +536,7 @@ async fn pod_loop(s: Arc<Shared>) {
         if !synced {
             continue;
         }
+        shutdown_signal(&s, &mut mgr).await;
         if std::mem::take(&mut new_pods) {
             let nodes: Api<Node> = Api::all(ctx.client.clone());
             match nodes.get(&ctx.name).await {
@@ -531,6 +567,48 @@ async fn pod_loop(s: Arc<Shared>) {
         }
         // What the kubelet's server answers from (its pod and status managers).
         *ctx.pod_view.lock().unwrap_or_else(|p| p.into_inner()) = pods.clone();
+        // Every group killed and its final statuses written: release the inhibitor lock, and
+        // logind lets the machine go down.
+        if mgr.shutdown_complete() && ctx.logind.state().inhibited {
+            tracing::info!(node = %ctx.name, "shutdown manager completed processing shutdown event, node will shutdown shortly");
+            ctx.logind.release();
+        }
+    }
+}
+
+/// The node shutdown manager's reaction to logind's `PrepareForShutdown` signal: on `true` a
+/// `NodeShutdown` event, the shutting-down flag (Ready=False at an immediate status update,
+/// admission closed) and the pod manager's group walk; on `false` the cancellation event, the
+/// flag cleared (Ready returns at the next periodic status update) and the inhibitor lock taken
+/// again. Upstream processes one signal at a time and the group walk blocks its loop, so a
+/// cancellation is taken in only once every group is done: pods already killed stay killed.
+async fn shutdown_signal(s: &Shared, mgr: &mut PodManager) {
+    let ctx = &s.ctx;
+    let st = ctx.logind.state();
+    let table = ctx.cfg.shutdown.priority_table();
+    let event = if st.preparing_shutdown && !mgr.shutting_down() && !table.is_empty() {
+        mgr.begin_shutdown(table);
+        s.shutting_down
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::shutdown::MSG_SHUTDOWN_DETECTED
+    } else if !st.preparing_shutdown && mgr.shutdown_complete() {
+        ctx.logind.release();
+        mgr.cancel_shutdown();
+        s.shutting_down
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        ctx.logind.inhibit(ctx.cfg.shutdown.period_requested());
+        crate::shutdown::MSG_SHUTDOWN_CANCELLED
+    } else {
+        return;
+    };
+    s.node_events(&[NodeEvent {
+        type_: names::EVENT_NORMAL,
+        reason: crate::shutdown::EVENT_NODE_SHUTDOWN.into(),
+        message: event.into(),
+    }])
+    .await;
+    if mgr.shutting_down() {
+        s.status_now.notify_one();
     }
 }
 
