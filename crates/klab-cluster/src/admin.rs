@@ -37,6 +37,7 @@ fn state_json(s: &SimNodeState) -> Value {
         "kubeletRunning": s.kubelet_running,
         "partitioned": s.partitioned,
         "frozen": s.frozen,
+        "shuttingDown": s.shutting_down,
         "bootID": s.boot_id,
         "runningContainers": s.running_containers,
     })

@@ -427,6 +427,23 @@ impl Cluster {
             "nodeStatusReportFrequency" => {
                 config.kubelet.node_status_report_frequency = Some(dur(value)?)
             }
+            "shutdownGracePeriod" | "shutdownGracePeriodCriticalPods" => {
+                let mut shutdown = config.kubelet.shutdown.clone();
+                if name == "shutdownGracePeriod" {
+                    shutdown.grace_period = dur(value)?;
+                } else {
+                    shutdown.grace_period_critical_pods = dur(value)?;
+                }
+                shutdown.validate().map_err(invalid)?;
+                config.kubelet.shutdown = shutdown;
+            }
+            "shutdownGracePeriodByPodPriority" => {
+                let mut shutdown = config.kubelet.shutdown.clone();
+                shutdown.by_pod_priority =
+                    klab_kubelet::shutdown::parse_by_pod_priority(value).map_err(invalid)?;
+                shutdown.validate().map_err(invalid)?;
+                config.kubelet.shutdown = shutdown;
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -525,6 +542,8 @@ pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), St
         | NodeFault::PowerOff
         | NodeFault::Partition
         | NodeFault::Freeze
+        | NodeFault::Shutdown
+        | NodeFault::ShutdownCancel
             if !state.powered =>
         {
             err(format!("node {n} is powered off"))
@@ -542,6 +561,12 @@ pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), St
         NodeFault::Heal if !state.partitioned => err(format!("node {n} is not partitioned")),
         NodeFault::Freeze if state.frozen => err(format!("node {n} is already frozen")),
         NodeFault::Thaw if !state.frozen => err(format!("node {n} is not frozen")),
+        NodeFault::Shutdown if state.shutting_down => {
+            err(format!("node {n} is already shutting down"))
+        }
+        NodeFault::ShutdownCancel if !state.shutting_down => {
+            err(format!("node {n} is not shutting down"))
+        }
         _ => Ok(()),
     }
 }
@@ -558,12 +583,14 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
         "heal" => NodeFault::Heal,
         "freeze" => NodeFault::Freeze,
         "thaw" => NodeFault::Thaw,
+        "shutdown" => NodeFault::Shutdown,
+        "shutdown-cancel" => NodeFault::ShutdownCancel,
         _ => return None,
     })
 }
 
 /// The spelling `parse_fault` accepts for each fault.
-pub const FAULT_NAMES: [&str; 9] = [
+pub const FAULT_NAMES: [&str; 11] = [
     "stop-kubelet",
     "start-kubelet",
     "power-off",
@@ -573,6 +600,8 @@ pub const FAULT_NAMES: [&str; 9] = [
     "heal",
     "freeze",
     "thaw",
+    "shutdown",
+    "shutdown-cancel",
 ];
 
 #[cfg(test)]
@@ -589,9 +618,61 @@ mod tests {
             kubelet_running: kubelet,
             partitioned: false,
             frozen: false,
+            shutting_down: false,
             boot_id: "b".into(),
             running_containers: vec![],
         }
+    }
+
+    #[test]
+    fn shutdown_transitions_and_flags() {
+        let mut st = state(true, true);
+        assert!(check_transition(&st, NodeFault::Shutdown).is_ok());
+        assert_eq!(
+            check_transition(&st, NodeFault::ShutdownCancel).unwrap_err(),
+            "node n1 is not shutting down"
+        );
+        st.shutting_down = true;
+        assert_eq!(
+            check_transition(&st, NodeFault::Shutdown).unwrap_err(),
+            "node n1 is already shutting down"
+        );
+        assert!(check_transition(&st, NodeFault::ShutdownCancel).is_ok());
+        assert_eq!(
+            check_transition(&state(false, false), NodeFault::Shutdown).unwrap_err(),
+            "node n1 is powered off"
+        );
+        assert_eq!(
+            parse_fault("shutdown-cancel"),
+            Some(NodeFault::ShutdownCancel)
+        );
+
+        let mut c = ClusterConfig::default();
+        Cluster::set_flag(&mut c, "shutdownGracePeriod", "30s").unwrap();
+        Cluster::set_flag(&mut c, "shutdownGracePeriodCriticalPods", "10s").unwrap();
+        assert_eq!(
+            c.kubelet.shutdown.period_requested(),
+            Duration::from_secs(30)
+        );
+        // Bad values are refused with upstream's texts and change nothing.
+        let err = Cluster::set_flag(&mut c, "shutdownGracePeriodCriticalPods", "40s")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid value \"40s\" for --shutdownGracePeriodCriticalPods: invalid configuration: \
+             shutdownGracePeriodCriticalPods {40s} must be <= shutdownGracePeriod {30s}"
+        );
+        let err = Cluster::set_flag(&mut c, "shutdownGracePeriodByPodPriority", "0=10s")
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"), "{err}");
+        assert!(Cluster::set_flag(&mut c, "shutdownGracePeriod", "soon").is_err());
+        assert_eq!(
+            c.kubelet.shutdown.grace_period_critical_pods,
+            Duration::from_secs(10)
+        );
+        assert!(c.kubelet.shutdown.by_pod_priority.is_empty());
     }
 
     #[test]

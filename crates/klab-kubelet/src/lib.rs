@@ -14,6 +14,7 @@
 //! [`node_status`] (initial Node, condition setters, reboot detection, report decision, label
 //! reconciliation, Lease), [`pod_status`] (admission, `getPhase`, pod conditions),
 //! [`termination`] (effective grace, preStop budget, 2 s floor), [`probes`] (probe workers),
+//! [`shutdown`] (graceful node shutdown: priority groups, kill overrides, the shutdown status),
 //! [`backoff`] (registration,
 //! lease and crash-loop backoff), [`program`] (what a container's command does). The pod workers
 //! are one synchronous state machine, [`pods::PodManager`], whose `sync(now, …)` returns the API

@@ -31,7 +31,7 @@ pub const REJECT_MESSAGE: &str = "Pod was rejected as the node is shutting down.
 pub const KILLED_REASON: &str = "Terminated";
 pub const KILLED_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
 /// `DisruptionTarget` reason of a pod the kubelet killed.
-pub const REASON_TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+pub const REASON_TERMINATION_BY_KUBELET: &str = names::REASON_TERMINATION_BY_KUBELET;
 /// logind's `InhibitDelayMaxSec` before the kubelet overrides it (systemd's default).
 pub const LOGIND_DEFAULT_INHIBIT_DELAY: Duration = Duration::from_secs(5);
 

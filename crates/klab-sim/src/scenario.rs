@@ -447,6 +447,8 @@ pub fn fault_name(f: NodeFault) -> &'static str {
         NodeFault::Heal => "heal",
         NodeFault::Freeze => "freeze",
         NodeFault::Thaw => "thaw",
+        NodeFault::Shutdown => "shutdown",
+        NodeFault::ShutdownCancel => "shutdown-cancel",
     }
 }
 
@@ -460,6 +462,8 @@ const NODE_FAULTS: &[NodeFault] = &[
     NodeFault::Heal,
     NodeFault::Freeze,
     NodeFault::Thaw,
+    NodeFault::Shutdown,
+    NodeFault::ShutdownCancel,
 ];
 
 const API_ACTIONS: &[&str] = &[

@@ -46,7 +46,8 @@ pub struct ComponentArgs {
 #[derive(Debug, Args)]
 pub struct NodeArgs {
     /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze,
-    /// thaw, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
+    /// thaw, shutdown (`systemctl poweroff`: graceful when the kubelet has a shutdownGracePeriod),
+    /// shutdown-cancel, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
     /// (the machine is powered off for good and its Node deleted)
     pub action: String,
     /// The node (not needed for `list`).
@@ -196,6 +197,12 @@ pub struct ComponentFlags {
     /// Kubelet nodeStatusUpdateFrequency (default 10s).
     #[arg(long = "node-status-update-frequency")]
     pub node_status_update_frequency: Option<String>,
+    /// Kubelet shutdownGracePeriod: graceful node shutdown (default 0s: disabled).
+    #[arg(long = "shutdown-grace-period")]
+    pub shutdown_grace_period: Option<String>,
+    /// Kubelet shutdownGracePeriodCriticalPods: the part of it kept for critical pods (default 0s).
+    #[arg(long = "shutdown-grace-period-critical-pods")]
+    pub shutdown_grace_period_critical_pods: Option<String>,
 }
 
 impl ComponentFlags {
@@ -222,6 +229,12 @@ impl ComponentFlags {
             (
                 "node-status-update-frequency",
                 &self.node_status_update_frequency,
+            ),
+            // The total before the critical share: each is validated against the other.
+            ("shutdownGracePeriod", &self.shutdown_grace_period),
+            (
+                "shutdownGracePeriodCriticalPods",
+                &self.shutdown_grace_period_critical_pods,
             ),
         ]
         .into_iter()
