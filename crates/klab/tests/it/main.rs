@@ -13,4 +13,5 @@ mod node_lifecycle_live;
 mod priority_live;
 mod seed000_live;
 mod services_live;
+mod shutdown_live;
 mod tidy;
