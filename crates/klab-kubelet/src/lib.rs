@@ -52,6 +52,7 @@ pub mod agent;
 pub mod backoff;
 pub mod config;
 pub mod events;
+pub mod eviction;
 pub mod exec;
 pub mod fault;
 pub mod logs;
