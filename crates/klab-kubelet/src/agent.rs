@@ -70,6 +70,8 @@ struct Shared {
     shutting_down: std::sync::atomic::AtomicBool,
     /// Asks the status loop for a status update now (upstream's `syncNodeStatus` trigger).
     status_now: tokio::sync::Notify,
+    /// The eviction manager's node conditions, read by the status setters.
+    pressures: Mutex<Vec<crate::eviction::Pressure>>,
 }
 
 impl Shared {
@@ -128,6 +130,7 @@ pub async fn run_kubelet(ctx: KubeletContext) {
         last_unschedulable: Mutex::new(!ctx_register_schedulable),
         shutting_down: Default::default(),
         status_now: tokio::sync::Notify::new(),
+        pressures: Mutex::new(Vec::new()),
     });
     // The node shutdown manager starts with the kubelet: with a non-empty priority table it
     // takes logind's delay inhibitor lock (raising InhibitDelayMaxSec to the period it needs).
@@ -271,13 +274,20 @@ async fn update_node_status(
         };
         let now = ctx.clock.now_time();
         let machine = machine_status(&ctx.name, &ctx.spec, &ctx.cfg, &s.identity());
+        let pressures = s
+            .pressures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let health = NodeHealth {
+            memory_pressure: pressures.contains(&crate::eviction::Pressure::Memory),
+            disk_pressure: pressures.contains(&crate::eviction::Pressure::Disk),
+            pid_pressure: pressures.contains(&crate::eviction::Pressure::Pid),
             ready_errors: if s.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
                 vec![crate::shutdown::MSG_NODE_SHUTTING_DOWN.into()]
             } else {
                 Vec::new()
             },
-            ..Default::default()
         };
         let (status, mut events) = compute_status(&node, &machine, &health, &now);
         // The setters' last hook: a cordon/uncordon seen since the last computation.
@@ -457,6 +467,18 @@ async fn pod_loop(s: Arc<Shared>) {
     let mut next_wake: Option<jiff::Timestamp> = None;
     let mut logind_rx = ctx.logind.subscribe();
     let mut logind_open = true;
+    // The eviction manager: thresholds from the configuration (validated when it was set; a
+    // configuration that does not parse disables eviction, with a log line), one synchronize
+    // every 10 s from the first pod sync on.
+    let thresholds = match ctx.cfg.eviction.thresholds() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(node = %ctx.name, error = %e, "eviction manager disabled");
+            Vec::new()
+        }
+    };
+    let mut eviction_state = crate::eviction::EvictionState::default();
+    let mut next_eviction: Option<jiff::Timestamp> = None;
     // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
     // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
     // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
@@ -470,8 +492,12 @@ async fn pod_loop(s: Arc<Shared>) {
                 std::future::pending::<()>().await;
             }
         };
+        let due = match (next_wake, next_eviction) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let wake = async {
-            match next_wake {
+            match due {
                 Some(t) => ctx.clock.sleep_until(t).await,
                 None => std::future::pending::<()>().await,
             }
@@ -565,6 +591,22 @@ async fn pod_loop(s: Arc<Shared>) {
         for w in out.writes {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
+        if !thresholds.is_empty() && next_eviction.is_none_or(|t| t <= now) {
+            next_eviction = Some(klab_api::clock::saturating_add(
+                now,
+                crate::eviction::MONITORING_PERIOD,
+            ));
+            let (out, event) = eviction_round(&s, &mut mgr, &thresholds, &mut eviction_state, now);
+            if let Some(e) = event {
+                s.node_events(&[e]).await;
+            }
+            if let Some(t) = out.next_wake {
+                next_wake = Some(next_wake.map_or(t, |n| n.min(t)));
+            }
+            for w in out.writes {
+                apply_write(&s, &mut mgr, &mut pods, w).await;
+            }
+        }
         // What the kubelet's server answers from (its pod and status managers).
         *ctx.pod_view.lock().unwrap_or_else(|p| p.into_inner()) = pods.clone();
         // Every group killed and its final statuses written: release the inhibitor lock, and
@@ -574,6 +616,86 @@ async fn pod_loop(s: Arc<Shared>) {
             ctx.logind.release();
         }
     }
+}
+
+/// One eviction manager `synchronize`: observe the signals (klab's usage model: everything is
+/// available unless a node fault says otherwise), report the conditions, and when a threshold
+/// acts evict at most one pod — the first of the ranking that is not critical.
+fn eviction_round(
+    s: &Shared,
+    mgr: &mut PodManager,
+    thresholds: &[crate::eviction::Threshold],
+    state: &mut crate::eviction::EvictionState,
+    now: jiff::Timestamp,
+) -> (crate::pods::SyncOutput, Option<NodeEvent>) {
+    use crate::eviction::{Observation, Signal};
+    let ctx = &s.ctx;
+    let mut machine = lock(&ctx.machine);
+    let overrides = machine.available_override.clone();
+    let observe = |sig: Signal| {
+        let capacity = match sig {
+            Signal::MemoryAvailable => ctx.spec.memory_bytes,
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => ctx.spec.ephemeral_storage_bytes,
+            // Documented model values: a filesystem's inodes and the kernel's pid_max.
+            Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => crate::eviction::MODEL_INODES,
+            Signal::PidAvailable => crate::eviction::MODEL_PID_MAX,
+        };
+        let available = overrides
+            .get(sig.name())
+            .copied()
+            .unwrap_or(capacity)
+            .min(capacity);
+        Some(Observation {
+            available,
+            capacity,
+        })
+    };
+    let round = crate::eviction::synchronize(
+        thresholds,
+        observe,
+        state,
+        now,
+        ctx.cfg.eviction.transition_period(),
+    );
+    mgr.set_pressures(round.pressures.clone());
+    *s.pressures.lock().unwrap_or_else(|p| p.into_inner()) = round.pressures.clone();
+    let mut out = crate::pods::SyncOutput::default();
+    let Some(i) = round.act_on else {
+        return (out, None);
+    };
+    let t = &thresholds[i];
+    let Some(obs) = observe(t.signal) else {
+        return (out, None);
+    };
+    let node_event = NodeEvent {
+        type_: names::EVENT_WARNING,
+        reason: crate::eviction::EVENT_EVICTION_THRESHOLD_MET.into(),
+        message: format!("Attempting to reclaim {}", t.signal.resource()),
+    };
+    let mut candidates = mgr.eviction_candidates(t.signal);
+    candidates.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    let usages: Vec<_> = candidates.iter().map(|(_, u)| u.clone()).collect();
+    let victim = crate::eviction::rank(t.signal, &usages)
+        .into_iter()
+        .find(|&k| !crate::eviction::is_critical(&usages[k]));
+    let Some(k) = victim else {
+        tracing::info!(node = %ctx.name, "eviction manager: unable to evict any pods from the node");
+        return (out, Some(node_event));
+    };
+    let (uid, usage) = &candidates[k];
+    let message = crate::eviction::eviction_message(
+        t.signal,
+        t.value.resolve(obs.capacity),
+        obs.available,
+        usage,
+    );
+    let tgps = mgr.termination_grace_period(uid);
+    let grace =
+        crate::eviction::eviction_grace(t.is_hard(), ctx.cfg.eviction.max_pod_grace_period, tgps);
+    let evicted = mgr.evict(uid, grace, message, now, &mut machine);
+    out.writes.extend(evicted.writes);
+    out.next_wake = evicted.next_wake;
+    (out, Some(node_event))
 }
 
 /// The node shutdown manager's reaction to logind's `PrepareForShutdown` signal: on `true` a

@@ -49,6 +49,9 @@ pub struct KubeletConfig {
     /// `shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`,
     /// `shutdownGracePeriodByPodPriority` (default: all unset, graceful node shutdown disabled).
     pub shutdown: crate::shutdown::ShutdownConfig,
+    /// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,
+    /// `evictionPressureTransitionPeriod`, `evictionMaxPodGracePeriod` (upstream defaults).
+    pub eviction: crate::eviction::EvictionConfig,
 }
 
 impl Default for KubeletConfig {
@@ -70,6 +73,7 @@ impl Default for KubeletConfig {
             reserved_cpu_millis: 0,
             reserved_memory: 0,
             shutdown: Default::default(),
+            eviction: Default::default(),
         }
     }
 }

@@ -6,7 +6,9 @@
 //! (grace periods), the ranking of pods, which pods may be evicted, the grace of an eviction, the
 //! eviction message, and admission under pressure.
 //!
-//! Not wired into the kubelet's loops yet: no resource-usage model feeds observations.
+//! The kubelet's pod loop runs [`synchronize`] every 10 s ([`MONITORING_PERIOD`]); observations
+//! come from klab's usage model: a signal's whole capacity is available unless a node fault
+//! (`Machine::available_override`) says otherwise, and a container uses what it requests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,6 +25,11 @@ pub const PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
 /// `immediateEvictionGracePeriodSeconds`: the kill override of a hard-threshold eviction.
 pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
+/// klab's model of a filesystem's inodes (`nodefs.inodesFree` capacity): nothing uses them unless
+/// a node fault says so.
+pub const MODEL_INODES: u64 = 6_553_600;
+/// klab's model of the kernel's `pid_max` (`pid.available` capacity; 64-bit default).
+pub const MODEL_PID_MAX: u64 = 4_194_304;
 /// Pod status reason (and admission rejection reason) of an eviction.
 pub const REASON_EVICTED: &str = "Evicted";
 /// Node event of a synchronize round that acts.
@@ -116,6 +123,22 @@ impl Signal {
             _ => 1,
         }
     }
+}
+
+/// Annotation prefix of a container's modelled usage: `usage.klab.dev/<container>:
+/// "memory=1536Mi,ephemeral-storage=700Mi,pids=600"`. Without it a container uses what it
+/// requests (and no PIDs).
+pub const USAGE_ANNOTATION_PREFIX: &str = "usage.klab.dev/";
+
+/// Parses a usage annotation value into resource → amount; malformed entries are ignored (the
+/// model then falls back to the request), so no annotation can break the kubelet.
+pub fn parse_usage(v: &str) -> BTreeMap<String, u64> {
+    v.split(',')
+        .filter_map(|item| {
+            let (k, q) = item.trim().split_once('=')?;
+            Some((k.trim().to_string(), bytes(q.trim())?))
+        })
+        .collect()
 }
 
 /// A threshold value: a quantity, or a fraction of the signal's capacity.
@@ -793,6 +816,15 @@ mod tests {
         assert_eq!(
             eviction_message(Signal::MemoryAvailable, 100 * MI, 80 * MI, &be),
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container app was using 1536Mi, request is 0, has larger consumption of memory. "
+        );
+    }
+
+    #[test]
+    fn usage_annotations() {
+        let u = parse_usage("memory=1536Mi, pids=600,ephemeral-storage=bad,junk");
+        assert_eq!(
+            u,
+            [("memory".to_string(), 1536 * MI), ("pids".to_string(), 600)].into()
         );
     }
 

@@ -343,6 +343,21 @@ impl SimNode {
         }
     }
 
+    /// A node-pressure fault: what an eviction signal observes from now on (`memory.available`,
+    /// `nodefs.available`, `pid.available`, …), or back to the usage model with `None`
+    /// (relieved). An unknown signal is refused with upstream's text and changes nothing.
+    pub fn set_available(&mut self, signal: &str, available: Option<u64>) -> Result<(), String> {
+        if crate::eviction::Signal::parse(signal).is_none() {
+            return Err(format!("unsupported eviction signal {signal}"));
+        }
+        let mut m = self.machine();
+        match available {
+            Some(a) => m.available_override.insert(signal.to_string(), a),
+            None => m.available_override.remove(signal),
+        };
+        Ok(())
+    }
+
     /// A snapshot of the node.
     pub fn state(&self) -> SimNodeState {
         let now = self.clock.now();

@@ -19,6 +19,7 @@ use klab_api::names;
 
 use crate::backoff::{CrashLoopBackoff, RestartDecision};
 use crate::config::{KubeletConfig, RuntimeModel};
+use crate::eviction;
 use crate::node_status::Allocatable;
 use crate::pod_status::{
     self, CState, ContainerView, PodFacts, Rejection, admit, generate_status, is_terminal_phase,
@@ -183,6 +184,8 @@ struct Worker {
     /// Killed by the graceful node shutdown, with the pod's phase at the kill: its status
     /// carries the shutdown's phase, reason, message and `DisruptionTarget` from the kill on.
     shutdown_killed: Option<Option<String>>,
+    /// Evicted for node pressure: the eviction message, written with the final status.
+    evicted: Option<String>,
 }
 
 impl Worker {
@@ -254,6 +257,8 @@ pub struct PodManager {
     probe_jitter: Option<(Timestamp, DetRng)>,
     /// A graceful node shutdown in progress (`PrepareForShutdown(true)` seen, not cancelled).
     shutdown: Option<ShutdownRun>,
+    /// The node conditions the eviction manager reports (admission reads them).
+    pressures: Vec<eviction::Pressure>,
 }
 
 /// The node shutdown manager's walk through its priority groups, lowest priority first.
@@ -277,6 +282,42 @@ fn container_id(node: &str, uid: &str, name: &str, attempt: i32, at: Timestamp) 
     format!("containerd://{h}{h2}{h}{h2}")
 }
 
+/// Admission under node pressure (`Evicted`, `The node had condition: [..]. `): critical pods
+/// always pass; under memory pressure alone BestEffort pods pass only if they tolerate
+/// `node.kubernetes.io/memory-pressure:NoSchedule`.
+fn pressure_admit(pressures: &[eviction::Pressure], pod: &Pod) -> Result<(), String> {
+    if pressures.is_empty() {
+        return Ok(());
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    let critical = spec.priority.unwrap_or(0) >= shutdown::SYSTEM_CRITICAL_PRIORITY;
+    let best_effort = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .all(|c| {
+            c.resources.as_ref().is_none_or(|r| {
+                r.requests.as_ref().is_none_or(|m| m.is_empty())
+                    && r.limits.as_ref().is_none_or(|m| m.is_empty())
+            })
+        });
+    let tolerates = spec.tolerations.iter().flatten().any(|t| {
+        let key_ok = t
+            .key
+            .as_deref()
+            .is_none_or(|k| k.is_empty() || k == "node.kubernetes.io/memory-pressure");
+        let effect_ok = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+        let op_ok = t.operator.as_deref() == Some("Exists")
+            || t.key.as_deref() == Some("node.kubernetes.io/memory-pressure");
+        key_ok && effect_ok && op_ok
+    });
+    eviction::admit(pressures, critical, best_effort, tolerates)
+}
+
 fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
@@ -294,7 +335,108 @@ impl PodManager {
             backoff: CrashLoopBackoff::default(),
             probe_jitter: None,
             shutdown: None,
+            pressures: Vec::new(),
         }
+    }
+
+    /// A pod's `terminationGracePeriodSeconds`.
+    pub fn termination_grace_period(&self, uid: &str) -> Option<i64> {
+        self.workers
+            .get(uid)
+            .and_then(|w| w.pod.spec.as_ref())
+            .and_then(|s| s.termination_grace_period_seconds)
+    }
+
+    /// The eviction manager's current conditions, for admission.
+    pub fn set_pressures(&mut self, pressures: Vec<eviction::Pressure>) {
+        self.pressures = pressures;
+    }
+
+    /// The pods an eviction may pick from (admitted and running, not being killed), with what
+    /// the ranking needs. klab's default usage model: each container uses what it requests of
+    /// `resource` (memory, ephemeral-storage) and no PIDs are counted per pod.
+    pub fn eviction_candidates(
+        &self,
+        signal: eviction::Signal,
+    ) -> Vec<(String, eviction::PodUsage)> {
+        let resource = signal.resource();
+        self.workers
+            .iter()
+            .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing) && w.in_api)
+            .map(|(uid, w)| {
+                let spec = w.pod.spec.clone().unwrap_or_default();
+                let containers = spec
+                    .containers
+                    .iter()
+                    .map(|c| {
+                        let request = c
+                            .resources
+                            .as_ref()
+                            .and_then(|r| r.requests.as_ref())
+                            .and_then(|r| r.get(resource))
+                            .and_then(|q| crate::quantity::bytes(&q.0))
+                            .unwrap_or(0);
+                        let modelled = w
+                            .pod
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| {
+                                a.get(&format!("{}{}", eviction::USAGE_ANNOTATION_PREFIX, c.name))
+                            })
+                            .and_then(|v| eviction::parse_usage(v).get(resource).copied());
+                        let default = if signal == eviction::Signal::PidAvailable {
+                            0
+                        } else {
+                            request
+                        };
+                        (c.name.clone(), Some(modelled.unwrap_or(default)), request)
+                    })
+                    .collect();
+                let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+                let usage = eviction::PodUsage {
+                    name: format!("{}/{}", w.ns(), w.name()),
+                    priority: spec.priority.unwrap_or(0),
+                    is_static: annotations
+                        .get("kubernetes.io/config.source")
+                        .is_some_and(|s| s != "api")
+                        || annotations.contains_key("kubernetes.io/config.mirror"),
+                    containers,
+                };
+                (uid.clone(), usage)
+            })
+            .collect()
+    }
+
+    /// Evicts one pod: the `Evicted` event now, a kill with `grace`, and the final status
+    /// `Failed` / `Evicted` / `message` with `DisruptionTarget=True` (`TerminationByKubelet`).
+    pub fn evict(
+        &mut self,
+        uid: &str,
+        grace: i64,
+        message: String,
+        now: Timestamp,
+        machine: &mut Machine,
+    ) -> SyncOutput {
+        let mut out = SyncOutput::default();
+        let Some(w) = self.workers.get_mut(uid) else {
+            return out;
+        };
+        if !matches!(w.life, Lifecycle::Syncing) {
+            return out;
+        }
+        w.evicted = Some(message.clone());
+        out.writes.push(w.event(
+            None,
+            names::EVENT_WARNING,
+            eviction::REASON_EVICTED,
+            message,
+        ));
+        let grace = effective_grace(0, None, Some(grace), None);
+        self.begin_termination(uid, grace, now, machine, &mut out);
+        self.step(uid, now, machine, &mut out);
+        out.next_wake = min_opt(machine.next_transition(), self.next_due(machine, now));
+        out
     }
 
     /// `PrepareForShutdown(true)`: from now on every new pod is rejected and the active pods
@@ -478,6 +620,7 @@ impl PodManager {
                             probes: BTreeMap::new(),
                             image_errors: BTreeMap::new(),
                             shutdown_killed: None,
+                            evicted: None,
                         },
                     );
                 }
@@ -624,6 +767,15 @@ impl PodManager {
                 Err(Rejection {
                     reason: shutdown::REJECT_REASON.into(),
                     message: shutdown::REJECT_MESSAGE.into(),
+                })
+            } else if let Err(message) = if machine.pods.contains_key(uid) {
+                Ok(())
+            } else {
+                pressure_admit(&self.pressures, &pod)
+            } {
+                Err(Rejection {
+                    reason: eviction::REASON_EVICTED.into(),
+                    message,
                 })
             } else if machine.pods.contains_key(uid) || pod.metadata.deletion_timestamp.is_some() {
                 // Already running here (kubelet restart) or being deleted: nothing to decide.
@@ -1526,6 +1678,16 @@ impl PodManager {
         if terminal && !is_terminal_phase(status.phase.as_deref()) {
             // TerminatePod forces a non-terminal phase to Failed.
             status.phase = Some(pod_status::PHASE_FAILED.into());
+        }
+        if terminal && let Some(message) = &w.evicted {
+            status.phase = Some(pod_status::PHASE_FAILED.into());
+            status.reason = Some(eviction::REASON_EVICTED.into());
+            status.message = Some(message.clone());
+            shutdown::set_disruption_target(
+                &mut status,
+                message,
+                &Time(klab_api::clock::truncate_to_second(now)),
+            );
         }
         if let Some(phase_at_kill) = &w.shutdown_killed {
             shutdown::apply_killed_status(

@@ -182,12 +182,18 @@ pub fn apply_killed_status(status: &mut PodStatus, phase_at_kill: Option<&str>, 
     }
     status.reason = Some(KILLED_REASON.into());
     status.message = Some(KILLED_MESSAGE.into());
+    set_disruption_target(status, KILLED_MESSAGE, now);
+}
+
+/// Sets `DisruptionTarget=True` (`TerminationByKubelet`, `message`), keeping the transition time
+/// of one already set.
+pub fn set_disruption_target(status: &mut PodStatus, message: &str, now: &Time) {
     let conds = status.conditions.get_or_insert_with(Vec::new);
     let cond = PodCondition {
         type_: names::POD_COND_DISRUPTION_TARGET.into(),
         status: "True".into(),
         reason: Some(REASON_TERMINATION_BY_KUBELET.into()),
-        message: Some(KILLED_MESSAGE.into()),
+        message: Some(message.into()),
         last_transition_time: Some(now.clone()),
         ..Default::default()
     };

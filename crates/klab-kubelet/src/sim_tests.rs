@@ -815,3 +815,160 @@ async fn cancelled_shutdown_is_taken_in_after_the_groups_and_ready_returns() {
     c.at(52.0).await;
     assert!(!c.node.state().powered, "no pods left: released at once");
 }
+
+async fn create_pod_with(c: &Cluster, name: &str, patch: serde_json::Value) {
+    let mut p = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox:1.36",
+                 "command": ["sleep", "3600"]}]}
+    });
+    json_merge(&mut p, patch);
+    let p: Pod = serde_json::from_value(p).unwrap();
+    Api::<Pod>::namespaced(c.admin.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+}
+
+fn json_merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                json_merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_pressure_evicts_one_pod_per_round_and_reports_the_condition() {
+    // N-67 with the default `memory.available<100Mi`: a host process drives the node to 80Mi at
+    // 30 s. The eviction manager synchronizes every 10 s from the kubelet's first pod sync
+    // (≈0 s here: at 10, 20, 30 … s), so the breach is acted on at 30 s: EvictionThresholdMet,
+    // the BestEffort pod using the most memory evicted with override 1 (SIGKILL 2 s later),
+    // Failed/Evicted with the upstream message. MemoryPressure is reported at the next status
+    // update (40 s); new BestEffort pods are rejected. Relieved at 60 s, the condition stays
+    // for the 5 m transition period after the last breach.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    create_pod_with(
+        &c,
+        "be-big",
+        serde_json::json!({"metadata": {"annotations": {"usage.klab.dev/app": "memory=1536Mi"}}}),
+    )
+    .await;
+    create_pod_with(
+        &c,
+        "be-small",
+        serde_json::json!({"metadata": {"annotations": {"usage.klab.dev/app": "memory=100Mi"}}}),
+    )
+    .await;
+    create_pod_with(
+        &c,
+        "guar",
+        serde_json::json!({"spec": {"containers": [{"name": "app", "image": "busybox:1.36",
+            "command": ["sleep", "3600"],
+            "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]}}),
+    )
+    .await;
+    c.at(20.0).await;
+    assert_eq!(c.phase("be-big").await.as_deref(), Some("Running"));
+    assert!(
+        c.node
+            .set_available("memory.free", Some(80 << 20))
+            .unwrap_err()
+            .contains("unsupported eviction signal memory.free")
+    );
+    c.node
+        .set_available("memory.available", Some(80 << 20))
+        .unwrap();
+    c.at(29.5).await;
+    assert!(c.events("EvictionThresholdMet").await.is_empty());
+    c.at(30.5).await;
+    let met = c.events("EvictionThresholdMet").await;
+    assert_eq!(met.len(), 1);
+    assert_eq!(
+        met[0].message.as_deref(),
+        Some("Attempting to reclaim memory")
+    );
+    assert_eq!(met[0].first_timestamp.as_ref().unwrap().0, c.ts(30));
+    let msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. \
+               Container app was using 1536Mi, request is 0, has larger consumption of memory. ";
+    let evicted = c.events("Evicted").await;
+    assert_eq!(evicted.len(), 1);
+    assert_eq!(evicted[0].involved_object.name.as_deref(), Some("be-big"));
+    assert_eq!(evicted[0].message.as_deref(), Some(msg));
+    c.at(33.0).await;
+    let st = c.pod("be-big").await.unwrap().status.unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("Evicted"));
+    assert_eq!(st.message.as_deref(), Some(msg));
+    let dt = st
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap();
+    assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
+    let t = st.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((t.exit_code, t.finished_at.unwrap().0), (137, c.ts(32)));
+    // The node reports MemoryPressure at its next status update.
+    let mem = |n: Node| {
+        n.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "MemoryPressure")
+            .unwrap()
+    };
+    c.at(40.5).await;
+    let m = mem(c.node_obj().await);
+    assert_eq!(
+        (m.status.as_str(), m.reason.as_deref()),
+        ("True", Some("KubeletHasInsufficientMemory"))
+    );
+    // Next round: be-small (over its request of 0).
+    c.at(41.0).await;
+    let evicted = c.events("Evicted").await;
+    assert_eq!(evicted.len(), 2);
+    assert_eq!(evicted[1].involved_object.name.as_deref(), Some("be-small"));
+    // A new BestEffort pod is rejected while under memory pressure.
+    create_pod_with(&c, "late", serde_json::json!({})).await;
+    c.at(42.0).await;
+    let late = c.pod("late").await.unwrap().status.unwrap();
+    assert_eq!(late.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        late.message.as_deref(),
+        Some("Pod was rejected: The node had condition: [MemoryPressure]. ")
+    );
+    // The rejection is recorded as an `Evicted` event too (upstream's admission event).
+    let evicted: Vec<_> = c
+        .events("Evicted")
+        .await
+        .into_iter()
+        .filter_map(|e| e.involved_object.name)
+        .collect();
+    assert_eq!(evicted, vec!["be-big", "be-small", "late"]);
+    // Relieved at 42 s: no more evictions; the condition stays until 5 m after the last breach
+    // (40 s), i.e. it is gone at the first status update after 340 s.
+    c.node.set_available("memory.available", None).unwrap();
+    c.at(335.5).await;
+    assert_eq!(c.events("Evicted").await.len(), 3);
+    assert_eq!(c.phase("guar").await.as_deref(), Some("Running"));
+    assert_eq!(mem(c.node_obj().await).status, "True");
+    c.at(351.0).await;
+    let m = mem(c.node_obj().await);
+    assert_eq!(
+        (m.status.as_str(), m.reason.as_deref()),
+        ("False", Some("KubeletHasSufficientMemory"))
+    );
+}
