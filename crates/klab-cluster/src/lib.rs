@@ -375,6 +375,50 @@ impl Cluster {
         Ok(n.state())
     }
 
+    /// A node-pressure fault (`memory-pressure`, `disk-pressure`, `pid-pressure` with the
+    /// signal's available amount as a quantity, or `relieve`): what the node's eviction signals
+    /// observe from now on. Bad input changes nothing: an unknown node, a machine that is off, a
+    /// missing or malformed quantity.
+    pub fn apply_pressure(
+        &self,
+        node: &str,
+        fault: &str,
+        available: Option<&str>,
+    ) -> Result<SimNodeState, ClusterError> {
+        let invalid = |value: &str, reason: String| ClusterError::InvalidFlag {
+            flag: "available".into(),
+            value: value.into(),
+            reason,
+        };
+        let cell = self.node(node)?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        if !n.state().powered {
+            return Err(ClusterError::Transition(format!(
+                "node {node} is powered off"
+            )));
+        }
+        let change: Vec<(&str, Option<u64>)> = if fault == "relieve" {
+            PRESSURE_FAULTS.iter().map(|(_, s)| (*s, None)).collect()
+        } else {
+            let signal = pressure_signal(fault)
+                .ok_or_else(|| invalid(fault, "not a pressure fault".into()))?;
+            let value = available.ok_or_else(|| invalid("", "a quantity is required".into()))?;
+            let amount = parse_available(value).ok_or_else(|| {
+                invalid(
+                    value,
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                        .into(),
+                )
+            })?;
+            vec![(signal, Some(amount))]
+        };
+        for (signal, amount) in change {
+            n.set_available(signal, amount)
+                .map_err(|e| invalid(available.unwrap_or_default(), e))?;
+        }
+        Ok(n.state())
+    }
+
     /// Copies of every node's machine, by node name (what a control-plane restart keeps).
     pub fn machines(&self) -> BTreeMap<String, Machine> {
         self.nodes()
@@ -589,6 +633,26 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
     })
 }
 
+/// The node-pressure faults and the eviction signal each one drives (`relieve` clears them).
+pub const PRESSURE_FAULTS: [(&str, &str); 3] = [
+    ("memory-pressure", "memory.available"),
+    ("disk-pressure", "nodefs.available"),
+    ("pid-pressure", "pid.available"),
+];
+
+/// A pressure fault's `available` quantity (`80Mi`, `500`) as a count of bytes or units.
+pub fn parse_available(q: &str) -> Option<u64> {
+    klab_kubelet::quantity::bytes(q)
+}
+
+/// The eviction signal of a pressure fault (`memory-pressure` → `memory.available`).
+pub fn pressure_signal(fault: &str) -> Option<&'static str> {
+    PRESSURE_FAULTS
+        .iter()
+        .find(|(f, _)| *f == fault)
+        .map(|(_, s)| *s)
+}
+
 /// The spelling `parse_fault` accepts for each fault.
 pub const FAULT_NAMES: [&str; 11] = [
     "stop-kubelet",
@@ -703,6 +767,64 @@ mod tests {
             assert!(parse_fault(name).is_some(), "{name}");
         }
         assert!(parse_fault("explode").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pressure_faults_refuse_bad_input_and_change_nothing() {
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        let overrides = |c: &Cluster| c.machines()["n1"].available_override.clone();
+        assert!(matches!(
+            cluster.apply_pressure("n9", "memory-pressure", Some("80Mi")),
+            Err(ClusterError::UnknownNode(_))
+        ));
+        assert_eq!(
+            cluster
+                .apply_pressure("n1", "memory-pressure", Some("lots"))
+                .unwrap_err()
+                .to_string(),
+            "invalid value \"lots\" for --available: quantities must match the regular expression \
+             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+        assert!(cluster.apply_pressure("n1", "disk-pressure", None).is_err());
+        assert!(overrides(&cluster).is_empty(), "nothing changed");
+        cluster
+            .apply_pressure("n1", "memory-pressure", Some("80Mi"))
+            .unwrap();
+        cluster
+            .apply_pressure("n1", "pid-pressure", Some("500"))
+            .unwrap();
+        assert_eq!(
+            overrides(&cluster),
+            [
+                ("memory.available".to_string(), 80 << 20),
+                ("pid.available".to_string(), 500)
+            ]
+            .into()
+        );
+        cluster.apply_pressure("n1", "relieve", None).unwrap();
+        assert!(overrides(&cluster).is_empty());
+        cluster
+            .apply_fault("n1", NodeFault::PowerOff)
+            .await
+            .unwrap();
+        assert_eq!(
+            cluster
+                .apply_pressure("n1", "memory-pressure", Some("80Mi"))
+                .unwrap_err()
+                .to_string(),
+            "node n1 is powered off"
+        );
     }
 
     #[tokio::test(start_paused = true)]

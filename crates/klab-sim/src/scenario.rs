@@ -94,6 +94,13 @@ pub enum Action {
     DeleteNode {
         node: String,
     },
+    /// `klab node memory-pressure|disk-pressure|pid-pressure NODE --available Q`, or `relieve`:
+    /// what the node's eviction signals observe (`Cluster::apply_pressure`).
+    Pressure {
+        node: String,
+        fault: String,
+        available: Option<String>,
+    },
     /// `klab node rejoin`: the kubelet restarts and registers again (`Cluster::rejoin_node`).
     Rejoin {
         node: String,
@@ -177,6 +184,14 @@ impl Action {
             }
             Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
             Action::Rejoin { node } => format!("Node {node} klab node rejoin"),
+            Action::Pressure {
+                node,
+                fault,
+                available,
+            } => match available {
+                Some(a) => format!("Node {node} fault {fault} --available {a}"),
+                None => format!("Node {node} fault {fault}"),
+            },
             Action::AddNode { spec } => match &spec.zone {
                 Some(z) => format!("Node {} klab node add --zone {z}", spec.name),
                 None => format!("Node {} klab node add", spec.name),
@@ -474,6 +489,10 @@ const API_ACTIONS: &[&str] = &[
     "drain",
     "delete-node",
     "rejoin",
+    "memory-pressure",
+    "disk-pressure",
+    "pid-pressure",
+    "relieve",
     "add-node",
     "remove-node",
     "delete-pod",
@@ -542,6 +561,8 @@ struct RawStep {
     fault: Spanned<String>,
     node: Option<Spanned<String>>,
     taint: Option<String>,
+    /// Pressure faults: the signal's available amount (`80Mi`, `500`).
+    available: Option<Scalar>,
     pod: Option<String>,
     namespace: Option<String>,
     grace: Option<i64>,
@@ -965,6 +986,30 @@ impl Cx {
                 "rejoin" => Action::Rejoin {
                     node: self.node_ref(&s.node, line, names, kind)?,
                 },
+                "memory-pressure" | "disk-pressure" | "pid-pressure" | "relieve" => {
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let available = s.available.as_ref().map(|a| a.0.clone());
+                    if kind == "relieve" {
+                        if available.is_some() {
+                            return Err(self.at(line, "relieve takes no `available`".into()));
+                        }
+                    } else {
+                        let a = available.as_deref().ok_or_else(|| {
+                            self.at(line, format!("{kind} needs `available: QUANTITY`"))
+                        })?;
+                        if klab_cluster::parse_available(a).is_none() {
+                            return Err(self.at(
+                                line,
+                                format!("{kind}: invalid quantity {a:?} for `available`"),
+                            ));
+                        }
+                    }
+                    Action::Pressure {
+                        node,
+                        fault: kind.to_string(),
+                        available,
+                    }
+                }
                 "remove-node" => Action::RemoveNode {
                     node: self.node_ref(&s.node, line, names, kind)?,
                 },

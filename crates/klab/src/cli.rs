@@ -46,7 +46,7 @@ pub struct ComponentArgs {
 #[derive(Debug, Args)]
 pub struct NodeArgs {
     /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze,
-    /// thaw, shutdown (`systemctl poweroff`: graceful when the kubelet has a shutdownGracePeriod),
+    /// thaw, memory-pressure|disk-pressure|pid-pressure (with --available), relieve, shutdown (`systemctl poweroff`: graceful when the kubelet has a shutdownGracePeriod),
     /// shutdown-cancel, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
     /// (the machine is powered off for good and its Node deleted)
     pub action: String,
@@ -55,6 +55,11 @@ pub struct NodeArgs {
     /// `add` only: the new node's `topology.kubernetes.io/zone`.
     #[arg(long)]
     pub zone: Option<String>,
+    /// `memory-pressure`, `disk-pressure`, `pid-pressure` only: what the signal
+    /// (`memory.available`, `nodefs.available`, `pid.available`) observes from now on, e.g.
+    /// `80Mi` or `500`; `relieve` returns every signal to the usage model.
+    #[arg(long)]
+    pub available: Option<String>,
     #[command(flatten)]
     pub cluster: RunningCluster,
 }
@@ -332,6 +337,23 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (action, _) if a.zone.is_some() && action != "add" => {
                     anyhow::bail!("--zone is only for `klab node add`")
                 }
+                (action, _)
+                    if a.available.is_some() && klab_cluster::pressure_signal(action).is_none() =>
+                {
+                    anyhow::bail!(
+                        "--available is only for `klab node memory-pressure|disk-pressure|pid-pressure`"
+                    )
+                }
+                (action, Some(name))
+                    if action == "relieve" || klab_cluster::pressure_signal(action).is_some() =>
+                {
+                    rt.block_on(crate::node_cmd::pressure(
+                        &kubeconfig,
+                        action,
+                        name,
+                        a.available.as_deref(),
+                    ))
+                }
                 ("add", Some(name)) => {
                     rt.block_on(crate::node_cmd::add(&kubeconfig, name, a.zone.as_deref()))
                 }
@@ -342,13 +364,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     rt.block_on(crate::node_cmd::fault(&kubeconfig, action, name))
                 }
                 (action, None)
-                    if matches!(action, "rejoin" | "add" | "remove")
-                        || klab_cluster::parse_fault(action).is_some() =>
+                    if matches!(action, "rejoin" | "add" | "remove" | "relieve")
+                        || klab_cluster::parse_fault(action).is_some()
+                        || klab_cluster::pressure_signal(action).is_some() =>
                 {
                     anyhow::bail!("`klab node {action}` needs a node name")
                 }
                 (action, _) => anyhow::bail!(
-                    "unknown node action {action:?}: one of list, {}, rejoin, add, remove",
+                    "unknown node action {action:?}: one of list, {}, memory-pressure, disk-pressure, pid-pressure, relieve, rejoin, add, remove",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
             }
