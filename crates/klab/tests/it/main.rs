@@ -4,6 +4,7 @@
 mod cli_errors;
 mod clients;
 mod drain_live;
+mod eviction_live;
 mod hardening_live;
 mod harness;
 mod kubectl_basics;
