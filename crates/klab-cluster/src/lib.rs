@@ -488,6 +488,38 @@ impl Cluster {
                 shutdown.validate().map_err(invalid)?;
                 config.kubelet.shutdown = shutdown;
             }
+            "eviction-hard"
+            | "eviction-soft"
+            | "eviction-soft-grace-period"
+            | "eviction-minimum-reclaim"
+            | "eviction-pressure-transition-period"
+            | "eviction-max-pod-grace-period" => {
+                use klab_kubelet::eviction::parse_flag_map;
+                let mut e = config.kubelet.eviction.clone();
+                match name {
+                    "eviction-hard" => e.hard = parse_flag_map(value, '<').map_err(invalid)?,
+                    "eviction-soft" => e.soft = parse_flag_map(value, '<').map_err(invalid)?,
+                    "eviction-soft-grace-period" => {
+                        e.soft_grace_period = parse_flag_map(value, '=').map_err(invalid)?
+                    }
+                    "eviction-minimum-reclaim" => {
+                        e.minimum_reclaim = parse_flag_map(value, '=').map_err(invalid)?
+                    }
+                    "eviction-pressure-transition-period" => {
+                        e.pressure_transition_period = dur(value)?
+                    }
+                    _ => e.max_pod_grace_period = int(value)?,
+                }
+                // A soft threshold is checked against its grace period once both are set (the
+                // grace-period flag sorts first in a scenario's flags).
+                match e.thresholds() {
+                    Err(m) if m.starts_with("grace period must be specified") => {}
+                    other => {
+                        other.map_err(invalid)?;
+                    }
+                }
+                config.kubelet.eviction = e;
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -737,6 +769,54 @@ mod tests {
             Duration::from_secs(10)
         );
         assert!(c.kubelet.shutdown.by_pod_priority.is_empty());
+    }
+
+    #[test]
+    fn eviction_flags_are_validated_and_bad_ones_change_nothing() {
+        let mut c = ClusterConfig::default();
+        Cluster::set_flag(
+            &mut c,
+            "eviction-soft-grace-period",
+            "memory.available=1m30s",
+        )
+        .unwrap();
+        Cluster::set_flag(&mut c, "eviction-soft", "memory.available<500Mi").unwrap();
+        Cluster::set_flag(&mut c, "eviction-max-pod-grace-period", "60").unwrap();
+        let t = c.kubelet.eviction.thresholds().unwrap();
+        assert_eq!(t.len(), 6, "five default hard thresholds and the soft one");
+        assert_eq!(t[5].grace_period, Duration::from_secs(90));
+        for (flag, value, want) in [
+            (
+                "eviction-hard",
+                "memory.available<150%",
+                "eviction percentage threshold memory.available must be <= 100%: 150%",
+            ),
+            (
+                "eviction-hard",
+                "memory.available>1Gi",
+                "invalid eviction threshold syntax memory.available>1Gi, expected <signal><operator><value>",
+            ),
+            (
+                "eviction-hard",
+                "memory.free<1Gi",
+                "unsupported eviction signal memory.free",
+            ),
+            (
+                "eviction-hard",
+                "memory.available<lots",
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ),
+        ] {
+            let err = Cluster::set_flag(&mut c, flag, value)
+                .unwrap_err()
+                .to_string();
+            assert!(err.ends_with(want), "{err}");
+        }
+        assert_eq!(
+            c.kubelet.eviction.thresholds().unwrap().len(),
+            6,
+            "unchanged"
+        );
     }
 
     #[test]

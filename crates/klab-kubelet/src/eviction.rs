@@ -334,6 +334,29 @@ impl EvictionConfig {
     }
 }
 
+/// Parses a kubelet flag in upstream's flag syntax into a signal → value map:
+/// `--eviction-hard`/`--eviction-soft` as `memory.available<100Mi,nodefs.available<10%`,
+/// `--eviction-soft-grace-period`/`--eviction-minimum-reclaim` as `memory.available=1m30s`.
+pub fn parse_flag_map(value: &str, operator: char) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for statement in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let parts: Vec<&str> = statement.split(operator).collect();
+        let [signal, v] = parts.as_slice() else {
+            return Err(if operator == '<' {
+                format!(
+                    "invalid eviction threshold syntax {statement}, expected <signal><operator><value>"
+                )
+            } else {
+                format!(
+                    "invalid eviction grace period syntax {statement}, expected <signal>=<duration>"
+                )
+            });
+        };
+        out.insert(signal.trim().to_string(), v.trim().to_string());
+    }
+    Ok(out)
+}
+
 /// One signal as observed: what is available and the capacity percentages refer to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Observation {
@@ -817,6 +840,23 @@ mod tests {
             eviction_message(Signal::MemoryAvailable, 100 * MI, 80 * MI, &be),
             "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container app was using 1536Mi, request is 0, has larger consumption of memory. "
         );
+    }
+
+    #[test]
+    fn flag_syntax() {
+        assert_eq!(
+            parse_flag_map("memory.available<500Mi, nodefs.available<10%", '<').unwrap(),
+            [
+                ("memory.available".to_string(), "500Mi".to_string()),
+                ("nodefs.available".to_string(), "10%".to_string())
+            ]
+            .into()
+        );
+        assert_eq!(
+            parse_flag_map("memory.available>500Mi", '<').unwrap_err(),
+            "invalid eviction threshold syntax memory.available>500Mi, expected <signal><operator><value>"
+        );
+        assert!(parse_flag_map("memory.available=1m30s", '=').is_ok());
     }
 
     #[test]
