@@ -202,6 +202,18 @@ pub struct ComponentFlags {
     /// Kubelet nodeStatusUpdateFrequency (default 10s).
     #[arg(long = "node-status-update-frequency")]
     pub node_status_update_frequency: Option<String>,
+    /// Kubelet hard eviction thresholds (default memory.available<100Mi,nodefs.available<10%,…).
+    #[arg(long = "eviction-hard")]
+    pub eviction_hard: Option<String>,
+    /// Kubelet soft eviction thresholds, e.g. memory.available<500Mi (default none).
+    #[arg(long = "eviction-soft")]
+    pub eviction_soft: Option<String>,
+    /// Grace periods of the soft thresholds, e.g. memory.available=1m30s.
+    #[arg(long = "eviction-soft-grace-period")]
+    pub eviction_soft_grace_period: Option<String>,
+    /// Longest grace (seconds) of a soft-threshold eviction (default 0).
+    #[arg(long = "eviction-max-pod-grace-period")]
+    pub eviction_max_pod_grace_period: Option<String>,
     /// Kubelet shutdownGracePeriod: graceful node shutdown (default 0s: disabled).
     #[arg(long = "shutdown-grace-period")]
     pub shutdown_grace_period: Option<String>,
@@ -234,6 +246,16 @@ impl ComponentFlags {
             (
                 "node-status-update-frequency",
                 &self.node_status_update_frequency,
+            ),
+            ("eviction-hard", &self.eviction_hard),
+            (
+                "eviction-soft-grace-period",
+                &self.eviction_soft_grace_period,
+            ),
+            ("eviction-soft", &self.eviction_soft),
+            (
+                "eviction-max-pod-grace-period",
+                &self.eviction_max_pod_grace_period,
             ),
             // The total before the critical share: each is validated against the other.
             ("shutdownGracePeriod", &self.shutdown_grace_period),
