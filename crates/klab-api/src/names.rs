@@ -70,6 +70,8 @@ pub const MSG_DELETION_BY_POD_GC: &str = "PodGC: node no longer exists";
 pub const REASON_EVICTION_BY_EVICTION_API: &str = "EvictionByEvictionAPI";
 pub const MSG_EVICTION_BY_EVICTION_API: &str = "Eviction API: evicting";
 pub const EVENT_TAINT_MANAGER_EVICTION: &str = "TaintManagerEviction";
+/// The kubelet killed the pod (graceful node shutdown, node-pressure eviction).
+pub const REASON_TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 // ---- component names (event sources, field managers, controller IDs) ----
 pub const COMPONENT_KUBELET: &str = "kubelet";

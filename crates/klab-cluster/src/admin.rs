@@ -2,7 +2,7 @@
 //! supervised components (`klab component …`).
 //!
 //! `GET /klab/v1/nodes` lists the simulated nodes; `POST /klab/v1/nodes/{name}/{fault}` applies a
-//! fault (`stop-kubelet`, `power-off`, …) or restarts the kubelet so that it registers again
+//! fault (`stop-kubelet`, `power-off`, `memory-pressure?available=80Mi`, `relieve`, …) or restarts the kubelet so that it registers again
 //! (`rejoin`); `POST /klab/v1/nodes` with `{"name": …, "zone": …}` adds a machine and
 //! `DELETE /klab/v1/nodes/{name}` removes one for good. `GET /klab/v1/components` lists the supervised
 //! components; `POST /klab/v1/components/{name}/panic` makes one panic. Only `system:masters` may call it; errors are
@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -37,6 +37,7 @@ fn state_json(s: &SimNodeState) -> Value {
         "kubeletRunning": s.kubelet_running,
         "partitioned": s.partitioned,
         "frozen": s.frozen,
+        "shuttingDown": s.shutting_down,
         "bootID": s.boot_id,
         "runningContainers": s.running_containers,
     })
@@ -76,19 +77,22 @@ async fn fault(
     State(c): State<Arc<Cluster>>,
     identity: Option<Extension<Identity>>,
     Path((name, fault)): Path<(String, String)>,
+    Query(q): Query<std::collections::BTreeMap<String, String>>,
 ) -> Response {
     if let Some(refused) = refuse_unauthorized(&identity) {
         return refused;
     }
     let result = if fault == "rejoin" {
         c.rejoin_node(&name)
+    } else if fault == "relieve" || crate::pressure_signal(&fault).is_some() {
+        c.apply_pressure(&name, &fault, q.get("available").map(String::as_str))
     } else {
         let Some(f) = parse_fault(&fault) else {
             return status(
                 400,
                 "BadRequest",
                 format!(
-                    "unknown fault {fault:?}: one of {}, rejoin",
+                    "unknown fault {fault:?}: one of {}, memory-pressure, disk-pressure, pid-pressure, relieve, rejoin",
                     FAULT_NAMES.join(", ")
                 ),
             );
@@ -138,6 +142,7 @@ fn cluster_error(e: ClusterError) -> Response {
         ClusterError::Transition(m) => status(409, "Conflict", m),
         e @ ClusterError::NodeExists(_) => status(409, "AlreadyExists", e.to_string()),
         e @ ClusterError::InvalidNode { .. } => status(422, "Invalid", e.to_string()),
+        e @ ClusterError::InvalidFlag { .. } => status(400, "BadRequest", e.to_string()),
         e => status(500, "InternalError", e.to_string()),
     }
 }

@@ -420,6 +420,50 @@ impl Cluster {
         Ok(pv)
     }
 
+    /// A node-pressure fault (`memory-pressure`, `disk-pressure`, `pid-pressure` with the
+    /// signal's available amount as a quantity, or `relieve`): what the node's eviction signals
+    /// observe from now on. Bad input changes nothing: an unknown node, a machine that is off, a
+    /// missing or malformed quantity.
+    pub fn apply_pressure(
+        &self,
+        node: &str,
+        fault: &str,
+        available: Option<&str>,
+    ) -> Result<SimNodeState, ClusterError> {
+        let invalid = |value: &str, reason: String| ClusterError::InvalidFlag {
+            flag: "available".into(),
+            value: value.into(),
+            reason,
+        };
+        let cell = self.node(node)?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        if !n.state().powered {
+            return Err(ClusterError::Transition(format!(
+                "node {node} is powered off"
+            )));
+        }
+        let change: Vec<(&str, Option<u64>)> = if fault == "relieve" {
+            PRESSURE_FAULTS.iter().map(|(_, s)| (*s, None)).collect()
+        } else {
+            let signal = pressure_signal(fault)
+                .ok_or_else(|| invalid(fault, "not a pressure fault".into()))?;
+            let value = available.ok_or_else(|| invalid("", "a quantity is required".into()))?;
+            let amount = parse_available(value).ok_or_else(|| {
+                invalid(
+                    value,
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                        .into(),
+                )
+            })?;
+            vec![(signal, Some(amount))]
+        };
+        for (signal, amount) in change {
+            n.set_available(signal, amount)
+                .map_err(|e| invalid(available.unwrap_or_default(), e))?;
+        }
+        Ok(n.state())
+    }
+
     /// Copies of every node's machine, by node name (what a control-plane restart keeps).
     pub fn machines(&self) -> BTreeMap<String, Machine> {
         self.nodes()
@@ -471,6 +515,55 @@ impl Cluster {
             }
             "nodeStatusReportFrequency" => {
                 config.kubelet.node_status_report_frequency = Some(dur(value)?)
+            }
+            "shutdownGracePeriod" | "shutdownGracePeriodCriticalPods" => {
+                let mut shutdown = config.kubelet.shutdown.clone();
+                if name == "shutdownGracePeriod" {
+                    shutdown.grace_period = dur(value)?;
+                } else {
+                    shutdown.grace_period_critical_pods = dur(value)?;
+                }
+                shutdown.validate().map_err(invalid)?;
+                config.kubelet.shutdown = shutdown;
+            }
+            "shutdownGracePeriodByPodPriority" => {
+                let mut shutdown = config.kubelet.shutdown.clone();
+                shutdown.by_pod_priority =
+                    klab_kubelet::shutdown::parse_by_pod_priority(value).map_err(invalid)?;
+                shutdown.validate().map_err(invalid)?;
+                config.kubelet.shutdown = shutdown;
+            }
+            "eviction-hard"
+            | "eviction-soft"
+            | "eviction-soft-grace-period"
+            | "eviction-minimum-reclaim"
+            | "eviction-pressure-transition-period"
+            | "eviction-max-pod-grace-period" => {
+                use klab_kubelet::eviction::parse_flag_map;
+                let mut e = config.kubelet.eviction.clone();
+                match name {
+                    "eviction-hard" => e.hard = parse_flag_map(value, '<').map_err(invalid)?,
+                    "eviction-soft" => e.soft = parse_flag_map(value, '<').map_err(invalid)?,
+                    "eviction-soft-grace-period" => {
+                        e.soft_grace_period = parse_flag_map(value, '=').map_err(invalid)?
+                    }
+                    "eviction-minimum-reclaim" => {
+                        e.minimum_reclaim = parse_flag_map(value, '=').map_err(invalid)?
+                    }
+                    "eviction-pressure-transition-period" => {
+                        e.pressure_transition_period = dur(value)?
+                    }
+                    _ => e.max_pod_grace_period = int(value)?,
+                }
+                // A soft threshold is checked against its grace period once both are set (the
+                // grace-period flag sorts first in a scenario's flags).
+                match e.thresholds() {
+                    Err(m) if m.starts_with("grace period must be specified") => {}
+                    other => {
+                        other.map_err(invalid)?;
+                    }
+                }
+                config.kubelet.eviction = e;
             }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
@@ -570,6 +663,8 @@ pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), St
         | NodeFault::PowerOff
         | NodeFault::Partition
         | NodeFault::Freeze
+        | NodeFault::Shutdown
+        | NodeFault::ShutdownCancel
             if !state.powered =>
         {
             err(format!("node {n} is powered off"))
@@ -587,6 +682,12 @@ pub fn check_transition(state: &SimNodeState, fault: NodeFault) -> Result<(), St
         NodeFault::Heal if !state.partitioned => err(format!("node {n} is not partitioned")),
         NodeFault::Freeze if state.frozen => err(format!("node {n} is already frozen")),
         NodeFault::Thaw if !state.frozen => err(format!("node {n} is not frozen")),
+        NodeFault::Shutdown if state.shutting_down => {
+            err(format!("node {n} is already shutting down"))
+        }
+        NodeFault::ShutdownCancel if !state.shutting_down => {
+            err(format!("node {n} is not shutting down"))
+        }
         _ => Ok(()),
     }
 }
@@ -603,12 +704,34 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
         "heal" => NodeFault::Heal,
         "freeze" => NodeFault::Freeze,
         "thaw" => NodeFault::Thaw,
+        "shutdown" => NodeFault::Shutdown,
+        "shutdown-cancel" => NodeFault::ShutdownCancel,
         _ => return None,
     })
 }
 
+/// The node-pressure faults and the eviction signal each one drives (`relieve` clears them).
+pub const PRESSURE_FAULTS: [(&str, &str); 3] = [
+    ("memory-pressure", "memory.available"),
+    ("disk-pressure", "nodefs.available"),
+    ("pid-pressure", "pid.available"),
+];
+
+/// A pressure fault's `available` quantity (`80Mi`, `500`) as a count of bytes or units.
+pub fn parse_available(q: &str) -> Option<u64> {
+    klab_kubelet::quantity::bytes(q)
+}
+
+/// The eviction signal of a pressure fault (`memory-pressure` → `memory.available`).
+pub fn pressure_signal(fault: &str) -> Option<&'static str> {
+    PRESSURE_FAULTS
+        .iter()
+        .find(|(f, _)| *f == fault)
+        .map(|(_, s)| *s)
+}
+
 /// The spelling `parse_fault` accepts for each fault.
-pub const FAULT_NAMES: [&str; 9] = [
+pub const FAULT_NAMES: [&str; 11] = [
     "stop-kubelet",
     "start-kubelet",
     "power-off",
@@ -618,6 +741,8 @@ pub const FAULT_NAMES: [&str; 9] = [
     "heal",
     "freeze",
     "thaw",
+    "shutdown",
+    "shutdown-cancel",
 ];
 
 #[cfg(test)]
@@ -634,9 +759,109 @@ mod tests {
             kubelet_running: kubelet,
             partitioned: false,
             frozen: false,
+            shutting_down: false,
             boot_id: "b".into(),
             running_containers: vec![],
         }
+    }
+
+    #[test]
+    fn shutdown_transitions_and_flags() {
+        let mut st = state(true, true);
+        assert!(check_transition(&st, NodeFault::Shutdown).is_ok());
+        assert_eq!(
+            check_transition(&st, NodeFault::ShutdownCancel).unwrap_err(),
+            "node n1 is not shutting down"
+        );
+        st.shutting_down = true;
+        assert_eq!(
+            check_transition(&st, NodeFault::Shutdown).unwrap_err(),
+            "node n1 is already shutting down"
+        );
+        assert!(check_transition(&st, NodeFault::ShutdownCancel).is_ok());
+        assert_eq!(
+            check_transition(&state(false, false), NodeFault::Shutdown).unwrap_err(),
+            "node n1 is powered off"
+        );
+        assert_eq!(
+            parse_fault("shutdown-cancel"),
+            Some(NodeFault::ShutdownCancel)
+        );
+
+        let mut c = ClusterConfig::default();
+        Cluster::set_flag(&mut c, "shutdownGracePeriod", "30s").unwrap();
+        Cluster::set_flag(&mut c, "shutdownGracePeriodCriticalPods", "10s").unwrap();
+        assert_eq!(
+            c.kubelet.shutdown.period_requested(),
+            Duration::from_secs(30)
+        );
+        // Bad values are refused with upstream's texts and change nothing.
+        let err = Cluster::set_flag(&mut c, "shutdownGracePeriodCriticalPods", "40s")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid value \"40s\" for --shutdownGracePeriodCriticalPods: invalid configuration: \
+             shutdownGracePeriodCriticalPods {40s} must be <= shutdownGracePeriod {30s}"
+        );
+        let err = Cluster::set_flag(&mut c, "shutdownGracePeriodByPodPriority", "0=10s")
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"), "{err}");
+        assert!(Cluster::set_flag(&mut c, "shutdownGracePeriod", "soon").is_err());
+        assert_eq!(
+            c.kubelet.shutdown.grace_period_critical_pods,
+            Duration::from_secs(10)
+        );
+        assert!(c.kubelet.shutdown.by_pod_priority.is_empty());
+    }
+
+    #[test]
+    fn eviction_flags_are_validated_and_bad_ones_change_nothing() {
+        let mut c = ClusterConfig::default();
+        Cluster::set_flag(
+            &mut c,
+            "eviction-soft-grace-period",
+            "memory.available=1m30s",
+        )
+        .unwrap();
+        Cluster::set_flag(&mut c, "eviction-soft", "memory.available<500Mi").unwrap();
+        Cluster::set_flag(&mut c, "eviction-max-pod-grace-period", "60").unwrap();
+        let t = c.kubelet.eviction.thresholds().unwrap();
+        assert_eq!(t.len(), 6, "five default hard thresholds and the soft one");
+        assert_eq!(t[5].grace_period, Duration::from_secs(90));
+        for (flag, value, want) in [
+            (
+                "eviction-hard",
+                "memory.available<150%",
+                "eviction percentage threshold memory.available must be <= 100%: 150%",
+            ),
+            (
+                "eviction-hard",
+                "memory.available>1Gi",
+                "invalid eviction threshold syntax memory.available>1Gi, expected <signal><operator><value>",
+            ),
+            (
+                "eviction-hard",
+                "memory.free<1Gi",
+                "unsupported eviction signal memory.free",
+            ),
+            (
+                "eviction-hard",
+                "memory.available<lots",
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ),
+        ] {
+            let err = Cluster::set_flag(&mut c, flag, value)
+                .unwrap_err()
+                .to_string();
+            assert!(err.ends_with(want), "{err}");
+        }
+        assert_eq!(
+            c.kubelet.eviction.thresholds().unwrap().len(),
+            6,
+            "unchanged"
+        );
     }
 
     #[test]
@@ -667,6 +892,64 @@ mod tests {
             assert!(parse_fault(name).is_some(), "{name}");
         }
         assert!(parse_fault("explode").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pressure_faults_refuse_bad_input_and_change_nothing() {
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        let overrides = |c: &Cluster| c.machines()["n1"].available_override.clone();
+        assert!(matches!(
+            cluster.apply_pressure("n9", "memory-pressure", Some("80Mi")),
+            Err(ClusterError::UnknownNode(_))
+        ));
+        assert_eq!(
+            cluster
+                .apply_pressure("n1", "memory-pressure", Some("lots"))
+                .unwrap_err()
+                .to_string(),
+            "invalid value \"lots\" for --available: quantities must match the regular expression \
+             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+        assert!(cluster.apply_pressure("n1", "disk-pressure", None).is_err());
+        assert!(overrides(&cluster).is_empty(), "nothing changed");
+        cluster
+            .apply_pressure("n1", "memory-pressure", Some("80Mi"))
+            .unwrap();
+        cluster
+            .apply_pressure("n1", "pid-pressure", Some("500"))
+            .unwrap();
+        assert_eq!(
+            overrides(&cluster),
+            [
+                ("memory.available".to_string(), 80 << 20),
+                ("pid.available".to_string(), 500)
+            ]
+            .into()
+        );
+        cluster.apply_pressure("n1", "relieve", None).unwrap();
+        assert!(overrides(&cluster).is_empty());
+        cluster
+            .apply_fault("n1", NodeFault::PowerOff)
+            .await
+            .unwrap();
+        assert_eq!(
+            cluster
+                .apply_pressure("n1", "memory-pressure", Some("80Mi"))
+                .unwrap_err()
+                .to_string(),
+            "node n1 is powered off"
+        );
     }
 
     #[tokio::test(start_paused = true)]

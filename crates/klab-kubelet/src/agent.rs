@@ -41,6 +41,8 @@ pub struct KubeletContext {
     pub client: Client,
     pub machine: Arc<Mutex<Machine>>,
     pub net: NetFault,
+    /// The machine's logind (graceful node shutdown).
+    pub logind: crate::shutdown::Logind,
     /// Where this process publishes the pods it knows, for its HTTP server.
     pub pod_view: crate::server::PodView,
 }
@@ -66,6 +68,12 @@ struct Shared {
     last_unschedulable: Mutex<bool>,
     /// `status.volumesInUse` as the volume manager last computed it.
     volumes_in_use: Mutex<Vec<String>>,
+    /// The node shutdown manager's "shutting down" flag (`ShutdownStatus()` is an error).
+    shutting_down: std::sync::atomic::AtomicBool,
+    /// Asks the status loop for a status update now (upstream's `syncNodeStatus` trigger).
+    status_now: tokio::sync::Notify,
+    /// The eviction manager's node conditions, read by the status setters.
+    pressures: Mutex<Vec<crate::eviction::Pressure>>,
 }
 
 impl Shared {
@@ -123,7 +131,18 @@ pub async fn run_kubelet(ctx: KubeletContext) {
         node: Mutex::new(None),
         last_unschedulable: Mutex::new(!ctx_register_schedulable),
         volumes_in_use: Mutex::new(Vec::new()),
+        shutting_down: Default::default(),
+        status_now: tokio::sync::Notify::new(),
+        pressures: Mutex::new(Vec::new()),
     });
+    // The node shutdown manager starts with the kubelet: with a non-empty priority table it
+    // takes logind's delay inhibitor lock (raising InhibitDelayMaxSec to the period it needs).
+    if !shared.ctx.cfg.shutdown.priority_table().is_empty() {
+        shared
+            .ctx
+            .logind
+            .inhibit(shared.ctx.cfg.shutdown.period_requested());
+    }
     shared.ctx.net.wait_thawed().await;
     // BirthCry and the container manager's allocatable enforcement.
     shared
@@ -169,9 +188,11 @@ async fn status_loop(s: Arc<Shared>) {
         if let Some(t) = update_node_status(&s, last_report).await {
             last_report = Some(t);
         }
-        ctx.clock
-            .sleep(s.jitter(ctx.cfg.node_status_update_frequency))
-            .await;
+        tokio::select! {
+            biased;
+            _ = s.status_now.notified() => {}
+            _ = ctx.clock.sleep(s.jitter(ctx.cfg.node_status_update_frequency)) => {}
+        }
     }
 }
 
@@ -256,8 +277,22 @@ async fn update_node_status(
         };
         let now = ctx.clock.now_time();
         let machine = machine_status(&ctx.name, &ctx.spec, &ctx.cfg, &s.identity());
-        let (mut status, mut events) =
-            compute_status(&node, &machine, &NodeHealth::default(), &now);
+        let pressures = s
+            .pressures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let health = NodeHealth {
+            memory_pressure: pressures.contains(&crate::eviction::Pressure::Memory),
+            disk_pressure: pressures.contains(&crate::eviction::Pressure::Disk),
+            pid_pressure: pressures.contains(&crate::eviction::Pressure::Pid),
+            ready_errors: if s.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
+                vec![crate::shutdown::MSG_NODE_SHUTTING_DOWN.into()]
+            } else {
+                Vec::new()
+            },
+        };
+        let (mut status, mut events) = compute_status(&node, &machine, &health, &now);
         let in_use = s
             .volumes_in_use
             .lock()
@@ -445,6 +480,20 @@ async fn pod_loop(s: Arc<Shared>) {
     let mut net_rx = ctx.net.subscribe();
     let mut net_open = true;
     let mut next_wake: Option<jiff::Timestamp> = None;
+    let mut logind_rx = ctx.logind.subscribe();
+    let mut logind_open = true;
+    // The eviction manager: thresholds from the configuration (validated when it was set; a
+    // configuration that does not parse disables eviction, with a log line), one synchronize
+    // every 10 s from the first pod sync on.
+    let thresholds = match ctx.cfg.eviction.thresholds() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(node = %ctx.name, error = %e, "eviction manager disabled");
+            Vec::new()
+        }
+    };
+    let mut eviction_state = crate::eviction::EvictionState::default();
+    let mut next_eviction: Option<jiff::Timestamp> = None;
     // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
     // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
     // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
@@ -458,16 +507,27 @@ async fn pod_loop(s: Arc<Shared>) {
                 std::future::pending::<()>().await;
             }
         };
+        let due = match (next_wake, next_eviction) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let wake = async {
-            match next_wake {
+            match due {
                 Some(t) => ctx.clock.sleep_until(t).await,
                 None => std::future::pending::<()>().await,
+            }
+        };
+        let logind_change = async {
+            if !logind_open || logind_rx.changed().await.is_err() {
+                logind_open = false;
+                std::future::pending::<()>().await;
             }
         };
         let mut watch_failed = false;
         tokio::select! {
             biased;
             _ = net_change => {}
+            _ = logind_change => {}
             ev = stream.next() => match ev {
                 Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
                 Some(Ok(watcher::Event::InitApply(p))) => {
@@ -518,6 +578,7 @@ async fn pod_loop(s: Arc<Shared>) {
             continue;
         }
         resolve_volumes(ctx, &mut mgr, &pods).await;
+        shutdown_signal(&s, &mut mgr).await;
         if std::mem::take(&mut new_pods) || mgr.volumes.waiting_for_attach() {
             let nodes: Api<Node> = Api::all(ctx.client.clone());
             match nodes.get(&ctx.name).await {
@@ -547,8 +608,146 @@ async fn pod_loop(s: Arc<Shared>) {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
         *s.volumes_in_use.lock().unwrap_or_else(|p| p.into_inner()) = mgr.volumes_in_use();
+        if !thresholds.is_empty() && next_eviction.is_none_or(|t| t <= now) {
+            next_eviction = Some(klab_api::clock::saturating_add(
+                now,
+                crate::eviction::MONITORING_PERIOD,
+            ));
+            let (out, event) = eviction_round(&s, &mut mgr, &thresholds, &mut eviction_state, now);
+            if let Some(e) = event {
+                s.node_events(&[e]).await;
+            }
+            if let Some(t) = out.next_wake {
+                next_wake = Some(next_wake.map_or(t, |n| n.min(t)));
+            }
+            for w in out.writes {
+                apply_write(&s, &mut mgr, &mut pods, w).await;
+            }
+        }
         // What the kubelet's server answers from (its pod and status managers).
         *ctx.pod_view.lock().unwrap_or_else(|p| p.into_inner()) = pods.clone();
+        // Every group killed and its final statuses written: release the inhibitor lock, and
+        // logind lets the machine go down.
+        if mgr.shutdown_complete() && ctx.logind.state().inhibited {
+            tracing::info!(node = %ctx.name, "shutdown manager completed processing shutdown event, node will shutdown shortly");
+            ctx.logind.release();
+        }
+    }
+}
+
+/// One eviction manager `synchronize`: observe the signals (klab's usage model: everything is
+/// available unless a node fault says otherwise), report the conditions, and when a threshold
+/// acts evict at most one pod — the first of the ranking that is not critical.
+fn eviction_round(
+    s: &Shared,
+    mgr: &mut PodManager,
+    thresholds: &[crate::eviction::Threshold],
+    state: &mut crate::eviction::EvictionState,
+    now: jiff::Timestamp,
+) -> (crate::pods::SyncOutput, Option<NodeEvent>) {
+    use crate::eviction::{Observation, Signal};
+    let ctx = &s.ctx;
+    let mut machine = lock(&ctx.machine);
+    let overrides = machine.available_override.clone();
+    let observe = |sig: Signal| {
+        let capacity = match sig {
+            Signal::MemoryAvailable => ctx.spec.memory_bytes,
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => ctx.spec.ephemeral_storage_bytes,
+            // Documented model values: a filesystem's inodes and the kernel's pid_max.
+            Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => crate::eviction::MODEL_INODES,
+            Signal::PidAvailable => crate::eviction::MODEL_PID_MAX,
+        };
+        let available = overrides
+            .get(sig.name())
+            .copied()
+            .unwrap_or(capacity)
+            .min(capacity);
+        Some(Observation {
+            available,
+            capacity,
+        })
+    };
+    let round = crate::eviction::synchronize(
+        thresholds,
+        observe,
+        state,
+        now,
+        ctx.cfg.eviction.transition_period(),
+    );
+    mgr.set_pressures(round.pressures.clone());
+    *s.pressures.lock().unwrap_or_else(|p| p.into_inner()) = round.pressures.clone();
+    let mut out = crate::pods::SyncOutput::default();
+    let Some(i) = round.act_on else {
+        return (out, None);
+    };
+    let t = &thresholds[i];
+    let Some(obs) = observe(t.signal) else {
+        return (out, None);
+    };
+    let node_event = NodeEvent {
+        type_: names::EVENT_WARNING,
+        reason: crate::eviction::EVENT_EVICTION_THRESHOLD_MET.into(),
+        message: format!("Attempting to reclaim {}", t.signal.resource()),
+    };
+    let mut candidates = mgr.eviction_candidates(t.signal);
+    candidates.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    let usages: Vec<_> = candidates.iter().map(|(_, u)| u.clone()).collect();
+    let victim = crate::eviction::rank(t.signal, &usages)
+        .into_iter()
+        .find(|&k| !crate::eviction::is_critical(&usages[k]));
+    let Some(k) = victim else {
+        tracing::info!(node = %ctx.name, "eviction manager: unable to evict any pods from the node");
+        return (out, Some(node_event));
+    };
+    let (uid, usage) = &candidates[k];
+    let message = crate::eviction::eviction_message(
+        t.signal,
+        t.value.resolve(obs.capacity),
+        obs.available,
+        usage,
+    );
+    let tgps = mgr.termination_grace_period(uid);
+    let grace =
+        crate::eviction::eviction_grace(t.is_hard(), ctx.cfg.eviction.max_pod_grace_period, tgps);
+    let evicted = mgr.evict(uid, grace, message, now, &mut machine);
+    out.writes.extend(evicted.writes);
+    out.next_wake = evicted.next_wake;
+    (out, Some(node_event))
+}
+
+/// The node shutdown manager's reaction to logind's `PrepareForShutdown` signal: on `true` a
+/// `NodeShutdown` event, the shutting-down flag (Ready=False at an immediate status update,
+/// admission closed) and the pod manager's group walk; on `false` the cancellation event, the
+/// flag cleared (Ready returns at the next periodic status update) and the inhibitor lock taken
+/// again. Upstream processes one signal at a time and the group walk blocks its loop, so a
+/// cancellation is taken in only once every group is done: pods already killed stay killed.
+async fn shutdown_signal(s: &Shared, mgr: &mut PodManager) {
+    let ctx = &s.ctx;
+    let st = ctx.logind.state();
+    let table = ctx.cfg.shutdown.priority_table();
+    let event = if st.preparing_shutdown && !mgr.shutting_down() && !table.is_empty() {
+        mgr.begin_shutdown(table);
+        s.shutting_down
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::shutdown::MSG_SHUTDOWN_DETECTED
+    } else if !st.preparing_shutdown && mgr.shutdown_complete() {
+        ctx.logind.release();
+        mgr.cancel_shutdown();
+        s.shutting_down
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        ctx.logind.inhibit(ctx.cfg.shutdown.period_requested());
+        crate::shutdown::MSG_SHUTDOWN_CANCELLED
+    } else {
+        return;
+    };
+    s.node_events(&[NodeEvent {
+        type_: names::EVENT_NORMAL,
+        reason: crate::shutdown::EVENT_NODE_SHUTDOWN.into(),
+        message: event.into(),
+    }])
+    .await;
+    if mgr.shutting_down() {
+        s.status_now.notify_one();
     }
 }
 

@@ -46,6 +46,12 @@ pub struct KubeletConfig {
     pub reserved_cpu_millis: u64,
     /// `kubeReserved` + `systemReserved` memory, bytes (default 0).
     pub reserved_memory: u64,
+    /// `shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`,
+    /// `shutdownGracePeriodByPodPriority` (default: all unset, graceful node shutdown disabled).
+    pub shutdown: crate::shutdown::ShutdownConfig,
+    /// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,
+    /// `evictionPressureTransitionPeriod`, `evictionMaxPodGracePeriod` (upstream defaults).
+    pub eviction: crate::eviction::EvictionConfig,
 }
 
 impl Default for KubeletConfig {
@@ -66,6 +72,8 @@ impl Default for KubeletConfig {
             eviction_hard_nodefs_available_percent: 10,
             reserved_cpu_millis: 0,
             reserved_memory: 0,
+            shutdown: Default::default(),
+            eviction: Default::default(),
         }
     }
 }

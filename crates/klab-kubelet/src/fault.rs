@@ -43,6 +43,12 @@ pub enum NodeFault {
     Freeze,
     /// The machine resumes where it stopped.
     Thaw,
+    /// `systemctl poweroff`: logind signals `PrepareForShutdown(true)`; a kubelet holding its
+    /// inhibitor lock (graceful node shutdown enabled) kills its pods group by group and
+    /// releases the lock, then the machine powers off. Without the lock it is `PowerOff`.
+    Shutdown,
+    /// The shutdown is cancelled before the machine went down (`PrepareForShutdown(false)`).
+    ShutdownCancel,
 }
 
 /// The error a partitioned client sees (what `net/http` reports for a refused connection).

@@ -14,6 +14,8 @@
 //! [`node_status`] (initial Node, condition setters, reboot detection, report decision, label
 //! reconciliation, Lease), [`pod_status`] (admission, `getPhase`, pod conditions),
 //! [`termination`] (effective grace, preStop budget, 2 s floor), [`probes`] (probe workers),
+//! [`shutdown`] (graceful node shutdown: priority groups, kill overrides, the shutdown status),
+//! [`eviction`] (node-pressure eviction: thresholds, conditions, ranking, messages),
 //! [`backoff`] (registration,
 //! lease and crash-loop backoff), [`program`] (what a container's command does). The pod workers
 //! are one synchronous state machine, [`pods::PodManager`], whose `sync(now, …)` returns the API
@@ -41,7 +43,8 @@
 //! # Not modelled (yet)
 //!
 //! Startup probes (readiness and liveness are modelled, see [`probes`]), preStop hooks on liveness
-//! kills, graceful node shutdown, node-pressure eviction, static pods, `activeDeadlineSeconds`,
+//! kills, a resource-usage model over time (usage is the request or a fixed annotation; no
+//! leaks, no OOM kills, no image GC before a disk eviction), kubelet metrics, static pods, `activeDeadlineSeconds`,
 //! event aggregation (each event is a new object), re-assertion of the os/arch labels by the
 //! status loop, the fast startup status path (Ready is True from the first computation because
 //! the simulated runtime is always healthy), the 10 s heartbeat client timeout of a black-holed
@@ -51,6 +54,7 @@ pub mod agent;
 pub mod backoff;
 pub mod config;
 pub mod events;
+pub mod eviction;
 pub mod exec;
 pub mod fault;
 pub mod logs;
@@ -65,6 +69,7 @@ pub mod quantity;
 pub mod runtime;
 pub mod server;
 pub mod shell;
+pub mod shutdown;
 pub mod spdy;
 pub mod termination;
 pub mod volumes;

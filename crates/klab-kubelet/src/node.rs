@@ -15,8 +15,56 @@ use crate::config::{KubeletConfig, NodeSpecConfig, RuntimeModel};
 use crate::fault::{BoxError, NetFault, NodeFault};
 use crate::runtime::{Machine, RtState};
 use crate::server::{KubeletEndpoint, PodView};
+use crate::shutdown::Logind;
 
 type ClientFactory = Arc<dyn Fn() -> kube::Client + Send + Sync>;
+type KubeletSlot = Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>;
+
+/// What powering the machine off touches, detached from the node so logind's timer can do it
+/// when a graceful shutdown's inhibitor lock is released.
+#[derive(Clone)]
+struct PowerSwitch {
+    kubelet: KubeletSlot,
+    process: Arc<Mutex<Option<PodView>>>,
+    net: NetFault,
+    machine: Arc<Mutex<Machine>>,
+    logind: Logind,
+    clock: Clock,
+}
+
+impl PowerSwitch {
+    fn stop_kubelet(&self) {
+        if let Some(h) = self
+            .kubelet
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            h.abort();
+        }
+        // Nothing listens on the kubelet's port any more.
+        *self.process.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // The process is gone: its open connections break, its pending StopContainer calls are
+        // abandoned by the runtime, and its inhibitor lock is released with its D-Bus connection.
+        self.net.break_connections();
+        self.machine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .abandon_stops();
+        self.logind.release();
+    }
+
+    fn power_off(&self) {
+        self.stop_kubelet();
+        self.net.set_frozen(false);
+        self.logind.update(|s| s.preparing_shutdown = false);
+        let now = self.clock.now();
+        self.machine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .power_off(now);
+    }
+}
 
 /// A snapshot of a node's simulated state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +74,8 @@ pub struct SimNodeState {
     pub kubelet_running: bool,
     pub partitioned: bool,
     pub frozen: bool,
+    /// logind is preparing a shutdown (a graceful node shutdown in progress).
+    pub shutting_down: bool,
     pub boot_id: String,
     /// Running containers as `namespace/pod/container`, sorted.
     pub running_containers: Vec<String>,
@@ -42,7 +92,10 @@ pub struct SimNode {
     make_client: ClientFactory,
     machine: Arc<Mutex<Machine>>,
     net: NetFault,
-    kubelet: Option<tokio::task::JoinHandle<()>>,
+    /// The machine's logind: `PrepareForShutdown` signals and the kubelet's inhibitor lock.
+    logind: Logind,
+    /// The kubelet process, shared with logind's power-off timer (which ends it).
+    kubelet: KubeletSlot,
     /// Where the kubelet's supervisor reports failures; without one the kubelet runs unsupervised.
     health: Option<Health>,
     /// The kubelet's port as the network sees it.
@@ -99,7 +152,8 @@ impl SimNode {
             make_client,
             machine,
             net,
-            kubelet: None,
+            logind: Logind::default(),
+            kubelet: Default::default(),
             health: None,
             endpoint,
         }
@@ -126,23 +180,59 @@ impl SimNode {
     }
 
     fn kubelet_running(&self) -> bool {
-        self.kubelet.as_ref().is_some_and(|h| !h.is_finished())
+        self.kubelet
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|h| !h.is_finished())
+    }
+
+    fn switch(&self) -> PowerSwitch {
+        PowerSwitch {
+            kubelet: self.kubelet.clone(),
+            process: self.endpoint.process.clone(),
+            net: self.net.clone(),
+            machine: self.machine.clone(),
+            logind: self.logind.clone(),
+            clock: self.clock.clone(),
+        }
     }
 
     fn stop_kubelet(&mut self) {
-        if let Some(h) = self.kubelet.take() {
-            h.abort();
+        self.switch().stop_kubelet();
+    }
+
+    /// `systemctl poweroff`: without an inhibitor lock the machine goes down at once; with one,
+    /// logind signals `PrepareForShutdown(true)` and waits until the lock is released (the
+    /// kubelet finished its groups, or its process ended) or `InhibitDelayMaxSec` passed.
+    fn shutdown(&mut self) {
+        let st = self.logind.state();
+        if !self.machine().powered || st.preparing_shutdown {
+            return;
         }
-        // Nothing listens on the kubelet's port any more.
-        *self
-            .endpoint
-            .process
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
-        // The process is gone: its open connections break and its pending StopContainer calls
-        // are abandoned by the runtime.
-        self.net.break_connections();
-        self.machine().abandon_stops();
+        if !st.inhibited {
+            self.switch().power_off();
+            return;
+        }
+        self.logind.update(|s| {
+            s.preparing_shutdown = true;
+            s.generation = s.generation.wrapping_add(1);
+        });
+        let generation = self.logind.state().generation;
+        let switch = self.switch();
+        let mut rx = self.logind.subscribe();
+        // logind's own delay timer: a short-lived task that ends with the power-off or the
+        // cancellation of this shutdown.
+        tokio::spawn(async move {
+            let delay = switch.logind.state().inhibit_delay_max;
+            let released = rx
+                .wait_for(|s| s.generation != generation || !s.preparing_shutdown || !s.inhibited);
+            let _ = tokio::time::timeout(switch.clock.to_runtime(delay), released).await;
+            let st = switch.logind.state();
+            if st.generation == generation && st.preparing_shutdown {
+                switch.power_off();
+            }
+        });
     }
 
     fn start_kubelet(&mut self) {
@@ -161,6 +251,7 @@ impl SimNode {
             self.make_client.clone(),
         );
         let (machine, net) = (self.machine.clone(), self.net.clone());
+        let logind = self.logind.clone();
         let process = self.endpoint.process.clone();
         let mut first = true;
         // One kubelet process per call: a restart after a crash is a new process, whose
@@ -186,6 +277,7 @@ impl SimNode {
                 client: make_client(),
                 machine: machine.clone(),
                 net: net.clone(),
+                logind: logind.clone(),
                 pod_view,
             };
             async move {
@@ -193,7 +285,7 @@ impl SimNode {
                 Ok(())
             }
         };
-        self.kubelet = Some(match &self.health {
+        let handle = match &self.health {
             // kubeadm's kubelet.service: `Restart=always`, `RestartSec=10`.
             Some(h) => tokio::spawn(supervise(
                 h.clone(),
@@ -209,7 +301,8 @@ impl SimNode {
                     let _ = run.await;
                 })
             }
-        });
+        };
+        *self.kubelet.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     }
 
     /// Applies a fault now (virtual time of the clock).
@@ -218,11 +311,7 @@ impl SimNode {
         match fault {
             NodeFault::StopKubelet => self.stop_kubelet(),
             NodeFault::StartKubelet => self.start_kubelet(),
-            NodeFault::PowerOff => {
-                self.stop_kubelet();
-                self.net.set_frozen(false);
-                self.machine().power_off(now);
-            }
+            NodeFault::PowerOff => self.switch().power_off(),
             NodeFault::PowerOn => {
                 if !self.machine().powered {
                     let boot = self.rng.uid();
@@ -244,7 +333,29 @@ impl SimNode {
                 self.machine().thaw(now);
                 self.net.set_frozen(false);
             }
+            NodeFault::Shutdown => self.shutdown(),
+            NodeFault::ShutdownCancel => self.logind.update(|s| {
+                if s.preparing_shutdown {
+                    s.preparing_shutdown = false;
+                    s.generation = s.generation.wrapping_add(1);
+                }
+            }),
         }
+    }
+
+    /// A node-pressure fault: what an eviction signal observes from now on (`memory.available`,
+    /// `nodefs.available`, `pid.available`, …), or back to the usage model with `None`
+    /// (relieved). An unknown signal is refused with upstream's text and changes nothing.
+    pub fn set_available(&mut self, signal: &str, available: Option<u64>) -> Result<(), String> {
+        if crate::eviction::Signal::parse(signal).is_none() {
+            return Err(format!("unsupported eviction signal {signal}"));
+        }
+        let mut m = self.machine();
+        match available {
+            Some(a) => m.available_override.insert(signal.to_string(), a),
+            None => m.available_override.remove(signal),
+        };
+        Ok(())
     }
 
     /// A snapshot of the node.
@@ -269,6 +380,7 @@ impl SimNode {
             kubelet_running: running_kubelet,
             partitioned: net.partitioned,
             frozen: net.frozen,
+            shutting_down: self.logind.state().preparing_shutdown,
             boot_id: m.boot_id.clone(),
             running_containers: running,
         }
@@ -308,7 +420,12 @@ impl SimNode {
 
 impl Drop for SimNode {
     fn drop(&mut self) {
-        if let Some(h) = self.kubelet.take() {
+        if let Some(h) = self
+            .kubelet
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             h.abort();
         }
     }

@@ -19,6 +19,7 @@ use klab_api::names;
 
 use crate::backoff::{CrashLoopBackoff, RestartDecision};
 use crate::config::{KubeletConfig, RuntimeModel};
+use crate::eviction;
 use crate::node_status::Allocatable;
 use crate::pod_status::{
     self, CState, ContainerView, PodFacts, Rejection, admit, generate_status, is_terminal_phase,
@@ -27,6 +28,7 @@ use crate::pod_status::{
 use crate::probes::{Instance, ProbeKind, ProbeParams, ProbeWorker};
 use crate::program::Program;
 use crate::runtime::{Machine, RtContainer, RtState, Terminated, after, sd};
+use crate::shutdown::{self, PriorityGroup};
 use crate::termination::{HookTime, effective_grace, kill_plan};
 use klab_api::DetRng;
 
@@ -179,6 +181,11 @@ struct Worker {
     probes: BTreeMap<(String, ProbeKind), ProbeWorker>,
     /// Image errors that keep a container waiting (container → message).
     image_errors: BTreeMap<String, String>,
+    /// Killed by the graceful node shutdown, with the pod's phase at the kill: its status
+    /// carries the shutdown's phase, reason, message and `DisruptionTarget` from the kill on.
+    shutdown_killed: Option<Option<String>>,
+    /// Evicted for node pressure: the eviction message, written with the final status.
+    evicted: Option<String>,
 }
 
 impl Worker {
@@ -250,6 +257,20 @@ pub struct PodManager {
     probe_jitter: Option<(Timestamp, DetRng)>,
     /// The volume manager: claims attached and mounted before a pod's sandbox starts.
     pub volumes: crate::volumes::VolumeManager,
+    /// A graceful node shutdown in progress (`PrepareForShutdown(true)` seen, not cancelled).
+    shutdown: Option<ShutdownRun>,
+    /// The node conditions the eviction manager reports (admission reads them).
+    pressures: Vec<eviction::Pressure>,
+}
+
+/// The node shutdown manager's walk through its priority groups, lowest priority first.
+#[derive(Clone, Debug, PartialEq)]
+struct ShutdownRun {
+    table: Vec<PriorityGroup>,
+    /// The group being killed (`table.len()` once every group is done).
+    group: usize,
+    /// When the current group's timer ends (`None`: the group has not started).
+    deadline: Option<Timestamp>,
 }
 
 fn spec_hash(c: &Container) -> u64 {
@@ -261,6 +282,42 @@ fn container_id(node: &str, uid: &str, name: &str, attempt: i32, at: Timestamp) 
     let h = pod_status::fnv_hex64(&seed);
     let h2 = pod_status::fnv_hex64(&format!("{seed}#"));
     format!("containerd://{h}{h2}{h}{h2}")
+}
+
+/// Admission under node pressure (`Evicted`, `The node had condition: [..]. `): critical pods
+/// always pass; under memory pressure alone BestEffort pods pass only if they tolerate
+/// `node.kubernetes.io/memory-pressure:NoSchedule`.
+fn pressure_admit(pressures: &[eviction::Pressure], pod: &Pod) -> Result<(), String> {
+    if pressures.is_empty() {
+        return Ok(());
+    }
+    let spec = pod.spec.clone().unwrap_or_default();
+    let critical = spec.priority.unwrap_or(0) >= shutdown::SYSTEM_CRITICAL_PRIORITY;
+    let best_effort = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .all(|c| {
+            c.resources.as_ref().is_none_or(|r| {
+                r.requests.as_ref().is_none_or(|m| m.is_empty())
+                    && r.limits.as_ref().is_none_or(|m| m.is_empty())
+            })
+        });
+    let tolerates = spec.tolerations.iter().flatten().any(|t| {
+        let key_ok = t
+            .key
+            .as_deref()
+            .is_none_or(|k| k.is_empty() || k == "node.kubernetes.io/memory-pressure");
+        let effect_ok = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+        let op_ok = t.operator.as_deref() == Some("Exists")
+            || t.key.as_deref() == Some("node.kubernetes.io/memory-pressure");
+        key_ok && effect_ok && op_ok
+    });
+    eviction::admit(pressures, critical, best_effort, tolerates)
 }
 
 fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
@@ -280,6 +337,210 @@ impl PodManager {
             backoff: CrashLoopBackoff::default(),
             probe_jitter: None,
             volumes: Default::default(),
+            shutdown: None,
+            pressures: Vec::new(),
+        }
+    }
+
+    /// A pod's `terminationGracePeriodSeconds`.
+    pub fn termination_grace_period(&self, uid: &str) -> Option<i64> {
+        self.workers
+            .get(uid)
+            .and_then(|w| w.pod.spec.as_ref())
+            .and_then(|s| s.termination_grace_period_seconds)
+    }
+
+    /// The eviction manager's current conditions, for admission.
+    pub fn set_pressures(&mut self, pressures: Vec<eviction::Pressure>) {
+        self.pressures = pressures;
+    }
+
+    /// The pods an eviction may pick from (admitted and running, not being killed), with what
+    /// the ranking needs. klab's default usage model: each container uses what it requests of
+    /// `resource` (memory, ephemeral-storage) and no PIDs are counted per pod.
+    pub fn eviction_candidates(
+        &self,
+        signal: eviction::Signal,
+    ) -> Vec<(String, eviction::PodUsage)> {
+        let resource = signal.resource();
+        self.workers
+            .iter()
+            .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing) && w.in_api)
+            .map(|(uid, w)| {
+                let spec = w.pod.spec.clone().unwrap_or_default();
+                let containers = spec
+                    .containers
+                    .iter()
+                    .map(|c| {
+                        let request = c
+                            .resources
+                            .as_ref()
+                            .and_then(|r| r.requests.as_ref())
+                            .and_then(|r| r.get(resource))
+                            .and_then(|q| crate::quantity::bytes(&q.0))
+                            .unwrap_or(0);
+                        let modelled = w
+                            .pod
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| {
+                                a.get(&format!("{}{}", eviction::USAGE_ANNOTATION_PREFIX, c.name))
+                            })
+                            .and_then(|v| eviction::parse_usage(v).get(resource).copied());
+                        let default = if signal == eviction::Signal::PidAvailable {
+                            0
+                        } else {
+                            request
+                        };
+                        (c.name.clone(), Some(modelled.unwrap_or(default)), request)
+                    })
+                    .collect();
+                let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+                let usage = eviction::PodUsage {
+                    name: format!("{}/{}", w.ns(), w.name()),
+                    priority: spec.priority.unwrap_or(0),
+                    is_static: annotations
+                        .get("kubernetes.io/config.source")
+                        .is_some_and(|s| s != "api")
+                        || annotations.contains_key("kubernetes.io/config.mirror"),
+                    containers,
+                };
+                (uid.clone(), usage)
+            })
+            .collect()
+    }
+
+    /// Evicts one pod: the `Evicted` event now, a kill with `grace`, and the final status
+    /// `Failed` / `Evicted` / `message` with `DisruptionTarget=True` (`TerminationByKubelet`).
+    pub fn evict(
+        &mut self,
+        uid: &str,
+        grace: i64,
+        message: String,
+        now: Timestamp,
+        machine: &mut Machine,
+    ) -> SyncOutput {
+        let mut out = SyncOutput::default();
+        let Some(w) = self.workers.get_mut(uid) else {
+            return out;
+        };
+        if !matches!(w.life, Lifecycle::Syncing) {
+            return out;
+        }
+        w.evicted = Some(message.clone());
+        out.writes.push(w.event(
+            None,
+            names::EVENT_WARNING,
+            eviction::REASON_EVICTED,
+            message,
+        ));
+        let grace = effective_grace(0, None, Some(grace), None);
+        self.begin_termination(uid, grace, now, machine, &mut out);
+        self.step(uid, now, machine, &mut out);
+        out.next_wake = min_opt(machine.next_transition(), self.next_due(machine, now));
+        out
+    }
+
+    /// `PrepareForShutdown(true)`: from now on every new pod is rejected and the active pods
+    /// are killed group by group (`table`: the effective priority table, sorted, non-empty).
+    pub fn begin_shutdown(&mut self, table: Vec<PriorityGroup>) {
+        if self.shutdown.is_none() && !table.is_empty() {
+            self.shutdown = Some(ShutdownRun {
+                table,
+                group: 0,
+                deadline: None,
+            });
+        }
+    }
+
+    /// `PrepareForShutdown(false)`: admission opens again; pods already killed stay killed.
+    pub fn cancel_shutdown(&mut self) {
+        self.shutdown = None;
+    }
+
+    /// Whether a node shutdown is in progress (`ShutdownStatus()` is an error).
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.is_some()
+    }
+
+    /// Whether every shutdown group is done: the inhibitor lock can be released.
+    pub fn shutdown_complete(&self) -> bool {
+        self.shutdown
+            .as_ref()
+            .is_some_and(|r| r.group >= r.table.len())
+    }
+
+    /// The shutdown manager's step at `now`: starts the next group when the current one is over
+    /// (all its pods terminated, or its timer ran out), skipping empty groups, and kills the
+    /// started group's pods with their override grace. Returns whether it killed any pod.
+    fn shutdown_step(
+        &mut self,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) -> bool {
+        let mut killed = false;
+        loop {
+            let Some(run) = self.shutdown.clone() else {
+                return killed;
+            };
+            let Some(group) = run.table.get(run.group).copied() else {
+                return killed;
+            };
+            let members: Vec<String> = self
+                .workers
+                .iter()
+                .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_)))
+                .filter(|(_, w)| {
+                    let priority = w.pod.spec.as_ref().and_then(|s| s.priority);
+                    shutdown::group_index(&run.table, priority) == run.group
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let next = |m: &mut Self| {
+                if let Some(r) = m.shutdown.as_mut() {
+                    r.group = r.group.saturating_add(1);
+                    r.deadline = None;
+                }
+            };
+            match run.deadline {
+                None if members.is_empty() => next(self),
+                None => {
+                    let secs = u64::try_from(group.shutdown_grace_period_seconds).unwrap_or(0);
+                    if let Some(r) = self.shutdown.as_mut() {
+                        r.deadline = Some(after(now, Duration::from_secs(secs)));
+                    }
+                    for uid in members {
+                        let w = &self.workers[&uid];
+                        if !matches!(w.life, Lifecycle::Syncing) {
+                            continue;
+                        }
+                        let tgps = w
+                            .pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.termination_grace_period_seconds);
+                        let grace = effective_grace(
+                            0,
+                            None,
+                            Some(shutdown::override_grace(
+                                group.shutdown_grace_period_seconds,
+                                tgps,
+                            )),
+                            tgps,
+                        );
+                        let w = self.workers.get_mut(&uid).expect("worker");
+                        w.shutdown_killed =
+                            Some(w.pod.status.as_ref().and_then(|s| s.phase.clone()));
+                        self.begin_termination(&uid, grace, now, machine, out);
+                        killed = true;
+                    }
+                    return killed;
+                }
+                Some(deadline) if members.is_empty() || deadline <= now => next(self),
+                Some(_) => return killed,
+            }
         }
     }
 
@@ -375,6 +636,8 @@ impl PodManager {
                             added_at: None,
                             probes: BTreeMap::new(),
                             image_errors: BTreeMap::new(),
+                            shutdown_killed: None,
+                            evicted: None,
                         },
                     );
                 }
@@ -412,8 +675,17 @@ impl PodManager {
             .map(|(uid, w)| (w.ns(), w.name(), uid.clone()))
             .collect();
         order.sort();
-        for (_, _, uid) in order {
-            self.step(&uid, now, machine, &mut out);
+        // The shutdown manager kills group by group; a group that ends within this pass lets the
+        // next one start at once, so the pass is repeated for the newly killed pods.
+        for _ in 0..=self.shutdown.as_ref().map_or(0, |r| r.table.len()) {
+            self.shutdown_step(now, machine, &mut out);
+            for (_, _, uid) in &order {
+                self.step(uid, now, machine, &mut out);
+            }
+            let before = self.shutdown.clone();
+            if !self.shutdown_step(now, machine, &mut out) && before == self.shutdown {
+                break;
+            }
         }
 
         // 4. Orphaned runtime pods: stop with grace 1 (⇒ 2 s), no preStop; remove when stopped.
@@ -512,7 +784,21 @@ impl PodManager {
             .collect();
         let refs: Vec<&Pod> = others.iter().collect();
         let result: Result<(), Rejection> =
-            if machine.pods.contains_key(uid) || pod.metadata.deletion_timestamp.is_some() {
+            if self.shutdown.is_some() && !machine.pods.contains_key(uid) {
+                Err(Rejection {
+                    reason: shutdown::REJECT_REASON.into(),
+                    message: shutdown::REJECT_MESSAGE.into(),
+                })
+            } else if let Err(message) = if machine.pods.contains_key(uid) {
+                Ok(())
+            } else {
+                pressure_admit(&self.pressures, &pod)
+            } {
+                Err(Rejection {
+                    reason: eviction::REASON_EVICTED.into(),
+                    message,
+                })
+            } else if machine.pods.contains_key(uid) || pod.metadata.deletion_timestamp.is_some() {
                 // Already running here (kubelet restart) or being deleted: nothing to decide.
                 Ok(())
             } else {
@@ -583,6 +869,8 @@ impl PodManager {
                 best = min_opt(best, Some(sb.ready_at));
             }
         }
+        // The shutdown manager moves on when the current group's timer ends.
+        best = min_opt(best, self.shutdown.as_ref().and_then(|r| r.deadline));
         // Only future instants: anything already due was handled by this pass.
         best.filter(|t| *t > now)
     }
@@ -1425,6 +1713,23 @@ impl PodManager {
             // TerminatePod forces a non-terminal phase to Failed.
             status.phase = Some(pod_status::PHASE_FAILED.into());
         }
+        if terminal && let Some(message) = &w.evicted {
+            status.phase = Some(pod_status::PHASE_FAILED.into());
+            status.reason = Some(eviction::REASON_EVICTED.into());
+            status.message = Some(message.clone());
+            shutdown::set_disruption_target(
+                &mut status,
+                message,
+                &Time(klab_api::clock::truncate_to_second(now)),
+            );
+        }
+        if let Some(phase_at_kill) = &w.shutdown_killed {
+            shutdown::apply_killed_status(
+                &mut status,
+                phase_at_kill.as_deref(),
+                &Time(klab_api::clock::truncate_to_second(now)),
+            );
+        }
         status
     }
 
@@ -1965,6 +2270,128 @@ mod tests {
             "removed after SIGKILL at +2 s"
         );
         assert!(h.log.is_empty(), "no API writes for an orphan");
+    }
+
+    /// The terminated instant (ms) of a pod's `app` container as last written.
+    fn finished_ms(h: &Harness, name: &str) -> Option<i64> {
+        let s = h.status(name);
+        let t = s.container_statuses?[0]
+            .state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .finished_at
+            .clone()?;
+        Some(t.0.as_millisecond() - T0 * 1000)
+    }
+
+    #[test]
+    fn graceful_shutdown_kills_group_by_group_with_override_grace() {
+        // N-49/N-55 with 30 s / 10 s: the normal group (20 s) first, the critical group (10 s)
+        // once the normal one is over — here early, because its pods end before the timer.
+        let mut h = Harness::new();
+        let mut web = pod("web", "Always", &["sleep", "3600"], None);
+        web.spec.as_mut().unwrap().termination_grace_period_seconds = Some(5);
+        h.add(web);
+        h.add(pod("api", "Always", &[], None)); // a server: exits at SIGTERM
+        let mut crit = pod("coredns", "Always", &["sleep", "3600"], None);
+        crit.spec.as_mut().unwrap().priority = Some(shutdown::SYSTEM_CRITICAL_PRIORITY);
+        crit.spec.as_mut().unwrap().termination_grace_period_seconds = None;
+        h.add(crit);
+        h.add(pod("done", "Never", &["true"], None));
+        h.run_until(10_000);
+        assert_eq!(h.status("web").phase.as_deref(), Some("Running"));
+        assert_eq!(h.status("done").phase.as_deref(), Some("Succeeded"));
+
+        let table = crate::shutdown::ShutdownConfig {
+            grace_period: Duration::from_secs(30),
+            grace_period_critical_pods: Duration::from_secs(10),
+            ..Default::default()
+        }
+        .priority_table();
+        h.mgr.begin_shutdown(table);
+        h.run_until(10_000);
+        assert!(h.mgr.shutting_down());
+        // Killed at once with the shutdown status; the critical pod still runs.
+        for name in ["web", "api"] {
+            let s = h.status(name);
+            assert_eq!(s.phase.as_deref(), Some("Failed"), "{name}");
+            assert_eq!(s.reason.as_deref(), Some("Terminated"));
+            assert_eq!(
+                s.message.as_deref(),
+                Some("Pod was terminated in response to imminent node shutdown.")
+            );
+            let dt = s
+                .conditions
+                .unwrap()
+                .into_iter()
+                .find(|c| c.type_ == "DisruptionTarget")
+                .expect("DisruptionTarget");
+            assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
+        }
+        assert_eq!(h.status("coredns").phase.as_deref(), Some("Running"));
+        assert_eq!(h.status("done").phase.as_deref(), Some("Succeeded"));
+
+        // A pod bound during the shutdown is rejected.
+        let mut late = pod("late", "Always", &[], None);
+        late.metadata.creation_timestamp = Some(Time(at(12_000)));
+        h.add(late);
+        h.run_until(12_000);
+        let s = h.status("late");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("NodeShutdown"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("Pod was rejected: Pod was rejected as the node is shutting down.")
+        );
+
+        // web: override min(20, TGPS 5) = 5 → SIGKILL at 15 s; api exited at 10 s. The normal
+        // group is over at 15 s, so the critical group starts then: SIGKILL at 25 s.
+        h.run_until(14_999);
+        assert_eq!(h.status("coredns").phase.as_deref(), Some("Running"));
+        h.run_until(40_000);
+        assert_eq!(finished_ms(&h, "api"), Some(10_000));
+        assert_eq!(finished_ms(&h, "web"), Some(15_000));
+        assert_eq!(finished_ms(&h, "coredns"), Some(25_000));
+        assert_eq!(h.status("coredns").reason.as_deref(), Some("Terminated"));
+        assert!(h.mgr.shutdown_complete());
+        // Nothing is deleted: the pods stay Failed for their controllers to replace.
+        assert!(
+            !h.log
+                .iter()
+                .any(|(_, w)| matches!(w, PodWrite::Delete { .. }))
+        );
+    }
+
+    #[test]
+    fn shutdown_group_timer_ends_the_wait_and_cancel_reopens_admission() {
+        // N-50 (30 s / 0 s): the critical group's timer is 0, so the manager is complete as soon
+        // as that group starts; here the normal group's pod ignores SIGTERM with TGPS 60, so the
+        // group's 30 s timer (not the pod) ends the wait.
+        let mut h = Harness::new();
+        let mut web = pod("web", "Always", &["sleep", "3600"], None);
+        web.spec.as_mut().unwrap().termination_grace_period_seconds = Some(60);
+        h.add(web);
+        h.run_until(5_000);
+        let table = crate::shutdown::ShutdownConfig {
+            grace_period: Duration::from_secs(30),
+            ..Default::default()
+        }
+        .priority_table();
+        h.mgr.begin_shutdown(table);
+        h.run_until(34_999);
+        assert!(!h.mgr.shutdown_complete());
+        h.run_until(35_000);
+        assert_eq!(finished_ms(&h, "web"), Some(35_000), "override 30 s");
+        assert!(h.mgr.shutdown_complete());
+        // Cancelled: new pods are admitted again, the killed one stays Failed.
+        h.mgr.cancel_shutdown();
+        let mut next = pod("next", "Always", &[], None);
+        next.metadata.creation_timestamp = Some(Time(at(36_000)));
+        h.add(next);
+        h.run_until(40_000);
+        assert_eq!(h.status("next").phase.as_deref(), Some("Running"));
+        assert_eq!(h.status("web").phase.as_deref(), Some("Failed"));
     }
 
     #[test]

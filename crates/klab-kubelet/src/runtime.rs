@@ -137,6 +137,10 @@ pub struct Machine {
     /// Pods removed after all their containers exited, most recent last (for their logs).
     #[serde(default)]
     pub removed: std::collections::VecDeque<RuntimePod>,
+    /// What a node fault makes an eviction signal observe (signal name → available), overriding
+    /// the usage model (a host process eating memory, a filling disk).
+    #[serde(default)]
+    pub available_override: BTreeMap<String, u64>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -158,6 +162,7 @@ impl Machine {
             images: BTreeSet::new(),
             pods: BTreeMap::new(),
             removed: Default::default(),
+            available_override: BTreeMap::new(),
             next_ip: 2,
             ip_prefix,
         }

@@ -40,6 +40,10 @@ async fn cluster() -> Cluster {
 }
 
 async fn cluster_with(model: RuntimeModel) -> Cluster {
+    cluster_cfg(model, KubeletConfig::default()).await
+}
+
+async fn cluster_cfg(model: RuntimeModel, cfg: KubeletConfig) -> Cluster {
     let clock = Clock::virtual_default();
     let api = memory_server_with(clock.clone(), DetRng::seeded(1), Default::default()).await;
     let admin = Client::new(api.router(), "default");
@@ -47,7 +51,7 @@ async fn cluster_with(model: RuntimeModel) -> Cluster {
     let node = SimNode::new(
         "n1",
         NodeSpecConfig::default(),
-        KubeletConfig::default(),
+        cfg,
         model,
         clock.clone(),
         DetRng::seeded(7),
@@ -151,6 +155,35 @@ impl Cluster {
             .collect();
         v.sort_by_key(|e| e.metadata.name.clone());
         v
+    }
+    /// The Ready condition's (status, message).
+    async fn ready(&self) -> (String, Option<String>) {
+        let c = self
+            .node_obj()
+            .await
+            .status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        (c.status, c.message)
+    }
+    async fn set_priority_class(&self, name: &str, class: &str) {
+        let api = Api::<Pod>::namespaced(self.admin.clone(), "default");
+        let mut p = api.get(name).await.unwrap();
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+        p.metadata = ObjectMeta {
+            name: p.metadata.name,
+            namespace: p.metadata.namespace,
+            ..Default::default()
+        };
+        let spec = p.spec.as_mut().unwrap();
+        spec.priority_class_name = Some(class.into());
+        spec.priority = None;
+        p.status = None;
+        api.create(&PostParams::default(), &p).await.unwrap();
     }
     async fn phase(&self, name: &str) -> Option<String> {
         self.pod(name).await.and_then(|p| p.status?.phase)
@@ -654,4 +687,288 @@ async fn pod_ready_reasserted_after_controller_marked_it_not_ready() {
     c.at(45.0).await;
     assert_eq!(ready(c.pod("web").await.unwrap()), "True");
     assert_eq!(c.container("web").await.restart_count, 0);
+}
+
+fn shutdown_cfg(total: u64, critical: u64) -> KubeletConfig {
+    KubeletConfig {
+        shutdown: crate::shutdown::ShutdownConfig {
+            grace_period: Duration::from_secs(total),
+            grace_period_critical_pods: Duration::from_secs(critical),
+            ..Default::default()
+        },
+        ..KubeletConfig::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_shutdown_reports_not_ready_kills_groups_then_powers_off() {
+    // N-55 with 30 s / 10 s, shutdown at 20 s: the NodeShutdown event and Ready=False `node is
+    // shutting down` at once; the normal pod (busybox sleep ignores SIGTERM) gets override 20 →
+    // SIGKILL at 40 s; the critical group starts then (override 10 → 50 s); the lock is released
+    // and the machine powers off at 50 s.
+    let mut c = cluster_cfg(model(), shutdown_cfg(30, 10)).await;
+    c.node.start();
+    c.at(1.0).await;
+    c.create_pod("web", "Always", &["sleep", "3600"]).await;
+    c.create_pod("dns", "Always", &["sleep", "3600"]).await;
+    c.set_priority_class("dns", "system-cluster-critical").await;
+    c.at(20.0).await;
+    assert_eq!(c.phase("dns").await.as_deref(), Some("Running"));
+    assert_eq!(c.ready().await.0, "True");
+    c.node.apply(NodeFault::Shutdown);
+    assert!(c.node.state().shutting_down);
+    c.at(30.0).await;
+    c.node.apply(NodeFault::Shutdown); // a second signal changes nothing
+    c.at(30.5).await;
+    let ev = c.events("NodeShutdown").await;
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        ev[0].message.as_deref(),
+        Some("Shutdown manager detected shutdown event")
+    );
+    assert_eq!(ev[0].first_timestamp.as_ref().unwrap().0, c.ts(20));
+    assert_eq!(
+        c.ready().await,
+        ("False".into(), Some("node is shutting down".into()))
+    );
+    let web = c.pod("web").await.unwrap().status.unwrap();
+    assert_eq!(web.phase.as_deref(), Some("Failed"));
+    assert_eq!(web.reason.as_deref(), Some("Terminated"));
+    assert_eq!(c.phase("dns").await.as_deref(), Some("Running"));
+    // A pod bound now is rejected.
+    c.create_pod("late", "Always", &[]).await;
+    c.at(31.0).await;
+    let late = c.pod("late").await.unwrap().status.unwrap();
+    assert_eq!(late.reason.as_deref(), Some("NodeShutdown"));
+    c.at(40.5).await;
+    assert!(c.node.state().powered);
+    let w = c.container("web").await;
+    assert_eq!(
+        w.state.unwrap().terminated.unwrap().finished_at.unwrap().0,
+        c.ts(40)
+    );
+    c.at(49.5).await;
+    assert!(c.node.state().powered, "critical group still running");
+    // Killed at 40 s (its status says so from then on), its container not stopped yet.
+    assert_eq!(c.phase("dns").await.as_deref(), Some("Failed"));
+    assert!(c.container("dns").await.state.unwrap().running.is_some());
+    c.at(50.5).await;
+    assert!(
+        !c.node.state().powered,
+        "powered off once the lock is released"
+    );
+    let dns = c.pod("dns").await.unwrap().status.unwrap();
+    assert_eq!(dns.phase.as_deref(), Some("Failed"));
+    assert_eq!(dns.reason.as_deref(), Some("Terminated"));
+    // logind's delay (the 30 s the kubelet asked for) ends at 50 s too, the instant of the
+    // critical pod's SIGKILL: as upstream's #110755, the machine may go down before the final
+    // container status is sent; the pod keeps the Failed/Terminated status of its kill.
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_without_the_feature_is_a_power_off() {
+    // N-53: shutdownGracePeriod 0 (the default) holds no inhibitor lock: the machine goes down at
+    // once and the pods keep their last reported status.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    c.create_pod("web", "Always", &["sleep", "3600"]).await;
+    c.at(20.0).await;
+    c.node.apply(NodeFault::Shutdown);
+    assert!(!c.node.state().powered);
+    c.at(30.0).await;
+    assert_eq!(c.phase("web").await.as_deref(), Some("Running"));
+    assert!(c.events("NodeShutdown").await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_shutdown_is_taken_in_after_the_groups_and_ready_returns() {
+    // N-56: cancelled at 21 s while the normal group (20 s) is being killed: upstream's loop only
+    // reads the cancellation once the groups are done (40 s): the pod is killed all the same, the
+    // machine stays up, the cancellation event is recorded and Ready is True at the next status
+    // update.
+    let mut c = cluster_cfg(model(), shutdown_cfg(30, 10)).await;
+    c.node.start();
+    c.at(1.0).await;
+    c.create_pod("web", "Always", &["sleep", "3600"]).await;
+    c.at(20.0).await;
+    c.node.apply(NodeFault::Shutdown);
+    c.at(21.0).await;
+    c.node.apply(NodeFault::ShutdownCancel);
+    assert!(!c.node.state().shutting_down);
+    c.at(39.5).await;
+    assert_eq!(c.events("NodeShutdown").await.len(), 1);
+    c.at(40.5).await;
+    assert!(c.node.state().powered);
+    let ev = c.events("NodeShutdown").await;
+    assert_eq!(ev.len(), 2);
+    assert_eq!(
+        ev[1].message.as_deref(),
+        Some("Shutdown manager detected shutdown cancellation")
+    );
+    assert_eq!(c.phase("web").await.as_deref(), Some("Failed"));
+    c.at(51.0).await;
+    assert_eq!(c.ready().await.0, "True");
+    // The lock is held again: a new shutdown is graceful again.
+    c.node.apply(NodeFault::Shutdown);
+    assert!(c.node.state().powered);
+    c.at(52.0).await;
+    assert!(!c.node.state().powered, "no pods left: released at once");
+}
+
+async fn create_pod_with(c: &Cluster, name: &str, patch: serde_json::Value) {
+    let mut p = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "busybox:1.36",
+                 "command": ["sleep", "3600"]}]}
+    });
+    json_merge(&mut p, patch);
+    let p: Pod = serde_json::from_value(p).unwrap();
+    Api::<Pod>::namespaced(c.admin.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap();
+}
+
+fn json_merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                json_merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_pressure_evicts_one_pod_per_round_and_reports_the_condition() {
+    // N-67 with the default `memory.available<100Mi`: a host process drives the node to 80Mi at
+    // 30 s. The eviction manager synchronizes every 10 s from the kubelet's first pod sync
+    // (≈0 s here: at 10, 20, 30 … s), so the breach is acted on at 30 s: EvictionThresholdMet,
+    // the BestEffort pod using the most memory evicted with override 1 (SIGKILL 2 s later),
+    // Failed/Evicted with the upstream message. MemoryPressure is reported at the next status
+    // update (40 s); new BestEffort pods are rejected. Relieved at 60 s, the condition stays
+    // for the 5 m transition period after the last breach.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    create_pod_with(
+        &c,
+        "be-big",
+        serde_json::json!({"metadata": {"annotations": {"usage.klab.dev/app": "memory=1536Mi"}}}),
+    )
+    .await;
+    create_pod_with(
+        &c,
+        "be-small",
+        serde_json::json!({"metadata": {"annotations": {"usage.klab.dev/app": "memory=100Mi"}}}),
+    )
+    .await;
+    create_pod_with(
+        &c,
+        "guar",
+        serde_json::json!({"spec": {"containers": [{"name": "app", "image": "busybox:1.36",
+            "command": ["sleep", "3600"],
+            "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]}}),
+    )
+    .await;
+    c.at(20.0).await;
+    assert_eq!(c.phase("be-big").await.as_deref(), Some("Running"));
+    assert!(
+        c.node
+            .set_available("memory.free", Some(80 << 20))
+            .unwrap_err()
+            .contains("unsupported eviction signal memory.free")
+    );
+    c.node
+        .set_available("memory.available", Some(80 << 20))
+        .unwrap();
+    c.at(29.5).await;
+    assert!(c.events("EvictionThresholdMet").await.is_empty());
+    c.at(30.5).await;
+    let met = c.events("EvictionThresholdMet").await;
+    assert_eq!(met.len(), 1);
+    assert_eq!(
+        met[0].message.as_deref(),
+        Some("Attempting to reclaim memory")
+    );
+    assert_eq!(met[0].first_timestamp.as_ref().unwrap().0, c.ts(30));
+    let msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. \
+               Container app was using 1536Mi, request is 0, has larger consumption of memory. ";
+    let evicted = c.events("Evicted").await;
+    assert_eq!(evicted.len(), 1);
+    assert_eq!(evicted[0].involved_object.name.as_deref(), Some("be-big"));
+    assert_eq!(evicted[0].message.as_deref(), Some(msg));
+    c.at(33.0).await;
+    let st = c.pod("be-big").await.unwrap().status.unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("Evicted"));
+    assert_eq!(st.message.as_deref(), Some(msg));
+    let dt = st
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap();
+    assert_eq!(dt.reason.as_deref(), Some("TerminationByKubelet"));
+    let t = st.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!((t.exit_code, t.finished_at.unwrap().0), (137, c.ts(32)));
+    // The node reports MemoryPressure at its next status update.
+    let mem = |n: Node| {
+        n.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "MemoryPressure")
+            .unwrap()
+    };
+    c.at(40.5).await;
+    let m = mem(c.node_obj().await);
+    assert_eq!(
+        (m.status.as_str(), m.reason.as_deref()),
+        ("True", Some("KubeletHasInsufficientMemory"))
+    );
+    // Next round: be-small (over its request of 0).
+    c.at(41.0).await;
+    let evicted = c.events("Evicted").await;
+    assert_eq!(evicted.len(), 2);
+    assert_eq!(evicted[1].involved_object.name.as_deref(), Some("be-small"));
+    // A new BestEffort pod is rejected while under memory pressure.
+    create_pod_with(&c, "late", serde_json::json!({})).await;
+    c.at(42.0).await;
+    let late = c.pod("late").await.unwrap().status.unwrap();
+    assert_eq!(late.reason.as_deref(), Some("Evicted"));
+    assert_eq!(
+        late.message.as_deref(),
+        Some("Pod was rejected: The node had condition: [MemoryPressure]. ")
+    );
+    // The rejection is recorded as an `Evicted` event too (upstream's admission event).
+    let evicted: Vec<_> = c
+        .events("Evicted")
+        .await
+        .into_iter()
+        .filter_map(|e| e.involved_object.name)
+        .collect();
+    assert_eq!(evicted, vec!["be-big", "be-small", "late"]);
+    // Relieved at 42 s: no more evictions; the condition stays until 5 m after the last breach
+    // (40 s), i.e. it is gone at the first status update after 340 s.
+    c.node.set_available("memory.available", None).unwrap();
+    c.at(335.5).await;
+    assert_eq!(c.events("Evicted").await.len(), 3);
+    assert_eq!(c.phase("guar").await.as_deref(), Some("Running"));
+    assert_eq!(mem(c.node_obj().await).status, "True");
+    c.at(351.0).await;
+    let m = mem(c.node_obj().await);
+    assert_eq!(
+        (m.status.as_str(), m.reason.as_deref()),
+        ("False", Some("KubeletHasSufficientMemory"))
+    );
 }

@@ -153,7 +153,9 @@ impl VolumeManager {
             .values()
             .map(|w| match w.mounted_at {
                 Some(at) => at,
-                None => add(now, ATTACH_POLL),
+                // The timeout is due at its own instant, whatever the poll's phase (other
+                // wake-ups, such as the eviction manager's, move the poll's grid).
+                None => add(now, ATTACH_POLL).min(add(w.since, ATTACH_AND_MOUNT_TIMEOUT)),
             })
             .filter(|t| *t > now)
             .min()

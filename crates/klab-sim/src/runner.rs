@@ -663,6 +663,14 @@ async fn execute(
                 .map_err(|e| e.to_string())?;
             Ok(())
         }
+        Action::Pressure {
+            node,
+            fault,
+            available,
+        } => cluster
+            .apply_pressure(node, fault, available.as_deref())
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
         Action::Rejoin { node } => cluster
             .rejoin_node(node)
             .map(|_| ())

@@ -94,6 +94,13 @@ pub enum Action {
     DeleteNode {
         node: String,
     },
+    /// `klab node memory-pressure|disk-pressure|pid-pressure NODE --available Q`, or `relieve`:
+    /// what the node's eviction signals observe (`Cluster::apply_pressure`).
+    Pressure {
+        node: String,
+        fault: String,
+        available: Option<String>,
+    },
     /// `klab node rejoin`: the kubelet restarts and registers again (`Cluster::rejoin_node`).
     Rejoin {
         node: String,
@@ -187,6 +194,14 @@ impl Action {
                 "Volume {name} klab volume {}",
                 if *fail { "fail" } else { "heal" }
             ),
+            Action::Pressure {
+                node,
+                fault,
+                available,
+            } => match available {
+                Some(a) => format!("Node {node} fault {fault} --available {a}"),
+                None => format!("Node {node} fault {fault}"),
+            },
             Action::AddNode { spec } => match &spec.zone {
                 Some(z) => format!("Node {} klab node add --zone {z}", spec.name),
                 None => format!("Node {} klab node add", spec.name),
@@ -457,6 +472,8 @@ pub fn fault_name(f: NodeFault) -> &'static str {
         NodeFault::Heal => "heal",
         NodeFault::Freeze => "freeze",
         NodeFault::Thaw => "thaw",
+        NodeFault::Shutdown => "shutdown",
+        NodeFault::ShutdownCancel => "shutdown-cancel",
     }
 }
 
@@ -470,6 +487,8 @@ const NODE_FAULTS: &[NodeFault] = &[
     NodeFault::Heal,
     NodeFault::Freeze,
     NodeFault::Thaw,
+    NodeFault::Shutdown,
+    NodeFault::ShutdownCancel,
 ];
 
 const API_ACTIONS: &[&str] = &[
@@ -482,6 +501,10 @@ const API_ACTIONS: &[&str] = &[
     "rejoin",
     "volume-fail",
     "volume-heal",
+    "memory-pressure",
+    "disk-pressure",
+    "pid-pressure",
+    "relieve",
     "add-node",
     "remove-node",
     "delete-pod",
@@ -550,6 +573,8 @@ struct RawStep {
     fault: Spanned<String>,
     node: Option<Spanned<String>>,
     taint: Option<String>,
+    /// Pressure faults: the signal's available amount (`80Mi`, `500`).
+    available: Option<Scalar>,
     pod: Option<String>,
     namespace: Option<String>,
     grace: Option<i64>,
@@ -984,6 +1009,30 @@ impl Cx {
                     })?,
                     fail: kind == "volume-fail",
                 },
+                "memory-pressure" | "disk-pressure" | "pid-pressure" | "relieve" => {
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let available = s.available.as_ref().map(|a| a.0.clone());
+                    if kind == "relieve" {
+                        if available.is_some() {
+                            return Err(self.at(line, "relieve takes no `available`".into()));
+                        }
+                    } else {
+                        let a = available.as_deref().ok_or_else(|| {
+                            self.at(line, format!("{kind} needs `available: QUANTITY`"))
+                        })?;
+                        if klab_cluster::parse_available(a).is_none() {
+                            return Err(self.at(
+                                line,
+                                format!("{kind}: invalid quantity {a:?} for `available`"),
+                            ));
+                        }
+                    }
+                    Action::Pressure {
+                        node,
+                        fault: kind.to_string(),
+                        available,
+                    }
+                }
                 "remove-node" => Action::RemoveNode {
                     node: self.node_ref(&s.node, line, names, kind)?,
                 },

@@ -721,6 +721,7 @@ fn disruption_component(reason: &str) -> Option<&'static str> {
         names::REASON_DELETION_BY_TAINT_MANAGER => Some(names::CONTROLLER_TAINT_EVICTION),
         names::REASON_DELETION_BY_POD_GC => Some(names::CONTROLLER_POD_GC),
         names::REASON_EVICTION_BY_EVICTION_API => Some("eviction-api"),
+        names::REASON_TERMINATION_BY_KUBELET => Some(names::COMPONENT_KUBELET),
         _ => None,
     }
 }

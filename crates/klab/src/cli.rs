@@ -60,7 +60,8 @@ pub struct ComponentArgs {
 #[derive(Debug, Args)]
 pub struct NodeArgs {
     /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze,
-    /// thaw, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
+    /// thaw, memory-pressure|disk-pressure|pid-pressure (with --available), relieve, shutdown (`systemctl poweroff`: graceful when the kubelet has a shutdownGracePeriod),
+    /// shutdown-cancel, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
     /// (the machine is powered off for good and its Node deleted)
     pub action: String,
     /// The node (not needed for `list`).
@@ -68,6 +69,11 @@ pub struct NodeArgs {
     /// `add` only: the new node's `topology.kubernetes.io/zone`.
     #[arg(long)]
     pub zone: Option<String>,
+    /// `memory-pressure`, `disk-pressure`, `pid-pressure` only: what the signal
+    /// (`memory.available`, `nodefs.available`, `pid.available`) observes from now on, e.g.
+    /// `80Mi` or `500`; `relieve` returns every signal to the usage model.
+    #[arg(long)]
+    pub available: Option<String>,
     #[command(flatten)]
     pub cluster: RunningCluster,
 }
@@ -210,6 +216,24 @@ pub struct ComponentFlags {
     /// Kubelet nodeStatusUpdateFrequency (default 10s).
     #[arg(long = "node-status-update-frequency")]
     pub node_status_update_frequency: Option<String>,
+    /// Kubelet hard eviction thresholds (default memory.available<100Mi,nodefs.available<10%,…).
+    #[arg(long = "eviction-hard")]
+    pub eviction_hard: Option<String>,
+    /// Kubelet soft eviction thresholds, e.g. memory.available<500Mi (default none).
+    #[arg(long = "eviction-soft")]
+    pub eviction_soft: Option<String>,
+    /// Grace periods of the soft thresholds, e.g. memory.available=1m30s.
+    #[arg(long = "eviction-soft-grace-period")]
+    pub eviction_soft_grace_period: Option<String>,
+    /// Longest grace (seconds) of a soft-threshold eviction (default 0).
+    #[arg(long = "eviction-max-pod-grace-period")]
+    pub eviction_max_pod_grace_period: Option<String>,
+    /// Kubelet shutdownGracePeriod: graceful node shutdown (default 0s: disabled).
+    #[arg(long = "shutdown-grace-period")]
+    pub shutdown_grace_period: Option<String>,
+    /// Kubelet shutdownGracePeriodCriticalPods: the part of it kept for critical pods (default 0s).
+    #[arg(long = "shutdown-grace-period-critical-pods")]
+    pub shutdown_grace_period_critical_pods: Option<String>,
 }
 
 impl ComponentFlags {
@@ -236,6 +260,22 @@ impl ComponentFlags {
             (
                 "node-status-update-frequency",
                 &self.node_status_update_frequency,
+            ),
+            ("eviction-hard", &self.eviction_hard),
+            (
+                "eviction-soft-grace-period",
+                &self.eviction_soft_grace_period,
+            ),
+            ("eviction-soft", &self.eviction_soft),
+            (
+                "eviction-max-pod-grace-period",
+                &self.eviction_max_pod_grace_period,
+            ),
+            // The total before the critical share: each is validated against the other.
+            ("shutdownGracePeriod", &self.shutdown_grace_period),
+            (
+                "shutdownGracePeriodCriticalPods",
+                &self.shutdown_grace_period_critical_pods,
             ),
         ]
         .into_iter()
@@ -333,6 +373,23 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (action, _) if a.zone.is_some() && action != "add" => {
                     anyhow::bail!("--zone is only for `klab node add`")
                 }
+                (action, _)
+                    if a.available.is_some() && klab_cluster::pressure_signal(action).is_none() =>
+                {
+                    anyhow::bail!(
+                        "--available is only for `klab node memory-pressure|disk-pressure|pid-pressure`"
+                    )
+                }
+                (action, Some(name))
+                    if action == "relieve" || klab_cluster::pressure_signal(action).is_some() =>
+                {
+                    rt.block_on(crate::node_cmd::pressure(
+                        &kubeconfig,
+                        action,
+                        name,
+                        a.available.as_deref(),
+                    ))
+                }
                 ("add", Some(name)) => {
                     rt.block_on(crate::node_cmd::add(&kubeconfig, name, a.zone.as_deref()))
                 }
@@ -343,13 +400,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     rt.block_on(crate::node_cmd::fault(&kubeconfig, action, name))
                 }
                 (action, None)
-                    if matches!(action, "rejoin" | "add" | "remove")
-                        || klab_cluster::parse_fault(action).is_some() =>
+                    if matches!(action, "rejoin" | "add" | "remove" | "relieve")
+                        || klab_cluster::parse_fault(action).is_some()
+                        || klab_cluster::pressure_signal(action).is_some() =>
                 {
                     anyhow::bail!("`klab node {action}` needs a node name")
                 }
                 (action, _) => anyhow::bail!(
-                    "unknown node action {action:?}: one of list, {}, rejoin, add, remove",
+                    "unknown node action {action:?}: one of list, {}, memory-pressure, disk-pressure, pid-pressure, relieve, rejoin, add, remove",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
             }

@@ -95,6 +95,43 @@ pub async fn fault(kubeconfig: &Path, fault: &str, node: &str) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// A node-pressure fault (`memory-pressure NAME --available 80Mi`) or `relieve`.
+pub async fn pressure(
+    kubeconfig: &Path,
+    fault: &str,
+    node: &str,
+    available: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    // Percent-encode everything but unreserved characters: the server parses the quantity.
+    let query = available
+        .map(|a| {
+            let enc: String = a
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect();
+            format!("?available={enc}")
+        })
+        .unwrap_or_default();
+    let req =
+        http::Request::post(format!("/klab/v1/nodes/{node}/{fault}{query}")).body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    match available {
+        Some(a) => println!(
+            "node/{node}: {fault} done (available {a}; {})",
+            describe(&v)
+        ),
+        None => println!("node/{node}: {fault} done ({})", describe(&v)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Adds a machine: it boots and its kubelet registers a new Node.
 pub async fn add(kubeconfig: &Path, node: &str, zone: Option<&str>) -> anyhow::Result<ExitCode> {
     let c = client(kubeconfig).await?;

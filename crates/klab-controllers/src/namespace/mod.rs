@@ -226,6 +226,15 @@ mod tests {
             )
             .await
             .unwrap();
+        // The service-account controller's part: the namespace's default account.
+        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(client.clone(), "demo");
+        sas.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+        )
+        .await
+        .unwrap();
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "demo");
         pods.create(
             &PostParams::default(),

@@ -1,0 +1,124 @@
+//! Node-pressure eviction (spec node.md §7) on a live `klab up` with real kubectl:
+//! `klab node memory-pressure NAME --available 80Mi` — the pod evicted with its upstream status,
+//! MemoryPressure in `kubectl describe node`, new BestEffort pods rejected — `relieve`, and bad
+//! input refused with nothing changed.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::harness::Klab;
+
+const BOUND: Duration = Duration::from_secs(60);
+const NODE: &str = "klab-worker2";
+
+fn pod(name: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, annotations: {{{annotations}}}}}
+spec:
+  nodeName: {NODE}
+  containers:
+    - name: app
+      image: busybox
+      command: [sleep, \"3600\"]
+"
+    )
+}
+
+fn klab_fails(k: &Klab, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&k.kubeconfig)
+        .output()
+        .expect("run klab");
+    assert!(!o.status.success(), "klab {args:?} succeeded");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn memory_pressure_evicts_on_a_live_cluster() {
+    let k = Klab::start(&["--speed", "5"]);
+    let spec = pod("hog", "usage.klab.dev/app: memory=1536Mi");
+    let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&spec));
+    assert!(out.status.success(), "{out:?}");
+    k.wait_for("hog Running", BOUND, || {
+        let s = k.ok(33, &["get", "pod", "hog", "--no-headers"]);
+        (s.split_whitespace().nth(2) == Some("Running")).then_some(())
+    });
+
+    // Bad input changes nothing.
+    let err = klab_fails(
+        &k,
+        &["node", "memory-pressure", NODE, "--available", "lots"],
+    );
+    assert!(
+        err.contains("quantities must match the regular expression"),
+        "{err}"
+    );
+    let err = klab_fails(
+        &k,
+        &[
+            "node",
+            "memory-pressure",
+            "no-such-node",
+            "--available",
+            "80Mi",
+        ],
+    );
+    assert!(err.contains("no-such-node"), "{err}");
+
+    let out = k.klab(&["node", "memory-pressure", NODE, "--available", "80Mi"]);
+    assert!(
+        out.starts_with(&format!("node/{NODE}: memory-pressure done")),
+        "{out}"
+    );
+    let msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. \
+               Container app was using 1536Mi, request is 0, has larger consumption of memory. ";
+    k.wait_for("hog Evicted", BOUND, || {
+        let s = k.ok(
+            33,
+            &[
+                "get",
+                "pod",
+                "hog",
+                "-o",
+                "jsonpath={.status.phase}|{.status.reason}|{.status.message}",
+            ],
+        );
+        (s == format!("Failed|Evicted|{msg}")).then_some(())
+    });
+    k.wait_for("MemoryPressure True", BOUND, || {
+        let d = k.ok(33, &["describe", "node", NODE]);
+        let flat: String = d.split_whitespace().collect::<Vec<_>>().join(" ");
+        (flat.contains("MemoryPressure True")
+            && flat
+                .contains("KubeletHasInsufficientMemory kubelet has insufficient memory available")
+            && flat.contains("EvictionThresholdMet")
+            && flat.contains("Attempting to reclaim memory"))
+        .then_some(())
+    });
+    // A BestEffort pod that does not tolerate the memory-pressure taint is rejected (created
+    // with nodeName, so the scheduler's taint check does not apply).
+    let out = k.kubectl_stdin(27, &["create", "-f", "-"], Some(&pod("late", "")));
+    assert!(out.status.success(), "{out:?}");
+    k.wait_for("late rejected", BOUND, || {
+        let s = k.ok(
+            27,
+            &[
+                "get",
+                "pod",
+                "late",
+                "-o",
+                "jsonpath={.status.reason}|{.status.message}",
+            ],
+        );
+        (s == "Evicted|Pod was rejected: The node had condition: [MemoryPressure]. ").then_some(())
+    });
+    let out = k.klab(&["node", "relieve", NODE]);
+    assert!(
+        out.starts_with(&format!("node/{NODE}: relieve done")),
+        "{out}"
+    );
+}
