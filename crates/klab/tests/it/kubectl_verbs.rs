@@ -382,9 +382,14 @@ fn watch_prints_added_modified_deleted() {
             }
         }
     });
-    let next = |what: &str| {
-        rx.recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no line for {what}"))
+    // Every namespace also holds the root CA ConfigMap (kube-root-ca.crt), as upstream's do.
+    let next = |what: &str| loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line for {what}"));
+        if !l.contains("kube-root-ca.crt") {
+            break l;
+        }
     };
     // The watch is established once the initial state (w0) is printed.
     assert!(next("header").starts_with("EVENT"));
