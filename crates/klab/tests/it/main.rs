@@ -6,6 +6,7 @@ mod apply_live;
 mod cli_errors;
 mod clients;
 mod drain_live;
+mod everyday_live;
 mod eviction_live;
 mod hardening_live;
 mod harness;
