@@ -74,27 +74,11 @@ struct Cjc {
 }
 
 fn cronjob_ref(cj: &CronJob) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("CronJob".into()),
-        namespace: cj.metadata.namespace.clone(),
-        name: cj.metadata.name.clone(),
-        uid: cj.metadata.uid.clone(),
-        resource_version: cj.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    kube::Resource::object_ref(cj, &())
 }
 
 fn job_ref(job: &Job) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("Job".into()),
-        namespace: job.metadata.namespace.clone(),
-        name: job.metadata.name.clone(),
-        uid: job.metadata.uid.clone(),
-        resource_version: job.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    kube::Resource::object_ref(job, &())
 }
 
 /// The finished condition of a Job (`Complete` or `Failed` with status True), if any.

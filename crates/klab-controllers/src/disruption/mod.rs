@@ -131,15 +131,7 @@ struct Dc {
 }
 
 fn pdb_ref(pdb: &PodDisruptionBudget) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("policy/v1".into()),
-        kind: Some("PodDisruptionBudget".into()),
-        namespace: pdb.metadata.namespace.clone(),
-        name: pdb.metadata.name.clone(),
-        uid: pdb.metadata.uid.clone(),
-        resource_version: pdb.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    kube::Resource::object_ref(pdb, &())
 }
 
 impl Reconcile for Dc {

@@ -71,26 +71,11 @@ struct Pvc {
 }
 
 pub fn claim_ref(claim: &PersistentVolumeClaim) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("PersistentVolumeClaim".into()),
-        namespace: claim.metadata.namespace.clone(),
-        name: claim.metadata.name.clone(),
-        uid: claim.metadata.uid.clone(),
-        resource_version: claim.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    kube::Resource::object_ref(claim, &())
 }
 
 pub fn volume_ref(pv: &PersistentVolume) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("PersistentVolume".into()),
-        name: pv.metadata.name.clone(),
-        uid: pv.metadata.uid.clone(),
-        resource_version: pv.metadata.resource_version.clone(),
-        ..Default::default()
-    }
+    kube::Resource::object_ref(pv, &())
 }
 
 impl Reconcile for Pvc {
