@@ -57,7 +57,7 @@ pub async fn run(
         recorder,
         cronjobs,
         jobs,
-        queue: WorkQueue::default(),
+        queue: informers.queue("cronjob"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await

@@ -176,4 +176,56 @@ fn accounts_reviews_tokens_cronjobs_and_metrics() {
     assert!(metrics.contains(
         "resource=\"serviceaccounts\",scope=\"resource\",subresource=\"token\",verb=\"POST\""
     ));
+
+    // client-go's workqueue families, one series per controller queue under upstream's name
+    // (`kubectl get --raw /metrics | grep workqueue_`).
+    let wq: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.contains("workqueue_"))
+        .collect();
+    for line in [
+        "# HELP workqueue_adds_total [ALPHA] Total number of adds handled by workqueue",
+        "# TYPE workqueue_depth gauge",
+        "# TYPE workqueue_queue_duration_seconds histogram",
+        "# TYPE workqueue_work_duration_seconds histogram",
+        "# TYPE workqueue_retries_total counter",
+        "# TYPE workqueue_unfinished_work_seconds gauge",
+        "# TYPE workqueue_longest_running_processor_seconds gauge",
+        "workqueue_queue_duration_seconds_bucket{name=\"cronjob\",le=\"9.999999999999999e-06\"}",
+    ] {
+        assert!(
+            wq.iter().any(|l| l.starts_with(line)),
+            "{line} missing from\n{}",
+            wq.join("\n")
+        );
+    }
+    let value = |series: &str| -> f64 {
+        wq.iter()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{}", wq.join("\n")))
+    };
+    for name in [
+        "cronjob",
+        "deployment",
+        "endpoint",
+        "endpoint_slice",
+        "job",
+        "replicaset",
+        "serviceaccount",
+        "statefulset",
+        "daemonset",
+        "disruption",
+        "stale_pod_disruption",
+    ] {
+        value(&format!("workqueue_depth{{name=\"{name}\"}}"));
+    }
+    // The CronJob, its Job and the new namespace went through their queues and were processed.
+    for name in ["cronjob", "job", "serviceaccount"] {
+        assert!(value(&format!("workqueue_adds_total{{name=\"{name}\"}}")) >= 1.0);
+        assert!(
+            value(&format!(
+                "workqueue_work_duration_seconds_count{{name=\"{name}\"}}"
+            )) >= 1.0
+        );
+    }
 }
