@@ -163,12 +163,73 @@ fn accounts_reviews_tokens_cronjobs_and_metrics() {
         "error: failed to create cronjob: CronJob.batch \"bad\" is invalid: spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"
     );
 
+    // spec.timeZone: an IANA zone is taken and the schedule runs in it (the scheduled-timestamp
+    // annotation of its Jobs carries the zone's offset); an unknown zone is refused.
+    k.ok(
+        33,
+        &[
+            "create",
+            "cronjob",
+            "zoned",
+            "--image=busybox",
+            "--schedule=* * * * *",
+        ],
+    );
+    let out = k.kubectl(
+        33,
+        &[
+            "patch",
+            "cronjob",
+            "zoned",
+            "-p",
+            r#"{"spec":{"timeZone":"Mars/Olympus"}}"#,
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.ok(
+        33,
+        &[
+            "patch",
+            "cronjob",
+            "zoned",
+            "-p",
+            r#"{"spec":{"timeZone":"Asia/Kolkata"}}"#,
+        ],
+    );
+    let row = mask_ages(&k.ok(33, &["get", "cronjob", "zoned", "--no-headers"]));
+    assert!(
+        row.starts_with("zoned * * * * * Asia/Kolkata False"),
+        "{row}"
+    );
+    k.wait_for("a Job in Asia/Kolkata time", Duration::from_secs(60), || {
+        let stamps = k.ok(
+            33,
+            &[
+                "get",
+                "jobs",
+                "-o",
+                r#"jsonpath={range .items[*]}{.metadata.annotations.batch\.kubernetes\.io/cronjob-scheduled-timestamp}{"\n"}{end}"#,
+            ],
+        );
+        stamps
+            .lines()
+            .any(|l| l.ends_with(":00+05:30"))
+            .then_some(())
+    });
+
     let metrics = k.ok(30, &["get", "--raw", "/metrics"]);
     for family in [
         "apiserver_request_total{",
         "apiserver_request_duration_seconds_bucket{",
         "apiserver_watch_events_total{",
-        "apiserver_storage_objects{resource=\"cronjobs.batch\"} 1",
+        "apiserver_storage_objects{resource=\"cronjobs.batch\"} 2",
         "node_collector_zone_size{",
     ] {
         assert!(metrics.contains(family), "{family} missing");
