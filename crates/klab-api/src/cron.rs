@@ -1,11 +1,16 @@
 //! Cron schedules as CronJobs write them (the standard five fields — minute, hour, day of month,
 //! month, day of week — with lists, ranges, steps, `?`, month and weekday names, and the
-//! `@yearly` … `@hourly` and `@every <duration>` descriptors), parsed and stepped in UTC. The
-//! semantics follow the parser upstream's CronJob controller uses: when both day fields are
-//! restricted a day matches either; when either is `*` both must match.
+//! `@yearly` … `@hourly` and `@every <duration>` descriptors), parsed and stepped in UTC or in
+//! an IANA time zone (a CronJob's `spec.timeZone`, from the tz database bundled into the binary,
+//! so every machine reads the same rules). The semantics follow the parser upstream's CronJob
+//! controller uses: when both day fields are restricted a day matches either; when either is `*`
+//! both must match; and across a DST change the next activation is found as that parser finds
+//! it (hours stepped in absolute time), so a wall time skipped by a spring-forward does not
+//! run that day and one repeated by a fall-back runs twice.
 
-use jiff::Timestamp;
 use jiff::civil::DateTime;
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Span, Timestamp, Zoned};
 
 /// A parsed schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,9 +23,62 @@ pub enum Schedule {
         dow: u64,
         /// Day-of-month or day-of-week written as `*` (or `?`): both day fields must match.
         day_star: bool,
+        /// The zone whose wall time the fields are read in (UTC unless set).
+        zone: TimeZone,
     },
     /// `@every <duration>`: every interval, counted from the reference time.
     Every(u64),
+}
+
+/// Go's `time.LoadLocation` over the bundled tz database: `""` and `UTC` are UTC, names are
+/// matched exactly (case included, as on a Linux host), anything else is
+/// `unknown time zone NAME`. (`Local` is left to validation, which refuses it.)
+pub fn load_location(name: &str) -> Result<TimeZone, String> {
+    if name.is_empty() || name == "UTC" {
+        return Ok(TimeZone::UTC);
+    }
+    let unknown = || format!("unknown time zone {name}");
+    let tz = jiff::tz::TimeZoneDatabase::bundled()
+        .get(name)
+        .map_err(|_| unknown())?;
+    match tz.iana_name() {
+        Some(n) if n == name => Ok(tz),
+        _ => Err(unknown()),
+    }
+}
+
+/// `validateTimeZone` of upstream's batch validation: the messages that follow
+/// `spec.timeZone: Invalid value: "NAME": `, in upstream's order.
+pub fn validate_time_zone(name: &str) -> Vec<String> {
+    if name.is_empty() {
+        return vec!["timeZone must be nil or non-empty string".into()];
+    }
+    // https://data.iana.org/time-zones/theory.html#naming, with digits and `+` tolerated.
+    let part_ok = |p: &str| {
+        (1..=14).contains(&p.len())
+            && p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
+    };
+    if !name.split('/').all(part_ok) {
+        return vec![format!("unknown time zone {name}")];
+    }
+    let mut errs = Vec::new();
+    if name.eq_ignore_ascii_case("Local") {
+        errs.push(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
+    }
+    // Go's LoadLocation takes "Local" itself; other spellings are looked up.
+    if name != "Local"
+        && let Err(e) = load_location(name)
+    {
+        errs.push(e);
+    }
+    errs
 }
 
 const MONTHS: [&str; 12] = [
@@ -152,7 +210,16 @@ impl Schedule {
             month,
             dow,
             day_star: dom_star || dow_star,
+            zone: TimeZone::UTC,
         })
+    }
+
+    /// The same schedule read in `tz` (a CronJob's `spec.timeZone`).
+    pub fn in_time_zone(mut self, tz: TimeZone) -> Schedule {
+        if let Schedule::Fields { zone, .. } = &mut self {
+            *zone = tz;
+        }
+        self
     }
 
     fn day_matches(&self, d: DateTime) -> bool {
@@ -178,44 +245,111 @@ impl Schedule {
         }
     }
 
-    /// The first activation strictly after `t` (UTC, whole minutes for field schedules), within
-    /// five years; `None` for a schedule that never fires (e.g. `0 0 30 2 *`).
+    /// The first activation strictly after `t` in the schedule's zone, within five years;
+    /// `None` for a schedule that never fires (e.g. `0 0 30 2 *`).
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        match self {
+            Schedule::Fields { zone, .. } => self.next_after_in(t, zone),
+            Schedule::Every(_) => self.next_after_in(t, &TimeZone::UTC),
+        }
+    }
+
+    /// The first activation strictly after `t` with the fields read as wall time in `tz`:
+    /// the search of upstream's cron parser (`SpecSchedule.Next`): from the next whole second,
+    /// months and days stepped on the calendar (resetting the smaller fields once), hours,
+    /// minutes and seconds stepped in absolute time, starting over whenever a field wraps.
+    /// `@every` ignores the zone.
+    pub fn next_after_in(&self, t: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
         let (minute, hour) = match self {
             Schedule::Every(secs) => {
                 let secs = i64::try_from(*secs).ok()?;
-                return t.checked_add(jiff::SignedDuration::from_secs(secs)).ok();
+                return t.checked_add(SignedDuration::from_secs(secs)).ok();
             }
             Schedule::Fields { minute, hour, .. } => (*minute, *hour),
         };
-        let start = t.to_zoned(jiff::tz::TimeZone::UTC).datetime();
-        let first_day = start.date();
-        for day_offset in 0..(366 * 5) {
-            let day = first_day
-                .checked_add(jiff::Span::new().days(day_offset))
-                .ok()?;
-            if !self.day_matches(day.to_datetime(jiff::civil::Time::midnight())) {
-                continue;
+        let at = |d: DateTime| d.to_zoned(tz.clone()).ok();
+        let plus = |z: &Zoned, d: SignedDuration| z.checked_add(d).ok();
+        let start = Timestamp::from_second(t.as_second().checked_add(1)?).ok()?;
+        let mut z = start.to_zoned(tz.clone());
+        let mut added = false;
+        let year_limit = z.year().checked_add(5)?;
+        'wrap: loop {
+            if z.year() > year_limit {
+                return None;
             }
-            for h in 0..24i8 {
-                if hour & (1 << h) == 0 {
-                    continue;
+            while self.month_bit(z.month()) == 0 {
+                if !added {
+                    added = true;
+                    z = at(z
+                        .date()
+                        .first_of_month()
+                        .to_datetime(jiff::civil::Time::midnight()))?;
                 }
-                for m in 0..60i8 {
-                    if minute & (1 << m) == 0 {
-                        continue;
-                    }
-                    let candidate = day.at(h, m, 0, 0);
-                    if candidate > start {
-                        return candidate
-                            .to_zoned(jiff::tz::TimeZone::UTC)
-                            .ok()
-                            .map(|z| z.timestamp());
-                    }
+                z = z.checked_add(Span::new().months(1)).ok()?;
+                if z.month() == 1 {
+                    continue 'wrap;
                 }
             }
+            while !self.day_matches(z.datetime()) {
+                if !added {
+                    added = true;
+                    z = at(z.date().to_datetime(jiff::civil::Time::midnight()))?;
+                }
+                z = z.checked_add(Span::new().days(1)).ok()?;
+                // A midnight a DST change skipped: back to the day's first hour, as upstream.
+                let h = i64::from(z.hour());
+                if h != 0 {
+                    let shift = if h > 12 {
+                        24i64.saturating_sub(h)
+                    } else {
+                        h.saturating_neg()
+                    };
+                    z = plus(&z, SignedDuration::from_hours(shift))?;
+                }
+                if z.day() == 1 {
+                    continue 'wrap;
+                }
+            }
+            while hour & (1u64 << z.hour()) == 0 {
+                if !added {
+                    added = true;
+                    z = at(z.date().at(z.hour(), 0, 0, 0))?;
+                }
+                z = plus(&z, SignedDuration::from_hours(1))?;
+                if z.hour() == 0 {
+                    continue 'wrap;
+                }
+            }
+            while minute & (1u64 << z.minute()) == 0 {
+                if !added {
+                    added = true;
+                    z = plus(
+                        &z,
+                        SignedDuration::from_secs(i64::from(z.second()).saturating_neg()),
+                    )?;
+                }
+                z = plus(&z, SignedDuration::from_mins(1))?;
+                if z.minute() == 0 {
+                    continue 'wrap;
+                }
+            }
+            // Field schedules fire at second 0.
+            while z.second() != 0 {
+                added = true;
+                z = plus(&z, SignedDuration::from_secs(1))?;
+                if z.second() == 0 {
+                    continue 'wrap;
+                }
+            }
+            return Some(z.timestamp());
         }
-        None
+    }
+
+    fn month_bit(&self, month: i8) -> u64 {
+        match self {
+            Schedule::Fields { month: m, .. } => m & (1u64 << month),
+            Schedule::Every(_) => 1,
+        }
     }
 }
 
@@ -277,6 +411,151 @@ mod tests {
         ];
         for (s, after, want) in cases {
             assert_eq!(next(s, after), want, "{s} after {after}");
+        }
+    }
+
+    fn next_in(s: &str, zone: &str, after: &str) -> String {
+        let tz = load_location(zone).unwrap();
+        Schedule::parse(s)
+            .unwrap()
+            .next_after_in(ts(after), &tz)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "never".into())
+    }
+
+    #[test]
+    fn activations_in_a_time_zone_across_dst() {
+        let cases = [
+            // Wall time in the zone, whatever the offset of the season.
+            (
+                "0 9 * * *",
+                "Europe/Berlin",
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T08:00:00Z",
+            ),
+            (
+                "0 9 * * *",
+                "Europe/Berlin",
+                "2026-07-01T00:00:00Z",
+                "2026-07-01T07:00:00Z",
+            ),
+            (
+                "0 0 * * *",
+                "Asia/Kolkata",
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T18:30:00Z",
+            ),
+            // New York springs forward on 2026-03-08 (02:00 EST -> 03:00 EDT): 02:30 does not
+            // exist that day, so the next 02:30 is the day after.
+            (
+                "30 2 * * *",
+                "America/New_York",
+                "2026-03-07T12:00:00Z",
+                "2026-03-09T06:30:00Z",
+            ),
+            // An hour after the change runs at its wall time in EDT.
+            (
+                "30 3 * * *",
+                "America/New_York",
+                "2026-03-08T05:00:00Z",
+                "2026-03-08T07:30:00Z",
+            ),
+            // New York falls back on 2026-11-01 (02:00 EDT -> 01:00 EST): 01:30 happens twice
+            // and the schedule runs at both.
+            (
+                "30 1 * * *",
+                "America/New_York",
+                "2026-11-01T04:00:00Z",
+                "2026-11-01T05:30:00Z",
+            ),
+            (
+                "30 1 * * *",
+                "America/New_York",
+                "2026-11-01T05:30:00Z",
+                "2026-11-01T06:30:00Z",
+            ),
+            (
+                "30 1 * * *",
+                "America/New_York",
+                "2026-11-01T06:30:00Z",
+                "2026-11-02T06:30:00Z",
+            ),
+            // Every 15 minutes is unaffected by the change.
+            (
+                "*/15 * * * *",
+                "America/New_York",
+                "2026-03-08T06:50:00Z",
+                "2026-03-08T07:00:00Z",
+            ),
+            // UTC is UTC.
+            (
+                "0 3 * * *",
+                "UTC",
+                "2026-01-01T03:00:00Z",
+                "2026-01-02T03:00:00Z",
+            ),
+            // @every ignores the zone.
+            (
+                "@every 1h",
+                "Asia/Tokyo",
+                "2026-01-01T00:10:00Z",
+                "2026-01-01T01:10:00Z",
+            ),
+        ];
+        for (s, zone, after, want) in cases {
+            assert_eq!(next_in(s, zone, after), want, "{s} in {zone} after {after}");
+            // A schedule carrying its zone steps the same way.
+            let zoned = Schedule::parse(s)
+                .unwrap()
+                .in_time_zone(load_location(zone).unwrap());
+            assert_eq!(
+                zoned
+                    .next_after(ts(after))
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "never".into()),
+                want
+            );
+        }
+    }
+
+    #[test]
+    fn time_zones_are_validated_as_upstream() {
+        assert_eq!(load_location("").unwrap(), TimeZone::UTC);
+        assert!(load_location("Europe/Berlin").is_ok());
+        assert_eq!(
+            load_location("europe/berlin").unwrap_err(),
+            "unknown time zone europe/berlin"
+        );
+        assert_eq!(
+            load_location("Mars/Olympus").unwrap_err(),
+            "unknown time zone Mars/Olympus"
+        );
+        let cases: [(&str, &[&str]); 8] = [
+            ("America/New_York", &[]),
+            ("Etc/UTC", &[]),
+            ("", &["timeZone must be nil or non-empty string"]),
+            ("Mars/Olympus", &["unknown time zone Mars/Olympus"]),
+            ("../etc/passwd", &["unknown time zone ../etc/passwd"]),
+            (
+                "America/Argentina_Buenos_Aires_Too_Long",
+                &["unknown time zone America/Argentina_Buenos_Aires_Too_Long"],
+            ),
+            (
+                "Local",
+                &[
+                    "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                ],
+            ),
+            (
+                "local",
+                &[
+                    "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                    "unknown time zone local",
+                ],
+            ),
+        ];
+        for (name, want) in cases {
+            assert_eq!(validate_time_zone(name), want, "{name:?}");
         }
     }
 

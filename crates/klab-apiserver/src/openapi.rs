@@ -14,9 +14,17 @@
 //!
 //! kubectl 1.27 and 1.28 do not read v3 for this check: they fetch `/openapi/v2` as protobuf
 //! (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, gnostic `openapi_v2.Document`)
-//! and fail `create -f` when it is missing. `/openapi/v2` therefore serves the same minimal
-//! content — PATCH operations with the GVK extension and `fieldValidation` — encoded as that
-//! protobuf message, and only that: any other `Accept` (JSON) gets a 404 Status.
+//! and fail `create -f` when it is missing. `/openapi/v2` serves the full Swagger 2.0 document —
+//! the PATCH operations with their GVK, `consumes` (strategic merge patch among them) and
+//! `fieldValidation`, and every served kind's `definitions` — as JSON, or as that protobuf
+//! message when asked for it. kubectl's client-side apply computes strategic merge patches from
+//! it (`x-kubernetes-patch-strategy` / `-merge-key` on the definitions) and `kubectl explain
+//! --output=plaintext-openapiv2` reads its definitions.
+//!
+//! Both versions carry what k8s-openapi's schemas lack and upstream's have: `enum` on `+enum`
+//! string fields with upstream's "Possible enum values" description section (kubectl 1.30+
+//! `explain` prints `ENUM:` / `enum:` lines), and the list and patch extensions, from the
+//! generated table `openapi_fields.jsonl` (tools/gen_openapi_extensions.py).
 
 use axum::Router;
 use axum::extract::Path;
@@ -173,6 +181,7 @@ fn component_schemas(resources: &[&ResourceInfo]) -> Map<String, Value> {
         }
     }
     let mut defs = generator.take_definitions(true);
+    apply_upstream_fields(&mut defs);
     for (name, ri) in kinds {
         let Some(schema) = defs.get_mut(&name).and_then(Value::as_object_mut) else {
             continue;
@@ -192,6 +201,57 @@ fn component_schemas(resources: &[&ResourceInfo]) -> Map<String, Value> {
     // Ordered by name, as upstream's documents are.
     let sorted: std::collections::BTreeMap<String, Value> = defs.into_iter().collect();
     sorted.into_iter().collect()
+}
+
+/// One row of `openapi_fields.jsonl`: what upstream's OpenAPI has on one property beyond
+/// k8s-openapi's schema.
+#[derive(serde::Deserialize)]
+struct UpstreamField {
+    def: String,
+    prop: String,
+    #[serde(rename = "enum", default)]
+    values: Option<Vec<String>>,
+    #[serde(rename = "enumDoc", default)]
+    enum_doc: Option<String>,
+    #[serde(default)]
+    ext: Map<String, Value>,
+}
+
+/// The table, parsed once (a row that does not parse is skipped; a unit test checks none is).
+fn upstream_fields() -> &'static [UpstreamField] {
+    static FIELDS: std::sync::OnceLock<Vec<UpstreamField>> = std::sync::OnceLock::new();
+    FIELDS.get_or_init(|| {
+        include_str!("openapi_fields.jsonl")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    })
+}
+
+/// Puts upstream's enums (values, and the "Possible enum values" section after the
+/// description) and list/patch extensions on the properties of `defs` that have them.
+fn apply_upstream_fields(defs: &mut Map<String, Value>) {
+    for f in upstream_fields() {
+        let Some(prop) = defs
+            .get_mut(&f.def)
+            .and_then(|d| d.get_mut("properties"))
+            .and_then(|p| p.get_mut(&f.prop))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        if let (Some(values), Some(doc)) = (&f.values, &f.enum_doc) {
+            let desc = match prop.get("description").and_then(Value::as_str) {
+                Some(d) if !d.is_empty() => format!("{d}\n\n{doc}"),
+                _ => doc.clone(),
+            };
+            prop.insert("description".into(), Value::String(desc));
+            prop.insert("enum".into(), json!(values));
+        }
+        for (k, v) in &f.ext {
+            prop.insert(k.clone(), v.clone());
+        }
+    }
 }
 
 /// One served document: its JSON text and content hash.
@@ -268,7 +328,7 @@ fn hash(doc: &Value) -> String {
     format!("{h:032X}")
 }
 
-/// `/openapi/v3`, `/openapi/v3/{*gv}` and `/openapi/v2` (protobuf only, for kubectl ≤ 1.28).
+/// `/openapi/v3`, `/openapi/v3/{*gv}` and `/openapi/v2` (JSON, or protobuf as kubectl asks).
 pub fn routes() -> Router {
     Router::new()
         .route("/openapi/v3", get(index_handler))
@@ -323,20 +383,186 @@ async fn v2_handler(headers: axum::http::HeaderMap) -> Response {
                 )
             })
         });
-    if !wants_protobuf {
-        return not_found();
+    let v2 = v2_built();
+    if wants_protobuf {
+        let mut resp = (StatusCode::OK, v2.protobuf.clone()).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(OPENAPI_V2_PROTOBUF_RESPONSE),
+        );
+        resp
+    } else {
+        json_text_ok(v2.json.clone(), Some(v2.hash.clone()))
     }
-    let mut resp = (StatusCode::OK, v2_protobuf_document()).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(OPENAPI_V2_PROTOBUF_RESPONSE),
+}
+
+/// The v2 document in both encodings, built once.
+struct V2 {
+    json: String,
+    hash: String,
+    protobuf: Vec<u8>,
+}
+
+fn v2_built() -> &'static V2 {
+    static V2DOC: std::sync::OnceLock<V2> = std::sync::OnceLock::new();
+    V2DOC.get_or_init(|| {
+        let doc = v2_document();
+        V2 {
+            json: doc.to_string(),
+            hash: hash(&doc),
+            protobuf: pb_document(&doc).0,
+        }
+    })
+}
+
+/// Rewrites a v3 schema into Swagger 2.0's form: references point into `#/definitions/`, and a
+/// reference with siblings (v3's `allOf: [{$ref}]` beside a description) is a plain `$ref`
+/// beside them, as upstream's v2 writes it.
+fn to_v2_schema(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                *r = format!("#/definitions/{name}");
+            }
+            for (_, child) in m.iter_mut() {
+                to_v2_schema(child);
+            }
+            let single_ref = m
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|a| a.len() == 1)
+                .and_then(|a| a[0].get("$ref"))
+                .cloned();
+            if let Some(r) = single_ref {
+                m.remove("allOf");
+                m.insert("$ref".into(), r);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(to_v2_schema),
+        _ => {}
+    }
+}
+
+/// A v3 PATCH path item in Swagger 2.0's form: parameters carry their type inline, the
+/// operation says what it consumes (the four patch types of a built-in kind) and produces, and
+/// takes the patch as its body.
+fn v2_path_item(ri: &ResourceInfo, v3: &Value) -> Value {
+    let param = |p: &Value| -> Value {
+        let mut p = p.clone();
+        if let Some(obj) = p.as_object_mut()
+            && let Some(Value::Object(schema)) = obj.remove("schema")
+        {
+            for (k, v) in schema {
+                obj.insert(k, v);
+            }
+        }
+        p
+    };
+    let path_params: Vec<Value> = v3["parameters"]
+        .as_array()
+        .map(|a| a.iter().map(param).collect())
+        .unwrap_or_default();
+    let op = &v3["patch"];
+    let mut params = vec![json!({
+        "name": "body", "in": "body", "required": true,
+        "schema": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"}
+    })];
+    params.extend(
+        op["parameters"]
+            .as_array()
+            .map(|a| a.iter().map(param).collect::<Vec<_>>())
+            .unwrap_or_default(),
     );
-    resp
+    let kind_ref = crate::schema::visit_kind(ri, SchemaName)
+        .map(|n| json!({"$ref": format!("#/definitions/{n}")}));
+    let response = |description: &str| match &kind_ref {
+        Some(r) => json!({"description": description, "schema": r}),
+        None => json!({"description": description}),
+    };
+    json!({
+        "parameters": path_params,
+        "patch": {
+            "description": op["description"],
+            "consumes": [
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml"
+            ],
+            "produces": ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"],
+            "schemes": ["https"],
+            "tags": op["tags"],
+            "operationId": op["operationId"],
+            "parameters": params,
+            "responses": {
+                "200": response("OK"),
+                "201": response("Created"),
+                "401": {"description": "Unauthorized"}
+            },
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": op["x-kubernetes-group-version-kind"],
+        }
+    })
+}
+
+/// The name of a kind's schema.
+struct SchemaName;
+
+impl crate::schema::KindVisitor for SchemaName {
+    type Out = String;
+    fn visit<T: serde::de::DeserializeOwned + serde::Serialize + schemars::JsonSchema>(
+        self,
+    ) -> String {
+        T::schema_name().into_owned()
+    }
+}
+
+/// `/openapi/v2`: every served resource's PATCH operation and every definition they use, with
+/// upstream's v2 shapes for the two string-or-number types.
+fn v2_document() -> Value {
+    let all: Vec<&ResourceInfo> = RESOURCES.iter().collect();
+    let mut definitions = component_schemas(&all);
+    // The Patch body every PATCH operation names (upstream: an object of any shape).
+    definitions.insert(
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Patch".into(),
+        json!({"description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.", "type": "object"}),
+    );
+    if let Some(Value::Object(m)) =
+        definitions.get_mut("io.k8s.apimachinery.pkg.util.intstr.IntOrString")
+    {
+        m.remove("x-kubernetes-int-or-string");
+        m.insert("type".into(), json!("string"));
+        m.insert("format".into(), json!("int-or-string"));
+    }
+    if let Some(Value::Object(m)) =
+        definitions.get_mut("io.k8s.apimachinery.pkg.api.resource.Quantity")
+    {
+        m.remove("x-kubernetes-int-or-string");
+        m.insert("type".into(), json!("string"));
+    }
+    let sorted: std::collections::BTreeMap<String, Value> = definitions.into_iter().collect();
+    let mut definitions: Map<String, Value> = sorted.into_iter().collect();
+    for v in definitions.values_mut() {
+        to_v2_schema(v);
+    }
+    let mut paths = std::collections::BTreeMap::new();
+    for ri in RESOURCES {
+        let (path, item) = patch_path_item(ri);
+        paths.insert(path, v2_path_item(ri, &item));
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+    })
 }
 
 // ---- OpenAPI v2 as gnostic `openapi.v2.Document` protobuf (field numbers of OpenAPIv2.proto) ----
 
-/// A protobuf message being written: length-delimited fields only, plus bools.
+/// A protobuf message being written.
 #[derive(Default)]
 struct Pb(Vec<u8>);
 
@@ -369,77 +595,265 @@ impl Pb {
         self.varint(u64::from(b));
         self
     }
+
+    fn int64(&mut self, field: u32, v: i64) -> &mut Self {
+        self.varint(u64::from(field) << 3);
+        self.varint(v as u64);
+        self
+    }
+
+    fn double(&mut self, field: u32, v: f64) -> &mut Self {
+        self.varint(u64::from(field) << 3 | 1);
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// `field` as a string when `v` is one.
+    fn str_of(&mut self, field: u32, v: Option<&Value>) -> &mut Self {
+        if let Some(s) = v.and_then(Value::as_str) {
+            self.string(field, s);
+        }
+        self
+    }
+
+    /// Every string of an array (or the one string) as repeated `field`.
+    fn strings_of(&mut self, field: u32, v: Option<&Value>) -> &mut Self {
+        match v {
+            Some(Value::String(s)) => {
+                self.string(field, s);
+            }
+            Some(Value::Array(a)) => {
+                for s in a.iter().filter_map(Value::as_str) {
+                    self.string(field, s);
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+
+    fn bool_of(&mut self, field: u32, v: Option<&Value>) -> &mut Self {
+        if let Some(b) = v.and_then(Value::as_bool) {
+            self.bool(field, b);
+        }
+        self
+    }
 }
 
-/// `NamedAny{name, Any{yaml}}`: how vendor extensions travel (kubectl YAML-decodes the value).
-fn named_any(name: &str, yaml: &str) -> Pb {
+/// gnostic's `Any{yaml}`: the value as YAML text (JSON is YAML; kubectl YAML-decodes it).
+fn pb_any(v: &Value) -> Pb {
     let mut any = Pb::default();
-    any.string(2, yaml);
-    let mut named = Pb::default();
-    named.string(1, name).message(2, any);
-    named
+    any.string(2, &format!("{v}\n"));
+    any
 }
 
-/// `ParametersItem{Parameter{NonBodyParameter{QueryParameterSubSchema}}}` of type string.
-fn v2_query_param(name: &str) -> Pb {
-    let mut query = Pb::default();
-    query
-        .string(2, "query")
-        .string(4, name)
-        .string(6, "string")
-        .bool(20, true);
-    let mut non_body = Pb::default();
-    non_body.message(3, query);
+/// The `x-` keys of `m` as repeated `NamedAny` in `field`.
+fn pb_extensions(pb: &mut Pb, field: u32, m: &Map<String, Value>) {
+    for (k, v) in m.iter().filter(|(k, _)| k.starts_with("x-")) {
+        let mut named = Pb::default();
+        named.string(1, k).message(2, pb_any(v));
+        pb.message(field, named);
+    }
+}
+
+/// A JSON schema as gnostic's `Schema`.
+fn pb_schema(v: &Value) -> Pb {
+    let mut pb = Pb::default();
+    let Some(m) = v.as_object() else {
+        return pb;
+    };
+    pb.str_of(1, m.get("$ref"))
+        .str_of(2, m.get("format"))
+        .str_of(3, m.get("title"))
+        .str_of(4, m.get("description"));
+    if let Some(d) = m.get("default") {
+        pb.message(5, pb_any(d));
+    }
+    for (key, field) in [("multipleOf", 6), ("maximum", 7), ("minimum", 9)] {
+        if let Some(x) = m.get(key).and_then(Value::as_f64) {
+            pb.double(field, x);
+        }
+    }
+    pb.bool_of(8, m.get("exclusiveMaximum"))
+        .bool_of(10, m.get("exclusiveMinimum"));
+    for (key, field) in [
+        ("maxLength", 11),
+        ("minLength", 12),
+        ("maxItems", 14),
+        ("minItems", 15),
+        ("maxProperties", 17),
+        ("minProperties", 18),
+    ] {
+        if let Some(x) = m.get(key).and_then(Value::as_i64) {
+            pb.int64(field, x);
+        }
+    }
+    pb.str_of(13, m.get("pattern"))
+        .bool_of(16, m.get("uniqueItems"))
+        .strings_of(19, m.get("required"));
+    for e in m
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        pb.message(20, pb_any(e));
+    }
+    match m.get("additionalProperties") {
+        Some(Value::Bool(b)) => {
+            let mut item = Pb::default();
+            item.bool(2, *b);
+            pb.message(21, item);
+        }
+        Some(s @ Value::Object(_)) => {
+            let mut item = Pb::default();
+            item.message(1, pb_schema(s));
+            pb.message(21, item);
+        }
+        _ => {}
+    }
+    if m.contains_key("type") {
+        let mut ty = Pb::default();
+        ty.strings_of(1, m.get("type"));
+        pb.message(22, ty);
+    }
+    match m.get("items") {
+        Some(Value::Array(a)) => {
+            let mut items = Pb::default();
+            for s in a {
+                items.message(1, pb_schema(s));
+            }
+            pb.message(23, items);
+        }
+        Some(s @ Value::Object(_)) => {
+            let mut items = Pb::default();
+            items.message(1, pb_schema(s));
+            pb.message(23, items);
+        }
+        _ => {}
+    }
+    for s in m
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        pb.message(24, pb_schema(s));
+    }
+    if let Some(props) = m.get("properties").and_then(Value::as_object) {
+        let mut p = Pb::default();
+        for (name, s) in props {
+            let mut named = Pb::default();
+            named.string(1, name).message(2, pb_schema(s));
+            p.message(1, named);
+        }
+        pb.message(25, p);
+    }
+    pb.bool_of(27, m.get("readOnly"));
+    if let Some(d) = m.get("externalDocs").and_then(Value::as_object) {
+        let mut docs = Pb::default();
+        docs.str_of(1, d.get("description")).str_of(2, d.get("url"));
+        pb.message(29, docs);
+    }
+    pb_extensions(&mut pb, 31, m);
+    pb
+}
+
+/// A parameter as gnostic's `ParametersItem{Parameter{...}}`: the body, or a query or path
+/// parameter.
+fn pb_parameter(p: &Value) -> Pb {
     let mut param = Pb::default();
-    param.message(2, non_body);
+    if p["in"] == "body" {
+        let mut body = Pb::default();
+        body.str_of(1, p.get("description"))
+            .str_of(2, p.get("name"))
+            .str_of(3, p.get("in"))
+            .bool_of(4, p.get("required"));
+        if let Some(s) = p.get("schema") {
+            body.message(5, pb_schema(s));
+        }
+        param.message(1, body);
+    } else {
+        let path = p["in"] == "path";
+        let mut sub = Pb::default();
+        sub.bool_of(1, p.get("required"))
+            .str_of(2, p.get("in"))
+            .str_of(3, p.get("description"))
+            .str_of(4, p.get("name"))
+            .str_of(if path { 5 } else { 6 }, p.get("type"))
+            .bool_of(if path { 19 } else { 20 }, p.get("uniqueItems"));
+        let mut non_body = Pb::default();
+        non_body.message(if path { 4 } else { 3 }, sub);
+        param.message(2, non_body);
+    }
     let mut item = Pb::default();
     item.message(1, param);
     item
 }
 
-/// The v2 document: one PATCH operation per resource, as in the v3 documents.
-fn v2_protobuf_document() -> Vec<u8> {
-    let mut paths = Pb::default();
-    for ri in RESOURCES {
-        let (path, item) = patch_path_item(ri);
-        let patch = &item["patch"];
-        let mut op = Pb::default();
-        op.string(3, patch["description"].as_str().unwrap_or(""));
-        op.string(5, patch["operationId"].as_str().unwrap_or(""));
-        for name in ["dryRun", "fieldManager", "fieldValidation", "force"] {
-            op.message(8, v2_query_param(name));
-        }
+fn pb_operation(op: &Value) -> Pb {
+    let mut pb = Pb::default();
+    pb.strings_of(1, op.get("tags"))
+        .str_of(3, op.get("description"))
+        .str_of(5, op.get("operationId"))
+        .strings_of(6, op.get("produces"))
+        .strings_of(7, op.get("consumes"));
+    for p in op["parameters"].as_array().into_iter().flatten() {
+        pb.message(8, pb_parameter(p));
+    }
+    let mut responses = Pb::default();
+    for (code, r) in op["responses"].as_object().into_iter().flatten() {
         let mut response = Pb::default();
-        response.string(1, "OK");
-        let mut response_value = Pb::default();
-        response_value.message(1, response);
-        let mut named_response = Pb::default();
-        named_response.string(1, "200").message(2, response_value);
-        let mut responses = Pb::default();
-        responses.message(1, named_response);
-        op.message(9, responses);
-        op.message(13, named_any("x-kubernetes-action", "patch\n"));
-        let group = if ri.group.is_empty() {
-            "\"\""
-        } else {
-            ri.group
-        };
-        let gvk = format!(
-            "group: {group}\nkind: {}\nversion: {}\n",
-            ri.kind, ri.version
-        );
-        op.message(13, named_any("x-kubernetes-group-version-kind", &gvk));
-        let mut path_item = Pb::default();
-        path_item.message(8, op);
+        response.str_of(1, r.get("description"));
+        if let Some(s) = r.get("schema") {
+            let mut item = Pb::default();
+            item.message(1, pb_schema(s));
+            response.message(2, item);
+        }
+        let mut value = Pb::default();
+        value.message(1, response);
         let mut named = Pb::default();
-        named.string(1, &path).message(2, path_item);
+        named.string(1, code).message(2, value);
+        responses.message(1, named);
+    }
+    pb.message(9, responses);
+    pb.strings_of(10, op.get("schemes"));
+    if let Some(m) = op.as_object() {
+        pb_extensions(&mut pb, 13, m);
+    }
+    pb
+}
+
+/// The v2 document as gnostic's `Document`.
+fn pb_document(doc: &Value) -> Pb {
+    let mut paths = Pb::default();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        let mut pi = Pb::default();
+        if let Some(op) = item.get("patch") {
+            pi.message(8, pb_operation(op));
+        }
+        for p in item["parameters"].as_array().into_iter().flatten() {
+            pi.message(9, pb_parameter(p));
+        }
+        let mut named = Pb::default();
+        named.string(1, path).message(2, pi);
         paths.message(2, named);
     }
+    let mut definitions = Pb::default();
+    for (name, s) in doc["definitions"].as_object().into_iter().flatten() {
+        let mut named = Pb::default();
+        named.string(1, name).message(2, pb_schema(s));
+        definitions.message(1, named);
+    }
     let mut info = Pb::default();
-    info.string(1, "Kubernetes").string(2, GIT_VERSION);
-    let mut doc = Pb::default();
-    doc.string(1, "2.0").message(2, info).message(8, paths);
-    doc.0
+    info.str_of(1, doc["info"].get("title"))
+        .str_of(2, doc["info"].get("version"));
+    let mut pb = Pb::default();
+    pb.str_of(1, doc.get("swagger"))
+        .message(2, info)
+        .message(8, paths)
+        .message(9, definitions);
+    pb
 }
 
 #[cfg(test)]
@@ -623,15 +1037,18 @@ mod tests {
             assert_eq!(code, 404, "{missing}");
             assert_eq!(json_of(&status)["reason"], "NotFound");
         }
-        // v2: JSON is not served; protobuf is, with a Content-Type Go's mime package parses.
-        let (code, status, _) = get("/openapi/v2?timeout=32s", Some("application/json")).await;
-        assert_eq!(code, 404);
-        assert_eq!(json_of(&status)["kind"], "Status");
+        // v2: JSON by default, protobuf with a Content-Type Go's mime package parses.
+        for accept in [Some("application/json"), None] {
+            let (code, doc, headers) = get("/openapi/v2?timeout=32s", accept).await;
+            assert_eq!(code, 200);
+            assert_eq!(headers["content-type"], "application/json");
+            assert_eq!(json_of(&doc), v2_document());
+        }
         let (code, body, headers) = get("/openapi/v2?timeout=32s", Some(OPENAPI_V2_PROTOBUF)).await;
         assert_eq!(code, 200);
         assert_eq!(headers["content-type"], OPENAPI_V2_PROTOBUF_RESPONSE);
         assert!(!OPENAPI_V2_PROTOBUF_RESPONSE.contains('@'));
-        assert_eq!(body, v2_protobuf_document());
+        assert_eq!(body, pb_document(&v2_document()).0);
     }
 
     /// Reads one protobuf message into (field number, payload) pairs (varints as LE bytes).
@@ -682,7 +1099,7 @@ mod tests {
 
     #[test]
     fn v2_protobuf_carries_gvk_and_field_validation() {
-        let doc = v2_protobuf_document();
+        let doc = pb_document(&v2_document()).0;
         assert_eq!(field(&doc, 1), [b"2.0".to_vec()]);
         assert_eq!(text(&field(&field(&doc, 2)[0], 2)[0]), GIT_VERSION);
         let named = field(&field(&doc, 8)[0], 2);
@@ -696,12 +1113,20 @@ mod tests {
             .iter()
             .map(|e| (text(&field(e, 1)[0]), text(&field(&field(e, 2)[0], 2)[0])))
             .collect();
-        assert!(exts.contains(&(
-            "x-kubernetes-group-version-kind".into(),
-            "group: \"\"\nkind: Pod\nversion: v1\n".into()
-        )));
-        // parameters → ParametersItem.parameter → Parameter.non_body → NonBody.query → name
-        let names: Vec<String> = field(op, 8)
+        let gvk = serde_json::from_str::<Value>(
+            &exts
+                .iter()
+                .find(|(k, _)| k == "x-kubernetes-group-version-kind")
+                .expect("gvk")
+                .1,
+        )
+        .unwrap();
+        assert_eq!(gvk, json!({"group": "", "kind": "Pod", "version": "v1"}));
+        // parameters → ParametersItem.parameter → Parameter.body | .non_body → NonBody.query
+        let items = field(op, 8);
+        let body = &field(&field(&items[0], 1)[0], 1)[0];
+        assert_eq!(field(body, 2)[0], b"body");
+        let names: Vec<String> = items[1..]
             .iter()
             .map(|item| {
                 let query = &field(&field(&field(item, 1)[0], 2)[0], 3)[0];
@@ -712,6 +1137,141 @@ mod tests {
         assert_eq!(
             names,
             ["dryRun", "fieldManager", "fieldValidation", "force"]
+        );
+        // What kubectl's apply looks for before a strategic merge patch.
+        let consumes: Vec<String> = field(op, 7).iter().map(|c| text(c)).collect();
+        assert!(consumes.contains(&"application/strategic-merge-patch+json".to_string()));
+
+        // definitions → NamedSchema: the PodSpec's containers carry upstream's patch keys, the
+        // Pod its GVK, restartPolicy its enum.
+        let defs = field(&field(&doc, 9)[0], 1);
+        let def = |name: &str| -> Vec<u8> {
+            let d = defs
+                .iter()
+                .find(|d| field(d, 1)[0] == name.as_bytes())
+                .unwrap_or_else(|| panic!("{name}"));
+            field(d, 2)[0].clone()
+        };
+        let prop = |schema: &[u8], name: &str| -> Vec<u8> {
+            let props = field(&field(schema, 25)[0], 1);
+            let p = props
+                .iter()
+                .find(|p| field(p, 1)[0] == name.as_bytes())
+                .unwrap_or_else(|| panic!("{name}"));
+            field(p, 2)[0].clone()
+        };
+        let exts = |schema: &[u8]| -> Vec<(String, String)> {
+            field(schema, 31)
+                .iter()
+                .map(|e| (text(&field(e, 1)[0]), text(&field(&field(e, 2)[0], 2)[0])))
+                .collect()
+        };
+        let spec = def("io.k8s.api.core.v1.PodSpec");
+        let containers = prop(&spec, "containers");
+        assert!(
+            exts(&containers)
+                .contains(&("x-kubernetes-patch-merge-key".into(), "\"name\"\n".into()))
+        );
+        assert!(
+            exts(&containers)
+                .contains(&("x-kubernetes-patch-strategy".into(), "\"merge\"\n".into()))
+        );
+        let items = field(&field(&containers, 23)[0], 1);
+        assert_eq!(
+            text(&field(&items[0], 1)[0]),
+            "#/definitions/io.k8s.api.core.v1.Container"
+        );
+        let restart = prop(&spec, "restartPolicy");
+        let values: Vec<String> = field(&restart, 20)
+            .iter()
+            .map(|a| text(&field(a, 2)[0]))
+            .collect();
+        assert_eq!(values, ["\"Always\"\n", "\"Never\"\n", "\"OnFailure\"\n"]);
+        assert!(
+            exts(&def("io.k8s.api.core.v1.Pod"))
+                .iter()
+                .any(|(k, v)| k == "x-kubernetes-group-version-kind"
+                    && v.contains("\"kind\":\"Pod\""))
+        );
+    }
+
+    #[test]
+    fn v2_json_has_every_kind_and_resolving_references() {
+        let doc = v2_document();
+        assert_eq!(doc["swagger"], "2.0");
+        let defs = doc["definitions"].as_object().unwrap();
+        for ri in RESOURCES {
+            let gvk = json!([{"group": ri.group, "kind": ri.kind, "version": ri.version}]);
+            assert_eq!(
+                defs.values()
+                    .filter(|d| d["x-kubernetes-group-version-kind"] == gvk)
+                    .count(),
+                1,
+                "{}",
+                ri.kind
+            );
+        }
+        let text = doc.to_string();
+        assert!(!text.contains("#/components/schemas/"));
+        for r in text.split("\"$ref\":\"#/definitions/").skip(1) {
+            let name = &r[..r.find('"').unwrap()];
+            assert!(defs.contains_key(name), "{name} unresolved");
+        }
+        // A described reference is a plain $ref beside its description, as upstream's v2 is.
+        let meta = &defs["io.k8s.api.core.v1.Pod"]["properties"]["metadata"];
+        assert_eq!(
+            meta["$ref"],
+            "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert!(meta.get("allOf").is_none());
+        assert_eq!(
+            defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"],
+            "int-or-string"
+        );
+        let op = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            op["responses"]["200"]["schema"]["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.Deployment"
+        );
+        assert_eq!(op["parameters"][0]["in"], "body");
+    }
+
+    #[test]
+    fn upstream_enums_and_extensions_reach_the_schemas() {
+        let rows = include_str!("openapi_fields.jsonl").lines().count();
+        assert_eq!(upstream_fields().len(), rows, "every row parses");
+        let core = group_version_document("api/v1").unwrap();
+        let schemas = &core["components"]["schemas"];
+        let restart = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["restartPolicy"];
+        assert_eq!(restart["enum"], json!(["Always", "Never", "OnFailure"]));
+        assert_eq!(
+            restart["description"],
+            "Restart policy for all containers within the pod. One of Always, OnFailure, Never. In some contexts, only a subset of those values may be permitted. Default to Always. More info: https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#restart-policy\n\nPossible enum values:\n - `\"Always\"`\n - `\"Never\"`\n - `\"OnFailure\"`"
+        );
+        let tol = &schemas["io.k8s.api.core.v1.Toleration"]["properties"];
+        assert_eq!(tol["operator"]["enum"], json!(["Equal", "Exists"]));
+        assert_eq!(
+            tol["effect"]["enum"],
+            json!(["NoExecute", "NoSchedule", "PreferNoSchedule"])
+        );
+        assert_eq!(
+            schemas["io.k8s.api.core.v1.ServiceSpec"]["properties"]["type"]["enum"],
+            json!(["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"])
+        );
+        let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        let apps = group_version_document("apis/apps/v1").unwrap();
+        assert_eq!(
+            apps["components"]["schemas"]["io.k8s.api.apps.v1.DeploymentStrategy"]["properties"]["type"]
+                ["enum"],
+            json!(["Recreate", "RollingUpdate"])
+        );
+        // A field without an upstream enum is unchanged.
+        assert!(
+            schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["hostname"]
+                .get("enum")
+                .is_none()
         );
     }
 

@@ -1398,16 +1398,11 @@ fn validate_cronjob(obj: &Value, errs: &mut Errs) {
             }
         }
     }
-    if let Some(tz) = s(spec, "timeZone")
-        && tz != "UTC"
-        && tz != "Etc/UTC"
-    {
-        // klab runs schedules in UTC only; any other zone is refused rather than misread.
-        errs.push(FieldError::invalid(
-            "spec.timeZone",
-            jstr(tz),
-            format!("unknown time zone {tz}"),
-        ));
+    if let Some(tz) = s(spec, "timeZone") {
+        // Upstream's validateTimeZone: an IANA name the tz database knows.
+        for e in klab_api::cron::validate_time_zone(tz) {
+            errs.push(FieldError::invalid("spec.timeZone", jstr(tz), e));
+        }
     }
     match s_or_empty(spec, "concurrencyPolicy") {
         "" | "Allow" | "Forbid" | "Replace" => {}
@@ -3079,6 +3074,38 @@ mod tests {
                 "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
             ]
         );
+        // spec.timeZone: IANA names from the tz database, upstream's messages otherwise.
+        for (tz, want) in [
+            ("Europe/Berlin", vec![]),
+            ("America/New_York", vec![]),
+            (
+                "Mars/Olympus",
+                vec![
+                    "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus",
+                ],
+            ),
+            (
+                "",
+                vec![
+                    "spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string",
+                ],
+            ),
+            (
+                "Local",
+                vec![
+                    "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                ],
+            ),
+        ] {
+            assert_eq!(
+                msgs(obj(
+                    "zoned",
+                    json!({"schedule": "0 9 * * *", "timeZone": tz, "jobTemplate": template})
+                )),
+                want,
+                "{tz:?}"
+            );
+        }
         let long = "x".repeat(53);
         assert_eq!(
             msgs(obj(

@@ -147,6 +147,7 @@ impl Cluster {
         api.add_metrics_source(move || {
             let mut s = m.node_lifecycle.render();
             s.push_str(&m.taint_eviction.render());
+            s.push_str(&m.workqueue.render());
             s
         });
         let scheduler_client = kube::Client::new(

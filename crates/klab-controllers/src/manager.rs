@@ -98,11 +98,13 @@ impl ControllerManagerConfig {
 }
 
 /// Metrics handles of the running controllers.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ControllerMetrics {
     pub node_lifecycle: NodeLifecycleMetrics,
     pub taint_eviction: TaintEvictionMetrics,
     pub pod_gc: PodGcMetrics,
+    /// client-go's `workqueue_*` families of the queues made through the shared informers.
+    pub workqueue: klab_runtime::QueueMetrics,
 }
 
 /// A start function for the supervisor: each run gets fresh clones of `args`.
@@ -133,7 +135,6 @@ pub fn start(
     config: ControllerManagerConfig,
     health: Health,
 ) -> (Vec<JoinHandle<()>>, ControllerMetrics) {
-    let metrics = ControllerMetrics::default();
     let mut tasks = Vec::new();
     // One run of a controller from clones of what it was given, so the supervisor can start it
     // again after a failure.
@@ -151,6 +152,12 @@ pub fn start(
     // SharedInformerFactory, which lists and watches as `shared-informers`).
     let informers = Informers::new(client_for("shared-informers"), clock.clone())
         .supervised(health.clone(), format!("{COMPONENT}/shared-informers"));
+    let metrics = ControllerMetrics {
+        node_lifecycle: NodeLifecycleMetrics::default(),
+        taint_eviction: TaintEvictionMetrics::default(),
+        pod_gc: PodGcMetrics::default(),
+        workqueue: informers.queue_metrics(),
+    };
     let recorder = |client: &kube::Client, controller: &'static str| {
         EventRecorder::new(client.clone(), clock.clone(), rng.clone(), controller)
     };

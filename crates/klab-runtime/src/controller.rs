@@ -205,10 +205,12 @@ pub async fn run<C: Reconcile>(
         if sources.synced() {
             c.before_reconcile().await;
             while let Some(key) = c.queue().pop() {
-                if let Err(e) = c.reconcile(key.clone()).await {
+                let res = c.reconcile(key.clone()).await;
+                if let Err(e) = res {
                     tracing::debug!(namespace = %key.0, name = %key.1, error = %e, "sync failed; retrying");
-                    c.queue().add_after(key, clock.now(), RETRY_AFTER);
+                    c.queue().add_after(key.clone(), clock.now(), RETRY_AFTER);
                 }
+                c.queue().done(&key);
             }
         }
     }

@@ -23,6 +23,8 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::metrics::QueueMetrics;
+use crate::queue::WorkQueue;
 use crate::store::{IndexFn, ObjKey, ReadStats, Store, key_of};
 
 /// One change: `(old, new)`; `new == None` is a deletion (`old` is then the last state known).
@@ -288,6 +290,8 @@ pub struct Informers {
     informers: Arc<Mutex<BTreeMap<TypeId, Box<dyn Any + Send>>>>,
     /// The informers' watch tasks, stopped together by a [`StopGuard`].
     tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The workqueue metrics of the controllers built on this factory.
+    queue_metrics: QueueMetrics,
 }
 
 /// Stops every informer of a factory when dropped (whoever owns the factory's lifetime holds it:
@@ -314,11 +318,23 @@ impl Informers {
     pub fn new(client: kube::Client, clock: Clock) -> Self {
         Informers {
             client,
+            queue_metrics: QueueMetrics::new(clock.clone()),
             clock,
             supervision: None,
             informers: Arc::new(Mutex::new(BTreeMap::new())),
             tasks: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// A work queue metered under upstream's queue name (`replicaset`, `endpoint_slice`, …),
+    /// timed on this factory's clock.
+    pub fn queue(&self, name: &'static str) -> WorkQueue {
+        self.queue_metrics.queue(name)
+    }
+
+    /// The workqueue metrics of every queue made by [`Informers::queue`].
+    pub fn queue_metrics(&self) -> QueueMetrics {
+        self.queue_metrics.clone()
     }
 
     /// A guard whose drop stops every informer this factory started (or will have started).

@@ -7,7 +7,9 @@
 //!   [`store::Store`] ordered by `(namespace, name)`, with named indexes (pods by node, by
 //!   controller UID, …) that controllers query instead of scanning, and fans every change out to
 //!   its subscribers in subscription order.
-//! - [`WorkQueue`] dedups keys, pops them in key order, and owns timed re-queues (`add_at`).
+//! - [`WorkQueue`] dedups keys, pops them in key order, and owns timed re-queues (`add_at`);
+//!   queues made through [`Informers::queue`] are metered with client-go's workqueue metrics
+//!   ([`QueueMetrics`], rendered on the API server's `/metrics`).
 //! - [`run`] is the loop every controller runs: take in every notification already delivered
 //!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the controller's
 //!   synchronous handler (which only enqueues keys and observes expectations), fire due timers,
@@ -21,6 +23,7 @@
 pub mod controller;
 pub mod index;
 pub mod informer;
+pub mod metrics;
 pub mod queue;
 pub mod store;
 
@@ -28,6 +31,7 @@ pub use controller::{Reconcile, Sources, run};
 pub use informer::{
     Change, Informers, Notice, SharedInformer, StopGuard, Subscription, change_key,
 };
+pub use metrics::QueueMetrics;
 pub use queue::WorkQueue;
 pub use store::{ObjKey, ReadStats, key_of};
 

@@ -1,11 +1,14 @@
 //! The work queue of a controller: a set of dirty keys popped in key order (deduplicated, as
 //! client-go's workqueue), and timed re-queues on the objects' timeline (its `AddAfter`), the
-//! earliest of several requests for one key winning.
+//! earliest of several requests for one key winning. A queue made by
+//! [`QueueMetrics::queue`](crate::metrics::QueueMetrics::queue) is metered under its upstream
+//! name (adds, depth, waits, work, retries); `WorkQueue::default()` is not.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
+use crate::metrics::Meter;
 use crate::store::ObjKey;
 
 /// Keys to sync now, and keys to sync at a given instant of the objects' timeline.
@@ -13,15 +16,42 @@ use crate::store::ObjKey;
 pub struct WorkQueue {
     dirty: BTreeSet<ObjKey>,
     timers: BTreeMap<ObjKey, Timestamp>,
+    meter: Option<Meter>,
 }
 
 impl WorkQueue {
-    pub fn add(&mut self, key: ObjKey) {
-        self.dirty.insert(key);
+    pub(crate) fn metered(meter: Meter) -> Self {
+        WorkQueue {
+            meter: Some(meter),
+            ..WorkQueue::default()
+        }
     }
 
-    /// Re-queue at `t` (the earliest of several requests wins, like a delaying queue).
+    pub fn add(&mut self, key: ObjKey) {
+        self.insert_dirty(key);
+    }
+
+    /// Marks `key` dirty; only a key not already waiting counts as an add (client-go's `Add`).
+    fn insert_dirty(&mut self, key: ObjKey) {
+        match &self.meter {
+            Some(m) => {
+                if !self.dirty.contains(&key) {
+                    m.add(&key);
+                    self.dirty.insert(key);
+                }
+            }
+            None => {
+                self.dirty.insert(key);
+            }
+        }
+    }
+
+    /// Re-queue at `t` (the earliest of several requests wins, like a delaying queue). Each
+    /// request counts as a retry, as every `AddAfter` does upstream.
     pub fn add_at(&mut self, key: ObjKey, t: Timestamp) {
+        if let Some(m) = &self.meter {
+            m.retry();
+        }
         let e = self.timers.entry(key).or_insert(t);
         if t < *e {
             *e = t;
@@ -52,12 +82,24 @@ impl WorkQueue {
             .collect();
         for k in due {
             self.timers.remove(&k);
-            self.dirty.insert(k);
+            self.insert_dirty(k);
         }
     }
 
+    /// The next dirty key; the caller processes it and then calls [`WorkQueue::done`].
     pub fn pop(&mut self) -> Option<ObjKey> {
-        self.dirty.pop_first()
+        let k = self.dirty.pop_first()?;
+        if let Some(m) = &self.meter {
+            m.get(&k);
+        }
+        Some(k)
+    }
+
+    /// Processing of a popped key finished (client-go's `Done`): its work time is observed.
+    pub fn done(&mut self, key: &ObjKey) {
+        if let Some(m) = &self.meter {
+            m.done(key);
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -113,6 +113,20 @@ pub fn requeue_at(
     next.checked_add(NEXT_SCHEDULE_DELTA).ok()
 }
 
+/// The scheduled-timestamp annotation's value: RFC 3339 in the CronJob's zone (`Z` in UTC,
+/// else the zone's offset at that instant), as upstream formats `scheduledTime.In(location)`.
+pub fn scheduled_timestamp(scheduled: Timestamp, time_zone: Option<&str>) -> String {
+    let tz = time_zone
+        .and_then(|n| klab_api::cron::load_location(n).ok())
+        .unwrap_or(jiff::tz::TimeZone::UTC);
+    let z = scheduled.to_zoned(tz);
+    if z.offset().seconds() == 0 {
+        z.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
+    }
+}
+
 /// The Job for one scheduled time: `<cronjob>-<minutes since the epoch>`.
 pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
     format!("{cronjob}-{}", scheduled.as_second().div_euclid(60))
@@ -417,6 +431,42 @@ mod tests {
             .unwrap()
             .0,
             Some(ts("2026-01-03T09:00:00Z"))
+        );
+        // A zoned schedule: 09:00 in Berlin is 08:00Z in winter and 07:00Z in summer, and the
+        // annotation carries the zone's offset.
+        let berlin = Schedule::parse("0 9 * * *")
+            .unwrap()
+            .in_time_zone(klab_api::cron::load_location("Europe/Berlin").unwrap());
+        assert_eq!(
+            most_recent(
+                &berlin,
+                ts("2026-03-27T00:00:00Z"),
+                ts("2026-03-30T12:00:00Z")
+            )
+            .unwrap(),
+            (Some(ts("2026-03-30T07:00:00Z")), 4)
+        );
+        assert_eq!(
+            requeue_at(
+                &berlin,
+                ts("2026-03-27T00:00:00Z"),
+                None,
+                ts("2026-03-28T12:00:00Z")
+            ),
+            Some(ts("2026-03-29T07:00:00.1Z")),
+            "the day the clocks change"
+        );
+        assert_eq!(
+            scheduled_timestamp(ts("2026-03-30T07:00:00Z"), Some("Europe/Berlin")),
+            "2026-03-30T09:00:00+02:00"
+        );
+        assert_eq!(
+            scheduled_timestamp(ts("2026-03-30T07:00:00Z"), None),
+            "2026-03-30T07:00:00Z"
+        );
+        assert_eq!(
+            scheduled_timestamp(ts("2026-03-30T07:00:00Z"), Some("Etc/UTC")),
+            "2026-03-30T07:00:00Z"
         );
         let f = |n: &str, s: Option<&str>, ok| Finished {
             name: n.into(),

@@ -57,7 +57,7 @@ pub async fn run(
         recorder,
         cronjobs,
         jobs,
-        queue: WorkQueue::default(),
+        queue: informers.queue("cronjob"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -231,8 +231,30 @@ impl Cjc {
         let cj: &CronJob = &cj_owned;
         let spec = cj.spec.clone().unwrap_or_default();
         let mut requeue: Option<Timestamp> = None;
-        if cj.metadata.deletion_timestamp.is_none() && spec.suspend != Some(true) {
-            match Schedule::parse(&spec.schedule) {
+        // The zone the schedule is read in; a zone the tz database does not know (stored
+        // before validation refused it) starts nothing, as upstream's controller.
+        let zone = match spec.time_zone.as_deref().map(klab_api::cron::load_location) {
+            None => Some(jiff::tz::TimeZone::UTC),
+            Some(Ok(tz)) => Some(tz),
+            Some(Err(e)) => {
+                self.event(
+                    cj,
+                    "Warning",
+                    "UnknownTimeZone",
+                    format!(
+                        "invalid timeZone: {:?}: {e}",
+                        spec.time_zone.as_deref().unwrap_or_default()
+                    ),
+                )
+                .await;
+                None
+            }
+        };
+        if let Some(zone) = zone
+            && cj.metadata.deletion_timestamp.is_none()
+            && spec.suspend != Some(true)
+        {
+            match Schedule::parse(&spec.schedule).map(|s| s.in_time_zone(zone)) {
                 Err(e) => {
                     self.event(
                         cj,
@@ -471,7 +493,10 @@ fn job_from_template(cj: &CronJob, scheduled: Timestamp) -> Job {
     let mut annotations: BTreeMap<String, String> = tmeta.annotations.unwrap_or_default();
     annotations.insert(
         decide::SCHEDULED_TIMESTAMP_ANNOTATION.into(),
-        scheduled.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        decide::scheduled_timestamp(
+            scheduled,
+            cj.spec.as_ref().and_then(|s| s.time_zone.as_deref()),
+        ),
     );
     let mut job = Job {
         metadata: ObjectMeta {

@@ -91,7 +91,7 @@ pub async fn run(
         dss,
         pods,
         nodes,
-        queue: WorkQueue::default(),
+        queue: informers.queue("daemonset"),
         expectations: BTreeMap::new(),
         backoff: BTreeMap::new(),
     };

@@ -64,7 +64,7 @@ pub async fn run(
         ds,
         rss,
         pods,
-        queue: WorkQueue::default(),
+        queue: informers.queue("deployment"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await

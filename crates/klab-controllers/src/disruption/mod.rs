@@ -72,8 +72,8 @@ pub async fn run(
             deployments,
             stateful_sets,
         },
-        queue: WorkQueue::default(),
-        stale: WorkQueue::default(),
+        queue: informers.queue("disruption"),
+        stale: informers.queue("stale_pod_disruption"),
         pending_events: Vec::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
@@ -177,7 +177,8 @@ impl Reconcile for Dc {
         let now = self.clock.now();
         self.stale.fire_due(now);
         while let Some(k) = self.stale.pop() {
-            self.reset_stale_condition(k, now).await;
+            self.reset_stale_condition(k.clone(), now).await;
+            self.stale.done(&k);
         }
     }
 

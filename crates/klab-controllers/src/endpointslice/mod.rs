@@ -87,7 +87,7 @@ pub async fn run_slices(
         pods,
         slices,
         nodes,
-        queue: WorkQueue::default(),
+        queue: informers.queue("endpoint_slice"),
         pending: BTreeMap::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
@@ -245,7 +245,7 @@ pub async fn run_endpoints(
         services,
         pods,
         endpoints,
-        queue: WorkQueue::default(),
+        queue: informers.queue("endpoint"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await

@@ -70,7 +70,7 @@ pub async fn run(
         recorder,
         jobs,
         pods,
-        queue: WorkQueue::default(),
+        queue: informers.queue("job"),
         expectations: BTreeMap::new(),
         finalizer_removals: BTreeSet::new(),
         backoff: BTreeMap::new(),

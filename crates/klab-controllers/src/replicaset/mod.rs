@@ -73,7 +73,7 @@ pub async fn run(
         recorder,
         rss,
         pods,
-        queue: WorkQueue::default(),
+        queue: informers.queue("replicaset"),
         expectations: BTreeMap::new(),
     };
     klab_runtime::run(clock, sources, &mut c)

@@ -53,7 +53,7 @@ pub async fn run(
         service_accounts,
         config_maps,
         config,
-        queue: WorkQueue::default(),
+        queue: informers.queue("serviceaccount"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await

@@ -71,7 +71,7 @@ pub async fn run(
         sets,
         pods,
         revisions,
-        queue: WorkQueue::default(),
+        queue: informers.queue("statefulset"),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await

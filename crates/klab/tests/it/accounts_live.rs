@@ -163,12 +163,73 @@ fn accounts_reviews_tokens_cronjobs_and_metrics() {
         "error: failed to create cronjob: CronJob.batch \"bad\" is invalid: spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"
     );
 
+    // spec.timeZone: an IANA zone is taken and the schedule runs in it (the scheduled-timestamp
+    // annotation of its Jobs carries the zone's offset); an unknown zone is refused.
+    k.ok(
+        33,
+        &[
+            "create",
+            "cronjob",
+            "zoned",
+            "--image=busybox",
+            "--schedule=* * * * *",
+        ],
+    );
+    let out = k.kubectl(
+        33,
+        &[
+            "patch",
+            "cronjob",
+            "zoned",
+            "-p",
+            r#"{"spec":{"timeZone":"Mars/Olympus"}}"#,
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.ok(
+        33,
+        &[
+            "patch",
+            "cronjob",
+            "zoned",
+            "-p",
+            r#"{"spec":{"timeZone":"Asia/Kolkata"}}"#,
+        ],
+    );
+    let row = mask_ages(&k.ok(33, &["get", "cronjob", "zoned", "--no-headers"]));
+    assert!(
+        row.starts_with("zoned * * * * * Asia/Kolkata False"),
+        "{row}"
+    );
+    k.wait_for("a Job in Asia/Kolkata time", Duration::from_secs(60), || {
+        let stamps = k.ok(
+            33,
+            &[
+                "get",
+                "jobs",
+                "-o",
+                r#"jsonpath={range .items[*]}{.metadata.annotations.batch\.kubernetes\.io/cronjob-scheduled-timestamp}{"\n"}{end}"#,
+            ],
+        );
+        stamps
+            .lines()
+            .any(|l| l.ends_with(":00+05:30"))
+            .then_some(())
+    });
+
     let metrics = k.ok(30, &["get", "--raw", "/metrics"]);
     for family in [
         "apiserver_request_total{",
         "apiserver_request_duration_seconds_bucket{",
         "apiserver_watch_events_total{",
-        "apiserver_storage_objects{resource=\"cronjobs.batch\"} 1",
+        "apiserver_storage_objects{resource=\"cronjobs.batch\"} 2",
         "node_collector_zone_size{",
     ] {
         assert!(metrics.contains(family), "{family} missing");
@@ -176,4 +237,56 @@ fn accounts_reviews_tokens_cronjobs_and_metrics() {
     assert!(metrics.contains(
         "resource=\"serviceaccounts\",scope=\"resource\",subresource=\"token\",verb=\"POST\""
     ));
+
+    // client-go's workqueue families, one series per controller queue under upstream's name
+    // (`kubectl get --raw /metrics | grep workqueue_`).
+    let wq: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.contains("workqueue_"))
+        .collect();
+    for line in [
+        "# HELP workqueue_adds_total [ALPHA] Total number of adds handled by workqueue",
+        "# TYPE workqueue_depth gauge",
+        "# TYPE workqueue_queue_duration_seconds histogram",
+        "# TYPE workqueue_work_duration_seconds histogram",
+        "# TYPE workqueue_retries_total counter",
+        "# TYPE workqueue_unfinished_work_seconds gauge",
+        "# TYPE workqueue_longest_running_processor_seconds gauge",
+        "workqueue_queue_duration_seconds_bucket{name=\"cronjob\",le=\"9.999999999999999e-06\"}",
+    ] {
+        assert!(
+            wq.iter().any(|l| l.starts_with(line)),
+            "{line} missing from\n{}",
+            wq.join("\n")
+        );
+    }
+    let value = |series: &str| -> f64 {
+        wq.iter()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{}", wq.join("\n")))
+    };
+    for name in [
+        "cronjob",
+        "deployment",
+        "endpoint",
+        "endpoint_slice",
+        "job",
+        "replicaset",
+        "serviceaccount",
+        "statefulset",
+        "daemonset",
+        "disruption",
+        "stale_pod_disruption",
+    ] {
+        value(&format!("workqueue_depth{{name=\"{name}\"}}"));
+    }
+    // The CronJob, its Job and the new namespace went through their queues and were processed.
+    for name in ["cronjob", "job", "serviceaccount"] {
+        assert!(value(&format!("workqueue_adds_total{{name=\"{name}\"}}")) >= 1.0);
+        assert!(
+            value(&format!(
+                "workqueue_work_duration_seconds_count{{name=\"{name}\"}}"
+            )) >= 1.0
+        );
+    }
 }

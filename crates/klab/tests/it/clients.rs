@@ -78,6 +78,26 @@ for ev in w.stream(v1.list_namespaced_config_map, "default", resource_version=rv
     break
 else:
     raise SystemExit("no watch event")
+# Typed clients of another group, and the version endpoint as VersionApi asks for it.
+apps = client.AppsV1Api()
+apps.create_namespaced_deployment("default", {
+    "metadata": {"name": "py"},
+    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "py"}},
+             "template": {"metadata": {"labels": {"app": "py"}},
+                          "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+assert apps.read_namespaced_deployment("py", "default").spec.replicas == 1
+assert client.VersionApi().get_code().major == "1"
+# The Python client has no protobuf codec; asked for protobuf, the server answers in the
+# `k8s\0` envelope (what a protobuf-speaking client would decode).
+# (The client's own connection pool, with its TLS client certificate: call_api's signature
+# differs between client releases.)
+api = v1.api_client
+resp = api.rest_client.pool_manager.request(
+    "GET", api.configuration.host + "/api/v1/namespaces/default/configmaps/py",
+    headers={"Accept": "application/vnd.kubernetes.protobuf"})
+assert resp.status == 200, resp.status
+assert resp.headers["Content-Type"] == "application/vnd.kubernetes.protobuf", resp.headers
+assert resp.data.startswith(b"k8s\x00"), resp.data[:8]
 print("ok")
 "#;
     let out = std::process::Command::new("python3")
@@ -248,4 +268,42 @@ fn restart_is_a_control_plane_restart_and_cold_start_a_power_loss() {
         || (all_ready(&k) && running(&k) && restarts(&k) == "1").then_some(()),
     );
     assert_ne!(boot_ids(&k), boots);
+}
+
+/// kube-rs's typed `Api` speaks JSON only (k8s-openapi types carry no protobuf codec), but its
+/// TLS transport carries whatever a request says: a ConfigMap created with a protobuf body and
+/// read back as protobuf, as client-go's typed clients do, answers in the `k8s\0` envelope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_transport_carries_protobuf_bodies() {
+    use http_body_util::BodyExt;
+    use klab_apiserver::protobuf::{MEDIA_TYPE, decode_envelope, encode_envelope};
+
+    let k = Klab::start(&[]);
+    let client = kube_client(&k).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "pb", "namespace": "default"}, "data": {"k": "v"}});
+    let body = encode_envelope("v1", "ConfigMap", &cm).expect("encode");
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("content-type", MEDIA_TYPE)
+        .header("accept", format!("{MEDIA_TYPE}, application/json"))
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let resp = client.send(req).await.expect("send");
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["content-type"], MEDIA_TYPE);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let (api_version, kind, obj) = decode_envelope(&bytes).expect("a protobuf envelope");
+    assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "ConfigMap"));
+    assert_eq!(obj["data"]["k"], "v");
+    assert!(
+        obj["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+
+    // And the typed JSON client sees the same object.
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let got = cms.get("pb").await.unwrap();
+    assert_eq!(got.data.unwrap()["k"], "v");
+    assert_eq!(got.metadata.uid.as_deref(), obj["metadata"]["uid"].as_str());
 }

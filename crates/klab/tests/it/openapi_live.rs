@@ -133,3 +133,137 @@ fn strict_validation_and_diff() {
         );
     }
 }
+
+/// What kubectl 1.30+ prints against a real v1.33 cluster for an `+enum` field: the `ENUM:`
+/// lines from the schema's `enum`, and upstream's "Possible enum values" in the description.
+const RESTART_POLICY: &str = "KIND:       Pod
+VERSION:    v1
+
+FIELD: restartPolicy <string>
+ENUM:
+    Always
+    Never
+    OnFailure
+
+DESCRIPTION:
+    Restart policy for all containers within the pod. One of Always, OnFailure,
+    Never. In some contexts, only a subset of those values may be permitted.
+    Default to Always. More info:
+    https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#restart-policy
+    
+    Possible enum values:
+     - `\"Always\"`
+     - `\"Never\"`
+     - `\"OnFailure\"`
+    
+
+";
+
+const DEPLOY_TWO: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: two, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: two}}
+  template:
+    metadata: {labels: {app: two}}
+    spec:
+      containers:
+      - {name: a, image: nginx:1.25}
+      - {name: b, image: busybox:1.36}
+";
+
+#[test]
+fn explain_enums_and_openapi_v2_as_upstream() {
+    let k = Klab::start(&[]);
+    for minor in [30, 33] {
+        assert_eq!(
+            k.ok(minor, &["explain", "pod.spec.restartPolicy"]),
+            RESTART_POLICY,
+            "kubectl 1.{minor}"
+        );
+        let out = k.ok(minor, &["explain", "pod.spec.tolerations"]);
+        assert!(
+            out.contains("  operator\t<string>\n  enum: Equal, Exists\n"),
+            "kubectl 1.{minor}:\n{out}"
+        );
+        let out = k.ok(minor, &["explain", "service.spec"]);
+        assert!(
+            out.contains(
+                "  type\t<string>\n  enum: ClusterIP, ExternalName, LoadBalancer, NodePort\n"
+            ),
+            "kubectl 1.{minor}:\n{out}"
+        );
+        let out = k.ok(minor, &["explain", "pod.spec.containers.imagePullPolicy"]);
+        assert!(
+            out.contains("ENUM:\n    Always\n    IfNotPresent\n    Never\n"),
+            "kubectl 1.{minor}:\n{out}"
+        );
+    }
+
+    // kubectl 1.27's v2 explain reads /openapi/v2's definitions (protobuf).
+    let out = k.ok(
+        27,
+        &[
+            "explain",
+            "--output=plaintext-openapiv2",
+            "deployment.spec.strategy",
+        ],
+    );
+    assert!(
+        out.starts_with("KIND:     Deployment\nVERSION:  apps/v1\n\nRESOURCE: strategy <Object>\n"),
+        "{out}"
+    );
+    assert!(out.contains("   type\t<string>\n     Type of deployment. Can be \"Recreate\" or \"RollingUpdate\". Default is\n     RollingUpdate.\n\n     Possible enum values:\n     - `\"Recreate\"` Kill all existing pods before creating new ones.\n"), "{out}");
+    let raw = k.ok(27, &["get", "--raw", "/openapi/v2"]);
+    let doc: serde_json::Value = serde_json::from_str(&raw).expect("v2 as JSON");
+    assert_eq!(doc["swagger"], "2.0");
+    assert_eq!(
+        doc["definitions"]["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]["x-kubernetes-patch-merge-key"],
+        "name"
+    );
+
+    // Client-side apply with 1.27 computes its strategic merge patch from /openapi/v2 (the
+    // containers list merges by name): changing one container's image keeps the other.
+    for minor in [27, 33] {
+        let name = format!("two{minor}");
+        let manifest = DEPLOY_TWO.replace("name: two,", &format!("name: {name},"));
+        let out = k.kubectl_stdin(minor, &["apply", "-f", "-"], Some(&manifest));
+        assert!(out.status.success(), "{out:?}");
+        let changed = manifest.replace("nginx:1.25", "nginx:1.27");
+        let out = k.kubectl_stdin(minor, &["apply", "-f", "-"], Some(&changed));
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "",
+            "kubectl 1.{minor}: no OpenAPI warning"
+        );
+        assert_eq!(
+            k.ok(
+                minor,
+                &[
+                    "get",
+                    "deploy",
+                    &name,
+                    "-o",
+                    "jsonpath={.spec.template.spec.containers[*].image}"
+                ]
+            ),
+            "nginx:1.27 busybox:1.36"
+        );
+        // Client-side validation (1.27's default when the server's v2 answers) still refuses
+        // unknown fields.
+        let bad = manifest.replace("replicas: 1", "replicas: 1\n  bogus: 1");
+        let out = k.kubectl_stdin(
+            minor,
+            &["apply", "--validate=strict", "-f", "-"],
+            Some(&bad),
+        );
+        assert!(!out.status.success(), "kubectl 1.{minor} accepted bogus");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("unknown field \"spec.bogus\""),
+            "kubectl 1.{minor}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
