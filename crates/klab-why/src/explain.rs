@@ -265,7 +265,9 @@ impl<'a> Ctx<'a> {
     /// `in 3m12s` for the future, `3m12s ago` for the past.
     fn rel(&self, t: Timestamp) -> String {
         let d = t.duration_since(self.now());
-        if d.is_negative() {
+        if d.as_secs() == 0 {
+            "now".into()
+        } else if d.is_negative() {
             format!("{} ago", format_span(d))
         } else {
             format!("in {}", format_span(d))
@@ -1197,9 +1199,11 @@ impl<'a> Ctx<'a> {
             .flatten()
             .filter(|c| c.type_ != names::COND_READY)
         {
+            // Unknown pressure on a NotReady node only repeats the Ready line (the node
+            // lifecycle controller marks them together).
             let abnormal = match c.type_.as_str() {
                 "NetworkUnavailable" | "MemoryPressure" | "DiskPressure" | "PIDPressure" => {
-                    c.status != "False"
+                    c.status == "True" || (c.status != "False" && ready)
                 }
                 _ => false,
             };

@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 mod explain;
+pub mod fetch;
 mod render;
 
 use std::time::Duration;
@@ -86,6 +87,24 @@ impl Settings {
         }
         self.known = true;
         Ok(true)
+    }
+
+    /// Applies the flags of a kube-controller-manager command line (`--name=value` or
+    /// `--name value`); values that do not parse are skipped (the defaults stay).
+    pub fn apply_args<'s>(&mut self, args: impl IntoIterator<Item = &'s str>) {
+        let args: Vec<&str> = args.into_iter().collect();
+        for (i, a) in args.iter().enumerate() {
+            let Some(flag) = a.strip_prefix("--") else {
+                continue;
+            };
+            let (name, value) = match flag.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (flag, args.get(i.saturating_add(1)).copied()),
+            };
+            if let Some(v) = value {
+                let _ = self.set_flag(name, v);
+            }
+        }
     }
 }
 

@@ -532,3 +532,20 @@ fn json_and_yaml_carry_the_same_causes() {
         "{y}"
     );
 }
+
+#[test]
+fn controller_manager_command_lines() {
+    let mut st = Settings::default();
+    st.apply_args([
+        "kube-controller-manager",
+        "--node-monitor-grace-period=40s",
+        "--node-eviction-rate",
+        "0.2",
+        "--node-monitor-period=bogus",
+        "--leader-elect=true",
+    ]);
+    assert_eq!(st.node_monitor_grace_period.as_secs(), 40);
+    assert_eq!(st.node_eviction_rate, 0.2);
+    assert_eq!(st.node_monitor_period.as_secs(), 5);
+    assert!(st.known);
+}
