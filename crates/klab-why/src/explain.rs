@@ -538,7 +538,9 @@ impl<'a> Ctx<'a> {
             if let Some(del) = deleting {
                 stuck |= self.terminating(p, &node_name, node, del, &mut causes);
             } else if matches!(phase.as_str(), "Succeeded" | "Failed") {
+                // Finished: nothing is waiting, whatever became of its node.
                 causes.push(self.finished(p, &phase, &node_name));
+                stuck = false;
             } else {
                 if let Some(n) = node.filter(|_| !node_ok) {
                     causes.extend(self.eviction_countdown(p, n));
@@ -884,7 +886,21 @@ impl<'a> Ctx<'a> {
                 ),
             )),
             (Some(secs), Some(added)) => {
-                let due = saturating_add_secs(added, secs.max(0));
+                // A pod bound after the taint is first seen by the taint eviction controller
+                // when it is bound: its countdown starts then.
+                let bound = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| {
+                        c.iter()
+                            .find(|c| c.type_ == names::POD_COND_SCHEDULED && c.status == "True")
+                    })
+                    .and_then(|c| c.last_transition_time.as_ref())
+                    .or(p.metadata.creation_timestamp.as_ref())
+                    .map(|t| t.0);
+                let start = bound.map_or(added, |b| b.max(added));
+                let due = saturating_add_secs(start, secs.max(0));
                 let mut c = cause(
                     About::Next,
                     format!(
@@ -894,7 +910,7 @@ impl<'a> Ctx<'a> {
                         self.rel(due)
                     ),
                 );
-                c.since = Some(rfc(added));
+                c.since = Some(rfc(start));
                 c.due = Some(rfc(due));
                 out.push(c);
             }

@@ -66,6 +66,17 @@ pub async fn fetch(
     };
     // The target first: its absence or a Forbidden is the answer, not an empty explanation.
     check_target(client, target).await?;
+    Ok(fetch_all(client, ns, settings, now).await)
+}
+
+/// Reads everything, whatever can be read (`klab sim` at the end of a run). Lists refused
+/// cluster-wide are retried in `ns`.
+pub async fn fetch_all(
+    client: &Client,
+    ns: &str,
+    settings: Settings,
+    now: Option<Timestamp>,
+) -> Snapshot {
     let mut un = Vec::new();
     let mut snap = Snapshot {
         pods: list_ns::<Pod>(client, ns, "pods", &mut un).await,
@@ -124,7 +135,7 @@ pub async fn fetch(
         None => server_now(client, ns).await,
     };
     snap.unreadable = un;
-    Ok(snap)
+    snap
 }
 
 /// The server's clock: the creationTimestamp of a dry-run ConfigMap (nothing is stored). A

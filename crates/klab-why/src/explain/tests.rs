@@ -549,3 +549,43 @@ fn controller_manager_command_lines() {
     assert_eq!(st.node_monitor_period.as_secs(), 5);
     assert!(st.known);
 }
+
+#[test]
+fn a_finished_pod_on_a_dead_node_is_not_stuck() {
+    let mut s = story(200, false);
+    s.pods = vec![pod(
+        "w",
+        "n2",
+        None,
+        json!({"status": {"phase": "Failed", "reason": "Terminated",
+            "message": "Pod was terminated in response to imminent node shutdown."}}),
+    )];
+    let e = explain(
+        &s,
+        &Target::parse("pod/w", "default").unwrap(),
+        TimeStyle::Wall,
+    )
+    .unwrap();
+    assert!(!e.stuck, "{e:?}");
+    assert_eq!(
+        e.causes.last().unwrap().text,
+        "Failed (Terminated): Pod was terminated in response to imminent node shutdown."
+    );
+}
+
+#[test]
+fn a_pod_bound_after_the_taint_counts_from_its_binding() {
+    let mut s = story(200, false);
+    s.pods = vec![pod(
+        "late",
+        "n2",
+        None,
+        json!({"metadata": {"creationTimestamp": at(118)},
+               "status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at(120)}]}}),
+    )];
+    let got = text(&s, Kind::Pod, "late");
+    assert!(
+        got.contains("for 300s → evicted by the taint eviction controller at 420.000s (in 3m40s)"),
+        "{got}"
+    );
+}
