@@ -172,6 +172,13 @@ pub struct SimArgs {
     /// Stop the run at this virtual time (e.g. `90s`); later expectations are skipped.
     #[arg(long)]
     pub until: Option<String>,
+    /// Also write the run as one self-contained HTML page: an SVG timeline with a lane per node
+    /// and per pod, Events, evictions linked to replacements, expectations and the summary.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// No progress bar (it is drawn on stderr only when stderr is a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// Flags of kube-apiserver that klab honours, under their upstream names.
@@ -480,11 +487,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TraceFormat::Json => klab_sim::Format::Json,
             };
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-            let code = klab_sim::cli(
+            let code = klab_sim::cli_with(
                 &a.file,
                 a.seed,
                 format,
                 a.until.as_deref(),
+                &klab_sim::CliExtras {
+                    report: a.report,
+                    progress: !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                },
                 &mut out,
                 &mut err,
             );
