@@ -221,3 +221,31 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_read_as_kubectl_prints_them() {
+        let forbidden = kube::Error::Api(Box::new(kube::core::Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "leases.coordination.k8s.io is forbidden: User \"dev\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\"".into(),
+            ..Default::default()
+        }));
+        assert_eq!(
+            server_error(&forbidden),
+            (403, "Error from server (Forbidden): leases.coordination.k8s.io is forbidden: User \"dev\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\"".to_string())
+        );
+        let bare = kube::Error::Api(Box::new(kube::core::Status {
+            code: 500,
+            message: "boom".into(),
+            ..Default::default()
+        }));
+        assert_eq!(
+            server_error(&bare),
+            (500, "Error from server (Unknown): boom".to_string())
+        );
+    }
+}

@@ -198,3 +198,46 @@ fn why_refuses_unknown_objects_and_bad_input() {
         },
     );
 }
+
+/// `klab sim --report`: the page is written beside the usual output; with stderr not a terminal
+/// no progress bar is drawn; an unwritable report path is an error (exit 2).
+#[test]
+fn sim_writes_the_html_report_and_no_progress_bar_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("run.html");
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/kubelet/stop-under-toleration.yaml"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
+        .args(["sim", scenario, "--report"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("expectations: "), "{stdout}");
+    assert!(
+        !stderr.contains("events/s") && !stderr.contains('\r'),
+        "{stderr}"
+    );
+    let page = std::fs::read_to_string(&report).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains(r#"<g class="lane node" data-object="Node n2">"#));
+    assert!(page.contains(r#"<pre id="summary">"#));
+    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
+        .args([
+            "sim",
+            scenario,
+            "--quiet",
+            "--report",
+            "/nonexistent/dir/run.html",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("error: --report /nonexistent/dir/run.html")
+    );
+}
