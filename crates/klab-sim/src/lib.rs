@@ -49,6 +49,24 @@ mod progress_tests {
             progress_line(5, Duration::ZERO, 0).starts_with("[##############################]")
         );
     }
+
+    /// With the bar on, the run and everything it prints are the same (the bar only reads).
+    #[test]
+    fn the_progress_bar_does_not_change_the_run() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/actions.yaml");
+        let run = |progress| {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let extras = CliExtras {
+                report: None,
+                progress,
+            };
+            let code = cli_with(&path, None, Format::Text, None, &extras, &mut out, &mut err);
+            (code, String::from_utf8(out).unwrap())
+        };
+        let (with_bar, without) = (run(true), run(false));
+        assert_eq!(with_bar.0, 0);
+        assert_eq!(with_bar, without);
+    }
 }
 #[cfg(test)]
 mod why_tests;
