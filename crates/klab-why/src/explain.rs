@@ -318,8 +318,7 @@ impl<'a> Ctx<'a> {
     fn node_health(&self, n: &Node) -> (Vec<Cause>, bool) {
         let name = n.metadata.name.clone().unwrap_or_default();
         let mut out = Vec::new();
-        let ready = ready_condition(n);
-        match ready {
+        let c = match ready_condition(n) {
             None => {
                 out.push(cause(
                     About::Node,
@@ -362,9 +361,8 @@ impl<'a> Ctx<'a> {
                 }
                 return (out, false);
             }
-            Some(_) => {}
-        }
-        let c = ready.expect("matched above");
+            Some(c) => c,
+        };
         let since = c.last_transition_time.as_ref().map(|t| t.0);
         let detail = match (c.reason.as_deref(), c.message.as_deref()) {
             (Some(r), Some(m)) => format!(" ({r}: {m})"),
