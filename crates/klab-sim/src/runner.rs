@@ -72,6 +72,16 @@ pub struct RunOptions {
     /// Changes of one workload within one virtual instant that make a livelock (default
     /// [`LIVELOCK_CHANGES`]).
     pub livelock_changes: Option<u32>,
+    /// Where the run reports how far it is (`klab sim`'s progress bar); read by another thread,
+    /// never by the run itself, so it cannot change what the run does.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// How far a run is: virtual milliseconds reached and observations recorded so far.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub virtual_ms: std::sync::atomic::AtomicU64,
+    pub records: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -95,6 +105,10 @@ pub struct RunOutcome {
     pub lines: Vec<TraceLine>,
     pub verdict: Verdict,
     pub summary: String,
+    /// The objects at the end of the run, as `klab why` reads them.
+    pub snapshot: klab_why::Snapshot,
+    /// The virtual instant the run started at (time 0 of the trace).
+    pub epoch: jiff::Timestamp,
 }
 
 impl RunOutcome {
@@ -138,6 +152,7 @@ struct Recorder {
     inner: Arc<Mutex<Recorded>>,
     livelock: Arc<tokio::sync::Notify>,
     livelock_changes: u32,
+    progress: Option<Arc<Progress>>,
 }
 
 /// What one watch task observes.
@@ -159,6 +174,12 @@ impl Recorder {
 
     fn push(&self, rv: u64, change: Change) {
         let t = self.clock.elapsed();
+        if let Some(p) = &self.progress {
+            use std::sync::atomic::Ordering::Relaxed;
+            p.virtual_ms
+                .store(u64::try_from(t.as_millis()).unwrap_or(u64::MAX), Relaxed);
+            p.records.fetch_add(1, Relaxed);
+        }
         let looping = self.with(|r| {
             if r.instant != t {
                 r.instant = t;
@@ -413,6 +434,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         inner: Arc::new(Mutex::new(Recorded::default())),
         livelock: Arc::new(tokio::sync::Notify::new()),
         livelock_changes: opts.livelock_changes.unwrap_or(LIVELOCK_CHANGES),
+        progress: opts.progress.clone(),
     };
 
     let mut watches: Vec<(&'static ResourceInfo, Watched)> = vec![
@@ -511,6 +533,15 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
             failure: f.to_string(),
         });
     }
+    // What `klab why` would read at the end, for the summary's explanations (reads only: the
+    // trace and the random draws are untouched).
+    let mut settings = klab_why::Settings::default();
+    for (name, value) in &sc.flags {
+        let _ = settings.set_flag(name, value);
+    }
+    settings.known = true; // klab's defaults are upstream's, the scenario's flags applied
+    let snapshot =
+        klab_why::fetch::fetch_all(&client, "default", settings, Some(clock.now())).await;
     drop(cluster);
 
     let (mut records, attr) = rec.with(|r| (std::mem::take(&mut r.records), r.attr.clone()));
@@ -518,8 +549,12 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
     trace::sort_records(&mut records);
     let lines = trace::replay(&records, &attr);
     let verdict = expect::evaluate(&records, &lines, &attr, &sc.expectations, end, sc.run_for);
-    let summary = summary::summarize(&records, &attr, end);
+    let stuck =
+        klab_why::explain_stuck_pods(&snapshot, klab_why::TimeStyle::Elapsed(clock.epoch()));
+    let summary = summary::summarize(&records, &attr, end, &stuck);
     Ok(RunOutcome {
+        snapshot,
+        epoch: clock.epoch(),
         seed,
         end,
         records,

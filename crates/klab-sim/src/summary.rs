@@ -1,6 +1,7 @@
 //! The end-of-run summary per workload: desired vs available over time, which pods were marked
-//! for deletion and when, their replacements, and the pods still Terminating at the end with the
-//! reason they are stuck — computed by replaying the recorded history (pure).
+//! for deletion and when, their replacements — computed by replaying the recorded history (pure)
+//! — and why the pods still stuck at the end are stuck, in `klab why`'s words (the explanations
+//! of the end-of-run snapshot, so the two always agree).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use klab_api::clock::format_elapsed;
 
-use crate::trace::{Attribution, Change, PodView, Record, World};
+use crate::trace::{Attribution, Change, Record, World};
 
 type WorkloadKey = (String, String, String); // kind, namespace, name
 
@@ -22,8 +23,13 @@ struct PodLife {
     deleted_at: Option<Duration>,
 }
 
-/// Builds the summary text.
-pub fn summarize(records: &[Record], attr: &Attribution, end: Duration) -> String {
+/// Builds the summary text; `stuck` are `klab why`'s explanations of the pods stuck at the end.
+pub fn summarize(
+    records: &[Record],
+    attr: &Attribution,
+    end: Duration,
+    stuck: &[klab_why::Explanation],
+) -> String {
     let mut world = World::default();
     let mut sink = Vec::new();
     let mut timeline: BTreeMap<WorkloadKey, Vec<(Duration, i64, i64)>> = BTreeMap::new();
@@ -191,80 +197,21 @@ pub fn summarize(records: &[Record], attr: &Attribution, end: Duration) -> Strin
         }
     }
 
-    let stuck: Vec<(&(String, String), &PodView)> =
-        world.pods.iter().filter(|(_, p)| p.deleting).collect();
     if !stuck.is_empty() {
-        let _ = writeln!(out, "  still Terminating at the end:");
-        for ((ns, name), p) in stuck {
-            let _ = writeln!(
-                out,
-                "    {ns}/{name}: {}",
-                stuck_reason(&world, ns, name, p)
-            );
+        let _ = writeln!(out, "  stuck at the end (klab why):");
+        for e in stuck {
+            for l in klab_why::render_text(e).lines() {
+                let _ = writeln!(out, "    {l}");
+            }
         }
     }
     out
 }
 
-/// Why a pod is still Terminating, in the words of the seeds' explanations.
-fn stuck_reason(world: &World, ns: &str, name: &str, p: &PodView) -> String {
-    let node_state = match world.nodes.get(&p.node) {
-        None if p.node.is_empty() => {
-            "it was never bound, nothing confirms its termination".to_string()
-        }
-        None => format!(
-            "node {} was deleted; the pod garbage collector removes it",
-            p.node
-        ),
-        Some(n) if n.status.starts_with("Ready") => {
-            format!(
-                "the kubelet on {} is still terminating it (grace {}s)",
-                p.node,
-                p.grace.unwrap_or(0)
-            )
-        }
-        Some(n) => format!(
-            "node {} is {}: no kubelet confirms the termination; it stays until the node comes back, the node is deleted, the node.kubernetes.io/out-of-service taint is added, or it is force-deleted",
-            p.node, n.status
-        ),
-    };
-    match &p.owner {
-        Some((k, owner)) if k == "StatefulSet" => {
-            format!(
-                "StatefulSet identity {name} still held by a Terminating pod on {} ({owner} cannot create a replacement); {node_state}",
-                p.node
-            )
-        }
-        Some((k, rs)) if k == "ReplicaSet" => {
-            let deploy = world
-                .workloads
-                .get(&("ReplicaSet".into(), ns.into(), rs.clone()))
-                .and_then(|w| w.owner.clone());
-            let recreate = deploy
-                .as_ref()
-                .and_then(|(_, d)| {
-                    world
-                        .workloads
-                        .get(&("Deployment".into(), ns.into(), d.clone()))
-                })
-                .and_then(|w| w.strategy.clone());
-            match (deploy, recreate.as_deref()) {
-                (Some((_, d)), Some("Recreate")) => {
-                    format!(
-                        "Recreate Deployment {d} waits for all old pods to be gone before creating new ones; {node_state}"
-                    )
-                }
-                _ => node_state,
-            }
-        }
-        _ => node_state,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{NodeView, WorkloadView};
+    use crate::trace::{NodeView, PodView, WorkloadView};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
@@ -352,10 +299,27 @@ mod tests {
                 change: p(pod("Terminating", true)),
             },
         ];
-        let s = summarize(&records, &Attribution::default(), secs(600));
+        // The stuck pods' explanations come from klab why, indented under their heading.
+        let why = klab_why::Explanation {
+            kind: klab_why::Kind::Pod,
+            namespace: "default".into(),
+            name: "web-1".into(),
+            state: "Terminating on n2".into(),
+            stuck: true,
+            causes: vec![klab_why::Cause {
+                about: klab_why::About::Owner,
+                text: "StatefulSet web cannot create web-1 elsewhere: the old web-1 still exists"
+                    .into(),
+                since: None,
+                due: None,
+            }],
+            parts: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        let s = summarize(&records, &Attribution::default(), secs(600), &[why]);
         assert_eq!(
             s,
-            "Summary at 600.000s:\n  StatefulSet default/web: available/desired 0/2@0.000s -> 2/2@2.000s -> 1/2@55.000s\n    default/web-1 on n2: marked for deletion at 360.000s (DeletionByTaintManager), still Terminating at the end\n  still Terminating at the end:\n    default/web-1: StatefulSet identity web-1 still held by a Terminating pod on n2 (web cannot create a replacement); node n2 is NotReady: no kubelet confirms the termination; it stays until the node comes back, the node is deleted, the node.kubernetes.io/out-of-service taint is added, or it is force-deleted\n"
+            "Summary at 600.000s:\n  StatefulSet default/web: available/desired 0/2@0.000s -> 2/2@2.000s -> 1/2@55.000s\n    default/web-1 on n2: marked for deletion at 360.000s (DeletionByTaintManager), still Terminating at the end\n  stuck at the end (klab why):\n    Pod default/web-1: Terminating on n2 (stuck)\n      - StatefulSet web cannot create web-1 elsewhere: the old web-1 still exists\n"
         );
     }
 
@@ -433,7 +397,7 @@ mod tests {
                 change: pod("web-b", "Running", "n2", false),
             },
         ];
-        let s = summarize(&records, &Attribution::default(), secs(500));
+        let s = summarize(&records, &Attribution::default(), secs(500), &[]);
         assert!(
             s.contains("  Deployment d/web: available/desired 1/1@0.000s\n"),
             "{s}"
@@ -446,6 +410,9 @@ mod tests {
             s.contains("    d/web-b on n2: replacement created at 400.000s, Running at 402.000s\n"),
             "{s}"
         );
-        assert!(!s.contains("still Terminating"), "{s}");
+        assert!(
+            !s.contains("still Terminating") && !s.contains("stuck"),
+            "{s}"
+        );
     }
 }

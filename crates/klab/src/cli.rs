@@ -1,4 +1,5 @@
-//! Command-line interface: `klab up` (component flags under their upstream names) and `klab sim`.
+//! Command-line interface: `klab up` (component flags under their upstream names), `klab sim`,
+//! `klab why` and the client commands of a running cluster.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +35,35 @@ pub enum Command {
     /// fail (and are retried) in between: `klab volume fail NAME`, `klab volume heal NAME`
     /// (NAME: a PersistentVolume, or a claim as `[namespace/]claim`).
     Volume(VolumeArgs),
+    /// Explain why a pod, node or workload is in its state, with times and countdowns, from the
+    /// API of any cluster: `klab why pod/web-1 -n default`, `klab why node/n2`,
+    /// `klab why deployment/nginx -o json`. Exit code 0: nothing stuck, 1: something stuck or
+    /// pending, 2: error.
+    Why(WhyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// KIND/NAME: pod, node, deployment, replicaset, statefulset, daemonset, job (or kubectl's
+    /// short names: po, no, deploy, rs, sts, ds).
+    pub target: String,
+    /// Namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: crate::why_cmd::WhyOutput,
+    /// Kubeconfig (default: $KUBECONFIG or ~/.kube/config as kubectl reads them, else
+    /// <data-dir>/kubeconfig when it exists).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Data directory of a local `klab up`.
+    #[arg(long, default_value = ".klab")]
+    pub data_dir: PathBuf,
+    /// A kube-controller-manager flag of the cluster, when it differs from upstream's default
+    /// and cannot be read from the cluster: e.g. `node-monitor-grace-period=40s`.
+    #[arg(long = "controller-flag")]
+    pub controller_flags: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +172,13 @@ pub struct SimArgs {
     /// Stop the run at this virtual time (e.g. `90s`); later expectations are skipped.
     #[arg(long)]
     pub until: Option<String>,
+    /// Also write the run as one self-contained HTML page: an SVG timeline with a lane per node
+    /// and per pod, Events, evictions linked to replacements, expectations and the summary.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// No progress bar (it is drawn on stderr only when stderr is a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// Flags of kube-apiserver that klab honours, under their upstream names.
@@ -412,6 +449,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
             }
         }
+        Command::Why(a) => {
+            let kubeconfig = crate::why_cmd::kubeconfig_choice(a.kubeconfig, &a.data_dir);
+            Ok(client_runtime()?.block_on(crate::why_cmd::why(
+                &a.target,
+                a.namespace.as_deref(),
+                kubeconfig.as_deref(),
+                a.output,
+                &a.controller_flags,
+            )))
+        }
         Command::Volume(a) => {
             let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
             match a.action.as_str() {
@@ -440,11 +487,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TraceFormat::Json => klab_sim::Format::Json,
             };
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-            let code = klab_sim::cli(
+            let code = klab_sim::cli_with(
                 &a.file,
                 a.seed,
                 format,
                 a.until.as_deref(),
+                &klab_sim::CliExtras {
+                    report: a.report,
+                    progress: !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                },
                 &mut out,
                 &mut err,
             );

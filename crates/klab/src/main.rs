@@ -2,6 +2,7 @@
 
 mod cli;
 mod node_cmd;
+mod why_cmd;
 
 use clap::Parser;
 

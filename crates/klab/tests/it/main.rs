@@ -22,3 +22,4 @@ mod services_live;
 mod shutdown_live;
 mod tidy;
 mod volumes_live;
+mod why_live;

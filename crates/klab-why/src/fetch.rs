@@ -1,0 +1,251 @@
+//! Reads a [`Snapshot`] through the API (the only I/O of this crate): any cluster, any
+//! permissions. Each list is tried cluster-wide, then in the target's namespace; what still fails
+//! is named in `unreadable` with the server's own message (e.g. upstream's Forbidden text).
+
+use std::fmt::Debug;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::{Kind, Settings, Snapshot, Target};
+
+/// Why the target itself could not be read: the server's answer, ready to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchError {
+    /// `Error from server (NotFound): pods "x" not found`, as kubectl prints it.
+    pub message: String,
+    pub code: u16,
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for FetchError {}
+
+fn server_error(e: &kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => {
+            let reason = if s.reason.is_empty() {
+                "Unknown".to_string()
+            } else {
+                s.reason.clone()
+            };
+            (
+                s.code,
+                format!("Error from server ({reason}): {}", s.message),
+            )
+        }
+        other => (0, other.to_string()),
+    }
+}
+
+/// Reads everything an explanation of `target` may need. `now` is the server's time (see
+/// [`server_now`]) unless given. Fails only when the target itself cannot be read.
+pub async fn fetch(
+    client: &Client,
+    target: &Target,
+    settings: Settings,
+    now: Option<Timestamp>,
+) -> Result<Snapshot, FetchError> {
+    let ns = if target.namespace.is_empty() {
+        "default"
+    } else {
+        target.namespace.as_str()
+    };
+    // The target first: its absence or a Forbidden is the answer, not an empty explanation.
+    check_target(client, target).await?;
+    Ok(fetch_all(client, ns, settings, now).await)
+}
+
+/// Reads everything, whatever can be read (`klab sim` at the end of a run). Lists refused
+/// cluster-wide are retried in `ns`.
+pub async fn fetch_all(
+    client: &Client,
+    ns: &str,
+    settings: Settings,
+    now: Option<Timestamp>,
+) -> Snapshot {
+    let mut un = Vec::new();
+    let mut snap = Snapshot {
+        pods: list_ns::<Pod>(client, ns, "pods", &mut un).await,
+        nodes: list_cluster::<Node>(client, "nodes", &mut un).await,
+        events: list_ns::<Event>(client, ns, "events", &mut un).await,
+        replica_sets: list_ns::<ReplicaSet>(client, ns, "replicasets.apps", &mut un).await,
+        deployments: list_ns::<Deployment>(client, ns, "deployments.apps", &mut un).await,
+        stateful_sets: list_ns::<StatefulSet>(client, ns, "statefulsets.apps", &mut un).await,
+        daemon_sets: list_ns::<DaemonSet>(client, ns, "daemonsets.apps", &mut un).await,
+        jobs: list_ns::<Job>(client, ns, "jobs.batch", &mut un).await,
+        pdbs: list_ns::<PodDisruptionBudget>(client, ns, "poddisruptionbudgets.policy", &mut un)
+            .await,
+        pvcs: list_ns::<PersistentVolumeClaim>(client, ns, "persistentvolumeclaims", &mut un).await,
+        volume_attachments: list_cluster::<VolumeAttachment>(
+            client,
+            "volumeattachments.storage.k8s.io",
+            &mut un,
+        )
+        .await,
+        settings,
+        ..Default::default()
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), klab_api::names::NS_NODE_LEASE);
+    snap.leases = match leases.list(&ListParams::default()).await {
+        Ok(l) => Some(l.items),
+        Err(e) => {
+            let (code, msg) = server_error(&e);
+            un.push(if code == 404 {
+                "leases.coordination.k8s.io: the server does not serve node Leases (heartbeats are judged from the Ready condition only)".into()
+            } else {
+                format!("leases.coordination.k8s.io: {msg}")
+            });
+            None
+        }
+    };
+    if !snap.settings.known {
+        // A kubeadm-style cluster shows its kube-controller-manager flags in its static pod.
+        let kcm: Api<Pod> = Api::namespaced(client.clone(), klab_api::names::NS_KUBE_SYSTEM);
+        if let Ok(l) = kcm
+            .list(&ListParams::default().labels("component=kube-controller-manager"))
+            .await
+        {
+            for c in l
+                .items
+                .iter()
+                .filter_map(|p| p.spec.as_ref())
+                .flat_map(|s| s.containers.iter())
+            {
+                let args = c.command.iter().flatten().chain(c.args.iter().flatten());
+                snap.settings.apply_args(args.map(String::as_str));
+            }
+        }
+    }
+    snap.now = match now {
+        Some(t) => t,
+        None => server_now(client, ns).await,
+    };
+    snap.unreadable = un;
+    snap
+}
+
+/// The server's clock: the creationTimestamp of a dry-run ConfigMap (nothing is stored). A
+/// `klab up --speed N` runs its own timeline, so this machine's clock would be wrong there; when
+/// the dry run is refused, this machine's clock it is.
+pub async fn server_now(client: &Client, ns: &str) -> Timestamp {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let probe = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some("klab-why-".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let pp = PostParams {
+        dry_run: true,
+        field_manager: Some("klab-why".into()),
+    };
+    match api.create(&pp, &probe).await {
+        Ok(cm) => match cm.metadata.creation_timestamp {
+            Some(t) => t.0,
+            None => klab_api::Clock::scaled(1.0).now(),
+        },
+        Err(_) => klab_api::Clock::scaled(1.0).now(),
+    }
+}
+
+async fn check_target(client: &Client, t: &Target) -> Result<(), FetchError> {
+    async fn get<K>(api: Api<K>, name: &str) -> Result<(), FetchError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        api.get(name).await.map(|_| ()).map_err(|e| {
+            let (code, message) = server_error(&e);
+            FetchError { message, code }
+        })
+    }
+    let c = client.clone();
+    let ns = t.namespace.as_str();
+    match t.kind {
+        Kind::Pod => get(Api::<Pod>::namespaced(c, ns), &t.name).await,
+        Kind::Node => get(Api::<Node>::all(c), &t.name).await,
+        Kind::Deployment => get(Api::<Deployment>::namespaced(c, ns), &t.name).await,
+        Kind::ReplicaSet => get(Api::<ReplicaSet>::namespaced(c, ns), &t.name).await,
+        Kind::StatefulSet => get(Api::<StatefulSet>::namespaced(c, ns), &t.name).await,
+        Kind::DaemonSet => get(Api::<DaemonSet>::namespaced(c, ns), &t.name).await,
+        Kind::Job => get(Api::<Job>::namespaced(c, ns), &t.name).await,
+    }
+}
+
+async fn list_ns<K>(client: &Client, ns: &str, what: &str, un: &mut Vec<String>) -> Vec<K>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let lp = ListParams::default();
+    match Api::<K>::all(client.clone()).list(&lp).await {
+        Ok(l) => l.items,
+        // Allowed in one namespace only (a namespaced Role): that namespace is what matters.
+        Err(_) => match Api::<K>::namespaced(client.clone(), ns).list(&lp).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                un.push(format!("{what}: {}", server_error(&e).1));
+                Vec::new()
+            }
+        },
+    }
+}
+
+async fn list_cluster<K>(client: &Client, what: &str, un: &mut Vec<String>) -> Vec<K>
+where
+    K: Resource<Scope = ClusterResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    match Api::<K>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) => {
+            un.push(format!("{what}: {}", server_error(&e).1));
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_read_as_kubectl_prints_them() {
+        let forbidden = kube::Error::Api(Box::new(kube::core::Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "leases.coordination.k8s.io is forbidden: User \"dev\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\"".into(),
+            ..Default::default()
+        }));
+        assert_eq!(
+            server_error(&forbidden),
+            (403, "Error from server (Forbidden): leases.coordination.k8s.io is forbidden: User \"dev\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-node-lease\"".to_string())
+        );
+        let bare = kube::Error::Api(Box::new(kube::core::Status {
+            code: 500,
+            message: "boom".into(),
+            ..Default::default()
+        }));
+        assert_eq!(
+            server_error(&bare),
+            (500, "Error from server (Unknown): boom".to_string())
+        );
+    }
+}
