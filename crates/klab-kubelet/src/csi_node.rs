@@ -107,7 +107,7 @@ pub fn with_driver(csi: &CSINode, d: &DriverInfo) -> Option<CSINode> {
             count: Some(d.max_volumes),
         }),
     };
-    if csi.spec.drivers.iter().any(|e| *e == entry) {
+    if csi.spec.drivers.contains(&entry) {
         return None;
     }
     let mut out = csi.clone();
