@@ -477,13 +477,13 @@ impl Scheduler {
                 .into_iter()
                 .map(|pv| (pv.metadata.name.clone().unwrap_or_default(), pv))
                 .collect();
-        let classes: BTreeMap<String, String> = Api::<StorageClass>::all(self.client.clone())
+        let classes: BTreeMap<String, StorageClass> = Api::<StorageClass>::all(self.client.clone())
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
             .unwrap_or_default()
             .into_iter()
-            .map(|sc| (sc.metadata.name.clone().unwrap_or_default(), sc.provisioner))
+            .map(|sc| (sc.metadata.name.clone().unwrap_or_default(), sc))
             .collect();
         let limits = Api::<CSINode>::all(self.client.clone())
             .list(&ListParams::default())
@@ -516,26 +516,35 @@ impl Scheduler {
             let rwop = spec
                 .and_then(|s| s.access_modes.as_ref())
                 .is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod"));
-            let csi = match spec
+            let mut f = volume_filters::ClaimFacts {
+                rwop,
+                ..Default::default()
+            };
+            match spec
                 .and_then(|s| s.volume_name.as_deref())
                 .filter(|v| !v.is_empty())
             {
-                Some(v) => pvs
-                    .get(v)
-                    .and_then(|pv| pv.spec.as_ref()?.csi.as_ref())
-                    .map(|s| {
+                Some(v) => {
+                    let pv = pvs.get(v).and_then(|pv| pv.spec.as_ref());
+                    f.csi = pv.and_then(|s| s.csi.as_ref()).map(|s| {
                         (
                             s.driver.clone(),
                             format!("{}/{}", s.driver, s.volume_handle),
                         )
-                    }),
-                None => classes
-                    .get(&volumes::claim_class(c))
-                    .map(|p| (p.clone(), format!("{p}/{}-{}", k.0, k.1))),
-            };
-            facts
-                .claims
-                .insert(k, volume_filters::ClaimFacts { rwop, csi });
+                    });
+                    f.node_affinity = pv
+                        .and_then(|s| s.node_affinity.as_ref())
+                        .and_then(|a| a.required.clone());
+                }
+                None => {
+                    if let Some(sc) = classes.get(&volumes::claim_class(c)) {
+                        let p = &sc.provisioner;
+                        f.csi = Some((p.clone(), format!("{p}/{}-{}", k.0, k.1)));
+                        f.allowed_topologies = sc.allowed_topologies.clone();
+                    }
+                }
+            }
+            facts.claims.insert(k, f);
         }
         Some(facts)
     }

@@ -3,15 +3,17 @@
 //! mode already used by a pod anywhere makes every node refuse another pod using it) and
 //! NodeVolumeLimits (`nodevolumelimits/csi.go`: the CSI volumes a node would attach, counted per
 //! driver without double-counting a volume shared by pods, may not exceed the driver's
-//! `allocatable.count` in the node's CSINode). They run after the node-level filters, in
-//! upstream's order.
+//! `allocatable.count` in the node's CSINode) and VolumeBinding's node check (a bound volume's
+//! `spec.nodeAffinity` must match the node — the zonal volume that cannot follow its pod to
+//! another zone — and a WaitForFirstConsumer claim's class `allowedTopologies` must admit it).
+//! They run after the node-level filters, in upstream's order.
 //!
 //! Preemption is not modelled: a pod refused for an RWOP conflict stays Pending until the other
 //! pod is gone (upstream could preempt a lower-priority holder).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod, TopologySelectorTerm};
 
 use crate::nodeinfo::NodeInfo;
 use crate::plugins::{Code, Plugin, Rejection};
@@ -21,12 +23,17 @@ pub const ERR_REASON_RWOP_CONFLICT: &str =
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode";
 /// `ErrReasonMaxVolumeCountExceeded`.
 pub const ERR_REASON_MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";
+/// VolumeBinding `ErrReasonNodeConflict`.
+pub const ERR_REASON_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// VolumeBinding `ErrReasonBindConflict` (nothing can be provisioned for this node).
+pub const ERR_REASON_BIND_CONFLICT: &str =
+    "node(s) didn't find available persistent volumes to bind";
 
 /// (namespace, claim name).
 pub type ClaimKey = (String, String);
 
 /// What the filters need to know of one claim.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClaimFacts {
     /// Its access modes include ReadWriteOncePod.
     pub rwop: bool,
@@ -34,6 +41,10 @@ pub struct ClaimFacts {
     /// PV's `spec.csi` (driver/volumeHandle), or for an unbound claim its class's provisioner and
     /// the claim itself (upstream's `getCSIDriverInfoFromSC`).
     pub csi: Option<(String, String)>,
+    /// The bound volume's `spec.nodeAffinity.required`.
+    pub node_affinity: Option<NodeSelector>,
+    /// For an unbound claim: its class's `allowedTopologies` (None: no restriction).
+    pub allowed_topologies: Option<Vec<TopologySelectorTerm>>,
 }
 
 /// The claims of the pod and of the pods on the nodes, and each node's CSI limits.
@@ -82,7 +93,48 @@ fn attachable(pod: &Pod, facts: &VolumeFacts, out: &mut BTreeMap<String, String>
     }
 }
 
-/// VolumeRestrictions (RWOP part) then NodeVolumeLimits for one node. `conflicts` is
+/// `MatchTopologySelectorTerms`: some term whose every expression has the node's label value
+/// among its values (no terms: everything matches).
+fn topology_matches(terms: &[TopologySelectorTerm], node: &Node) -> bool {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    terms.is_empty()
+        || terms.iter().any(|t| {
+            t.match_label_expressions
+                .iter()
+                .flatten()
+                .all(|e| labels.get(&e.key).is_some_and(|v| e.values.contains(v)))
+        })
+}
+
+/// VolumeBinding's Filter on one node: every bound volume reachable from it, and every unbound
+/// claim provisionable for it.
+fn volume_binding(pod: &Pod, ni: &NodeInfo, facts: &VolumeFacts) -> Option<Rejection> {
+    let mut reasons = Vec::new();
+    for k in pod_claims(pod) {
+        let Some(c) = facts.claims.get(&k) else {
+            continue;
+        };
+        if let Some(sel) = &c.node_affinity
+            && !klab_api::nodeaffinity::node_selector_matches(sel, &ni.node)
+            && !reasons.contains(&ERR_REASON_NODE_CONFLICT)
+        {
+            reasons.push(ERR_REASON_NODE_CONFLICT);
+        }
+        if let Some(terms) = &c.allowed_topologies
+            && !topology_matches(terms, &ni.node)
+            && !reasons.contains(&ERR_REASON_BIND_CONFLICT)
+        {
+            reasons.push(ERR_REASON_BIND_CONFLICT);
+        }
+    }
+    (!reasons.is_empty()).then(|| Rejection {
+        plugin: Plugin::VolumeBinding,
+        code: Code::UnschedulableAndUnresolvable,
+        reasons: reasons.into_iter().map(String::from).collect(),
+    })
+}
+
+/// VolumeRestrictions (RWOP part), NodeVolumeLimits, then VolumeBinding for one node. `conflicts` is
 /// `rwop_conflicts` of the pod (computed once per cycle, as upstream's PreFilter state).
 pub fn filter(
     pod: &Pod,
@@ -97,6 +149,10 @@ pub fn filter(
             reasons: vec![ERR_REASON_RWOP_CONFLICT.into()],
         });
     }
+    node_volume_limits(pod, ni, facts).or_else(|| volume_binding(pod, ni, facts))
+}
+
+fn node_volume_limits(pod: &Pod, ni: &NodeInfo, facts: &VolumeFacts) -> Option<Rejection> {
     let mut new: BTreeMap<String, String> = BTreeMap::new();
     attachable(pod, facts, &mut new);
     if new.is_empty() {
@@ -136,7 +192,6 @@ pub fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
     fn pod(name: &str, claims: &[&str]) -> Pod {
@@ -150,7 +205,12 @@ mod tests {
     }
 
     fn node(name: &str, pods: Vec<Pod>) -> NodeInfo {
-        let n: Node = serde_json::from_value(json!({"metadata": {"name": name},
+        zoned(name, "", pods)
+    }
+
+    fn zoned(name: &str, zone: &str, pods: Vec<Pod>) -> NodeInfo {
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": name,
+                "labels": {"topology.csi.klab.dev/zone": zone}},
             "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
         .unwrap();
         NodeInfo::new(n, pods)
@@ -158,8 +218,8 @@ mod tests {
 
     fn facts() -> VolumeFacts {
         let csi = |v: &str| ClaimFacts {
-            rwop: false,
             csi: Some(("csi.klab.dev".into(), format!("csi.klab.dev/{v}"))),
+            ..Default::default()
         };
         let k = |n: &str| ("default".to_string(), n.to_string());
         VolumeFacts {
@@ -169,6 +229,7 @@ mod tests {
                     ClaimFacts {
                         rwop: true,
                         csi: Some(("csi.klab.dev".into(), "csi.klab.dev/v-solo".into())),
+                        ..Default::default()
                     },
                 ),
                 (k("a"), csi("v-a")),
@@ -227,5 +288,48 @@ mod tests {
         assert_eq!(filter(&pod("q", &["nfs"]), &full, &f, 0), None);
         let n2 = node("n2", vec![pod("p", &["a"]), pod("r", &["b"])]);
         assert_eq!(filter(&pod("q", &["c"]), &n2, &f, 0), None);
+    }
+
+    /// The zonal volume: a bound claim's volume in z1 refuses nodes elsewhere ("my database
+    /// cannot move zones"); an unbound claim's class limited to z2 refuses z1.
+    #[test]
+    fn volume_binding_topology() {
+        let k = ("default".to_string(), "data".to_string());
+        let affinity: NodeSelector = serde_json::from_value(json!({"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.csi.klab.dev/zone", "operator": "In", "values": ["z1"]}]}]}))
+        .unwrap();
+        let mut f = VolumeFacts::default();
+        f.claims.insert(
+            k.clone(),
+            ClaimFacts {
+                node_affinity: Some(affinity),
+                ..Default::default()
+            },
+        );
+        let p = pod("db-0", &["data"]);
+        assert_eq!(filter(&p, &zoned("a", "z1", vec![]), &f, 0), None);
+        let r = filter(&p, &zoned("b", "z2", vec![]), &f, 0).unwrap();
+        assert_eq!(
+            (r.plugin, r.code, r.reasons.clone()),
+            (
+                Plugin::VolumeBinding,
+                Code::UnschedulableAndUnresolvable,
+                vec![ERR_REASON_NODE_CONFLICT.to_string()]
+            )
+        );
+        let terms: Vec<TopologySelectorTerm> =
+            serde_json::from_value(json!([{"matchLabelExpressions": [
+            {"key": "topology.csi.klab.dev/zone", "values": ["z2"]}]}]))
+            .unwrap();
+        f.claims.insert(
+            k,
+            ClaimFacts {
+                allowed_topologies: Some(terms),
+                ..Default::default()
+            },
+        );
+        assert_eq!(filter(&p, &zoned("b", "z2", vec![]), &f, 0), None);
+        let r = filter(&p, &zoned("a", "z1", vec![]), &f, 0).unwrap();
+        assert_eq!(r.reasons, vec![ERR_REASON_BIND_CONFLICT.to_string()]);
     }
 }
