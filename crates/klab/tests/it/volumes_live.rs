@@ -190,15 +190,17 @@ fn seed_003_volume_failover_with_kubectl_1_33() {
 fn csinodes_rwop_and_volume_topology_with_kubectl_1_33() {
     let k = Klab::start(&["--speed", "30", "--nodes", "2", "--zones", "a,b"]);
     let bound = Duration::from_secs(90);
-    let nodes: Vec<String> = k
-        .ok(
-            33,
-            &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
-        )
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    assert_eq!(nodes.len(), 2);
+    let nodes: Vec<String> = k.wait_for("two nodes", bound, || {
+        let names: Vec<String> = k
+            .ok(
+                33,
+                &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+            )
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        (names.len() == 2).then_some(names)
+    });
     let csinodes = k.wait_for("two CSINodes with the driver", bound, || {
         let out = mask_ages(&k.ok(33, &["get", "csinodes"]));
         (out.lines().filter(|l| l.ends_with(" 1 AGE")).count() == 2).then_some(out)
