@@ -99,6 +99,7 @@ pub const EVENT_SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
 pub const EVENT_FAILED_CREATE: &str = "FailedCreate";
 pub const EVENT_SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
 pub const EVENT_FAILED_DELETE: &str = "FailedDelete";
+pub const EVENT_SUCCESSFUL_UPDATE: &str = "SuccessfulUpdate";
 pub const EVENT_SCALING_REPLICA_SET: &str = "ScalingReplicaSet";
 pub const EVENT_SELECTING_ALL: &str = "SelectingAll";
 pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";

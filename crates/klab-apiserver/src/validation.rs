@@ -1511,6 +1511,32 @@ const ACCESS_MODES: &[&str] = &[
     "ReadWriteOncePod",
 ];
 
+/// Upstream's access-mode checks of claims and volumes: each mode supported, and ReadWriteOncePod
+/// alone (it cannot be combined with another mode).
+fn validate_access_modes(modes: &[Value], errs: &mut Errs) {
+    let (mut rwop, mut other) = (false, false);
+    for m in modes {
+        let m = m.as_str().unwrap_or("");
+        if !ACCESS_MODES.contains(&m) {
+            errs.push(FieldError::not_supported(
+                "spec.accessModes",
+                jstr(m),
+                ACCESS_MODES,
+            ));
+        } else if m == "ReadWriteOncePod" {
+            rwop = true;
+        } else {
+            other = true;
+        }
+    }
+    if rwop && other {
+        errs.push(FieldError::forbidden(
+            "spec.accessModes",
+            "may not use ReadWriteOncePod with other access modes",
+        ));
+    }
+}
+
 fn validate_pvc(obj: &Value, errs: &mut Errs) {
     let empty = Value::Object(Map::new());
     let spec = obj.get("spec").unwrap_or(&empty);
@@ -1521,16 +1547,7 @@ fn validate_pvc(obj: &Value, errs: &mut Errs) {
             "at least 1 access mode is required",
         ));
     }
-    for m in modes {
-        let m = m.as_str().unwrap_or("");
-        if !ACCESS_MODES.contains(&m) {
-            errs.push(FieldError::not_supported(
-                "spec.accessModes",
-                jstr(m),
-                ACCESS_MODES,
-            ));
-        }
-    }
+    validate_access_modes(modes, errs);
     match spec.pointer("/resources/requests/storage") {
         None => errs.push(FieldError::required("spec.resources[storage]", "")),
         // `ValidatePersistentVolumeClaimSpec`: a size that is not a quantity, or not above zero.
@@ -1595,16 +1612,7 @@ fn validate_pv(obj: &Value, errs: &mut Errs) {
     if modes.is_empty() {
         errs.push(FieldError::required("spec.accessModes", ""));
     }
-    for m in modes {
-        let m = m.as_str().unwrap_or("");
-        if !ACCESS_MODES.contains(&m) {
-            errs.push(FieldError::not_supported(
-                "spec.accessModes",
-                jstr(m),
-                ACCESS_MODES,
-            ));
-        }
-    }
+    validate_access_modes(modes, errs);
     match spec.get("capacity").and_then(Value::as_object) {
         None => errs.push(FieldError::required("spec.capacity", "")),
         Some(c) if c.is_empty() => errs.push(FieldError::required("spec.capacity", "")),
@@ -2781,6 +2789,31 @@ mod tests {
                 vec![
                     "spec.accessModes: Unsupported value: \"ReadWriteSometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"",
                     "spec.resources[storage]: Required value",
+                ],
+            ),
+            (
+                "pvc ReadWriteOncePod with another mode",
+                ri("v1", "PersistentVolumeClaim"),
+                json!({"metadata": {"name": "data", "namespace": "default"}}),
+                Box::new(|p| {
+                    p["spec"] = json!({"accessModes": ["ReadWriteOncePod", "ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}})
+                }),
+                vec![
+                    "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+                ],
+            ),
+            (
+                "pv ReadWriteOncePod with another mode",
+                ri("v1", "PersistentVolume"),
+                json!({"metadata": {"name": "pv1"}}),
+                Box::new(|p| {
+                    p["spec"] = json!({"accessModes": ["ReadOnlyMany", "ReadWriteOncePod"],
+                        "capacity": {"storage": "1Gi"},
+                        "csi": {"driver": "csi.klab.dev", "volumeHandle": "h"}})
+                }),
+                vec![
+                    "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
                 ],
             ),
             (

@@ -183,10 +183,16 @@ async fn status_loop(s: Arc<Shared>) {
         }
     }
     let mut last_report: Option<jiff::Timestamp> = None;
+    // The CSINode and the driver's registration follow the Node's (retried each status period
+    // until they succeed).
+    let mut csi_registered = false;
     loop {
         ctx.net.wait_thawed().await;
         if let Some(t) = update_node_status(&s, last_report).await {
             last_report = Some(t);
+        }
+        if !csi_registered && let Some(node) = s.cached_node() {
+            csi_registered = crate::csi_node::ensure(&ctx.client, &node).await;
         }
         tokio::select! {
             biased;

@@ -53,6 +53,7 @@
 pub mod agent;
 pub mod backoff;
 pub mod config;
+pub mod csi_node;
 pub mod events;
 pub mod eviction;
 pub mod exec;

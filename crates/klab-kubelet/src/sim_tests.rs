@@ -972,3 +972,46 @@ async fn memory_pressure_evicts_one_pod_per_round_and_reports_the_condition() {
         ("False", Some("KubeletHasSufficientMemory"))
     );
 }
+
+/// The kubelet registers its CSINode (owned by its Node, with the csi.klab.dev entry) and the
+/// Node's `csi.volume.kubernetes.io/nodeid` annotation right after the Node; a CSINode left by an
+/// earlier Node of the same name is taken over rather than left to the garbage collector.
+#[tokio::test(start_paused = true)]
+async fn registers_its_csinode_after_the_node() {
+    use k8s_openapi::api::storage::v1::CSINode;
+    let mut c = cluster().await;
+    let csinodes: Api<CSINode> = Api::all(c.admin.clone());
+    let mut stale = crate::csi_node::new_csi_node(
+        &serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n1", "uid": "deleted-node-uid"}}))
+        .unwrap(),
+    );
+    stale.spec.drivers.clear();
+    csinodes
+        .create(&PostParams::default(), &stale)
+        .await
+        .unwrap();
+    c.node.start();
+    c.at(1.0).await;
+    let n = c.node_obj().await;
+    let csi = csinodes.get("n1").await.unwrap();
+    let owner = &csi.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), &owner.uid),
+        ("Node", n.metadata.uid.as_ref().unwrap())
+    );
+    let d = &csi.spec.drivers[0];
+    assert_eq!(
+        (d.name.as_str(), d.node_id.as_str()),
+        ("csi.klab.dev", "n1")
+    );
+    assert_eq!(d.allocatable.as_ref().and_then(|a| a.count), Some(39));
+    assert_eq!(
+        n.metadata.annotations.unwrap()["csi.volume.kubernetes.io/nodeid"],
+        "{\"csi.klab.dev\":\"n1\"}"
+    );
+    assert_eq!(
+        csi.metadata.annotations.unwrap()["storage.alpha.kubernetes.io/migrated-plugins"],
+        crate::csi_node::MIGRATED_PLUGINS
+    );
+}

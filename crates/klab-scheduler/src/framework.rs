@@ -325,6 +325,18 @@ pub fn schedule_one(
     state: &mut AlgorithmState,
     rng: &DetRng,
 ) -> ScheduleOutcome {
+    schedule_one_with(pod, nodes, state, rng, &|_| None)
+}
+
+/// `schedule_one` with the volume filters (`volume_filters::filter`), which need facts from
+/// outside the node infos: `extra` runs on a node after the node-level filters passed.
+pub fn schedule_one_with(
+    pod: &Pod,
+    nodes: &[NodeInfo],
+    state: &mut AlgorithmState,
+    rng: &DetRng,
+    extra: &dyn Fn(&NodeInfo) -> Option<Rejection>,
+) -> ScheduleOutcome {
     if nodes.is_empty() {
         return ScheduleOutcome::NoNodes;
     }
@@ -387,7 +399,7 @@ pub fn schedule_one(
             .checked_rem(candidates.len())
             .unwrap_or(0)];
         processed = processed.saturating_add(1);
-        match plugins::run_filters(pod, req, &nodes[i]) {
+        match plugins::run_filters(pod, req, &nodes[i]).or_else(|| extra(&nodes[i])) {
             None => feasible.push(i),
             Some(r) => {
                 statuses.insert(nodes[i].name().to_string(), r);

@@ -276,3 +276,136 @@ async fn same_seed_same_placements() {
         assert_eq!(a.iter().filter(|(_, node)| node == n).count(), 2, "{a:?}");
     }
 }
+
+fn scheduled_message(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .message
+        .clone()
+}
+
+fn with_claims(name: &str, claims: &[&str]) -> Pod {
+    let mut p = replica(name, "100m");
+    let vols: Vec<_> = claims
+        .iter()
+        .map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    p.spec.as_mut().unwrap().volumes = serde_json::from_value(json!(vols)).unwrap();
+    p
+}
+
+/// A second pod on a ReadWriteOncePod claim is refused on every node with VolumeRestrictions'
+/// message (no preemption), and scheduled once the first pod is gone; a node whose CSINode allows
+/// one csi.klab.dev volume refuses a pod bringing a second one (NodeVolumeLimits).
+#[tokio::test(start_paused = true)]
+async fn read_write_once_pod_and_node_volume_limits() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::CSINode;
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    add_node(&admin, "n1", "4", json!([])).await;
+    let pvs: Api<PersistentVolume> = Api::all(admin.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), "default");
+    for (claim, mode) in [
+        ("solo", "ReadWriteOncePod"),
+        ("a", "ReadWriteOnce"),
+        ("b", "ReadWriteOnce"),
+    ] {
+        let pv: PersistentVolume =
+            serde_json::from_value(json!({"metadata": {"name": format!("pv-{claim}")},
+            "spec": {"accessModes": [mode], "capacity": {"storage": "1Gi"}, "storageClassName": "",
+                "csi": {"driver": "csi.klab.dev", "volumeHandle": format!("h-{claim}")},
+                "claimRef": {"namespace": "default", "name": claim}}}))
+            .unwrap();
+        pvs.create(&PostParams::default(), &pv).await.unwrap();
+        let c: PersistentVolumeClaim = serde_json::from_value(json!({"metadata": {"name": claim},
+            "spec": {"accessModes": [mode], "storageClassName": "", "volumeName": format!("pv-{claim}"),
+                "resources": {"requests": {"storage": "1Gi"}}}}))
+        .unwrap();
+        claims.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let csinode: CSINode = serde_json::from_value(json!({"metadata": {"name": "n1"},
+        "spec": {"drivers": [{"name": "csi.klab.dev", "nodeID": "n1", "allocatable": {"count": 2}}]}}))
+    .unwrap();
+    Api::<CSINode>::all(admin.clone())
+        .create(&PostParams::default(), &csinode)
+        .await
+        .unwrap();
+    tokio::spawn(run(
+        kube::Client::new(server.router_as(Identity::admin()), "default"),
+        clock.clone(),
+        DetRng::seeded(7),
+        SchedulerConfig::default(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    pods.create(&PostParams::default(), &with_claims("first", &["solo"]))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        node_of(&pods.get("first").await.unwrap()).as_deref(),
+        Some("n1")
+    );
+    pods.create(&PostParams::default(), &with_claims("second", &["solo"]))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(1)).await;
+    let second = pods.get("second").await.unwrap();
+    assert_eq!(node_of(&second), None);
+    assert_eq!(
+        scheduled_message(&second).as_deref(),
+        Some(
+            "0/1 nodes are available: 1 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. \
+             preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
+    );
+    // the limit: "solo" is attached for first; two more would make three
+    pods.create(&PostParams::default(), &with_claims("many", &["a", "b"]))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(1)).await;
+    let many = pods.get("many").await.unwrap();
+    assert_eq!(node_of(&many), None);
+    assert_eq!(
+        scheduled_message(&many).as_deref(),
+        Some(
+            "0/1 nodes are available: 1 node(s) exceed max volume count. \
+             preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
+    );
+    // first goes: both waiting pods are retried; "many" (two volumes) comes first and takes the
+    // node's two attachments, so the RWOP claim is free but "second" now exceeds the limit
+    pods.delete("first", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        node_of(&pods.get("many").await.unwrap()).as_deref(),
+        Some("n1")
+    );
+    let second = pods.get("second").await.unwrap();
+    assert_eq!(node_of(&second), None);
+    assert_eq!(
+        scheduled_message(&second).as_deref(),
+        Some(
+            "0/1 nodes are available: 1 node(s) exceed max volume count. \
+             preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
+    );
+    pods.delete("many", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(5)).await;
+    let second = pods.get("second").await.unwrap();
+    assert_eq!(
+        node_of(&second).as_deref(),
+        Some("n1"),
+        "{:?}",
+        scheduled_message(&second)
+    );
+}

@@ -23,6 +23,7 @@ pub mod plugins;
 pub mod quantity;
 pub mod queue;
 pub mod shell;
+pub mod volume_filters;
 pub mod volumes;
 
 pub use events::EventsApi;

@@ -30,6 +30,10 @@ pub enum Plugin {
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    /// ReadWriteOncePod claims already in use.
+    VolumeRestrictions,
+    /// CSI attach limits from the nodes' CSINodes.
+    NodeVolumeLimits,
     /// The pod's claims (PreFilter only; claim changes requeue it).
     VolumeBinding,
 }
@@ -44,6 +48,8 @@ impl Plugin {
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodePorts => "NodePorts",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::VolumeRestrictions => "VolumeRestrictions",
+            Plugin::NodeVolumeLimits => "NodeVolumeLimits",
             Plugin::VolumeBinding => "VolumeBinding",
         }
     }

@@ -7,9 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -21,6 +23,7 @@ use crate::framework::{self, AlgorithmState, ScheduleOutcome, schedule_one};
 use crate::nodeinfo::{NodeInfo, pod_requests};
 use crate::plugins::{self, Plugin};
 use crate::queue::{PodKey, SchedulingQueue};
+use crate::volume_filters;
 use crate::volumes::{self, VolumeCheck};
 use crate::{SchedulerConfig, SchedulerError};
 
@@ -63,6 +66,10 @@ pub fn plugin_passes(plugin: Plugin, pod: &Pod, ni: &NodeInfo) -> bool {
         }
         // A node change does not bind a claim: claim changes requeue these pods.
         Plugin::VolumeBinding => false,
+        // Only the other pod's removal frees an RWOP claim.
+        Plugin::VolumeRestrictions => false,
+        // The attach limit lives in the CSINode: a new node may have room (known at the retry).
+        Plugin::NodeVolumeLimits => true,
     }
 }
 
@@ -81,7 +88,10 @@ pub fn node_event_may_help(
 
 /// Queueing hint for an assigned pod leaving a node (deleted or terminal): frees resources/ports.
 pub fn pod_removal_may_help(rejectors: &BTreeSet<Plugin>) -> bool {
-    rejectors.contains(&Plugin::NodeResourcesFit) || rejectors.contains(&Plugin::NodePorts)
+    rejectors.contains(&Plugin::NodeResourcesFit)
+        || rejectors.contains(&Plugin::NodePorts)
+        || rejectors.contains(&Plugin::VolumeRestrictions)
+        || rejectors.contains(&Plugin::NodeVolumeLimits)
 }
 
 /// The scheduler's view of the cluster. Node infos are kept up to date incrementally (only nodes
@@ -412,8 +422,16 @@ impl Scheduler {
                 return;
             }
         };
+        let facts = self.volume_facts(&pod).await;
         let snapshot = self.cache.snapshot();
-        let outcome = schedule_one(&pod, snapshot, &mut self.algo, &self.rng);
+        let outcome = match &facts {
+            None => schedule_one(&pod, snapshot, &mut self.algo, &self.rng),
+            Some(f) => {
+                let conflicts = volume_filters::rwop_conflicts(&pod, snapshot, f);
+                let extra = |ni: &NodeInfo| volume_filters::filter(&pod, ni, f, conflicts);
+                framework::schedule_one_with(&pod, snapshot, &mut self.algo, &self.rng, &extra)
+            }
+        };
         match outcome {
             ScheduleOutcome::Feasible { node, .. } if !delayed.is_empty() => {
                 self.prebind_volumes(key, pod, node, &delayed).await
@@ -436,6 +454,99 @@ impl Scheduler {
                     .failed(&key, BTreeSet::from([Plugin::NodeUnschedulable]), now);
             }
         }
+    }
+
+    /// The volume filters' input for a pod with claims (None: nothing to check): its claims and
+    /// those of the pods on the nodes (RWOP, CSI driver and volume from the bound PV or the
+    /// class's provisioner), and each node's CSINode limits, read for this cycle.
+    async fn volume_facts(&mut self, pod: &Pod) -> Option<volume_filters::VolumeFacts> {
+        let mine = volume_filters::pod_claims(pod);
+        if mine.is_empty() {
+            return None;
+        }
+        let mut keys: BTreeSet<volume_filters::ClaimKey> = mine.into_iter().collect();
+        for ni in self.cache.snapshot() {
+            keys.extend(ni.pods.iter().flat_map(volume_filters::pod_claims));
+        }
+        let pvs: BTreeMap<String, PersistentVolume> =
+            Api::<PersistentVolume>::all(self.client.clone())
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|pv| (pv.metadata.name.clone().unwrap_or_default(), pv))
+                .collect();
+        let classes: BTreeMap<String, StorageClass> = Api::<StorageClass>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|sc| (sc.metadata.name.clone().unwrap_or_default(), sc))
+            .collect();
+        let limits = Api::<CSINode>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                let per_driver = c
+                    .spec
+                    .drivers
+                    .iter()
+                    .filter_map(|d| {
+                        let n = d.allocatable.as_ref()?.count?;
+                        Some((d.name.clone(), i64::from(n)))
+                    })
+                    .collect();
+                (c.metadata.name.clone().unwrap_or_default(), per_driver)
+            })
+            .collect();
+        let mut facts = volume_filters::VolumeFacts {
+            claims: BTreeMap::new(),
+            limits,
+        };
+        for k in keys {
+            let Some(c) = self.claims.get(&k) else {
+                continue;
+            };
+            let spec = c.spec.as_ref();
+            let rwop = spec
+                .and_then(|s| s.access_modes.as_ref())
+                .is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod"));
+            let mut f = volume_filters::ClaimFacts {
+                rwop,
+                ..Default::default()
+            };
+            match spec
+                .and_then(|s| s.volume_name.as_deref())
+                .filter(|v| !v.is_empty())
+            {
+                Some(v) => {
+                    let pv = pvs.get(v).and_then(|pv| pv.spec.as_ref());
+                    f.csi = pv.and_then(|s| s.csi.as_ref()).map(|s| {
+                        (
+                            s.driver.clone(),
+                            format!("{}/{}", s.driver, s.volume_handle),
+                        )
+                    });
+                    f.node_affinity = pv
+                        .and_then(|s| s.node_affinity.as_ref())
+                        .and_then(|a| a.required.clone());
+                }
+                None => {
+                    if let Some(sc) = classes.get(&volumes::claim_class(c)) {
+                        let p = &sc.provisioner;
+                        f.csi = Some((p.clone(), format!("{p}/{}-{}", k.0, k.1)));
+                        f.allowed_topologies = sc.allowed_topologies.clone();
+                    }
+                }
+            }
+            facts.claims.insert(k, f);
+        }
+        Some(facts)
     }
 
     /// VolumeBinding's Filter input: the pod's claims from the watch, classes read on demand.

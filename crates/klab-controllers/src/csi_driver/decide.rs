@@ -97,12 +97,51 @@ pub fn size_refused_message(class: &str, requested: &str, max: u128) -> String {
     )
 }
 
+/// The driver's zone topology key (the kubelet publishes it in the CSINode and as a Node label).
+pub const TOPOLOGY_KEY_ZONE: &str = "topology.csi.klab.dev/zone";
+
+/// The zone the driver creates a claim's volume in (the external-provisioner's accessibility
+/// requirements, then the driver's choice of the first preferred segment): the selected node's
+/// zone for a WaitForFirstConsumer claim; otherwise the class's first allowed zone, else the
+/// first zone any node offers (upstream draws one at random; klab takes the first, sorted).
+/// `node_zone(name)` is a Node's `topology.csi.klab.dev/zone` label. None: no topology (the
+/// node has no zone, or no node has one), so the volume is reachable everywhere.
+pub fn volume_zone(
+    claim: &PersistentVolumeClaim,
+    class: &StorageClass,
+    node_zone: &dyn Fn(&str) -> Option<String>,
+    all_zones: &[String],
+) -> Option<String> {
+    if let Some(node) = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::ANN_SELECTED_NODE))
+    {
+        return node_zone(node);
+    }
+    let allowed: Vec<String> = class
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .flat_map(|t| t.match_label_expressions.iter().flatten())
+        .filter(|e| e.key == TOPOLOGY_KEY_ZONE)
+        .flat_map(|e| e.values.clone())
+        .collect();
+    allowed
+        .into_iter()
+        .min()
+        .or_else(|| all_zones.iter().min().cloned())
+}
+
 /// The volume the external-provisioner creates for `claim` (`pvc-<claim uid>`), or the reason it
-/// refuses to.
+/// refuses to. With a `zone` the volume is only reachable there: `spec.nodeAffinity` requires
+/// `topology.csi.klab.dev/zone` (the driver's accessible topology).
 pub fn provisioned_volume(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     model: &CsiModel,
+    zone: Option<&str>,
 ) -> Result<PersistentVolume, String> {
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let ns = claim.metadata.namespace.clone().unwrap_or_default();
@@ -147,6 +186,11 @@ pub fn provisioned_volume(
             "volumeMode": spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
         },
     });
+    let mut v = v;
+    if let Some(z) = zone {
+        v["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": TOPOLOGY_KEY_ZONE, "operator": "In", "values": [z]}]}]}});
+    }
     serde_json::from_value(v).map_err(|e| e.to_string())
 }
 
@@ -170,7 +214,7 @@ mod tests {
 
     #[test]
     fn provisioned_volume_mirrors_the_claim() {
-        let pv = provisioned_volume(&claim("1Gi"), &class(), &CsiModel::default()).unwrap();
+        let pv = provisioned_volume(&claim("1Gi"), &class(), &CsiModel::default(), None).unwrap();
         assert_eq!(pv.metadata.name.as_deref(), Some("pvc-u-1"));
         let spec = pv.spec.unwrap();
         assert_eq!(spec.capacity.unwrap()["storage"].0, "1Gi");
@@ -182,13 +226,60 @@ mod tests {
         assert_eq!(spec.csi.unwrap().volume_handle, "vol-u-1");
     }
 
+    /// The zone a volume is made in, and its node affinity there.
+    #[test]
+    fn volume_topology() {
+        let zones = |n: &str| match n {
+            "n1" => Some("z1".to_string()),
+            "n2" => Some("z2".to_string()),
+            _ => None,
+        };
+        let all = vec!["z2".to_string(), "z1".to_string()];
+        let mut selected = claim("1Gi");
+        selected.metadata.annotations =
+            Some([(names::ANN_SELECTED_NODE.to_string(), "n2".to_string())].into());
+        // WaitForFirstConsumer: the selected node's zone, whatever else is allowed
+        assert_eq!(
+            volume_zone(&selected, &class(), &zones, &all).as_deref(),
+            Some("z2")
+        );
+        // a selected node without a zone: no topology
+        selected.metadata.annotations =
+            Some([(names::ANN_SELECTED_NODE.to_string(), "n9".to_string())].into());
+        assert_eq!(volume_zone(&selected, &class(), &zones, &all), None);
+        // Immediate: the class's allowed zones first, else the first zone a node offers
+        let mut allowed = class();
+        allowed.allowed_topologies = Some(
+            serde_json::from_value(json!([{"matchLabelExpressions": [
+                {"key": TOPOLOGY_KEY_ZONE, "values": ["z3", "z2"]}]}]))
+            .unwrap(),
+        );
+        assert_eq!(
+            volume_zone(&claim("1Gi"), &allowed, &zones, &all).as_deref(),
+            Some("z2")
+        );
+        assert_eq!(
+            volume_zone(&claim("1Gi"), &class(), &zones, &all).as_deref(),
+            Some("z1")
+        );
+        assert_eq!(volume_zone(&claim("1Gi"), &class(), &zones, &[]), None);
+        let pv =
+            provisioned_volume(&claim("1Gi"), &class(), &CsiModel::default(), Some("z1")).unwrap();
+        assert_eq!(
+            serde_json::to_value(pv.spec.unwrap().node_affinity).unwrap(),
+            json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.csi.klab.dev/zone", "operator": "In", "values": ["z1"]}]}]}})
+        );
+    }
+
     #[test]
     fn impossible_sizes_are_refused() {
         for size in ["1Pi", "65Ti", "", "lots"] {
-            let err = provisioned_volume(&claim(size), &class(), &CsiModel::default()).unwrap_err();
+            let err =
+                provisioned_volume(&claim(size), &class(), &CsiModel::default(), None).unwrap_err();
             assert!(err.contains("OutOfRange"), "{size}: {err}");
         }
-        assert!(provisioned_volume(&claim("64Ti"), &class(), &CsiModel::default()).is_ok());
+        assert!(provisioned_volume(&claim("64Ti"), &class(), &CsiModel::default(), None).is_ok());
     }
 
     #[test]

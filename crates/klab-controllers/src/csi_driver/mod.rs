@@ -52,6 +52,8 @@ pub async fn run(
     let volumes = informers.get::<PersistentVolume>();
     let attachments = informers.get::<VolumeAttachment>();
     let classes = informers.get::<StorageClass>();
+    // read only: the zone of a claim's selected node (its topology label)
+    let nodes = informers.get::<k8s_openapi::api::core::v1::Node>();
     let sources = Sources::default()
         .add(&claims, Ev::Claim)
         .add(&volumes, Ev::Volume)
@@ -67,6 +69,7 @@ pub async fn run(
         volumes,
         attachments,
         classes,
+        nodes,
         queue: WorkQueue::default(),
         due: BTreeMap::new(),
         refused: BTreeMap::new(),
@@ -86,6 +89,7 @@ struct Driver {
     volumes: SharedInformer<PersistentVolume>,
     attachments: SharedInformer<VolumeAttachment>,
     classes: SharedInformer<StorageClass>,
+    nodes: SharedInformer<k8s_openapi::api::core::v1::Node>,
     queue: WorkQueue,
     /// When each piece of work is due (first seen + latency).
     due: BTreeMap<ObjKey, Timestamp>,
@@ -209,7 +213,25 @@ impl Driver {
             return Ok(());
         }
         self.due.remove(key);
-        match decide::provisioned_volume(&claim, &class, &self.model) {
+        let zone_of = |n: &k8s_openapi::api::core::v1::Node| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(decide::TOPOLOGY_KEY_ZONE).cloned())
+        };
+        let all_zones: Vec<String> = self
+            .nodes
+            .list()
+            .iter()
+            .filter_map(|n| zone_of(n))
+            .collect();
+        let node_zone = |name: &str| {
+            self.nodes
+                .get(&(String::new(), name.to_string()))
+                .and_then(|n| zone_of(&n))
+        };
+        let zone = decide::volume_zone(&claim, &class, &node_zone, &all_zones);
+        match decide::provisioned_volume(&claim, &class, &self.model, zone.as_deref()) {
             Err(msg) => {
                 if self.refused.insert(uid, ()).is_none() {
                     self.recorder

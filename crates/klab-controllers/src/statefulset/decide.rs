@@ -17,9 +17,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use klab_api::names;
 
+use super::retention::{self, Claims};
 use crate::deployment::hash;
 use crate::replicaset::util::{
-    self, PHASE_FAILED, PHASE_RUNNING, PHASE_SUCCEEDED, is_pod_available, is_terminating,
+    self, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, is_pod_available,
+    is_terminating,
 };
 
 /// One thing the controller does (or waits for) in a sync.
@@ -31,6 +33,10 @@ pub enum Step {
     Delete { name: String, why: DeleteWhy },
     /// Blocked on this pod; `message` is upstream's log line.
     Wait { pod: String, message: &'static str },
+    /// Rewrite the owner references of this pod's claims to match the retention policy
+    /// (`retention::claim_owner_refs`); `update_event`: a living replica, which upstream then
+    /// updates and records as `SuccessfulUpdate`.
+    FixClaims { pod: String, update_event: bool },
 }
 
 /// Why a pod is deleted.
@@ -55,6 +61,9 @@ pub const WAIT_AVAILABLE_SCALE_DOWN: &str =
     "StatefulSet is waiting for Pod to be Available prior to scale down";
 pub const WAIT_UPDATE: &str = "StatefulSet is waiting for Pod to update";
 pub const WAIT_FAILED_REMOVAL: &str = "StatefulSet is waiting for failed Pod to be removed";
+/// klab's log line for upstream's silent exit when a claim still names the previous pod.
+pub const WAIT_STALE_CLAIM: &str =
+    "StatefulSet is waiting for a stale PersistentVolumeClaim to be garbage-collected";
 
 /// The result of one sync: steps in order, and the status to write.
 #[derive(Clone, Debug, PartialEq)]
@@ -163,8 +172,7 @@ pub fn pod_name(set: &StatefulSet, ordinal: i32) -> String {
     format!("{}-{}", set.metadata.name.as_deref().unwrap_or(""), ordinal)
 }
 
-/// Upstream `updateStatefulSet` (MaxUnavailableStatefulSet off, as in v1.33) as a plan.
-/// `pods` are the pods claimed by the set; `current`/`update` the revision names.
+/// `next_action_with_claims` for a set whose claims are not looked at (no retention work).
 pub fn next_action(
     set: &StatefulSet,
     pods: &[&Pod],
@@ -172,6 +180,46 @@ pub fn next_action(
     update: &str,
     now: Timestamp,
 ) -> Action {
+    next_action_with_claims(set, pods, &Claims::new(), current, update, now)
+}
+
+/// The names of the claims of one replica (`<template>-<pod>`).
+fn claim_names(set: &StatefulSet, pod: &str) -> Vec<String> {
+    set.spec
+        .as_ref()
+        .and_then(|s| s.volume_claim_templates.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|t| claim_name(t, pod))
+        .collect()
+}
+
+/// Upstream `updateStatefulSet` (MaxUnavailableStatefulSet off, as in v1.33) as a plan.
+/// `pods` are the pods claimed by the set; `claims` the namespace's claims by name (for the
+/// retention policy: owner references and stale claims); `current`/`update` the revision names.
+pub fn next_action_with_claims(
+    set: &StatefulSet,
+    pods: &[&Pod],
+    claims: &Claims,
+    current: &str,
+    update: &str,
+    now: Timestamp,
+) -> Action {
+    // ClaimsMatchRetentionPolicy: a claim that is missing is picked up later
+    let needs_fix = |p: &Pod| {
+        claim_names(set, &name_of(p)).iter().any(|c| {
+            claims
+                .get(c.as_str())
+                .is_some_and(|m| !retention::claim_owner_up_to_date(m, set, p))
+        })
+    };
+    let stale = |pod: &str| {
+        claim_names(set, pod).iter().any(|c| {
+            claims
+                .get(c.as_str())
+                .is_some_and(|m| retention::claim_is_stale(set, m, pod))
+        })
+    };
     let mr = min_ready(set);
     let mut status = StatefulSetStatus {
         observed_generation: set.metadata.generation,
@@ -247,41 +295,57 @@ pub fn next_action(
                 true
             }
             None => {
-                steps.push(Step::Create {
-                    ordinal: ord,
-                    at_current: created_at_current(set, ord),
-                });
+                let name = pod_name(set, ord);
+                if stale(&name) {
+                    // PodClaimIsStale: the scaled-down pod's claim awaits the garbage collector
+                    steps.push(Step::Wait {
+                        pod: name,
+                        message: WAIT_STALE_CLAIM,
+                    });
+                } else {
+                    steps.push(Step::Create {
+                        ordinal: ord,
+                        at_current: created_at_current(set, ord),
+                    });
+                }
                 // the new pod is neither running nor ready: monotonic stops here
                 true
             }
-            Some(p) if is_terminating(&p.metadata) => {
-                if monotonic {
-                    steps.push(Step::Wait {
+            Some(p) => {
+                // a Pending pod's claims are put right first (createMissingPersistentVolumeClaims),
+                // without the update event; the others once the monotonic waits are passed
+                let mut fix = needs_fix(p);
+                if fix && util::phase(p) == PHASE_PENDING {
+                    steps.push(Step::FixClaims {
                         pod: name_of(p),
-                        message: WAIT_TERMINATE,
+                        update_event: false,
                     });
+                    fix = false;
                 }
-                true
-            }
-            Some(p) if !util::is_running_and_ready(p) => {
-                if monotonic {
-                    steps.push(Step::Wait {
+                let wait = if is_terminating(&p.metadata) {
+                    Some(WAIT_TERMINATE)
+                } else if !util::is_running_and_ready(p) {
+                    Some(WAIT_RUNNING_READY)
+                } else if !is_running_and_available(p, mr, now) {
+                    Some(WAIT_AVAILABLE)
+                } else {
+                    None
+                };
+                match wait {
+                    Some(message) if monotonic => {
+                        steps.push(Step::Wait {
+                            pod: name_of(p),
+                            message,
+                        });
+                    }
+                    _ if fix => steps.push(Step::FixClaims {
                         pod: name_of(p),
-                        message: WAIT_RUNNING_READY,
-                    });
+                        update_event: true,
+                    }),
+                    _ => {}
                 }
-                true
+                wait.is_some()
             }
-            Some(p) if !is_running_and_available(p, mr, now) => {
-                if monotonic {
-                    steps.push(Step::Wait {
-                        pod: name_of(p),
-                        message: WAIT_AVAILABLE,
-                    });
-                }
-                true
-            }
-            Some(_) => false,
         };
         if stop && monotonic {
             finish_status(
@@ -298,7 +362,16 @@ pub fn next_action(
         }
     }
 
-    // 2. condemned pods, highest ordinal first
+    // 2. condemned pods: every one's claims made to match the policy first (with whenScaled
+    // Delete, owned by the pod before it is deleted), then deletion, highest ordinal first
+    for p in &condemned {
+        if needs_fix(p) {
+            steps.push(Step::FixClaims {
+                pod: name_of(p),
+                update_event: false,
+            });
+        }
+    }
     for p in &condemned {
         let n = name_of(p);
         if is_terminating(&p.metadata) {
@@ -1118,5 +1191,154 @@ mod tests {
         );
         assert_eq!(parent_and_ordinal("my-db-12"), Some(("my-db", 12)));
         assert_eq!(parent_and_ordinal("web-x"), None);
+    }
+
+    /// whenScaled Delete as upstream orders it: living replicas first (a monotonic wait still
+    /// stops everything), then every condemned pod's claims handed to the pod, then deletion of
+    /// the highest ordinal; a living replica whose claim is wrong is fixed with the update event;
+    /// a missing replica whose claim still names its previous pod is not created.
+    #[test]
+    fn when_scaled_delete_steps() {
+        use k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let with = |replicas: i32, parallel: bool, scaled: &str| {
+            let mut s = sts(replicas, parallel);
+            let spec = s.spec.as_mut().unwrap();
+            spec.volume_claim_templates = Some(vec![PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some("data".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }]);
+            spec.persistent_volume_claim_retention_policy =
+                Some(StatefulSetPersistentVolumeClaimRetentionPolicy {
+                    when_deleted: Some("Retain".into()),
+                    when_scaled: Some(scaled.into()),
+                });
+            s
+        };
+        let with_uid = |mut p: Pod, uid: &str| {
+            p.metadata.uid = Some(uid.into());
+            p
+        };
+        let pod_ref = |name: &str, uid: &str| OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let claim = |name: &str, refs: Vec<OwnerReference>| ObjectMeta {
+            name: Some(name.into()),
+            owner_references: Some(refs),
+            ..Default::default()
+        };
+        let p0 = with_uid(ready("web-0", R1), "u0");
+        let p1 = with_uid(ready("web-1", R1), "u1");
+        let p2 = with_uid(ready("web-2", R1), "u2");
+        let c0 = claim("data-web-0", vec![]);
+        let c1 = claim("data-web-1", vec![]);
+        let c2 = claim("data-web-2", vec![]);
+        let run = |set: &StatefulSet, pods: &[&Pod], cs: &[&ObjectMeta]| {
+            let claims: Claims = cs
+                .iter()
+                .map(|c| (c.name.as_deref().unwrap(), *c))
+                .collect();
+            next_action_with_claims(set, pods, &claims, R1, R1, ts(100)).steps
+        };
+        let fix = |pod: &str, update_event: bool| Step::FixClaims {
+            pod: pod.into(),
+            update_event,
+        };
+        let del = |name: &str| Step::Delete {
+            name: name.into(),
+            why: DeleteWhy::Condemned,
+        };
+
+        // 3 -> 1, OrderedReady: both condemned claims change hands, then web-2 alone is deleted
+        let set = with(1, false, "Delete");
+        assert_eq!(
+            run(&set, &[&p0, &p1, &p2], &[&c0, &c1, &c2]),
+            vec![fix("web-2", false), fix("web-1", false), del("web-2")]
+        );
+        // once handed over, nothing more to fix
+        let c1o = claim("data-web-1", vec![pod_ref("web-1", "u1")]);
+        let c2o = claim("data-web-2", vec![pod_ref("web-2", "u2")]);
+        assert_eq!(
+            run(&set, &[&p0, &p1, &p2], &[&c0, &c1o, &c2o]),
+            vec![del("web-2")]
+        );
+        // Retain: the same scale-down touches no claim
+        assert_eq!(
+            run(
+                &with(1, false, "Retain"),
+                &[&p0, &p1, &p2],
+                &[&c0, &c1, &c2]
+            ),
+            vec![del("web-2")]
+        );
+        // a living replica that is not Running and Ready blocks everything, claims included
+        let p0_pending = with_uid(pod("web-0").node("n").build(), "u0");
+        assert_eq!(
+            run(&set, &[&p0_pending, &p1, &p2], &[&c0, &c1, &c2]),
+            vec![Step::Wait {
+                pod: "web-0".into(),
+                message: WAIT_RUNNING_READY
+            }]
+        );
+        // scaled back to 3 before deletion: web-1's claim returns to no owner, with the update
+        // event; web-2 is still Terminating and waited for
+        let p2_term = with_uid(
+            pod("web-2")
+                .node("n")
+                .running_ready(0)
+                .label(names::LABEL_CONTROLLER_REVISION_HASH, R1)
+                .deleting(30)
+                .build(),
+            "u2",
+        );
+        let up = with(3, false, "Delete");
+        assert_eq!(
+            run(&up, &[&p0, &p1, &p2_term], &[&c0, &c1o, &c2o]),
+            vec![
+                fix("web-1", true),
+                Step::Wait {
+                    pod: "web-2".into(),
+                    message: WAIT_TERMINATE
+                }
+            ]
+        );
+        // web-2's object is gone but its claim still names it: not created until collected
+        assert_eq!(
+            run(&up, &[&p0, &p1], &[&c0, &c1, &c2o]),
+            vec![Step::Wait {
+                pod: "web-2".into(),
+                message: WAIT_STALE_CLAIM
+            }]
+        );
+        assert_eq!(
+            run(&up, &[&p0, &p1], &[&c0, &c1]),
+            vec![Step::Create {
+                ordinal: 2,
+                at_current: false
+            }]
+        );
+        // Parallel: the stale claim holds back only its own ordinal
+        let par = with(4, true, "Delete");
+        assert_eq!(
+            run(&par, &[&p0, &p1], &[&c0, &c1, &c2o])[..2],
+            [
+                Step::Wait {
+                    pod: "web-2".into(),
+                    message: WAIT_STALE_CLAIM
+                },
+                Step::Create {
+                    ordinal: 3,
+                    at_current: false
+                }
+            ]
+        );
     }
 }

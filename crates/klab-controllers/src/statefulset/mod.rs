@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod decide;
+pub mod retention;
 
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ enum Ev {
     Set(Change<StatefulSet>),
     Pod(Change<Pod>),
     Revision(Change<ControllerRevision>),
+    Claim(Change<PersistentVolumeClaim>),
 }
 
 /// Runs the StatefulSet controller on the process's shared informers until they stop.
@@ -60,10 +62,12 @@ pub async fn run(
         index::CONTROLLER_UID,
         index::controller_uid::<ControllerRevision>,
     );
+    let claims = informers.get::<PersistentVolumeClaim>();
     let sources = Sources::default()
         .add(&sets, Ev::Set)
         .add(&pods, Ev::Pod)
-        .add(&revisions, Ev::Revision);
+        .add(&revisions, Ev::Revision)
+        .add(&claims, Ev::Claim);
     let mut c = Ssc {
         client,
         clock: clock.clone(),
@@ -71,6 +75,7 @@ pub async fn run(
         sets,
         pods,
         revisions,
+        claims,
         queue: informers.queue("statefulset"),
     };
     klab_runtime::run(clock, sources, &mut c)
@@ -107,6 +112,15 @@ impl Reconcile for Ssc {
                     }
                 }
             }
+            // A scaled-down pod's claim is gone: the replica it blocked (a scale-up that came
+            // before the garbage collector) can be created now rather than at the next event.
+            Ev::Claim((Some(old), None)) => {
+                let ns = old.metadata.namespace.clone().unwrap_or_default();
+                for set in retention::owner_pod_set(&old.metadata) {
+                    self.queue.add((ns.clone(), set));
+                }
+            }
+            Ev::Claim(_) => {}
         }
     }
 
@@ -136,6 +150,7 @@ struct Ssc {
     sets: SharedInformer<StatefulSet>,
     pods: SharedInformer<Pod>,
     revisions: SharedInformer<ControllerRevision>,
+    claims: SharedInformer<PersistentVolumeClaim>,
     queue: WorkQueue,
 }
 
@@ -215,7 +230,12 @@ impl Ssc {
         let (current, update, current_template) = self.sync_revisions(&set).await?;
         let now = self.clock.now();
         let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
-        let action = decide::next_action(&set, &refs, &current, &update, now);
+        let ns_claims = self.claims.in_namespace(&ns);
+        let claims: retention::Claims = ns_claims
+            .iter()
+            .map(|c| (c.metadata.name.as_deref().unwrap_or(""), &c.metadata))
+            .collect();
+        let action = decide::next_action_with_claims(&set, &refs, &claims, &current, &update, now);
         for step in &action.steps {
             match step {
                 Step::Create {
@@ -266,6 +286,28 @@ impl Ssc {
                 Step::Wait { pod, message } => {
                     tracing::debug!(statefulset = %name, pod = %pod, "{message}");
                 }
+                Step::FixClaims { pod, update_event } => {
+                    let Some(p) = refs
+                        .iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(pod))
+                    else {
+                        continue;
+                    };
+                    self.fix_claims(&set, &set_ref, p, &claims).await?;
+                    if *update_event {
+                        // upstream's UpdateStatefulPod, which writes the (unchanged) pod after
+                        // fixing its claims and records the update
+                        let msg = format!("update Pod {pod} in StatefulSet {name} successful");
+                        self.recorder
+                            .record(
+                                &set_ref,
+                                names::EVENT_NORMAL,
+                                names::EVENT_SUCCESSFUL_UPDATE,
+                                msg,
+                            )
+                            .await;
+                    }
+                }
             }
         }
 
@@ -301,6 +343,53 @@ impl Ssc {
             self.queue.add_at(key, t);
         }
         self.truncate_history(&set, &refs, &current, &update).await
+    }
+
+    /// Upstream `UpdatePodClaimForRetentionPolicy`: each existing claim of the pod whose owner
+    /// references do not match the policy gets them rewritten (a claim another controller owns
+    /// is reported with upstream's ConflictingController warning and only scrubbed of ours).
+    async fn fix_claims(
+        &self,
+        set: &StatefulSet,
+        set_ref: &k8s_openapi::api::core::v1::ObjectReference,
+        pod: &Pod,
+        claims: &retention::Claims<'_>,
+    ) -> Result<(), SyncError> {
+        let ns = set.namespace().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        let pod_name = pod.name_any();
+        for t in set
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_claim_templates.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let claim_name = decide::claim_name(t, &pod_name);
+            let Some(meta) = claims.get(claim_name.as_str()) else {
+                continue;
+            };
+            if retention::conflicting_controller(meta, set, pod) {
+                self.recorder
+                    .record(
+                        set_ref,
+                        names::EVENT_WARNING,
+                        retention::REASON_CONFLICTING_CONTROLLER,
+                        retention::conflicting_controller_message(&claim_name),
+                    )
+                    .await;
+            }
+            if retention::claim_owner_up_to_date(meta, set, pod) {
+                continue;
+            }
+            let refs = retention::claim_owner_refs(meta, set, pod);
+            if !set_owner_refs(&api, meta, refs).await {
+                return Err(SyncError::Api(format!(
+                    "could not update claim {claim_name} for delete policy ownerRefs"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Upstream `truncateHistory`: keep `revisionHistoryLimit` (default 10) non-live revisions.
@@ -473,6 +562,22 @@ impl Ssc {
         let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
         for claim in decide::claims_for(set, ordinal) {
             let claim_name = claim.name_any();
+            let cached = self.claims.get(&(ns.clone(), claim_name.clone()));
+            if cached.is_some_and(|c| c.metadata.deletion_timestamp.is_some()) {
+                // upstream createPersistentVolumeClaims: no pod on a claim on its way out
+                let err = format!("pvc {claim_name} is being deleted");
+                let msg =
+                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {err}");
+                self.recorder
+                    .record(
+                        set_ref,
+                        names::EVENT_WARNING,
+                        names::EVENT_FAILED_CREATE,
+                        msg,
+                    )
+                    .await;
+                return Err(SyncError::Api(err));
+            }
             match pvc_api.create(&PostParams::default(), &claim).await {
                 Ok(_) => {
                     let msg = format!(

@@ -12,6 +12,15 @@ use crate::replicaset::testkit::{Harness, harness, template};
 use klab_api::names;
 
 async fn create_sts(h: &Harness, replicas: i32, policy: &str) {
+    create_sts_retaining(h, replicas, policy, json!(null)).await
+}
+
+async fn create_sts_retaining(
+    h: &Harness,
+    replicas: i32,
+    policy: &str,
+    retention: serde_json::Value,
+) {
     let s: StatefulSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": "web", "namespace": "default"},
@@ -19,6 +28,7 @@ async fn create_sts(h: &Harness, replicas: i32, policy: &str) {
             "replicas": replicas,
             "serviceName": "web",
             "podManagementPolicy": policy,
+            "persistentVolumeClaimRetentionPolicy": retention,
             "selector": {"matchLabels": {"app": "web"}},
             "template": template("web", "mysql:8"),
             "volumeClaimTemplates": [{
@@ -215,4 +225,171 @@ async fn parallel_processes_other_ordinals_but_never_duplicates_an_identity() {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(h.client.clone(), "default");
     let n = pvcs.list(&ListParams::default()).await.unwrap().items.len();
     assert_eq!(n, 4, "one claim per ordinal, reused by the recreated web-1");
+}
+
+fn claims(h: &Harness) -> Api<PersistentVolumeClaim> {
+    Api::namespaced(h.client.clone(), "default")
+}
+
+/// (kind, name) of a claim's owners, or None once it is gone.
+async fn owners(h: &Harness, claim: &str) -> Option<Vec<(String, String)>> {
+    let c = claims(h).get_opt(claim).await.expect("get claim")?;
+    Some(
+        c.metadata
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| {
+                assert_eq!(r.controller, Some(true), "{r:?}");
+                (r.kind, r.name)
+            })
+            .collect(),
+    )
+}
+
+fn owned_by(kind: &str, name: &str) -> Option<Vec<(String, String)>> {
+    Some(vec![(kind.to_string(), name.to_string())])
+}
+
+/// whenScaled Delete (whenDeleted Delete): claims of condemned ordinals are handed from the set to
+/// their pod before the pod is deleted, so the garbage collector removes them once the pod object
+/// is gone; a scale-up that comes back before then does not recreate the replica while its claim
+/// still names the old pod, and the replica gets a fresh claim once the collector is done.
+#[tokio::test(start_paused = true)]
+async fn when_scaled_delete_hands_condemned_claims_to_their_pods() {
+    let h = harness().await;
+    create_sts_retaining(
+        &h,
+        3,
+        "OrderedReady",
+        json!({"whenDeleted": "Delete", "whenScaled": "Delete"}),
+    )
+    .await;
+    for (i, p) in ["web-0", "web-1", "web-2"].into_iter().enumerate() {
+        h.wait_until(Duration::from_secs(5), p, || async {
+            h.pod_names().await.len() == i + 1
+        })
+        .await;
+        run_pod(&h, p).await;
+    }
+    for c in ["data-web-0", "data-web-1", "data-web-2"] {
+        assert_eq!(owners(&h, c).await, owned_by("StatefulSet", "web"), "{c}");
+    }
+    let old_uid = claims(&h).get("data-web-2").await.unwrap().metadata.uid;
+
+    sets(&h)
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale down");
+    // both condemned claims change hands at once; only web-2 is deleted (OrderedReady)
+    h.wait_until(Duration::from_secs(5), "web-2 Terminating", || async {
+        h.pod_names().await.iter().any(|(n, t)| n == "web-2" && *t)
+    })
+    .await;
+    assert_eq!(owners(&h, "data-web-2").await, owned_by("Pod", "web-2"));
+    assert_eq!(owners(&h, "data-web-1").await, owned_by("Pod", "web-1"));
+    assert_eq!(
+        owners(&h, "data-web-0").await,
+        owned_by("StatefulSet", "web")
+    );
+
+    // scaled back up while web-2 terminates: web-1, still Running, is in range again and its
+    // claim goes back to the set (with upstream's update event)
+    sets(&h)
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale up");
+    h.wait_until(
+        Duration::from_secs(5),
+        "data-web-1 back to the set",
+        || async { owners(&h, "data-web-1").await == owned_by("StatefulSet", "web") },
+    )
+    .await;
+    assert!(
+        h.event_messages()
+            .await
+            .contains(&"update Pod web-1 in StatefulSet web successful".to_string())
+    );
+    // web-2's object goes: its claim still names it, so web-2 is not recreated
+    h.force_delete("web-2").await;
+    h.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(h.pod_names().await, names_of(&["web-0", "web-1"]));
+    assert_eq!(owners(&h, "data-web-2").await, owned_by("Pod", "web-2"));
+
+    // the garbage collector deletes the claim of the vanished pod (its pvc-protection finalizer
+    // removed, no pod using it); web-2 then comes back with a fresh claim owned by the set
+    tokio::spawn(crate::garbage_collector::run(
+        h.client.clone(),
+        h.clock.clone(),
+        crate::garbage_collector::GarbageCollectorConfig::default(),
+    ));
+    tokio::spawn(crate::volume_protection::run(
+        h.client.clone(),
+        h.informers.clone(),
+        h.clock.clone(),
+    ));
+    h.wait_until(Duration::from_secs(10), "web-2 recreated", || async {
+        h.pod_names().await == names_of(&["web-0", "web-1", "web-2"])
+    })
+    .await;
+    let fresh = claims(&h).get("data-web-2").await.unwrap();
+    assert_ne!(fresh.metadata.uid, old_uid, "a new claim, not the old one");
+    assert_eq!(
+        owners(&h, "data-web-2").await,
+        owned_by("StatefulSet", "web")
+    );
+}
+
+/// whenScaled Retain (the default): a scale-down leaves the claims as they were and a scale-up
+/// reuses them.
+#[tokio::test(start_paused = true)]
+async fn when_scaled_retain_keeps_claims_for_the_next_scale_up() {
+    let h = harness().await;
+    create_sts(&h, 2, "Parallel").await;
+    h.wait_until(Duration::from_secs(5), "2 pods", || async {
+        h.pod_names().await.len() == 2
+    })
+    .await;
+    run_pod(&h, "web-0").await;
+    run_pod(&h, "web-1").await;
+    let uid = claims(&h).get("data-web-1").await.unwrap().metadata.uid;
+    sets(&h)
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale down");
+    h.wait_until(Duration::from_secs(5), "web-1 Terminating", || async {
+        h.pod_names().await.iter().any(|(n, t)| n == "web-1" && *t)
+    })
+    .await;
+    h.force_delete("web-1").await;
+    assert_eq!(owners(&h, "data-web-1").await, Some(vec![]));
+    sets(&h)
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale up");
+    h.wait_until(Duration::from_secs(5), "web-1 back", || async {
+        h.pod_names().await == names_of(&["web-0", "web-1"])
+    })
+    .await;
+    assert_eq!(
+        claims(&h).get("data-web-1").await.unwrap().metadata.uid,
+        uid,
+        "the same claim"
+    );
 }

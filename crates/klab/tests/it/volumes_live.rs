@@ -179,3 +179,180 @@ fn seed_003_volume_failover_with_kubectl_1_33() {
         pv
     );
 }
+
+/// CSINodes, ReadWriteOncePod and volume topology with kubectl 1.33 on `klab up --zones a,b`:
+/// `kubectl get csinodes` lists one driver per node (nodeID, zone topology key, attach limit,
+/// the Node's `csi.volume.kubernetes.io/nodeid` annotation); a claim mixing ReadWriteOncePod with
+/// another mode is refused; a second pod on an RWOP claim is Pending with VolumeRestrictions'
+/// message; a zonal StatefulSet replica whose zone dies stays Pending with `node(s) had volume
+/// node affinity conflict` in `describe pod`.
+#[test]
+fn csinodes_rwop_and_volume_topology_with_kubectl_1_33() {
+    let k = Klab::start(&["--speed", "30", "--nodes", "2", "--zones", "a,b"]);
+    let bound = Duration::from_secs(90);
+    let nodes: Vec<String> = k.wait_for("two nodes", bound, || {
+        let names: Vec<String> = k
+            .ok(
+                33,
+                &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+            )
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        (names.len() == 2).then_some(names)
+    });
+    let csinodes = k.wait_for("two CSINodes with the driver", bound, || {
+        let out = mask_ages(&k.ok(33, &["get", "csinodes"]));
+        (out.lines().filter(|l| l.ends_with(" 1 AGE")).count() == 2).then_some(out)
+    });
+    assert_eq!(csinodes.lines().next(), Some("NAME DRIVERS AGE"));
+    for (n, zone) in nodes.iter().zip(["a", "b"]) {
+        let driver = k.ok(
+            33,
+            &[
+                "get",
+                "csinode",
+                n,
+                "-o",
+                "jsonpath={.spec.drivers[0].name} {.spec.drivers[0].nodeID} {.spec.drivers[0].topologyKeys[0]} {.spec.drivers[0].allocatable.count} {.metadata.ownerReferences[0].kind}",
+            ],
+        );
+        assert_eq!(
+            driver,
+            format!("csi.klab.dev {n} topology.csi.klab.dev/zone 39 Node")
+        );
+        let labels = k.ok(
+            33,
+            &[
+                "get",
+                "node",
+                n,
+                "-o",
+                "jsonpath={.metadata.annotations.csi\\.volume\\.kubernetes\\.io/nodeid} {.metadata.labels.topology\\.csi\\.klab\\.dev/zone}",
+            ],
+        );
+        assert_eq!(labels, format!("{{\"csi.klab.dev\":\"{n}\"}} {zone}"));
+    }
+
+    // ReadWriteOncePod alone only
+    let mixed = "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: mixed}
+spec:
+  accessModes: [ReadWriteOncePod, ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+";
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(mixed));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rwop = "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: solo}
+spec:
+  accessModes: [ReadWriteOncePod]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: first}
+spec:
+  containers: [{name: c, image: nginx, volumeMounts: [{name: d, mountPath: /d}]}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: solo}}]
+";
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(rwop));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    k.wait_for("first Running", bound, || {
+        pod(&k, "first").and_then(|(s, _)| (s == "Running").then_some(()))
+    });
+    let second = rwop
+        .split("---\n")
+        .nth(1)
+        .unwrap()
+        .replace("name: first", "name: second");
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(&second));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
+    k.wait_for("second refused", bound, || {
+        let d = mask_ages(&k.ok(33, &["describe", "pod", "second"]));
+        d.contains(want).then_some(())
+    });
+    k.ok(
+        33,
+        &[
+            "delete",
+            "pod",
+            "first",
+            "second",
+            "--grace-period=0",
+            "--force",
+        ],
+    );
+
+    // a zonal replica cannot follow its volume's zone away
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(STATEFULSET));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node = k.wait_for("web-0 Running", bound, || {
+        pod(&k, "web-0").and_then(|(s, n)| (s == "Running").then_some(n))
+    });
+    let pv = k.ok(
+        33,
+        &[
+            "get",
+            "pvc",
+            "data-web-0",
+            "-o",
+            "jsonpath={.spec.volumeName}",
+        ],
+    );
+    let zone = if node == nodes[0] { "a" } else { "b" };
+    assert_eq!(
+        k.ok(
+            33,
+            &[
+                "get",
+                "pv",
+                &pv,
+                "-o",
+                "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].key}={.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}",
+            ],
+        ),
+        format!("topology.csi.klab.dev/zone={zone}")
+    );
+    k.klab(&["node", "power-off", &node]);
+    k.wait_for("node NotReady", bound, || {
+        let out = k.ok(33, &["get", "node", &node, "--no-headers"]);
+        (out.split_whitespace().nth(1) == Some("NotReady")).then_some(())
+    });
+    k.ok(
+        33,
+        &[
+            "taint",
+            "nodes",
+            &node,
+            "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+        ],
+    );
+    k.wait_for("web-0 Pending on its zonal volume", bound, || {
+        let d = mask_ages(&k.ok(33, &["describe", "pod", "web-0"]));
+        (d.contains("Status: Pending") && d.contains("1 node(s) had volume node affinity conflict"))
+            .then_some(())
+    });
+}
