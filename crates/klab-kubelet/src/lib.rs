@@ -72,6 +72,7 @@ pub mod shell;
 pub mod shutdown;
 pub mod spdy;
 pub mod termination;
+pub mod usage;
 pub mod volumes;
 
 #[cfg(test)]
