@@ -66,6 +66,7 @@ pub mod portforward;
 pub mod probes;
 pub mod program;
 pub mod quantity;
+pub mod resource_metrics;
 pub mod runtime;
 pub mod server;
 pub mod shell;

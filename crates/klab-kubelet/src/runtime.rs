@@ -144,6 +144,10 @@ pub struct Machine {
     /// the usage model (a host process eating memory, a filling disk).
     #[serde(default)]
     pub available_override: BTreeMap<String, u64>,
+    /// CPU time of container instances that ended, nanoseconds: with the running instances'
+    /// counters, the node's cumulative CPU (`node_cpu_usage_seconds_total`).
+    #[serde(default)]
+    pub cpu_ns_retired: u64,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -166,6 +170,7 @@ impl Machine {
             pods: BTreeMap::new(),
             removed: Default::default(),
             available_override: BTreeMap::new(),
+            cpu_ns_retired: 0,
             next_ip: 2,
             ip_prefix,
         }
@@ -209,6 +214,8 @@ impl Machine {
                     if let Some(&(at, code, oom)) = candidates.iter().min_by_key(|(t, _, _)| *t)
                         && at <= now
                     {
+                        let used = c.usage.as_ref().map_or(0, |u| u.cpu_ns_at(at));
+                        self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(used);
                         c.state = RtState::Exited(Terminated {
                             exit_code: code,
                             reason: if oom {
@@ -566,6 +573,8 @@ impl Machine {
         for pod in self.pods.values_mut() {
             for c in pod.containers.values_mut() {
                 if let RtState::Running { started_at, .. } = &c.state {
+                    let used = c.usage.as_ref().map_or(0, |u| u.cpu_ns_at(now));
+                    self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(used);
                     c.state = RtState::Exited(Terminated {
                         exit_code: EXIT_LOST,
                         reason: "Unknown".into(),

@@ -171,34 +171,16 @@ async fn pods(State(s): State<Arc<ServerState>>) -> Response {
         .into_response()
 }
 
-/// `/metrics/resource`: the resource metrics pipeline's families, for the running containers
-/// (the simulated runtime uses no CPU or memory: usage is zero; start times are real).
+/// `/metrics/resource`: the resource metrics pipeline's families from the machine's usage model
+/// (see [`crate::resource_metrics`]).
 async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
     let now = s.endpoint.clock.now();
-    let mut out = String::from(
-        "# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds\n# TYPE container_start_time_seconds gauge\n",
-    );
-    {
-        let mut m = lock(&s.endpoint.machine);
-        m.advance(now);
-        for p in m.pods.values() {
-            for c in p.containers.values() {
-                if let RtState::Running { started_at, .. } = &c.state {
-                    out.push_str(&format!(
-                        "container_start_time_seconds{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}} {}\n",
-                        c.name,
-                        p.namespace,
-                        p.name,
-                        started_at.as_second()
-                    ));
-                }
-            }
-        }
-    }
-    out.push_str("# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds\n# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total 0\n");
-    out.push_str("# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes\n# TYPE node_memory_working_set_bytes gauge\nnode_memory_working_set_bytes 0\n");
-    out.push_str("# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise\n# TYPE scrape_error gauge\nscrape_error 0\n");
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    let samples = crate::resource_metrics::samples(&mut lock(&s.endpoint.machine), now);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::resource_metrics::render(&samples),
+    )
+        .into_response()
 }
 
 /// Which instance of a container a log request reads.
