@@ -39,7 +39,8 @@
 //! behind a [`server::KubeletEndpoint`] whose dial meets what the node's state dictates: a
 //! refusal while the kubelet is stopped, silence while the machine is off, frozen or cut off.
 //! Logs come from [`logs`] (derived from the command like [`program`]), exec runs [`shell`];
-//! `/metrics/resource` is rendered by [`resource_metrics`] from the [`usage`] model.
+//! `/metrics/resource` and `/stats/summary` are rendered by [`resource_metrics`] from the
+//! [`usage`] model.
 //!
 //! # Resource usage
 //!
@@ -52,7 +53,7 @@
 //!
 //! Startup probes (readiness and liveness are modelled, see [`probes`]), preStop hooks on liveness
 //! kills, image GC and other node-level reclaim before a disk eviction, local-storage limit
-//! evictions, `/stats/summary`, static pods, `activeDeadlineSeconds`,
+//! evictions, static pods, `activeDeadlineSeconds`,
 //! event aggregation (each event is a new object), re-assertion of the os/arch labels by the
 //! status loop, the fast startup status path (Ready is True from the first computation because
 //! the simulated runtime is always healthy), the 10 s heartbeat client timeout of a black-holed

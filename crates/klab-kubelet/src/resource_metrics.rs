@@ -4,7 +4,8 @@
 //! `node_cpu_usage_seconds_total`, `node_memory_working_set_bytes`, `pod_cpu_usage_seconds_total`,
 //! `pod_memory_working_set_bytes`, `resource_scrape_error` (and the deprecated `scrape_error`) —
 //! rendered from the machine's usage model in Prometheus text format with Go's float formatting
-//! and a sample timestamp in milliseconds, as the kubelet writes them.
+//! and a sample timestamp in milliseconds, as the kubelet writes them; and `/stats/summary`
+//! (the Summary API, `stats/v1alpha1`) from the same samples.
 
 use std::collections::BTreeMap;
 
@@ -74,6 +75,104 @@ pub fn samples(machine: &mut Machine, now: Timestamp) -> Samples {
         node_memory,
         containers,
     }
+}
+
+/// What `/stats/summary` needs to know of the node beside the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub memory_bytes: u64,
+    pub ephemeral_storage_bytes: u64,
+    /// The kubelet's reserved memory: the system daemons' working set in the model.
+    pub reserved_memory: u64,
+}
+
+/// The Summary API document: the node (CPU, memory, filesystem, PIDs) and each pod with a
+/// running container (its containers' CPU, memory and ephemeral storage, its totals). CPU is
+/// constant in the model, so `usageNanoCores` is the modelled rate.
+pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::Value {
+    use serde_json::json;
+    let time = s.at.to_string();
+    let mut pods: BTreeMap<(String, String), Vec<serde_json::Value>> = BTreeMap::new();
+    // Per pod: UID, then totals of nanocores, CPU ns, memory, storage, PIDs.
+    type PodTotals = (String, u64, u64, u64, u64, u64);
+    let mut pod_meta: BTreeMap<(String, String), PodTotals> = BTreeMap::new();
+    let (mut node_storage, mut node_pids, mut node_nanocores) = (0u64, 0u64, 0u64);
+    for p in machine.pods.values() {
+        for c in p.containers.values() {
+            let (RtState::Running { started_at, .. }, Some(u)) = (&c.state, c.usage.as_ref())
+            else {
+                continue;
+            };
+            let memory = u.memory_at(s.at);
+            let storage = u.ephemeral_storage_at(s.at);
+            let cpu_ns = u.cpu_ns_at(s.at);
+            let nanocores = u.spec.cpu_millis.saturating_mul(1_000_000);
+            node_storage = node_storage.saturating_add(storage);
+            node_pids = node_pids.saturating_add(u.spec.pids);
+            node_nanocores = node_nanocores.saturating_add(nanocores);
+            let key = (p.namespace.clone(), p.name.clone());
+            pods.entry(key.clone()).or_default().push(json!({
+                "name": c.name,
+                "startTime": started_at.to_string(),
+                "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
+                "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
+                           "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
+                "rootfs": {"time": time, "usedBytes": storage},
+                "logs": {"time": time, "usedBytes": 0},
+            }));
+            let e = pod_meta
+                .entry(key)
+                .or_insert((p.uid.clone(), 0, 0, 0, 0, 0));
+            e.1 = e.1.saturating_add(nanocores);
+            e.2 = e.2.saturating_add(cpu_ns);
+            e.3 = e.3.saturating_add(memory);
+            e.4 = e.4.saturating_add(storage);
+            e.5 = e.5.saturating_add(u.spec.pids);
+        }
+    }
+    let pods: Vec<serde_json::Value> = pods
+        .into_iter()
+        .map(|((ns, name), containers)| {
+            let (uid, nanocores, cpu_ns, memory, storage, pids) = pod_meta
+                .get(&(ns.clone(), name.clone()))
+                .cloned()
+                .unwrap_or_default();
+            json!({
+                "podRef": {"name": name, "namespace": ns, "uid": uid},
+                "containers": containers,
+                "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
+                "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
+                           "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
+                "ephemeral-storage": {"time": time, "usedBytes": storage},
+                "process_stats": {"process_count": pids},
+            })
+        })
+        .collect();
+    let node_ws = s.node_memory.saturating_add(node.reserved_memory);
+    let fs = json!({
+        "time": time,
+        "availableBytes": node.ephemeral_storage_bytes.saturating_sub(node_storage),
+        "capacityBytes": node.ephemeral_storage_bytes,
+        "usedBytes": node_storage,
+        "inodesFree": crate::eviction::MODEL_INODES,
+        "inodes": crate::eviction::MODEL_INODES,
+        "inodesUsed": 0,
+    });
+    json!({
+        "node": {
+            "nodeName": node.name,
+            "cpu": {"time": time, "usageNanoCores": node_nanocores, "usageCoreNanoSeconds": s.node_cpu_ns},
+            "memory": {"time": time,
+                       "availableBytes": node.memory_bytes.saturating_sub(node_ws),
+                       "usageBytes": node_ws, "workingSetBytes": node_ws, "rssBytes": node_ws,
+                       "pageFaults": 0, "majorPageFaults": 0},
+            "fs": fs,
+            "runtime": {"imageFs": fs},
+            "rlimit": {"time": time, "maxpid": crate::eviction::MODEL_PID_MAX, "curproc": node_pids},
+        },
+        "pods": pods,
+    })
 }
 
 /// A float as Go's `strconv.FormatFloat(f, 'g', -1, 64)` writes it (Prometheus' text encoder):
@@ -288,6 +387,29 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+        let info = NodeInfo {
+            name: "n1".into(),
+            memory_bytes: 1 << 30,
+            ephemeral_storage_bytes: 10 << 30,
+            reserved_memory: 0,
+        };
+        let sum = summary(&info, &m, &s);
+        assert_eq!(sum["node"]["nodeName"], "n1");
+        assert_eq!(sum["node"]["memory"]["workingSetBytes"], 41u64 << 20);
+        assert_eq!(
+            sum["node"]["memory"]["availableBytes"],
+            (1u64 << 30) - (41 << 20)
+        );
+        assert_eq!(sum["node"]["cpu"]["usageNanoCores"], 250_000_000u64);
+        assert_eq!(sum["node"]["rlimit"]["curproc"], 0u64);
+        let pod = &sum["pods"][0];
+        assert_eq!(pod["podRef"]["name"], "web");
+        assert_eq!(pod["containers"][0]["name"], "app");
+        assert_eq!(
+            pod["containers"][0]["memory"]["workingSetBytes"],
+            41u64 << 20
+        );
+        assert_eq!(pod["cpu"]["usageCoreNanoSeconds"], 15_000_000_000u64);
         // A container that ends keeps its CPU in the node's counter.
         m.stop_container(
             "u",

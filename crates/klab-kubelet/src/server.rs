@@ -65,6 +65,8 @@ pub struct KubeletEndpoint {
     /// Log streams and exec/attach/port-forward sessions being served, for tests that check
     /// nothing outlives its client.
     pub(crate) open_streams: Arc<AtomicUsize>,
+    /// The node's name and capacities, for `/stats/summary`.
+    pub(crate) node: Arc<crate::resource_metrics::NodeInfo>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -147,6 +149,7 @@ fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics/resource", get(metrics_resource))
+        .route("/stats/summary", get(stats_summary))
         .route("/pods", get(pods))
         .with_state(state)
 }
@@ -179,6 +182,21 @@ async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::resource_metrics::render(&samples),
+    )
+        .into_response()
+}
+
+/// `/stats/summary`: the Summary API (`stats/v1alpha1`) from the machine's usage model.
+async fn stats_summary(State(s): State<Arc<ServerState>>) -> Response {
+    let now = s.endpoint.clock.now();
+    let body = {
+        let mut m = lock(&s.endpoint.machine);
+        let samples = crate::resource_metrics::samples(&mut m, now);
+        crate::resource_metrics::summary(&s.endpoint.node, &m, &samples)
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
     )
         .into_response()
 }
