@@ -2429,6 +2429,26 @@ mod tests {
             "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2026-11-25T10:55:00Z"}}}]}),
         );
         assert_eq!(status(oom), t(("0/1", "OOMKilled", "2 (65m ago)")));
+        // What the kubelet writes for a node-pressure eviction: status.reason Evicted, but the
+        // containers' terminated reasons win (printPod reads them after the pod's reason), so
+        // an evicted pod shows Error (SIGKILLed) or Completed (exited on SIGTERM), as on
+        // clusters since the kubelet reports its containers' final states.
+        let evicted_killed = p(
+            json!({"phase": "Failed", "reason": "Evicted", "containerStatuses": [{"name": "main", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]}),
+        );
+        assert_eq!(status(evicted_killed), t(("0/1", "Error", "0")));
+        let evicted_exited = p(
+            json!({"phase": "Failed", "reason": "Evicted", "containerStatuses": [{"name": "main", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}),
+        );
+        assert_eq!(status(evicted_exited), t(("0/1", "Completed", "0")));
+        // Graceful node shutdown: reason Terminated while the container still runs; its final
+        // state afterwards.
+        let shutting = p(
+            json!({"phase": "Failed", "reason": "Terminated", "containerStatuses": [running(true)]}),
+        );
+        assert_eq!(status(shutting), t(("1/1", "Terminated", "0")));
         assert_eq!(
             status(p(json!({"phase": "Pending"}))),
             t(("0/1", "Pending", "0"))

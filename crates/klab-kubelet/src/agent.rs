@@ -654,7 +654,9 @@ fn eviction_round(
     use crate::eviction::{Observation, Signal};
     let ctx = &s.ctx;
     let mut machine = lock(&ctx.machine);
+    machine.advance(now);
     let overrides = machine.available_override.clone();
+    let (memory_used, storage_used, pids_used) = machine.usage_totals(now);
     let observe = |sig: Signal| {
         let capacity = match sig {
             Signal::MemoryAvailable => ctx.spec.memory_bytes,
@@ -663,10 +665,18 @@ fn eviction_round(
             Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => crate::eviction::MODEL_INODES,
             Signal::PidAvailable => crate::eviction::MODEL_PID_MAX,
         };
+        let modelled = crate::usage::available(
+            sig,
+            capacity,
+            ctx.cfg.reserved_memory,
+            memory_used,
+            storage_used,
+            pids_used,
+        );
         let available = overrides
             .get(sig.name())
             .copied()
-            .unwrap_or(capacity)
+            .unwrap_or(modelled)
             .min(capacity);
         Some(Observation {
             available,
@@ -695,7 +705,7 @@ fn eviction_round(
         reason: crate::eviction::EVENT_EVICTION_THRESHOLD_MET.into(),
         message: format!("Attempting to reclaim {}", t.signal.resource()),
     };
-    let mut candidates = mgr.eviction_candidates(t.signal);
+    let mut candidates = mgr.eviction_candidates(t.signal, &machine, now);
     candidates.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     let usages: Vec<_> = candidates.iter().map(|(_, u)| u.clone()).collect();
     let victim = crate::eviction::rank(t.signal, &usages)

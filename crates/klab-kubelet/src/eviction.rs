@@ -7,8 +7,8 @@
 //! eviction message, and admission under pressure.
 //!
 //! The kubelet's pod loop runs [`synchronize`] every 10 s ([`MONITORING_PERIOD`]); observations
-//! come from klab's usage model: a signal's whole capacity is available unless a node fault
-//! (`Machine::available_override`) says otherwise, and a container uses what it requests.
+//! come from klab's usage model ([`crate::usage`]: capacity less the reservation and what the
+//! containers use) unless a node fault (`Machine::available_override`) says otherwise.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -123,22 +123,6 @@ impl Signal {
             _ => 1,
         }
     }
-}
-
-/// Annotation prefix of a container's modelled usage: `usage.klab.dev/<container>:
-/// "memory=1536Mi,ephemeral-storage=700Mi,pids=600"`. Without it a container uses what it
-/// requests (and no PIDs).
-pub const USAGE_ANNOTATION_PREFIX: &str = "usage.klab.dev/";
-
-/// Parses a usage annotation value into resource → amount; malformed entries are ignored (the
-/// model then falls back to the request), so no annotation can break the kubelet.
-pub fn parse_usage(v: &str) -> BTreeMap<String, u64> {
-    v.split(',')
-        .filter_map(|item| {
-            let (k, q) = item.trim().split_once('=')?;
-            Some((k.trim().to_string(), bytes(q.trim())?))
-        })
-        .collect()
 }
 
 /// A threshold value: a quantity, or a fraction of the signal's capacity.
@@ -857,15 +841,6 @@ mod tests {
             "invalid eviction threshold syntax memory.available>500Mi, expected <signal><operator><value>"
         );
         assert!(parse_flag_map("memory.available=1m30s", '=').is_ok());
-    }
-
-    #[test]
-    fn usage_annotations() {
-        let u = parse_usage("memory=1536Mi, pids=600,ephemeral-storage=bad,junk");
-        assert_eq!(
-            u,
-            [("memory".to_string(), 1536 * MI), ("pids".to_string(), 600)].into()
-        );
     }
 
     #[test]

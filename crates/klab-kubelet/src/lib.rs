@@ -38,13 +38,22 @@
 //! [`server`] is port 10250 as the API server reaches it (logs, exec, attach, port-forward),
 //! behind a [`server::KubeletEndpoint`] whose dial meets what the node's state dictates: a
 //! refusal while the kubelet is stopped, silence while the machine is off, frozen or cut off.
-//! Logs come from [`logs`] (derived from the command like [`program`]), exec runs [`shell`].
+//! Logs come from [`logs`] (derived from the command like [`program`]), exec runs [`shell`];
+//! `/metrics/resource` and `/stats/summary` are rendered by [`resource_metrics`] from the
+//! [`usage`] model.
+//!
+//! # Resource usage
+//!
+//! Each running container has a [`usage::Model`] on the machine (requests by default, the pod's
+//! `usage.klab.dev/<container>` annotation otherwise, re-anchored when it changes): the runtime
+//! OOM-kills an instance when its growing working set reaches its memory limit, and the eviction
+//! manager's signals and ranking read the same model (`docs/usage.md`).
 //!
 //! # Not modelled (yet)
 //!
 //! Startup probes (readiness and liveness are modelled, see [`probes`]), preStop hooks on liveness
-//! kills, a resource-usage model over time (usage is the request or a fixed annotation; no
-//! leaks, no OOM kills, no image GC before a disk eviction), kubelet metrics, static pods, `activeDeadlineSeconds`,
+//! kills, image GC and other node-level reclaim before a disk eviction, local-storage limit
+//! evictions, static pods, `activeDeadlineSeconds`,
 //! event aggregation (each event is a new object), re-assertion of the os/arch labels by the
 //! status loop, the fast startup status path (Ready is True from the first computation because
 //! the simulated runtime is always healthy), the 10 s heartbeat client timeout of a black-holed
@@ -67,12 +76,14 @@ pub mod portforward;
 pub mod probes;
 pub mod program;
 pub mod quantity;
+pub mod resource_metrics;
 pub mod runtime;
 pub mod server;
 pub mod shell;
 pub mod shutdown;
 pub mod spdy;
 pub mod termination;
+pub mod usage;
 pub mod volumes;
 
 #[cfg(test)]

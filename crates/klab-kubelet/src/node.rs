@@ -141,6 +141,12 @@ impl SimNode {
             clock: clock.clone(),
             process: Arc::new(Mutex::new(None)),
             open_streams: Default::default(),
+            node: Arc::new(crate::resource_metrics::NodeInfo {
+                name: name.to_string(),
+                memory_bytes: spec.memory_bytes,
+                ephemeral_storage_bytes: spec.ephemeral_storage_bytes,
+                reserved_memory: cfg.reserved_memory,
+            }),
         };
         SimNode {
             name: name.to_string(),

@@ -30,6 +30,7 @@ use crate::program::Program;
 use crate::runtime::{Machine, RtContainer, RtState, Terminated, after, sd};
 use crate::shutdown::{self, PriorityGroup};
 use crate::termination::{HookTime, effective_grace, kill_plan};
+use crate::usage;
 use klab_api::DetRng;
 
 /// An event about a pod, to be recorded by the shell.
@@ -186,6 +187,8 @@ struct Worker {
     shutdown_killed: Option<Option<String>>,
     /// Evicted for node pressure: the eviction message, written with the final status.
     evicted: Option<String>,
+    /// Usage annotations refused (container → the value), reported once per value.
+    usage_errors: BTreeMap<String, String>,
 }
 
 impl Worker {
@@ -350,17 +353,105 @@ impl PodManager {
             .and_then(|s| s.termination_grace_period_seconds)
     }
 
+    /// A container's usage spec from its requests and its pod's `usage.klab.dev/<container>`
+    /// annotation, and the Warning event of an annotation refused (once per value): the
+    /// defaults stand in for a refused annotation at a start.
+    fn usage_spec(
+        &mut self,
+        uid: &str,
+        c: &Container,
+        init: bool,
+    ) -> (usage::UsageSpec, bool, Option<PodWrite>) {
+        let Some(w) = self.workers.get_mut(uid) else {
+            return (usage::UsageSpec::default(), false, None);
+        };
+        let key = format!("{}{}", usage::USAGE_ANNOTATION_PREFIX, c.name);
+        let value = w
+            .pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key))
+            .cloned();
+        let res = usage::Resources::of(c);
+        match value.as_deref().map(usage::parse_annotation) {
+            None => {
+                w.usage_errors.remove(&c.name);
+                (usage::spec(&res, &Default::default()), false, None)
+            }
+            Some(Ok(o)) => {
+                w.usage_errors.remove(&c.name);
+                (usage::spec(&res, &o), false, None)
+            }
+            Some(Err(e)) => {
+                let v = value.unwrap_or_default();
+                let event =
+                    (w.usage_errors.insert(c.name.clone(), v.clone()) != Some(v)).then(|| {
+                        w.event(
+                            Some((init, &c.name)),
+                            names::EVENT_WARNING,
+                            usage::REASON_INVALID_USAGE,
+                            format!("{key}: {e}; the usage model is unchanged"),
+                        )
+                    });
+                (usage::spec(&res, &Default::default()), true, event)
+            }
+        }
+    }
+
+    /// Re-anchors the usage model of a pod's running containers whose annotation changed; a
+    /// refused annotation changes nothing.
+    fn follow_usage(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let Some(w) = self.workers.get(uid) else {
+            return;
+        };
+        if !matches!(w.life, Lifecycle::Syncing) {
+            return;
+        }
+        let containers: Vec<(bool, Container)> = w
+            .spec_containers(true)
+            .into_iter()
+            .map(|c| (true, c))
+            .chain(w.spec_containers(false).into_iter().map(|c| (false, c)))
+            .collect();
+        for (init, c) in containers {
+            let Some(current) = machine
+                .pods
+                .get(uid)
+                .and_then(|p| p.containers.get(&c.name))
+                .filter(|rc| rc.is_running())
+                .and_then(|rc| rc.usage.clone())
+            else {
+                continue;
+            };
+            let (spec, refused, event) = self.usage_spec(uid, &c, init);
+            out.writes.extend(event);
+            if refused || spec == current.spec {
+                continue;
+            }
+            machine.set_usage(uid, &c.name, current.reanchor(spec, now));
+        }
+    }
+
     /// The eviction manager's current conditions, for admission.
     pub fn set_pressures(&mut self, pressures: Vec<eviction::Pressure>) {
         self.pressures = pressures;
     }
 
     /// The pods an eviction may pick from (admitted and running, not being killed), with what
-    /// the ranking needs. klab's default usage model: each container uses what it requests of
-    /// `resource` (memory, ephemeral-storage) and no PIDs are counted per pod.
+    /// the ranking needs: each container's usage of the signal's resource at `now` from the
+    /// machine's usage model (a container that is not running uses nothing).
     pub fn eviction_candidates(
         &self,
         signal: eviction::Signal,
+        machine: &Machine,
+        now: Timestamp,
     ) -> Vec<(String, eviction::PodUsage)> {
         let resource = signal.resource();
         self.workers
@@ -379,21 +470,22 @@ impl PodManager {
                             .and_then(|r| r.get(resource))
                             .and_then(|q| crate::quantity::bytes(&q.0))
                             .unwrap_or(0);
-                        let modelled = w
-                            .pod
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| {
-                                a.get(&format!("{}{}", eviction::USAGE_ANNOTATION_PREFIX, c.name))
-                            })
-                            .and_then(|v| eviction::parse_usage(v).get(resource).copied());
-                        let default = if signal == eviction::Signal::PidAvailable {
-                            0
-                        } else {
-                            request
-                        };
-                        (c.name.clone(), Some(modelled.unwrap_or(default)), request)
+                        let model = machine
+                            .pods
+                            .get(uid)
+                            .and_then(|p| p.containers.get(&c.name))
+                            .filter(|rc| rc.is_running())
+                            .and_then(|rc| rc.usage.as_ref());
+                        let used = model.map_or(0, |m| match signal {
+                            eviction::Signal::MemoryAvailable => m.memory_at(now),
+                            eviction::Signal::PidAvailable => m.spec.pids,
+                            eviction::Signal::NodeFsAvailable
+                            | eviction::Signal::ImageFsAvailable => m.ephemeral_storage_at(now),
+                            // klab models no inode use per container.
+                            eviction::Signal::NodeFsInodesFree
+                            | eviction::Signal::ImageFsInodesFree => 0,
+                        });
+                        (c.name.clone(), Some(used), request)
                     })
                     .collect();
                 let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
@@ -638,6 +730,7 @@ impl PodManager {
                             image_errors: BTreeMap::new(),
                             shutdown_killed: None,
                             evicted: None,
+                            usage_errors: BTreeMap::new(),
                         },
                     );
                 }
@@ -647,6 +740,12 @@ impl PodManager {
             if !api_pods.contains_key(uid) {
                 w.in_api = false;
             }
+        }
+
+        // Usage annotations changed since a container started re-anchor its model now.
+        let uids: Vec<String> = self.workers.keys().cloned().collect();
+        for uid in &uids {
+            self.follow_usage(uid, now, machine, &mut out);
         }
 
         // 2. Admission of new pods in creation order.
@@ -1208,6 +1307,10 @@ impl PodManager {
                         "Started",
                         format!("Started container {}", st.container),
                     ));
+                    let (usage, _, refused) = self.usage_spec(uid, &spec, st.init);
+                    let limit = usage::Resources::of(&spec).memory_limit;
+                    machine.set_usage(uid, &st.container, usage::Model::new(usage, now, limit));
+                    out.writes.extend(refused);
                     self.workers.get_mut(uid).expect("worker").starting = None;
                 }
                 _ => {}

@@ -91,6 +91,9 @@ pub struct RtContainer {
     /// absolute path; a new instance starts without them.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// The running instance's resource usage (`None` until the kubelet sets it at start).
+    #[serde(default)]
+    pub usage: Option<crate::usage::Model>,
 }
 
 impl RtContainer {
@@ -141,6 +144,10 @@ pub struct Machine {
     /// the usage model (a host process eating memory, a filling disk).
     #[serde(default)]
     pub available_override: BTreeMap<String, u64>,
+    /// CPU time of container instances that ended, nanoseconds: with the running instances'
+    /// counters, the node's cumulative CPU (`node_cpu_usage_seconds_total`).
+    #[serde(default)]
+    pub cpu_ns_retired: u64,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -163,6 +170,7 @@ impl Machine {
             pods: BTreeMap::new(),
             removed: Default::default(),
             available_override: BTreeMap::new(),
+            cpu_ns_retired: 0,
             next_ip: 2,
             ip_prefix,
         }
@@ -185,25 +193,34 @@ impl Machine {
                     stopping,
                 } = &c.state
                 {
-                    let mut candidates: Vec<(Timestamp, i32)> = Vec::new();
+                    let mut candidates: Vec<(Timestamp, i32, bool)> = Vec::new();
                     if let Some(e) = natural_exit {
-                        candidates.push(*e);
+                        candidates.push((e.0, e.1, false));
                     }
                     if let Some(s) = stopping {
                         if let Some(e) = s.term_exit {
-                            candidates.push(e);
+                            candidates.push((e.0, e.1, false));
                         }
                         if let Some(k) = s.kill_at {
-                            candidates.push((k, EXIT_SIGKILL));
+                            candidates.push((k, EXIT_SIGKILL, false));
                         }
                     }
-                    // Earliest wins; at a tie the program's own exit precedes the signal.
-                    if let Some(&(at, code)) = candidates.iter().min_by_key(|(t, _)| *t)
+                    // The memory cgroup's OOM killer: SIGKILL, reported as OOMKilled.
+                    if let Some(oom) = c.usage.as_ref().and_then(crate::usage::Model::oom_at) {
+                        candidates.push((oom, EXIT_SIGKILL, true));
+                    }
+                    // Earliest wins; at a tie the program's own exit precedes the signal, and
+                    // the kubelet's SIGKILL the OOM killer's.
+                    if let Some(&(at, code, oom)) = candidates.iter().min_by_key(|(t, _, _)| *t)
                         && at <= now
                     {
+                        let used = c.usage.as_ref().map_or(0, |u| u.cpu_ns_at(at));
+                        self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(used);
                         c.state = RtState::Exited(Terminated {
                             exit_code: code,
-                            reason: if code == 0 {
+                            reason: if oom {
+                                crate::usage::REASON_OOM_KILLED.into()
+                            } else if code == 0 {
                                 "Completed".into()
                             } else {
                                 "Error".into()
@@ -244,6 +261,9 @@ impl Machine {
                         if let Some(t) = s.kill_at {
                             consider(t);
                         }
+                    }
+                    if let Some(t) = c.usage.as_ref().and_then(crate::usage::Model::oom_at) {
+                        consider(t);
                     }
                 }
             }
@@ -293,6 +313,7 @@ impl Machine {
                 program: Program::from_command(&[], &[]),
                 sandbox_attempt: None,
                 files: BTreeMap::new(),
+                usage: None,
             });
         }
     }
@@ -379,6 +400,7 @@ impl Machine {
                 c.program = program;
                 c.sandbox_attempt = sandbox_attempt;
                 c.files.clear();
+                c.usage = None;
             }
             None => {
                 pod.containers.insert(
@@ -394,6 +416,7 @@ impl Machine {
                         program,
                         sandbox_attempt,
                         files: BTreeMap::new(),
+                        usage: None,
                     },
                 );
             }
@@ -471,6 +494,44 @@ impl Machine {
         self.advance(now);
     }
 
+    /// Sets the usage model of a running container instance (at its start, or when its pod's
+    /// usage annotation changes). A container that is not running keeps none.
+    pub fn set_usage(&mut self, uid: &str, name: &str, model: crate::usage::Model) {
+        if let Some(c) = self
+            .pods
+            .get_mut(uid)
+            .and_then(|p| p.containers.get_mut(name))
+            && c.is_running()
+        {
+            c.usage = Some(model);
+        }
+    }
+
+    /// Running containers with their usage model, in pod UID then container name order.
+    pub fn running_usage(
+        &self,
+    ) -> impl Iterator<Item = (&RuntimePod, &RtContainer, &crate::usage::Model)> {
+        self.pods.values().flat_map(|p| {
+            p.containers
+                .values()
+                .filter(|c| c.is_running())
+                .filter_map(move |c| c.usage.as_ref().map(|u| (p, c, u)))
+        })
+    }
+
+    /// The node's totals at `now` over every running container: (memory working set,
+    /// ephemeral storage, PIDs).
+    pub fn usage_totals(&self, now: Timestamp) -> (u64, u64, u64) {
+        self.running_usage()
+            .fold((0u64, 0u64, 0u64), |(m, e, p), (_, _, u)| {
+                (
+                    m.saturating_add(u.memory_at(now)),
+                    e.saturating_add(u.ephemeral_storage_at(now)),
+                    p.saturating_add(u.spec.pids),
+                )
+            })
+    }
+
     /// The kubelet died: in-flight `StopContainer` calls are abandoned, so no SIGKILL will come.
     /// (A SIGTERM already delivered has had its effect.)
     pub fn abandon_stops(&mut self) {
@@ -512,6 +573,8 @@ impl Machine {
         for pod in self.pods.values_mut() {
             for c in pod.containers.values_mut() {
                 if let RtState::Running { started_at, .. } = &c.state {
+                    let used = c.usage.as_ref().map_or(0, |u| u.cpu_ns_at(now));
+                    self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(used);
                     c.state = RtState::Exited(Terminated {
                         exit_code: EXIT_LOST,
                         reason: "Unknown".into(),
@@ -561,6 +624,9 @@ impl Machine {
                 {
                     if let Some((t, _)) = natural_exit {
                         shift(t, span);
+                    }
+                    if let Some(u) = &mut c.usage {
+                        shift(&mut u.since, span);
                     }
                     if let Some(s) = stopping {
                         if let Some((t, _)) = &mut s.term_exit {

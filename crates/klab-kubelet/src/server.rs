@@ -65,6 +65,8 @@ pub struct KubeletEndpoint {
     /// Log streams and exec/attach/port-forward sessions being served, for tests that check
     /// nothing outlives its client.
     pub(crate) open_streams: Arc<AtomicUsize>,
+    /// The node's name and capacities, for `/stats/summary`.
+    pub(crate) node: Arc<crate::resource_metrics::NodeInfo>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -147,6 +149,7 @@ fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics/resource", get(metrics_resource))
+        .route("/stats/summary", get(stats_summary))
         .route("/pods", get(pods))
         .with_state(state)
 }
@@ -171,34 +174,31 @@ async fn pods(State(s): State<Arc<ServerState>>) -> Response {
         .into_response()
 }
 
-/// `/metrics/resource`: the resource metrics pipeline's families, for the running containers
-/// (the simulated runtime uses no CPU or memory: usage is zero; start times are real).
+/// `/metrics/resource`: the resource metrics pipeline's families from the machine's usage model
+/// (see [`crate::resource_metrics`]).
 async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
     let now = s.endpoint.clock.now();
-    let mut out = String::from(
-        "# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds\n# TYPE container_start_time_seconds gauge\n",
-    );
-    {
+    let samples = crate::resource_metrics::samples(&mut lock(&s.endpoint.machine), now);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::resource_metrics::render(&samples),
+    )
+        .into_response()
+}
+
+/// `/stats/summary`: the Summary API (`stats/v1alpha1`) from the machine's usage model.
+async fn stats_summary(State(s): State<Arc<ServerState>>) -> Response {
+    let now = s.endpoint.clock.now();
+    let body = {
         let mut m = lock(&s.endpoint.machine);
-        m.advance(now);
-        for p in m.pods.values() {
-            for c in p.containers.values() {
-                if let RtState::Running { started_at, .. } = &c.state {
-                    out.push_str(&format!(
-                        "container_start_time_seconds{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}} {}\n",
-                        c.name,
-                        p.namespace,
-                        p.name,
-                        started_at.as_second()
-                    ));
-                }
-            }
-        }
-    }
-    out.push_str("# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds\n# TYPE node_cpu_usage_seconds_total counter\nnode_cpu_usage_seconds_total 0\n");
-    out.push_str("# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes\n# TYPE node_memory_working_set_bytes gauge\nnode_memory_working_set_bytes 0\n");
-    out.push_str("# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise\n# TYPE scrape_error gauge\nscrape_error 0\n");
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+        let samples = crate::resource_metrics::samples(&mut m, now);
+        crate::resource_metrics::summary(&s.endpoint.node, &m, &samples)
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Which instance of a container a log request reads.

@@ -1015,3 +1015,167 @@ async fn registers_its_csinode_after_the_node() {
         crate::csi_node::MIGRATED_PLUGINS
     );
 }
+
+/// `(startedAt, finishedAt, exitCode, reason)` of a terminated state.
+fn terminated_of(
+    s: Option<&k8s_openapi::api::core::v1::ContainerState>,
+) -> Option<(Timestamp, Timestamp, i32, String)> {
+    let t = s?.terminated.as_ref()?;
+    Some((
+        t.started_at.as_ref()?.0,
+        t.finished_at.as_ref()?.0,
+        t.exit_code,
+        t.reason.clone().unwrap_or_default(),
+    ))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leaking_container_is_oom_killed_at_its_limit_and_restarted_with_backoff() {
+    // 28Mi + 50Mi/min under a 128Mi limit: each instance reaches its limit 2 minutes after it
+    // started and is OOM-killed (137, OOMKilled); the kubelet restarts it as any crashed
+    // container: at once the first time (start latency only), then after the crash-loop backoff
+    // (10 s), waiting in CrashLoopBackOff meanwhile. (An instance that ran over 10 minutes, twice
+    // the 5 m maximum backoff, would reset the backoff: a slow leak restarts at once each time.)
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    create_pod_with(
+        &c,
+        "leaky",
+        serde_json::json!({
+            "metadata": {"annotations": {"usage.klab.dev/app": "memory=28Mi,memory-growth=50Mi/min"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.36",
+                "command": ["sleep", "infinity"],
+                "resources": {"requests": {"memory": "64Mi"}, "limits": {"memory": "128Mi"}}}]}}),
+    )
+    .await;
+    c.at(30.0).await;
+    let cs = c.container("leaky").await;
+    let started = cs
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .started_at
+        .clone()
+        .unwrap()
+        .0;
+    let s0 = started.duration_since(c.ts(0)).as_secs();
+    assert!(cs.last_state.is_none_or(|s| s.terminated.is_none()));
+    // Just before the limit: still running.
+    c.at((s0 + 119) as f64 + 0.5).await;
+    assert_eq!(c.container("leaky").await.restart_count, 0);
+    c.at((s0 + 120) as f64 + 0.5).await;
+    let cs = c.container("leaky").await;
+    let first = terminated_of(cs.state.as_ref()).or(terminated_of(cs.last_state.as_ref()));
+    assert_eq!(
+        first,
+        Some((started, c.ts(s0 + 120), 137, "OOMKilled".into())),
+        "OOM-killed exactly at the limit"
+    );
+    // Restarted at once (the start latency only).
+    c.at((s0 + 130) as f64).await;
+    let cs = c.container("leaky").await;
+    assert_eq!(cs.restart_count, 1);
+    assert_eq!(
+        terminated_of(cs.last_state.as_ref()),
+        Some((started, c.ts(s0 + 120), 137, "OOMKilled".into()))
+    );
+    let started2 = cs
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .started_at
+        .clone()
+        .unwrap()
+        .0;
+    let s1 = started2.duration_since(c.ts(0)).as_secs();
+    assert!(s1 > s0 + 120 && s1 <= s0 + 122, "restarted at once: {s1}");
+    // The second instance leaks from its own start.
+    c.at((s1 + 120) as f64 + 0.5).await;
+    let cs = c.container("leaky").await;
+    // Already waiting in CrashLoopBackOff: the kill is the last state.
+    let second = terminated_of(cs.last_state.as_ref());
+    assert_eq!(
+        second,
+        Some((started2, c.ts(s1 + 120), 137, "OOMKilled".into()))
+    );
+    // Waiting in CrashLoopBackOff (10 s now) until the next start.
+    c.at((s1 + 125) as f64).await;
+    let cs = c.container("leaky").await;
+    assert_eq!(
+        cs.state.unwrap().waiting.unwrap().reason.as_deref(),
+        Some("CrashLoopBackOff")
+    );
+    assert_eq!(
+        terminated_of(cs.last_state.as_ref()).map(|t| (t.2, t.3)),
+        Some((137, "OOMKilled".into()))
+    );
+    assert!(!c.events("BackOff").await.is_empty());
+    c.at((s1 + 135) as f64).await;
+    let cs = c.container("leaky").await;
+    assert_eq!(cs.restart_count, 2);
+    assert!(cs.state.unwrap().running.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn usage_annotation_changes_live_and_bad_values_change_nothing() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(1.0).await;
+    create_pod_with(
+        &c,
+        "app",
+        serde_json::json!({
+            "metadata": {"annotations": {"usage.klab.dev/app": "memory=28Mi"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.36",
+                "command": ["sleep", "infinity"],
+                "resources": {"limits": {"memory": "128Mi"}}}]}}),
+    )
+    .await;
+    c.at(60.0).await;
+    let api = Api::<Pod>::namespaced(c.admin.clone(), "default");
+    let annotate =
+        |v: &str| serde_json::json!({"metadata": {"annotations": {"usage.klab.dev/app": v}}});
+    // A value that does not parse: one Warning event, the model unchanged (no leak, no OOM).
+    api.patch(
+        "app",
+        &PatchParams::default(),
+        &Patch::Merge(&annotate("memory-growth=lots/min")),
+    )
+    .await
+    .unwrap();
+    c.at(61.0).await;
+    let bad = c.events("InvalidUsage").await;
+    assert_eq!(bad.len(), 1);
+    assert_eq!(
+        bad[0].message.as_deref(),
+        Some(
+            "usage.klab.dev/app: invalid memory-growth \"lots/min\": a rate is a quantity per s, min or h (10Mi/min); the usage model is unchanged"
+        )
+    );
+    c.at(400.0).await;
+    assert_eq!(c.container("app").await.restart_count, 0);
+    assert_eq!(c.events("InvalidUsage").await.len(), 1, "reported once");
+    // A leak set live at 400 s: 100Mi from now on, 1Mi/s: the 128Mi limit is reached 28 s later.
+    api.patch(
+        "app",
+        &PatchParams::default(),
+        &Patch::Merge(&annotate("memory=100Mi,memory-growth=1Mi/s")),
+    )
+    .await
+    .unwrap();
+    c.at(427.5).await;
+    assert_eq!(c.container("app").await.restart_count, 0);
+    c.at(428.5).await;
+    let cs = c.container("app").await;
+    assert_eq!(
+        terminated_of(cs.state.as_ref()).map(|t| (t.1, t.2, t.3)),
+        Some((c.ts(428), 137, "OOMKilled".into()))
+    );
+}

@@ -852,6 +852,40 @@ async fn execute(
             }
             Ok(())
         }
+        Action::Usage {
+            namespace,
+            pod,
+            selector,
+            container,
+            value,
+        } => {
+            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
+            let mut targets: Vec<String> = match (pod, selector) {
+                (Some(p), _) => vec![p.clone()],
+                (None, Some(sel)) => pods
+                    .list(&ListParams::default().labels(sel))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect(),
+                (None, None) => Vec::new(),
+            };
+            targets.sort();
+            let key = format!("usage.klab.dev/{container}");
+            for name in targets {
+                patched(
+                    pods.patch(
+                        &name,
+                        &pp,
+                        &Patch::Merge(json!({"metadata": {"annotations": {&key: value}}})),
+                    )
+                    .await,
+                )?;
+            }
+            Ok(())
+        }
         Action::Exec {
             namespace,
             name,

@@ -153,6 +153,16 @@ pub enum Action {
         name: String,
         fail: bool,
     },
+    /// `kubectl annotate pod POD|-l SELECTOR --overwrite usage.klab.dev/CONTAINER=VALUE`: the
+    /// container's modelled usage changes (the kubelet re-anchors the running instance's model).
+    Usage {
+        namespace: String,
+        /// A pod name, or every pod a label selector matches.
+        pod: Option<String>,
+        selector: Option<String>,
+        container: String,
+        value: String,
+    },
     /// `kubectl logs POD [-c CONTAINER] [--tail=N]`: its output or error lines go into the trace.
     Logs {
         namespace: String,
@@ -264,6 +274,24 @@ impl Action {
             Action::Apply { manifests } => {
                 let names: Vec<String> = manifests.iter().map(|m| m.display()).collect();
                 format!("kubectl create {}", names.join(" "))
+            }
+            Action::Usage {
+                namespace,
+                pod,
+                selector,
+                container,
+                value,
+            } => {
+                let kv = format!("usage.klab.dev/{container}={value}");
+                match (pod, selector) {
+                    (Some(p), _) => {
+                        format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}")
+                    }
+                    (None, Some(sel)) => {
+                        format!("kubectl annotate pods -n {namespace} -l {sel} --overwrite {kv}")
+                    }
+                    (None, None) => format!("kubectl annotate pods --overwrite {kv}"),
+                }
             }
             Action::Logs {
                 namespace,
@@ -513,6 +541,7 @@ const API_ACTIONS: &[&str] = &[
     "apply",
     "logs",
     "exec",
+    "usage",
 ];
 
 // ---- raw (as written) form -------------------------------------------------------------------
@@ -604,6 +633,8 @@ struct RawStep {
     zone: Option<String>,
     /// `volume-fail` / `volume-heal`: a PersistentVolume or `[namespace/]claim`.
     volume: Option<String>,
+    /// `usage`: the container's `usage.klab.dev/<container>` value (`memory-growth=10Mi/min`).
+    usage: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -1162,6 +1193,47 @@ impl Cx {
                         namespace,
                         name,
                         replicas,
+                    }
+                }
+                "usage" => {
+                    let container = s
+                        .container
+                        .clone()
+                        .ok_or_else(|| self.at(line, "usage needs `container: NAME`".into()))?;
+                    let value = s.usage.clone().ok_or_else(|| {
+                        self.at(
+                            line,
+                            "usage needs `usage: VALUE` (memory-growth=10Mi/min)".into(),
+                        )
+                    })?;
+                    klab_cluster::parse_usage(&value)
+                        .map_err(|e| self.at(line, format!("usage: {e}")))?;
+                    let (namespace, pod) = match (s.pod.as_deref(), s.selector.as_deref()) {
+                        (Some(p), None) => {
+                            let (ns, name) = split_ns(p, s.namespace.as_deref());
+                            (ns, Some(name))
+                        }
+                        (None, Some(sel)) => {
+                            LabelSelector::parse(sel)
+                                .map_err(|e| self.at(line, format!("invalid selector: {e}")))?;
+                            (
+                                s.namespace.clone().unwrap_or_else(|| "default".into()),
+                                None,
+                            )
+                        }
+                        _ => {
+                            return Err(self.at(
+                                line,
+                                "usage needs one of `pod: [namespace/]name` or `selector`".into(),
+                            ));
+                        }
+                    };
+                    Action::Usage {
+                        namespace,
+                        pod,
+                        selector: s.selector.clone(),
+                        container,
+                        value,
                     }
                 }
                 "logs" | "exec" => {

@@ -1,0 +1,426 @@
+//! The kubelet's `/metrics/resource` (the resource metrics endpoint metrics-server scrapes):
+//! upstream's stable families — `container_cpu_usage_seconds_total`,
+//! `container_memory_working_set_bytes`, `container_start_time_seconds`,
+//! `node_cpu_usage_seconds_total`, `node_memory_working_set_bytes`, `pod_cpu_usage_seconds_total`,
+//! `pod_memory_working_set_bytes`, `resource_scrape_error` (and the deprecated `scrape_error`) —
+//! rendered from the machine's usage model in Prometheus text format with Go's float formatting
+//! and a sample timestamp in milliseconds, as the kubelet writes them; and `/stats/summary`
+//! (the Summary API, `stats/v1alpha1`) from the same samples.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use crate::runtime::{Machine, RtState};
+
+/// One running container's sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerSample {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// Cumulative CPU of the instance, nanoseconds.
+    pub cpu_ns: u64,
+    /// Working set, bytes.
+    pub memory: u64,
+    pub started_at: Timestamp,
+}
+
+/// The node's and its running containers' samples at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Samples {
+    pub at: Timestamp,
+    /// Cumulative CPU of every container instance the machine ran, nanoseconds.
+    pub node_cpu_ns: u64,
+    /// Σ running containers' working sets (system daemons are not modelled here).
+    pub node_memory: u64,
+    /// Sorted by namespace, pod, container.
+    pub containers: Vec<ContainerSample>,
+}
+
+/// Reads the samples from the machine at `now` (its transitions applied first).
+pub fn samples(machine: &mut Machine, now: Timestamp) -> Samples {
+    machine.advance(now);
+    let mut containers = Vec::new();
+    let mut running_cpu = 0u64;
+    for p in machine.pods.values() {
+        for c in p.containers.values() {
+            let RtState::Running { started_at, .. } = &c.state else {
+                continue;
+            };
+            let (cpu_ns, memory) = c
+                .usage
+                .as_ref()
+                .map_or((0, 0), |u| (u.cpu_ns_at(now), u.memory_at(now)));
+            running_cpu = running_cpu.saturating_add(cpu_ns);
+            containers.push(ContainerSample {
+                namespace: p.namespace.clone(),
+                pod: p.name.clone(),
+                container: c.name.clone(),
+                cpu_ns,
+                memory,
+                started_at: *started_at,
+            });
+        }
+    }
+    containers.sort_by(|a, b| {
+        (&a.namespace, &a.pod, &a.container).cmp(&(&b.namespace, &b.pod, &b.container))
+    });
+    let node_memory = containers
+        .iter()
+        .fold(0u64, |a, c| a.saturating_add(c.memory));
+    Samples {
+        at: now,
+        node_cpu_ns: machine.cpu_ns_retired.saturating_add(running_cpu),
+        node_memory,
+        containers,
+    }
+}
+
+/// What `/stats/summary` needs to know of the node beside the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub memory_bytes: u64,
+    pub ephemeral_storage_bytes: u64,
+    /// The kubelet's reserved memory: the system daemons' working set in the model.
+    pub reserved_memory: u64,
+}
+
+/// The Summary API document: the node (CPU, memory, filesystem, PIDs) and each pod with a
+/// running container (its containers' CPU, memory and ephemeral storage, its totals). CPU is
+/// constant in the model, so `usageNanoCores` is the modelled rate.
+pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::Value {
+    use serde_json::json;
+    let time = s.at.to_string();
+    let mut pods: BTreeMap<(String, String), Vec<serde_json::Value>> = BTreeMap::new();
+    // Per pod: UID, then totals of nanocores, CPU ns, memory, storage, PIDs.
+    type PodTotals = (String, u64, u64, u64, u64, u64);
+    let mut pod_meta: BTreeMap<(String, String), PodTotals> = BTreeMap::new();
+    let (mut node_storage, mut node_pids, mut node_nanocores) = (0u64, 0u64, 0u64);
+    for p in machine.pods.values() {
+        for c in p.containers.values() {
+            let (RtState::Running { started_at, .. }, Some(u)) = (&c.state, c.usage.as_ref())
+            else {
+                continue;
+            };
+            let memory = u.memory_at(s.at);
+            let storage = u.ephemeral_storage_at(s.at);
+            let cpu_ns = u.cpu_ns_at(s.at);
+            let nanocores = u.spec.cpu_millis.saturating_mul(1_000_000);
+            node_storage = node_storage.saturating_add(storage);
+            node_pids = node_pids.saturating_add(u.spec.pids);
+            node_nanocores = node_nanocores.saturating_add(nanocores);
+            let key = (p.namespace.clone(), p.name.clone());
+            pods.entry(key.clone()).or_default().push(json!({
+                "name": c.name,
+                "startTime": started_at.to_string(),
+                "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
+                "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
+                           "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
+                "rootfs": {"time": time, "usedBytes": storage},
+                "logs": {"time": time, "usedBytes": 0},
+            }));
+            let e = pod_meta
+                .entry(key)
+                .or_insert((p.uid.clone(), 0, 0, 0, 0, 0));
+            e.1 = e.1.saturating_add(nanocores);
+            e.2 = e.2.saturating_add(cpu_ns);
+            e.3 = e.3.saturating_add(memory);
+            e.4 = e.4.saturating_add(storage);
+            e.5 = e.5.saturating_add(u.spec.pids);
+        }
+    }
+    let pods: Vec<serde_json::Value> = pods
+        .into_iter()
+        .map(|((ns, name), containers)| {
+            let (uid, nanocores, cpu_ns, memory, storage, pids) = pod_meta
+                .get(&(ns.clone(), name.clone()))
+                .cloned()
+                .unwrap_or_default();
+            json!({
+                "podRef": {"name": name, "namespace": ns, "uid": uid},
+                "containers": containers,
+                "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
+                "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
+                           "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
+                "ephemeral-storage": {"time": time, "usedBytes": storage},
+                "process_stats": {"process_count": pids},
+            })
+        })
+        .collect();
+    let node_ws = s.node_memory.saturating_add(node.reserved_memory);
+    let fs = json!({
+        "time": time,
+        "availableBytes": node.ephemeral_storage_bytes.saturating_sub(node_storage),
+        "capacityBytes": node.ephemeral_storage_bytes,
+        "usedBytes": node_storage,
+        "inodesFree": crate::eviction::MODEL_INODES,
+        "inodes": crate::eviction::MODEL_INODES,
+        "inodesUsed": 0,
+    });
+    json!({
+        "node": {
+            "nodeName": node.name,
+            "cpu": {"time": time, "usageNanoCores": node_nanocores, "usageCoreNanoSeconds": s.node_cpu_ns},
+            "memory": {"time": time,
+                       "availableBytes": node.memory_bytes.saturating_sub(node_ws),
+                       "usageBytes": node_ws, "workingSetBytes": node_ws, "rssBytes": node_ws,
+                       "pageFaults": 0, "majorPageFaults": 0},
+            "fs": fs,
+            "runtime": {"imageFs": fs},
+            "rlimit": {"time": time, "maxpid": crate::eviction::MODEL_PID_MAX, "curproc": node_pids},
+        },
+        "pods": pods,
+    })
+}
+
+/// A float as Go's `strconv.FormatFloat(f, 'g', -1, 64)` writes it (Prometheus' text encoder):
+/// the shortest representation, in exponent form when the decimal exponent is below -4 or at
+/// least 6 (`4.194304e+07`, `1e-05`; but `0.5`, `123456`).
+pub fn go_float(f: f64) -> String {
+    if f == 0.0 {
+        return "0".into();
+    }
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let e = format!("{f:e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        format!("{f}")
+    }
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Renders `/metrics/resource`.
+pub fn render(s: &Samples) -> String {
+    let ts = s.at.as_millisecond();
+    let mut out = String::new();
+    let family = |out: &mut String, name: &str, help: &str, kind: &str| {
+        out.push_str(&format!(
+            "# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}\n"
+        ));
+    };
+    let labels = |c: &ContainerSample| {
+        format!(
+            "{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}}",
+            c.container, c.namespace, c.pod
+        )
+    };
+    family(
+        &mut out,
+        "container_cpu_usage_seconds_total",
+        "Cumulative cpu time consumed by the container in core-seconds",
+        "counter",
+    );
+    for c in &s.containers {
+        out.push_str(&format!(
+            "container_cpu_usage_seconds_total{} {} {ts}\n",
+            labels(c),
+            go_float(seconds(c.cpu_ns))
+        ));
+    }
+    family(
+        &mut out,
+        "container_memory_working_set_bytes",
+        "Current working set of the container in bytes",
+        "gauge",
+    );
+    for c in &s.containers {
+        out.push_str(&format!(
+            "container_memory_working_set_bytes{} {} {ts}\n",
+            labels(c),
+            go_float(c.memory as f64)
+        ));
+    }
+    family(
+        &mut out,
+        "container_start_time_seconds",
+        "Start time of the container since unix epoch in seconds",
+        "gauge",
+    );
+    for c in &s.containers {
+        out.push_str(&format!(
+            "container_start_time_seconds{} {} {}\n",
+            labels(c),
+            go_float(c.started_at.as_second() as f64),
+            c.started_at.as_millisecond()
+        ));
+    }
+    family(
+        &mut out,
+        "node_cpu_usage_seconds_total",
+        "Cumulative cpu time consumed by the node in core-seconds",
+        "counter",
+    );
+    out.push_str(&format!(
+        "node_cpu_usage_seconds_total {} {ts}\n",
+        go_float(seconds(s.node_cpu_ns))
+    ));
+    family(
+        &mut out,
+        "node_memory_working_set_bytes",
+        "Current working set of the node in bytes",
+        "gauge",
+    );
+    out.push_str(&format!(
+        "node_memory_working_set_bytes {} {ts}\n",
+        go_float(s.node_memory as f64)
+    ));
+    // Pods: the sums of their running containers.
+    let mut pods: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+    for c in &s.containers {
+        let e = pods.entry((&c.namespace, &c.pod)).or_default();
+        e.0 = e.0.saturating_add(c.cpu_ns);
+        e.1 = e.1.saturating_add(c.memory);
+    }
+    family(
+        &mut out,
+        "pod_cpu_usage_seconds_total",
+        "Cumulative cpu time consumed by the pod in core-seconds",
+        "counter",
+    );
+    for ((ns, pod), (cpu, _)) in &pods {
+        out.push_str(&format!(
+            "pod_cpu_usage_seconds_total{{namespace=\"{ns}\",pod=\"{pod}\"}} {} {ts}\n",
+            go_float(seconds(*cpu))
+        ));
+    }
+    family(
+        &mut out,
+        "pod_memory_working_set_bytes",
+        "Current working set of the pod in bytes",
+        "gauge",
+    );
+    for ((ns, pod), (_, mem)) in &pods {
+        out.push_str(&format!(
+            "pod_memory_working_set_bytes{{namespace=\"{ns}\",pod=\"{pod}\"}} {} {ts}\n",
+            go_float(*mem as f64)
+        ));
+    }
+    family(
+        &mut out,
+        "resource_scrape_error",
+        "1 if there was an error while getting container metrics, 0 otherwise",
+        "gauge",
+    );
+    out.push_str("resource_scrape_error 0\n");
+    out.push_str("# HELP scrape_error [ALPHA] (Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise\n# TYPE scrape_error gauge\nscrape_error 0\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usage::{Model, UsageSpec, parse_rate};
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_767_225_600_000 + ms).unwrap()
+    }
+
+    #[test]
+    fn go_floats() {
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (0.5, "0.5"),
+            (1.0, "1"),
+            (123456.0, "123456"),
+            (1e6, "1e+06"),
+            (41943040.0, "4.194304e+07"),
+            (1_767_225_601.0, "1.767225601e+09"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (12.25, "12.25"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(go_float(*f), *want, "{f}");
+        }
+    }
+
+    #[test]
+    fn renders_the_stable_families_from_the_usage_model() {
+        let mut m = Machine::new("b".into(), "m".into(), "s".into(), "10.244.1".into());
+        m.run_sandbox("u", "ns", "web", t(0), std::time::Duration::ZERO);
+        let p = crate::program::Program::from_command(&[], &[]);
+        m.start_container("u", "app", "nginx", p, 1, "id".into(), t(1000));
+        m.set_usage(
+            "u",
+            "app",
+            Model::new(
+                UsageSpec {
+                    memory: 40 << 20,
+                    memory_growth: parse_rate("1Mi/min"),
+                    cpu_millis: 250,
+                    ..Default::default()
+                },
+                t(1000),
+                None,
+            ),
+        );
+        let s = samples(&mut m, t(61_000));
+        assert_eq!(s.node_memory, 41 << 20);
+        assert_eq!(s.node_cpu_ns, 15_000_000_000);
+        let text = render(&s);
+        for line in [
+            "container_cpu_usage_seconds_total{container=\"app\",namespace=\"ns\",pod=\"web\"} 15 1767225661000\n",
+            "container_memory_working_set_bytes{container=\"app\",namespace=\"ns\",pod=\"web\"} 4.2991616e+07 1767225661000\n",
+            "container_start_time_seconds{container=\"app\",namespace=\"ns\",pod=\"web\"} 1.767225601e+09 1767225601000\n",
+            "node_cpu_usage_seconds_total 15 1767225661000\n",
+            "node_memory_working_set_bytes 4.2991616e+07 1767225661000\n",
+            "pod_cpu_usage_seconds_total{namespace=\"ns\",pod=\"web\"} 15 1767225661000\n",
+            "pod_memory_working_set_bytes{namespace=\"ns\",pod=\"web\"} 4.2991616e+07 1767225661000\n",
+            "resource_scrape_error 0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        let info = NodeInfo {
+            name: "n1".into(),
+            memory_bytes: 1 << 30,
+            ephemeral_storage_bytes: 10 << 30,
+            reserved_memory: 0,
+        };
+        let sum = summary(&info, &m, &s);
+        assert_eq!(sum["node"]["nodeName"], "n1");
+        assert_eq!(sum["node"]["memory"]["workingSetBytes"], 41u64 << 20);
+        assert_eq!(
+            sum["node"]["memory"]["availableBytes"],
+            (1u64 << 30) - (41 << 20)
+        );
+        assert_eq!(sum["node"]["cpu"]["usageNanoCores"], 250_000_000u64);
+        assert_eq!(sum["node"]["rlimit"]["curproc"], 0u64);
+        let pod = &sum["pods"][0];
+        assert_eq!(pod["podRef"]["name"], "web");
+        assert_eq!(pod["containers"][0]["name"], "app");
+        assert_eq!(
+            pod["containers"][0]["memory"]["workingSetBytes"],
+            41u64 << 20
+        );
+        assert_eq!(pod["cpu"]["usageCoreNanoSeconds"], 15_000_000_000u64);
+        // A container that ends keeps its CPU in the node's counter.
+        m.stop_container(
+            "u",
+            "app",
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+            t(61_000),
+        );
+        let s = samples(&mut m, t(100_000));
+        assert!(s.containers.is_empty());
+        assert_eq!(s.node_cpu_ns, 15_000_000_000);
+        assert_eq!(s.node_memory, 0);
+    }
+}

@@ -1,0 +1,522 @@
+//! The resource-usage model of a simulated container over virtual time: memory working set,
+//! CPU, ephemeral storage and PIDs, derived from the container's requests unless its pod's
+//! `usage.klab.dev/<container>` annotation says otherwise, with optional linear growth (a leak),
+//! and when the kernel's memory cgroup would OOM-kill it.
+//!
+//! Defaults (documented in `docs/usage.md`): a container's working set is its memory request,
+//! its CPU usage its CPU request, its ephemeral storage its ephemeral-storage request, and it runs
+//! one process; nothing grows. A container without requests uses nothing (and one PID).
+//!
+//! The annotation is a comma-separated list of `key=value`: `memory`, `cpu`, `ephemeral-storage`
+//! and `pids` set the amount at the container's start (and at every change of the annotation:
+//! the model is re-anchored then), `memory-growth` and `ephemeral-storage-growth` a rate such as
+//! `10Mi/min` (per `s`, `min` or `h`). A value that does not parse refuses the whole annotation
+//! with a message naming it; the kubelet then keeps the model it had.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::{bytes, cpu_millis};
+
+/// Annotation prefix of a container's modelled usage: `usage.klab.dev/<container>:
+/// "memory=100Mi,memory-growth=10Mi/min"`.
+pub const USAGE_ANNOTATION_PREFIX: &str = "usage.klab.dev/";
+
+/// Reason of a container killed by the memory cgroup's OOM killer (`state.terminated.reason`).
+pub const REASON_OOM_KILLED: &str = "OOMKilled";
+
+/// Reason of the Warning event on a pod whose usage annotation is refused.
+pub const REASON_INVALID_USAGE: &str = "InvalidUsage";
+
+/// The annotation keys, in the order error messages list them.
+pub const KEYS: [&str; 6] = [
+    "memory",
+    "memory-growth",
+    "cpu",
+    "ephemeral-storage",
+    "ephemeral-storage-growth",
+    "pids",
+];
+
+/// A linear growth: `amount` bytes every `per_ms` milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    pub amount: u64,
+    pub per_ms: u64,
+}
+
+impl Rate {
+    /// Growth over `elapsed_ms`, rounded down, saturating.
+    pub fn over(self, elapsed_ms: u64) -> u64 {
+        if self.per_ms == 0 {
+            return 0;
+        }
+        let v = u128::from(self.amount).saturating_mul(u128::from(elapsed_ms))
+            / u128::from(self.per_ms);
+        u64::try_from(v).unwrap_or(u64::MAX)
+    }
+
+    /// Milliseconds until the growth reaches `gap` (rounded up); `None` when it never does.
+    pub fn time_to(self, gap: u64) -> Option<u64> {
+        if self.amount == 0 {
+            return None;
+        }
+        let num = u128::from(gap).saturating_mul(u128::from(self.per_ms));
+        let ms = num.div_ceil(u128::from(self.amount));
+        u64::try_from(ms).ok()
+    }
+}
+
+/// What a container uses at its anchor (start, or the last change of its annotation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageSpec {
+    /// Memory working set, bytes.
+    pub memory: u64,
+    pub memory_growth: Option<Rate>,
+    /// CPU, millicores.
+    pub cpu_millis: u64,
+    /// Writable layer and logs, bytes.
+    pub ephemeral_storage: u64,
+    pub ephemeral_storage_growth: Option<Rate>,
+    pub pids: u64,
+}
+
+/// The annotation's values; absent keys keep the default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub memory: Option<u64>,
+    pub memory_growth: Option<Rate>,
+    pub cpu_millis: Option<u64>,
+    pub ephemeral_storage: Option<u64>,
+    pub ephemeral_storage_growth: Option<Rate>,
+    pub pids: Option<u64>,
+}
+
+/// Parses a rate `10Mi/min` (per `s`, `min` or `h`).
+pub fn parse_rate(v: &str) -> Option<Rate> {
+    let (q, unit) = v.trim().rsplit_once('/')?;
+    let per_ms = match unit.trim() {
+        "s" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    Some(Rate {
+        amount: bytes(q.trim())?,
+        per_ms,
+    })
+}
+
+/// Parses an annotation value strictly: every item must be a known `key=value` whose value
+/// parses; the first that does not refuses the whole value.
+pub fn parse_annotation(v: &str) -> Result<Overrides, String> {
+    let mut o = Overrides::default();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((k, val)) = item.split_once('=') else {
+            return Err(format!("invalid usage {item:?}: expected key=value"));
+        };
+        let (k, val) = (k.trim(), val.trim());
+        let bad_quantity = || format!("invalid {k} {val:?}: not a quantity");
+        let bad_rate =
+            || format!("invalid {k} {val:?}: a rate is a quantity per s, min or h (10Mi/min)");
+        match k {
+            "memory" => o.memory = Some(bytes(val).ok_or_else(bad_quantity)?),
+            "ephemeral-storage" => o.ephemeral_storage = Some(bytes(val).ok_or_else(bad_quantity)?),
+            "cpu" => o.cpu_millis = Some(cpu_millis(val).ok_or_else(bad_quantity)?),
+            "pids" => {
+                o.pids = Some(
+                    val.parse::<u64>()
+                        .map_err(|_| format!("invalid pids {val:?}: not a count"))?,
+                )
+            }
+            "memory-growth" => o.memory_growth = Some(parse_rate(val).ok_or_else(bad_rate)?),
+            "ephemeral-storage-growth" => {
+                o.ephemeral_storage_growth = Some(parse_rate(val).ok_or_else(bad_rate)?)
+            }
+            _ => {
+                return Err(format!(
+                    "unknown usage key {k:?} (known: {})",
+                    KEYS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// A container's requests and limits as the model needs them (bytes, millicores).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub memory_request: Option<u64>,
+    pub memory_limit: Option<u64>,
+    pub cpu_request: Option<u64>,
+    pub ephemeral_storage_request: Option<u64>,
+    pub ephemeral_storage_limit: Option<u64>,
+}
+
+impl Resources {
+    /// Reads a container spec's resources (unparsable quantities count as absent: validation
+    /// refused them before the pod was stored).
+    pub fn of(c: &k8s_openapi::api::core::v1::Container) -> Resources {
+        let r = c.resources.as_ref();
+        let get = |limits: bool, name: &str, parse: fn(&str) -> Option<u64>| {
+            r.and_then(|r| {
+                if limits {
+                    r.limits.as_ref()
+                } else {
+                    r.requests.as_ref()
+                }
+            })
+            .and_then(|m| m.get(name))
+            .and_then(|q| parse(&q.0))
+        };
+        // A limit without a request defaults the request to the limit (API defaulting).
+        let memory_limit = get(true, "memory", bytes);
+        let storage_limit = get(true, "ephemeral-storage", bytes);
+        Resources {
+            memory_request: get(false, "memory", bytes).or(memory_limit),
+            memory_limit,
+            cpu_request: get(false, "cpu", cpu_millis).or(get(true, "cpu", cpu_millis)),
+            ephemeral_storage_request: get(false, "ephemeral-storage", bytes).or(storage_limit),
+            ephemeral_storage_limit: storage_limit,
+        }
+    }
+}
+
+/// The documented defaults plus the annotation's values.
+pub fn spec(res: &Resources, o: &Overrides) -> UsageSpec {
+    UsageSpec {
+        memory: o.memory.or(res.memory_request).unwrap_or(0),
+        memory_growth: o.memory_growth,
+        cpu_millis: o.cpu_millis.or(res.cpu_request).unwrap_or(0),
+        ephemeral_storage: o
+            .ephemeral_storage
+            .or(res.ephemeral_storage_request)
+            .unwrap_or(0),
+        ephemeral_storage_growth: o.ephemeral_storage_growth,
+        pids: o.pids.unwrap_or(1),
+    }
+}
+
+/// A running instance's usage model: `spec` from `since` on, killed by the OOM killer once its
+/// working set reaches `memory_limit` while growing (or at once if it starts above it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Model {
+    pub spec: UsageSpec,
+    pub since: Timestamp,
+    pub memory_limit: Option<u64>,
+    /// CPU nanoseconds used before `since` by this instance (re-anchoring keeps the counter).
+    #[serde(default)]
+    pub cpu_ns_before: u64,
+}
+
+fn elapsed_ms(since: Timestamp, now: Timestamp) -> u64 {
+    let d = now.duration_since(since);
+    if d.is_negative() {
+        0
+    } else {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl Model {
+    pub fn new(spec: UsageSpec, since: Timestamp, memory_limit: Option<u64>) -> Model {
+        Model {
+            spec,
+            since,
+            memory_limit,
+            cpu_ns_before: 0,
+        }
+    }
+
+    /// Memory working set at `now` (bytes).
+    pub fn memory_at(&self, now: Timestamp) -> u64 {
+        let grown = self
+            .spec
+            .memory_growth
+            .map_or(0, |r| r.over(elapsed_ms(self.since, now)));
+        self.spec.memory.saturating_add(grown)
+    }
+
+    /// Ephemeral storage used at `now` (bytes).
+    pub fn ephemeral_storage_at(&self, now: Timestamp) -> u64 {
+        let grown = self
+            .spec
+            .ephemeral_storage_growth
+            .map_or(0, |r| r.over(elapsed_ms(self.since, now)));
+        self.spec.ephemeral_storage.saturating_add(grown)
+    }
+
+    /// Cumulative CPU time of the instance at `now`, nanoseconds.
+    pub fn cpu_ns_at(&self, now: Timestamp) -> u64 {
+        // millicores × ms = 1e-6 core-seconds = 1000 ns.
+        let used = self
+            .spec
+            .cpu_millis
+            .saturating_mul(elapsed_ms(self.since, now))
+            .saturating_mul(1000);
+        self.cpu_ns_before.saturating_add(used)
+    }
+
+    /// When the OOM killer ends this instance: at `since` if it starts above its limit, else when
+    /// a growing working set reaches the limit; `None` without a limit or growth.
+    pub fn oom_at(&self) -> Option<Timestamp> {
+        let limit = self.memory_limit?;
+        if self.spec.memory > limit {
+            return Some(self.since);
+        }
+        let rate = self.spec.memory_growth?;
+        let ms = rate.time_to(limit.saturating_sub(self.spec.memory))?;
+        let span = jiff::SignedDuration::from_millis(i64::try_from(ms).ok()?);
+        self.since.checked_add(span).ok()
+    }
+
+    /// The model with a new spec from `now` on (the annotation changed); the CPU counter goes on.
+    pub fn reanchor(&self, spec: UsageSpec, now: Timestamp) -> Model {
+        Model {
+            spec,
+            since: now,
+            memory_limit: self.memory_limit,
+            cpu_ns_before: self.cpu_ns_at(now),
+        }
+    }
+}
+
+/// What an eviction signal observes on a node from the usage model: memory is the capacity less
+/// the system's reservation (`--system-reserved`/`--kube-reserved`, standing for the system
+/// daemons' own working set) and the containers' working sets; the node filesystem (which also
+/// holds the image filesystem in klab's single-disk model) less the containers' writable layers
+/// and logs; PIDs less the containers' processes. Inodes are not used by the model.
+pub fn available(
+    signal: crate::eviction::Signal,
+    capacity: u64,
+    reserved_memory: u64,
+    memory_used: u64,
+    storage_used: u64,
+    pids_used: u64,
+) -> u64 {
+    use crate::eviction::Signal;
+    match signal {
+        Signal::MemoryAvailable => capacity
+            .saturating_sub(reserved_memory)
+            .saturating_sub(memory_used),
+        Signal::NodeFsAvailable | Signal::ImageFsAvailable => capacity.saturating_sub(storage_used),
+        Signal::PidAvailable => capacity.saturating_sub(pids_used),
+        Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => capacity,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MI: u64 = 1 << 20;
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_767_225_600_000 + ms).unwrap()
+    }
+
+    #[test]
+    fn annotation_parsing() {
+        let cases: &[(&str, Result<Overrides, &str>)] = &[
+            ("", Ok(Overrides::default())),
+            (
+                "memory=1536Mi, pids=600",
+                Ok(Overrides {
+                    memory: Some(1536 * MI),
+                    pids: Some(600),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "memory=28Mi,memory-growth=10Mi/min,cpu=250m,ephemeral-storage=1Gi,ephemeral-storage-growth=1Mi/s",
+                Ok(Overrides {
+                    memory: Some(28 * MI),
+                    memory_growth: Some(Rate {
+                        amount: 10 * MI,
+                        per_ms: 60_000,
+                    }),
+                    cpu_millis: Some(250),
+                    ephemeral_storage: Some(1 << 30),
+                    ephemeral_storage_growth: Some(Rate {
+                        amount: MI,
+                        per_ms: 1000,
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "memory=lots",
+                Err("invalid memory \"lots\": not a quantity"),
+            ),
+            (
+                "memory=-1Mi",
+                Err("invalid memory \"-1Mi\": not a quantity"),
+            ),
+            (
+                "memory-growth=10Mi",
+                Err(
+                    "invalid memory-growth \"10Mi\": a rate is a quantity per s, min or h (10Mi/min)",
+                ),
+            ),
+            (
+                "memory-growth=10Mi/day",
+                Err(
+                    "invalid memory-growth \"10Mi/day\": a rate is a quantity per s, min or h (10Mi/min)",
+                ),
+            ),
+            ("pids=1.5", Err("invalid pids \"1.5\": not a count")),
+            ("junk", Err("invalid usage \"junk\": expected key=value")),
+            (
+                "memroy=1Gi",
+                Err(
+                    "unknown usage key \"memroy\" (known: memory, memory-growth, cpu, ephemeral-storage, ephemeral-storage-growth, pids)",
+                ),
+            ),
+            // One bad item refuses the whole value, good ones included.
+            ("memory=1Gi,cpu=x", Err("invalid cpu \"x\": not a quantity")),
+        ];
+        for (v, want) in cases {
+            assert_eq!(
+                parse_annotation(v),
+                want.clone().map_err(String::from),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_come_from_requests() {
+        let res = Resources {
+            memory_request: Some(64 * MI),
+            memory_limit: Some(128 * MI),
+            cpu_request: Some(100),
+            ephemeral_storage_request: None,
+            ephemeral_storage_limit: None,
+        };
+        assert_eq!(
+            spec(&res, &Overrides::default()),
+            UsageSpec {
+                memory: 64 * MI,
+                cpu_millis: 100,
+                pids: 1,
+                ..Default::default()
+            }
+        );
+        // BestEffort: nothing but its one process.
+        assert_eq!(
+            spec(&Resources::default(), &Overrides::default()),
+            UsageSpec {
+                pids: 1,
+                ..Default::default()
+            }
+        );
+        // The annotation wins over the request.
+        let o = parse_annotation("memory=300Mi,pids=7").unwrap();
+        let s = spec(&res, &o);
+        assert_eq!((s.memory, s.cpu_millis, s.pids), (300 * MI, 100, 7));
+    }
+
+    #[test]
+    fn growth_and_oom_times() {
+        let leak = |base: u64, rate: &str, limit: Option<u64>| {
+            Model::new(
+                UsageSpec {
+                    memory: base,
+                    memory_growth: parse_rate(rate),
+                    ..Default::default()
+                },
+                t(0),
+                limit,
+            )
+        };
+        // 28Mi + 10Mi/min under 128Mi: reaches the limit after exactly 10 minutes.
+        let m = leak(28 * MI, "10Mi/min", Some(128 * MI));
+        assert_eq!(m.memory_at(t(60_000)), 38 * MI);
+        assert_eq!(m.memory_at(t(30_000)), 33 * MI);
+        assert_eq!(m.oom_at(), Some(t(600_000)));
+        // Not a whole number of milliseconds: rounded up to the first instant at the limit.
+        let m = leak(0, "3/s", Some(10));
+        assert_eq!(m.oom_at(), Some(t(3334)));
+        assert!(m.memory_at(t(3334)) >= 10 && m.memory_at(t(3333)) < 10);
+        // No limit, no growth, or at the limit without growth: never.
+        assert_eq!(leak(28 * MI, "10Mi/min", None).oom_at(), None);
+        assert_eq!(leak(128 * MI, "0/min", Some(128 * MI)).oom_at(), None);
+        assert_eq!(
+            Model::new(
+                UsageSpec {
+                    memory: 128 * MI,
+                    ..Default::default()
+                },
+                t(0),
+                Some(128 * MI)
+            )
+            .oom_at(),
+            None
+        );
+        // Starting above the limit: killed at once.
+        assert_eq!(leak(200 * MI, "0/min", Some(128 * MI)).oom_at(), Some(t(0)));
+        // Absurd values saturate instead of overflowing.
+        let m = leak(u64::MAX - 1, &format!("{}/s", u64::MAX), None);
+        assert_eq!(m.memory_at(t(1_000_000)), u64::MAX);
+        let m = leak(0, "1/h", Some(u64::MAX));
+        assert!(m.oom_at().is_none() || m.oom_at().unwrap() > t(0));
+    }
+
+    #[test]
+    fn node_signals_from_usage() {
+        use crate::eviction::Signal;
+        let gi = 1u64 << 30;
+        // 8Gi, 512Mi reserved, 7Gi of working sets: 512Mi available.
+        assert_eq!(
+            available(Signal::MemoryAvailable, 8 * gi, 512 * MI, 7 * gi, 0, 0),
+            512 * MI
+        );
+        // More used than there is: nothing available, no underflow.
+        assert_eq!(
+            available(Signal::MemoryAvailable, gi, 512 * MI, gi, 0, 0),
+            0
+        );
+        assert_eq!(
+            available(Signal::NodeFsAvailable, 100 * gi, 0, 0, 30 * gi, 0),
+            70 * gi
+        );
+        assert_eq!(
+            available(Signal::ImageFsAvailable, 100 * gi, 0, 0, 30 * gi, 0),
+            70 * gi
+        );
+        assert_eq!(
+            available(Signal::PidAvailable, 4_194_304, 0, 0, 0, 4),
+            4_194_300
+        );
+        assert_eq!(
+            available(Signal::NodeFsInodesFree, 1000, 0, gi, gi, 9),
+            1000
+        );
+    }
+
+    #[test]
+    fn cpu_counter_and_reanchoring() {
+        let m = Model::new(
+            UsageSpec {
+                cpu_millis: 250,
+                memory: 10 * MI,
+                memory_growth: parse_rate("1Mi/s"),
+                ..Default::default()
+            },
+            t(0),
+            Some(100 * MI),
+        );
+        // 250m for 4 s = 1 core-second.
+        assert_eq!(m.cpu_ns_at(t(4000)), 1_000_000_000);
+        assert_eq!(m.oom_at(), Some(t(90_000)));
+        // At 10 s the annotation stops the leak at 50Mi: no OOM any more, CPU counter goes on.
+        let mut s = m.spec.clone();
+        s.memory = 50 * MI;
+        s.memory_growth = None;
+        let r = m.reanchor(s, t(10_000));
+        assert_eq!(r.oom_at(), None);
+        assert_eq!(r.memory_at(t(500_000)), 50 * MI);
+        assert_eq!(r.cpu_ns_at(t(14_000)), 3_500_000_000);
+    }
+}
