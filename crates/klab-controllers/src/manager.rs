@@ -172,7 +172,8 @@ pub fn start(
         "taint-eviction-controller",
         restartable(
             (
-                client_for("taint-eviction-controller"),
+                // Upstream's taint eviction runs with the node controller's account and role.
+                client_for("node-controller"),
                 informers.clone(),
                 clock.clone(),
                 rng.clone(),
@@ -393,11 +394,12 @@ pub fn start(
         restartable(
             (
                 client_for("service-account-controller"),
+                client_for("root-ca-cert-publisher"),
                 informers.clone(),
                 clock.clone(),
                 config.serviceaccount.clone(),
             ),
-            |(c, inf, clock, cfg)| crate::serviceaccount::run(c, inf, clock, cfg),
+            |(c, p, inf, clock, cfg)| crate::serviceaccount::run(c, p, inf, clock, cfg),
         ),
     );
     // The informers live as long as the controllers: aborting this task (with the others, when
