@@ -34,6 +34,27 @@ pub enum Command {
     /// fail (and are retried) in between: `klab volume fail NAME`, `klab volume heal NAME`
     /// (NAME: a PersistentVolume, or a claim as `[namespace/]claim`).
     Volume(VolumeArgs),
+    /// Mint a user: `klab user add NAME [--group G] [--kubeconfig OUT]` writes a kubeconfig with a
+    /// client certificate (CN NAME, O the group) signed by the cluster's CA, to try RBAC as a
+    /// real user (default output <data-dir>/users/NAME.kubeconfig).
+    User(UserArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UserArgs {
+    /// add
+    pub action: String,
+    /// The user name (the certificate's CN).
+    pub name: String,
+    /// The group the user belongs to (the certificate's O; at most one).
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
+    /// Where to write the user's kubeconfig.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Data directory of the cluster (its CA and admin kubeconfig).
+    #[arg(long, default_value = ".klab")]
+    pub data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +174,10 @@ pub struct ApiServerFlags {
     /// Toleration seconds added to pods without an unreachable NoExecute toleration.
     #[arg(long = "default-unreachable-toleration-seconds", default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
+    /// Authorizers, as kube-apiserver's flag: AlwaysAllow (klab's default), RBAC, or Node,RBAC
+    /// (with NodeRestriction). `system:masters` (the admin kubeconfig) is always allowed.
+    #[arg(long = "authorization-mode", default_value = "AlwaysAllow", value_parser = klab_apiserver::authz::AuthorizationMode::parse)]
+    pub authorization_mode: klab_apiserver::authz::AuthorizationMode,
 }
 
 #[derive(Debug, Args)]
@@ -290,6 +315,7 @@ impl ApiServerFlags {
         c.default_toleration_seconds.not_ready_seconds = self.default_not_ready_toleration_seconds;
         c.default_toleration_seconds.unreachable_seconds =
             self.default_unreachable_toleration_seconds;
+        c.authorization_mode = self.authorization_mode;
         c
     }
 }
@@ -411,6 +437,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
             }
+        }
+        Command::User(a) => {
+            if a.action != "add" {
+                anyhow::bail!("unknown user action {:?}: add", a.action);
+            }
+            let path = klab_server::kubeconfig::add_user(
+                &a.data_dir,
+                &a.name,
+                &a.groups,
+                a.kubeconfig.as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            println!("user {:?} written to {}", a.name, path.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Volume(a) => {
             let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
