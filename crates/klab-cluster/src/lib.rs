@@ -632,13 +632,8 @@ fn node_ip(index: usize) -> String {
     format!("10.0.{}.{}", (host / 256) % 256, host % 256)
 }
 
-/// The identity upstream gives a controller: its service account in kube-system. The shared
-/// informers list and watch as kube-controller-manager itself (`system:kube-controller-manager`,
-/// whose role may list and watch everything), as upstream's SharedInformerFactory does.
+/// The identity upstream gives a controller: its service account in kube-system.
 fn service_account(name: &str) -> Identity {
-    if name == "shared-informers" {
-        return Identity::component("kube-controller-manager");
-    }
     Identity::new(
         format!("system:serviceaccount:kube-system:{name}"),
         &[

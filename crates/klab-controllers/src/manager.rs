@@ -172,8 +172,7 @@ pub fn start(
         "taint-eviction-controller",
         restartable(
             (
-                // Upstream's taint eviction runs with the node controller's account and role.
-                client_for("node-controller"),
+                client_for("taint-eviction-controller"),
                 informers.clone(),
                 clock.clone(),
                 rng.clone(),
@@ -394,12 +393,11 @@ pub fn start(
         restartable(
             (
                 client_for("service-account-controller"),
-                client_for("root-ca-cert-publisher"),
                 informers.clone(),
                 clock.clone(),
                 config.serviceaccount.clone(),
             ),
-            |(c, p, inf, clock, cfg)| crate::serviceaccount::run(c, p, inf, clock, cfg),
+            |(c, inf, clock, cfg)| crate::serviceaccount::run(c, inf, clock, cfg),
         ),
     );
     // The informers live as long as the controllers: aborting this task (with the others, when

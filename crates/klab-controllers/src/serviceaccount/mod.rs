@@ -30,12 +30,9 @@ enum Ev {
     ConfigMap(Change<ConfigMap>),
 }
 
-/// Runs both controllers' work on the process's shared informers until they stop: `client`
-/// creates ServiceAccounts (the service-account controller's account), `publisher` writes the
-/// root CA ConfigMaps (upstream's root-ca-cert-publisher runs under its own account and role).
+/// Runs both controllers' work on the process's shared informers until they stop.
 pub async fn run(
     client: kube::Client,
-    publisher: kube::Client,
     informers: Informers,
     clock: Clock,
     config: ServiceAccountControllerConfig,
@@ -52,7 +49,6 @@ pub async fn run(
     });
     let mut c = Sac {
         client,
-        publisher,
         namespaces,
         service_accounts,
         config_maps,
@@ -70,7 +66,6 @@ fn sources_add(sources: &mut Sources<Ev>, cms: &SharedInformer<ConfigMap>) {
 
 struct Sac {
     client: kube::Client,
-    publisher: kube::Client,
     namespaces: SharedInformer<Namespace>,
     service_accounts: SharedInformer<ServiceAccount>,
     config_maps: Option<SharedInformer<ConfigMap>>,
@@ -133,7 +128,7 @@ impl Reconcile for Sac {
             return Ok(());
         };
         let existing = cms.get(&(ns_name.clone(), ROOT_CA_CONFIG_MAP.to_string()));
-        let api: Api<ConfigMap> = Api::namespaced(self.publisher.clone(), &ns_name);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns_name);
         match decide::root_ca(self.config.root_ca_pem.as_deref(), existing.as_deref()) {
             decide::RootCa::Nothing => {}
             decide::RootCa::Create(data) => {
