@@ -11,6 +11,7 @@ pub mod duration;
 pub mod names;
 pub mod nodeaffinity;
 pub mod order;
+pub mod rbac;
 pub mod rng;
 pub mod selector;
 pub mod sha256;

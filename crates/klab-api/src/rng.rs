@@ -30,6 +30,17 @@ impl DetRng {
         }
     }
 
+    /// An independent sequence derived from this one's current state without drawing from it
+    /// (ChaCha stream `stream`): what it yields never shifts the draws of this sequence, so
+    /// objects added at start-up need not rename everything drawn after them.
+    pub fn side_stream(&self, stream: u64) -> DetRng {
+        let mut r = self.with(|r| r.clone());
+        r.set_stream(stream);
+        DetRng {
+            inner: Arc::new(Mutex::new(r)),
+        }
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut ChaCha8Rng) -> T) -> T {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut g)

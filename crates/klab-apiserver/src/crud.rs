@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::Bytes;
 use jiff::Timestamp;
+use klab_api::DetRng;
 use serde_json::{Value, json};
 
 use klab_api::clock::format_time;
@@ -656,6 +657,13 @@ fn prepare_status_for_create(ri: &ResourceInfo, obj: &mut Value) {
     }
 }
 
+tokio::task_local! {
+    /// Where the UIDs of the objects created in this task come from, when not the server's
+    /// sequence: the bootstrap RBAC policy draws from a side stream, so adding it (or a role to
+    /// it) does not rename every object created after start-up.
+    pub(crate) static UID_SOURCE: DetRng;
+}
+
 /// Creates one object as the API server itself (bootstrap objects: manager `kube-apiserver`).
 pub(crate) async fn create_object(
     inner: &Arc<Inner>,
@@ -811,7 +819,10 @@ pub(crate) async fn create_object_as(
         ] {
             m.remove(k);
         }
-        m.insert("uid".into(), json!(inner.rng.uid()));
+        let uid = UID_SOURCE
+            .try_with(DetRng::uid)
+            .unwrap_or_else(|_| inner.rng.uid());
+        m.insert("uid".into(), json!(uid));
         m.insert("creationTimestamp".into(), json!(format_time(now)));
         if ri.has_generation {
             m.insert("generation".into(), json!(1));
@@ -896,6 +907,18 @@ pub(crate) async fn create_object_as(
         if is_priority_classes(ri) {
             check_one_default(inner, ri, &obj, true).await?;
         }
+        crate::authz::check_escalation(inner, ri, &obj, None).await?;
+        crate::authz::admit_node_write(
+            inner,
+            ri,
+            "",
+            crate::node_restriction::Op::Create,
+            namespace.as_deref().unwrap_or(""),
+            "",
+            Some(&obj),
+            None,
+        )
+        .await?;
         if dry_run {
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
@@ -1173,6 +1196,25 @@ where
         }
         if is_priority_classes(ri) {
             check_one_default(inner, ri, &next, false).await?;
+        }
+        crate::authz::check_escalation(inner, ri, &next, Some(&current)).await?;
+        if scope != WriteScope::Internal {
+            let sub = if scope == WriteScope::Status {
+                "status"
+            } else {
+                ""
+            };
+            crate::authz::admit_node_write(
+                inner,
+                ri,
+                sub,
+                crate::node_restriction::Op::Update,
+                namespace.unwrap_or(""),
+                name,
+                Some(&next),
+                Some(&current),
+            )
+            .await?;
         }
         if object::same_ignoring_rv(&next, &current) {
             return Ok(WriteOutcome::Stored(current));
@@ -1632,6 +1674,23 @@ pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             "{} \"{name}\" is forbidden: this is a system priority class and cannot be deleted",
             ri.qualified_plural()
         )));
+    }
+    if ri.group.is_empty() && ri.plural == "pods" {
+        let key = ri.key(t.namespace.as_deref(), name);
+        if let Some(kv) = ctx.inner.store.get(&key).await? {
+            let existing = decode_kv(ri, &kv)?;
+            crate::authz::admit_node_write(
+                &ctx.inner,
+                ri,
+                "",
+                crate::node_restriction::Op::Delete,
+                t.namespace.as_deref().unwrap_or(""),
+                name,
+                None,
+                Some(&existing),
+            )
+            .await?;
+        }
     }
     let result = delete_object(&ctx.inner, ri, t.namespace.as_deref(), name, &opts).await?;
     // Pods return the deleted object; other kinds a Status once removed, the object while marked.

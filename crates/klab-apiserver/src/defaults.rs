@@ -588,6 +588,7 @@ pub fn default_object(ri: &ResourceInfo, obj: &mut Value) {
         ("", "Pod") => default_pod(m),
         ("", "Namespace") => default_namespace(m),
         ("", "Node") => default_node(m),
+        (crate::rbac::GROUP, kind) => crate::rbac::default_object(kind, m),
         // `SetDefaults_PriorityClass`.
         ("scheduling.k8s.io", "PriorityClass") => {
             default_str(m, "preemptionPolicy", "PreemptLowerPriority")

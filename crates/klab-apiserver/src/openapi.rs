@@ -879,6 +879,7 @@ mod tests {
                 "apis/discovery.k8s.io/v1",
                 "apis/events.k8s.io/v1",
                 "apis/policy/v1",
+                "apis/rbac.authorization.k8s.io/v1",
                 "apis/scheduling.k8s.io/v1",
                 "apis/storage.k8s.io/v1"
             ]

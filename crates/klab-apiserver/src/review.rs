@@ -47,10 +47,10 @@ pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let ri = ctx.target.ri;
     let obj = normalize(ri, decode_body(ctx, &body)?, ctx.strict())?;
     let mut out = match ri.kind {
-        "SelfSubjectAccessReview" => access_review(ctx, &obj, Review::SelfSubject)?,
-        "SubjectAccessReview" => access_review(ctx, &obj, Review::Subject)?,
-        "LocalSubjectAccessReview" => access_review(ctx, &obj, Review::Local)?,
-        "SelfSubjectRulesReview" => rules_review(ctx, &obj)?,
+        "SelfSubjectAccessReview" => access_review(ctx, &obj, Review::SelfSubject).await?,
+        "SubjectAccessReview" => access_review(ctx, &obj, Review::Subject).await?,
+        "LocalSubjectAccessReview" => access_review(ctx, &obj, Review::Local).await?,
+        "SelfSubjectRulesReview" => rules_review(ctx, &obj).await?,
         "SelfSubjectReview" => self_subject_review(ctx, &obj),
         "TokenReview" => token_review(&ctx.inner, &obj).await?,
         _ => return Err(ApiError::no_such_path()),
@@ -152,7 +152,7 @@ fn validate_access_spec(spec: &Value, kind: Review, namespace: &str) -> Vec<Fiel
     errs
 }
 
-fn access_review(ctx: &Ctx, obj: &Value, kind: Review) -> ApiResult<Value> {
+async fn access_review(ctx: &Ctx, obj: &Value, kind: Review) -> ApiResult<Value> {
     let ri = ctx.target.ri;
     let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     let namespace = ctx.target.namespace.clone().unwrap_or_default();
@@ -179,7 +179,7 @@ fn access_review(ctx: &Ctx, obj: &Value, kind: Review) -> ApiResult<Value> {
                 .unwrap_or_default(),
         },
     };
-    let decision = authz::authorize(&attributes_of(&spec, &who));
+    let decision = authz::authorize(&ctx.inner, &attributes_of(&spec, &who)).await?;
     let mut status = json!({"allowed": decision.allowed});
     if decision.denied {
         status["denied"] = json!(true);
@@ -192,13 +192,13 @@ fn access_review(ctx: &Ctx, obj: &Value, kind: Review) -> ApiResult<Value> {
     Ok(out)
 }
 
-fn rules_review(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
+async fn rules_review(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
     let ns = obj
         .pointer("/spec/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut out = obj.clone();
-    out["status"] = authz::rules_review_status(&caller(ctx), ns);
+    out["status"] = authz::rules_review_status(&ctx.inner, &caller(ctx), ns).await?;
     Ok(out)
 }
 

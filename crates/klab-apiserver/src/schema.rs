@@ -24,7 +24,7 @@ pub trait KindVisitor {
 pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
     use k8s_openapi::api::{
         apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
-        scheduling, storage,
+        rbac, scheduling, storage,
     };
     Some(match (ri.group, ri.kind) {
         ("", "Namespace") => v.visit::<core::v1::Namespace>(),
@@ -68,6 +68,12 @@ pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
         ("discovery.k8s.io", "EndpointSlice") => v.visit::<discovery::v1::EndpointSlice>(),
         ("events.k8s.io", "Event") => v.visit::<events::v1::Event>(),
         ("policy", "PodDisruptionBudget") => v.visit::<policy::v1::PodDisruptionBudget>(),
+        ("rbac.authorization.k8s.io", "ClusterRole") => v.visit::<rbac::v1::ClusterRole>(),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            v.visit::<rbac::v1::ClusterRoleBinding>()
+        }
+        ("rbac.authorization.k8s.io", "Role") => v.visit::<rbac::v1::Role>(),
+        ("rbac.authorization.k8s.io", "RoleBinding") => v.visit::<rbac::v1::RoleBinding>(),
         ("scheduling.k8s.io", "PriorityClass") => v.visit::<scheduling::v1::PriorityClass>(),
         ("storage.k8s.io", "CSIDriver") => v.visit::<storage::v1::CSIDriver>(),
         ("storage.k8s.io", "CSINode") => v.visit::<storage::v1::CSINode>(),

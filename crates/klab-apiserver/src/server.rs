@@ -39,6 +39,8 @@ pub struct ApiServerConfig {
     /// `--etcd-compaction-interval` (default 5m): every interval, history up to the revision seen
     /// at the previous tick is compacted, as upstream does. Zero disables compaction.
     pub compaction_interval: Duration,
+    /// `--authorization-mode`.
+    pub authorization_mode: crate::authz::AuthorizationMode,
 }
 
 impl Default for ApiServerConfig {
@@ -49,6 +51,7 @@ impl Default for ApiServerConfig {
             default_watch_timeout: Duration::from_secs(1800),
             bookmark_interval: Duration::from_secs(60),
             compaction_interval: Duration::from_secs(300),
+            authorization_mode: Default::default(),
         }
     }
 }
@@ -71,6 +74,8 @@ pub(crate) struct Inner {
     pub signer: crate::token::Signer,
     /// Request, watch and storage metrics (`/metrics`).
     pub metrics: crate::metrics::SharedMetrics,
+    /// The RBAC objects as last decoded for the authorizer.
+    pub policy: crate::authz::PolicyCache,
 }
 
 /// The API server. Cheap to clone; every clone serves the same store.
@@ -102,6 +107,9 @@ pub fn storage_bootstrap_objects() -> [(&'static str, serde_json::Value); 2] {
     ]
 }
 
+/// The ChaCha stream the bootstrap RBAC objects' UIDs are drawn from.
+const RBAC_UID_STREAM: u64 = 0x72_62_61_63;
+
 /// The namespaces every cluster has from the start.
 pub const BOOTSTRAP_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -122,6 +130,7 @@ impl ApiServer {
             inner: Arc::new(Inner {
                 signer,
                 metrics: Default::default(),
+                policy: Default::default(),
                 store,
                 clock,
                 rng,
@@ -193,8 +202,78 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
+        crate::crud::UID_SOURCE
+            .scope(
+                api.inner.rng.side_stream(RBAC_UID_STREAM),
+                api.reconcile_rbac(),
+            )
+            .await?;
         api.start_compactor();
         Ok(api)
+    }
+
+    /// Upstream's `rbac/bootstrap-roles` post-start hook: the bootstrap roles and bindings are
+    /// created or reconciled, then aggregated ClusterRoles get their rules (the aggregation
+    /// controller keeps them so afterwards).
+    async fn reconcile_rbac(&self) -> ApiResult<()> {
+        use crate::crud::{WriteMode, WriteScope};
+        let mode = WriteMode {
+            scope: WriteScope::Main,
+            dry_run: false,
+            strict: false,
+        };
+        for (plural, obj) in crate::rbac::bootstrap::objects() {
+            let ri = registry::lookup(crate::rbac::GROUP, "v1", plural).expect("served");
+            let name = crate::object::name(&obj).to_string();
+            let key = ri.key(None, &name);
+            match self.inner.store.get(&key).await? {
+                None => {
+                    match crate::crud::create_object(&self.inner, ri, None, obj, false, false).await
+                    {
+                        Ok(_) => {}
+                        Err(e) if e.reason == "AlreadyExists" => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(kv) => {
+                    let existing = crate::crud::decode_kv(ri, &kv)?;
+                    if let Some(next) = crate::rbac::bootstrap::reconcile(&existing, &obj) {
+                        crate::crud::guarded_update(&self.inner, ri, None, &name, mode, |_| {
+                            Ok(next.clone())
+                        })
+                        .await?;
+                    }
+                }
+            }
+        }
+        // Aggregation reads roles that aggregation itself fills (admin aggregates edit, which
+        // aggregates view): a few rounds reach the fixed point.
+        let ri = registry::lookup(crate::rbac::GROUP, "v1", "clusterroles").expect("served");
+        for _ in 0..4 {
+            let list = self
+                .inner
+                .store
+                .list(&ri.key_prefix(), Default::default())
+                .await?;
+            let mut roles = std::collections::BTreeMap::new();
+            for kv in &list.kvs {
+                let o = crate::crud::decode_kv(ri, kv)?;
+                roles.insert(crate::object::name(&o).to_string(), o);
+            }
+            let changes = crate::rbac::aggregate(&roles);
+            if changes.is_empty() {
+                break;
+            }
+            for (name, rules) in changes {
+                crate::crud::guarded_update(&self.inner, ri, None, &name, mode, |cur| {
+                    let mut next = cur.clone();
+                    next["rules"] = serde_json::Value::Array(rules.clone());
+                    Ok(next)
+                })
+                .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Compacts the store's history every `compaction_interval`, up to the revision seen one
@@ -269,6 +348,14 @@ impl ApiServer {
             }),
         );
         router
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::authz::authorize_request,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                self.inner.clone(),
+                crate::authz::impersonate,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 self.inner.clone(),
                 authenticate_bearer,

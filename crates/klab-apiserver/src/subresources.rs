@@ -276,6 +276,17 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
         .await?
         .ok_or_else(|| ApiError::not_found(pod_ri, &pod_name))?;
     let pod = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+    crate::authz::admit_node_write(
+        &ctx.inner,
+        pod_ri,
+        "eviction",
+        crate::node_restriction::Op::Create,
+        &ns,
+        &pod_name,
+        Some(&eviction),
+        Some(&pod),
+    )
+    .await?;
     let pod_rv = kv.mod_revision.to_string();
     let phase = pod
         .pointer("/status/phase")

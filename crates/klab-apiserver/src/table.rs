@@ -349,6 +349,10 @@ enum Printer {
     CSIDriver,
     CSINode,
     PriorityClass,
+    /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding (one printer, two
+    /// descriptions). Roles and ClusterRoles have no printer upstream: `Default`.
+    RoleBinding,
+    ClusterRoleBinding,
     ConfigMap,
     Secret,
     Service,
@@ -385,6 +389,8 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("storage.k8s.io", "CSIDriver") => Printer::CSIDriver,
         ("storage.k8s.io", "CSINode") => Printer::CSINode,
         ("scheduling.k8s.io", "PriorityClass") => Printer::PriorityClass,
+        ("rbac.authorization.k8s.io", "RoleBinding") => Printer::RoleBinding,
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => Printer::ClusterRoleBinding,
         ("", "ConfigMap") => Printer::ConfigMap,
         ("", "Secret") => Printer::Secret,
         ("", "Service") => Printer::Service,
@@ -406,6 +412,25 @@ fn name_col() -> Value {
 
 fn age_col() -> Value {
     column("Age", "string", "", D_META_CREATION, 0)
+}
+
+const D_RB_ROLE_REF: &str = "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.";
+const D_CRB_ROLE_REF: &str = "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.";
+
+/// Upstream's `rbac.SubjectsStrings`: users, groups and `namespace/name` service accounts, in
+/// subject order (other kinds are not printed).
+fn subjects_strings(subjects: &[Value]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut users, mut groups, mut sas) = (Vec::new(), Vec::new(), Vec::new());
+    for s in subjects {
+        let name = gs(s, &["name"]).to_string();
+        match gs(s, &["kind"]) {
+            "User" => users.push(name),
+            "Group" => groups.push(name),
+            "ServiceAccount" => sas.push(format!("{}/{name}", gs(s, &["namespace"]))),
+            _ => {}
+        }
+    }
+    (users, groups, sas)
 }
 
 const D_CONTAINERS: &str = "Names of each container in the template.";
@@ -648,6 +673,34 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             age_col(),
             column("PreemptionPolicy", s, "", D_PC_PREEMPTION, 0),
         ],
+        Printer::RoleBinding => vec![
+            name_col(),
+            column("Role", s, "", D_RB_ROLE_REF, 0),
+            age_col(),
+            column("Users", s, "", "Users in the roleBinding", 1),
+            column("Groups", s, "", "Groups in the roleBinding", 1),
+            column(
+                "ServiceAccounts",
+                s,
+                "",
+                "ServiceAccounts in the roleBinding",
+                1,
+            ),
+        ],
+        Printer::ClusterRoleBinding => vec![
+            name_col(),
+            column("Role", s, "", D_CRB_ROLE_REF, 0),
+            age_col(),
+            column("Users", s, "", "Users in the clusterRoleBinding", 1),
+            column("Groups", s, "", "Groups in the clusterRoleBinding", 1),
+            column(
+                "ServiceAccounts",
+                s,
+                "",
+                "ServiceAccounts in the clusterRoleBinding",
+                1,
+            ),
+        ],
         Printer::ConfigMap => vec![name_col(), column("Data", s, "", D_CM_DATA, 0), age_col()],
         Printer::Secret => {
             vec![
@@ -831,6 +884,22 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
             // An unset policy prints as an empty cell (the v1 default makes it rare).
             str_cell(gs(obj, &["preemptionPolicy"])),
         ],
+        Printer::RoleBinding | Printer::ClusterRoleBinding => {
+            let role = format!(
+                "{}/{}",
+                gs(obj, &["roleRef", "kind"]),
+                gs(obj, &["roleRef", "name"])
+            );
+            let (users, groups, sas) = subjects_strings(garr(obj, &["subjects"]));
+            vec![
+                name,
+                json!(role),
+                age(),
+                json!(users.join(", ")),
+                json!(groups.join(", ")),
+                json!(sas.join(", ")),
+            ]
+        }
         Printer::ConfigMap => {
             let n = map_len(get(obj, &["data"])) + map_len(get(obj, &["binaryData"]));
             vec![name, json!(n), age()]

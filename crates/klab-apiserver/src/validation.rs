@@ -278,12 +278,15 @@ enum NameRule {
     Label,
     /// DNS-1035 label (Services).
     Dns1035,
+    /// Only the path-segment rule (`ValidateRBACName`: `system:node` is a valid role name).
+    PathSegment,
 }
 
 fn name_rule(ri: &ResourceInfo) -> NameRule {
     match (ri.group, ri.kind) {
         ("", "Namespace") => NameRule::Label,
         ("", "Service") => NameRule::Dns1035,
+        (crate::rbac::GROUP, _) => NameRule::PathSegment,
         _ => NameRule::Subdomain,
     }
 }
@@ -320,6 +323,8 @@ fn check_name(rule: NameRule, name: &str, prefix: bool) -> Vec<String> {
         NameRule::Subdomain => is_dns1123_subdomain(n),
         NameRule::Label => is_dns1123_label(n),
         NameRule::Dns1035 => is_dns1035_label(n),
+        // Checked by `path_segment_errors` for every kind.
+        NameRule::PathSegment => Vec::new(),
     }
 }
 
@@ -1918,6 +1923,7 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("policy", "PodDisruptionBudget") => validate_pdb(obj, errs),
         ("discovery.k8s.io", "EndpointSlice") => validate_endpoint_slice(obj, errs),
         ("scheduling.k8s.io", "PriorityClass") => validate_priority_class(obj, errs),
+        (crate::rbac::GROUP, kind) => crate::rbac::validate(kind, obj, errs),
         _ => {}
     }
 }
@@ -2210,6 +2216,7 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
     kind_rules(ri, obj, &mut errs);
     match (ri.group, ri.kind) {
         ("", "Pod") => validate_pod_update(obj, old, &mut errs),
+        (crate::rbac::GROUP, kind) => crate::rbac::validate_update(kind, obj, old, &mut errs),
         ("scheduling.k8s.io", "PriorityClass") => {
             if obj.get("value") != old.get("value") {
                 errs.push(FieldError::forbidden(

@@ -140,6 +140,51 @@ impl Pki {
     }
 }
 
+/// Issues a client certificate signed by the cluster CA kept in `dir`: CN = `user`, one O per
+/// group, as kube-apiserver's x509 authenticator reads them (`klab user add`). Returns the
+/// certificate and key PEM.
+pub fn issue_client_cert(
+    dir: &Path,
+    user: &str,
+    groups: &[String],
+) -> Result<(String, String), PkiError> {
+    if groups.len() > 1 {
+        // rcgen keeps one value per attribute type, so a second O would replace the first.
+        return Err(PkiError::Io {
+            path: dir.into(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "at most one group per user certificate (bind further groups' roles to the user)",
+            ),
+        });
+    }
+    let p = |n: &str| dir.join(n);
+    let missing = |path: PathBuf| PkiError::Io {
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no cluster CA here (start `klab up` with this data directory first)",
+        ),
+        path,
+    };
+    let ca_key = read(&p("ca.key"))?.ok_or_else(|| missing(p("ca.key")))?;
+    let issuer = Issuer::new(ca_params(), KeyPair::from_pem(&ca_key)?);
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, user);
+    for g in groups {
+        dn.push(DnType::OrganizationName, g.as_str());
+    }
+    params.distinguished_name = dn;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +202,24 @@ mod tests {
         let c = Pki::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
         assert_eq!(a.ca_cert_pem, c.ca_cert_pem);
         assert_ne!(a.server_cert_pem, c.server_cert_pem);
+    }
+
+    #[test]
+    fn user_certificates_carry_name_and_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(issue_client_cert(dir.path(), "alice", &[]).is_err());
+        Pki::load_or_create(dir.path(), &["localhost".to_string()]).unwrap();
+        let (cert, _key) = issue_client_cert(dir.path(), "alice", &["dev".to_string()]).unwrap();
+        let der = rustls_pemfile_der(&cert);
+        let id = crate::serve::identity_from_cert(&der).unwrap();
+        assert_eq!(id.user, "alice");
+        assert_eq!(id.groups, ["dev", "system:authenticated"]);
+        let two = ["dev".to_string(), "qa".to_string()];
+        assert!(issue_client_cert(dir.path(), "alice", &two).is_err());
+    }
+
+    fn rustls_pemfile_der(pem: &str) -> rustls::pki_types::CertificateDer<'static> {
+        use rustls::pki_types::pem::PemObject;
+        rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
     }
 }

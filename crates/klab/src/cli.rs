@@ -40,6 +40,10 @@ pub enum Command {
     /// `klab why deployment/nginx -o json`. Exit code 0: nothing stuck, 1: something stuck or
     /// pending, 2: error.
     Why(WhyArgs),
+    /// Mint a user: `klab user add NAME [--group G] [--kubeconfig OUT]` writes a kubeconfig with a
+    /// client certificate (CN NAME, O the group) signed by the cluster's CA, to try RBAC as a
+    /// real user (default output <data-dir>/users/NAME.kubeconfig).
+    User(UserArgs),
 }
 
 #[derive(Debug, Args)]
@@ -64,6 +68,23 @@ pub struct WhyArgs {
     /// and cannot be read from the cluster: e.g. `node-monitor-grace-period=40s`.
     #[arg(long = "controller-flag")]
     pub controller_flags: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UserArgs {
+    /// add
+    pub action: String,
+    /// The user name (the certificate's CN).
+    pub name: String,
+    /// The group the user belongs to (the certificate's O; at most one).
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
+    /// Where to write the user's kubeconfig.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Data directory of the cluster (its CA and admin kubeconfig).
+    #[arg(long, default_value = ".klab")]
+    pub data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +211,10 @@ pub struct ApiServerFlags {
     /// Toleration seconds added to pods without an unreachable NoExecute toleration.
     #[arg(long = "default-unreachable-toleration-seconds", default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
+    /// Authorizers, as kube-apiserver's flag: AlwaysAllow (klab's default), RBAC, or Node,RBAC
+    /// (with NodeRestriction). `system:masters` (the admin kubeconfig) is always allowed.
+    #[arg(long = "authorization-mode", default_value = "AlwaysAllow", value_parser = klab_apiserver::authz::AuthorizationMode::parse)]
+    pub authorization_mode: klab_apiserver::authz::AuthorizationMode,
 }
 
 #[derive(Debug, Args)]
@@ -327,6 +352,7 @@ impl ApiServerFlags {
         c.default_toleration_seconds.not_ready_seconds = self.default_not_ready_toleration_seconds;
         c.default_toleration_seconds.unreachable_seconds =
             self.default_unreachable_toleration_seconds;
+        c.authorization_mode = self.authorization_mode;
         c
     }
 }
@@ -458,6 +484,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 a.output,
                 &a.controller_flags,
             )))
+        }
+        Command::User(a) => {
+            if a.action != "add" {
+                anyhow::bail!("unknown user action {:?}: add", a.action);
+            }
+            let path = klab_server::kubeconfig::add_user(
+                &a.data_dir,
+                &a.name,
+                &a.groups,
+                a.kubeconfig.as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            println!("user {:?} written to {}", a.name, path.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Volume(a) => {
             let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);

@@ -207,6 +207,7 @@ pub fn zero_object(ri: &ResourceInfo) -> Value {
         ) | ("events.k8s.io", "Event")
             | ("discovery.k8s.io", "EndpointSlice")
             | ("scheduling.k8s.io", "PriorityClass")
+            | ("rbac.authorization.k8s.io", _)
             | ("apps", "ControllerRevision")
     );
     if !no_spec {

@@ -204,6 +204,19 @@ fn example(kind: &str, group: &str) -> Option<Value> {
                 "disruptedPods": {"web-1": "2026-11-22T08:00:00Z"},
                 "conditions": [{"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods", "message": "", "lastTransitionTime": "2026-11-22T08:00:00Z", "observedGeneration": 1}]}})
         }
+        ("rbac.authorization.k8s.io", "ClusterRole") => {
+            json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"rbac.example.com/aggregate-to-x": "true"}}]},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"], "resourceNames": ["web"]},
+                {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/api/*"]}]})
+        }
+        ("rbac.authorization.k8s.io", "Role") => {
+            json!({"rules": [{"verbs": ["*"], "apiGroups": ["apps"], "resources": ["deployments/scale"]}]})
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding" | "RoleBinding") => {
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+                {"kind": "ServiceAccount", "name": "default", "namespace": "default"}]})
+        }
         ("scheduling.k8s.io", "PriorityClass") => {
             json!({"value": 1000000, "globalDefault": true, "description": "high", "preemptionPolicy": "Never"})
         }

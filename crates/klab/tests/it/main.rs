@@ -1,6 +1,7 @@
 //! One integration-test binary for klab: end-to-end tests that run the real `klab` binary and the
 //! real kubectl binaries (1.27 … 1.33) against it.
 
+mod access_live;
 mod accounts_live;
 mod apply_live;
 mod cli_errors;
