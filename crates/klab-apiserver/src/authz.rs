@@ -66,6 +66,32 @@ pub struct Attributes {
     pub field_selector: String,
 }
 
+impl Attributes {
+    /// A resource request by `user` (in `groups`): `verb` on `group`/`resource`[/`sub`] `name`
+    /// in namespace `ns` (empty for cluster scope or a collection).
+    pub fn resource(
+        user: &str,
+        groups: &[String],
+        verb: &str,
+        (group, resource, sub): (&str, &str, &str),
+        ns: &str,
+        name: &str,
+    ) -> Self {
+        Attributes {
+            user: user.into(),
+            groups: groups.to_vec(),
+            verb: verb.into(),
+            resource_request: true,
+            namespace: ns.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+}
+
 /// An authorizer's answer: upstream's `Decision` with its reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -429,17 +455,15 @@ pub(crate) async fn impersonate(
         ))
         .into_response();
     };
-    let ask = |resource: &str, sub: &str, group: &str, ns: &str, name: &str| Attributes {
-        user: who.user.clone(),
-        groups: who.groups.clone(),
-        verb: "impersonate".into(),
-        resource_request: true,
-        namespace: ns.into(),
-        group: group.into(),
-        resource: resource.into(),
-        subresource: sub.into(),
-        name: name.into(),
-        ..Default::default()
+    let ask = |resource: &str, sub: &str, group: &str, ns: &str, name: &str| {
+        Attributes::resource(
+            &who.user,
+            &who.groups,
+            "impersonate",
+            (group, resource, sub),
+            ns,
+            name,
+        )
     };
     let mut checks = Vec::new();
     let mut new_groups = groups.clone();

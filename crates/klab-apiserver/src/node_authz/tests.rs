@@ -60,18 +60,15 @@ fn graph_follows_pod_references() {
 }
 
 fn a(verb: &str, group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> Attributes {
-    Attributes {
-        user: "system:node:n1".into(),
-        groups: vec![NODES_GROUP.into(), "system:authenticated".into()],
-        verb: verb.into(),
-        resource_request: true,
-        namespace: ns.into(),
-        group: group.into(),
-        resource: resource.into(),
-        subresource: sub.into(),
-        name: name.into(),
-        ..Default::default()
-    }
+    let groups: Vec<String> = vec![NODES_GROUP.into(), "system:authenticated".into()];
+    Attributes::resource(
+        "system:node:n1",
+        &groups,
+        verb,
+        (group, resource, sub),
+        ns,
+        name,
+    )
 }
 
 fn node_rules() -> Vec<Rule> {

@@ -24,18 +24,8 @@ fn url_rule(verbs: &[&str], urls: &[&str]) -> Rule {
 }
 
 fn res(verb: &str, group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> Attributes {
-    Attributes {
-        user: "alice".into(),
-        groups: vec!["dev".into(), "system:authenticated".into()],
-        verb: verb.into(),
-        resource_request: true,
-        namespace: ns.into(),
-        group: group.into(),
-        resource: resource.into(),
-        subresource: sub.into(),
-        name: name.into(),
-        ..Default::default()
-    }
+    let groups: Vec<String> = vec!["dev".into(), "system:authenticated".into()];
+    Attributes::resource("alice", &groups, verb, (group, resource, sub), ns, name)
 }
 
 fn path(verb: &str, p: &str) -> Attributes {

@@ -18,6 +18,7 @@ mod node_lifecycle_live;
 mod openapi_live;
 mod priority_live;
 mod protobuf_live;
+mod report_browser;
 mod seed000_live;
 mod services_live;
 mod shutdown_live;
