@@ -81,9 +81,15 @@ pub fn node_event_may_help(
     old: Option<&NodeInfo>,
     new: &NodeInfo,
 ) -> bool {
-    rejectors
-        .iter()
-        .any(|&p| plugin_passes(p, pod, new) && old.is_none_or(|o| !plugin_passes(p, pod, o)))
+    // VolumeBinding registers node adds and label changes without a queueing hint (a new node, or
+    // new labels, may match a volume's node affinity or a class's allowedTopologies): they always
+    // requeue its pods, as upstream's do. Heartbeats (no label change) do not.
+    let volume_binding = rejectors.contains(&Plugin::VolumeBinding)
+        && old.is_none_or(|o| o.node.metadata.labels != new.node.metadata.labels);
+    volume_binding
+        || rejectors
+            .iter()
+            .any(|&p| plugin_passes(p, pod, new) && old.is_none_or(|o| !plugin_passes(p, pod, o)))
 }
 
 /// Queueing hint for an assigned pod leaving a node (deleted or terminal): frees resources/ports.
@@ -987,6 +993,17 @@ mod tests {
             Some(&healed),
             &healed
         ));
+        // A pod refused by VolumeBinding (a zonal volume) retries when a node joins or a node's
+        // labels change (it may now be in the volume's zone), not on a heartbeat.
+        let volume = BTreeSet::from([Plugin::VolumeBinding]);
+        let zoned = ni(
+            json!({"metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "a"}},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}),
+        );
+        assert!(node_event_may_help(&pod, &volume, None, &healed));
+        assert!(node_event_may_help(&pod, &volume, Some(&healed), &zoned));
+        assert!(!node_event_may_help(&pod, &volume, Some(&zoned), &zoned));
+        assert!(!node_event_may_help(&pod, &volume, Some(&tainted), &healed));
         assert!(pod_removal_may_help(&BTreeSet::from([
             Plugin::NodeResourcesFit
         ])));
