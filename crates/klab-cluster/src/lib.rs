@@ -14,6 +14,7 @@ use klab_api::{Clock, DetRng};
 use klab_apiserver::kubelet_proxy::{DialError, DialFuture, KubeletNetwork};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
 use klab_kubelet::server::{Dial, KubeletEndpoint};
+use klab_runtime::{Rate, Throttled};
 use klab_store::DynStorage;
 
 pub mod admin;
@@ -71,6 +72,29 @@ pub struct ClusterConfig {
     /// Machines saved by an earlier run, by node name: a restarted `klab up` is a control-plane
     /// restart, and these nodes come back with their containers still running.
     pub restore_machines: BTreeMap<String, Machine>,
+    /// Client-side rate limits of the components' API clients.
+    pub client_rates: ClientRates,
+}
+
+/// Each component's client-side rate limit (client-go's token bucket): the controller manager's
+/// `--kube-api-qps` / `--kube-api-burst` (every controller's client and the shared informers'
+/// each have their own bucket, as each controller's clientset does upstream), the scheduler's
+/// `clientConnection`, and the kubelet's `kubeAPIQPS` / `kubeAPIBurst`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClientRates {
+    pub controller_manager: Rate,
+    pub scheduler: Rate,
+    pub kubelet: Rate,
+}
+
+impl Default for ClientRates {
+    fn default() -> Self {
+        ClientRates {
+            controller_manager: Rate::CONTROLLER_MANAGER,
+            scheduler: Rate::SCHEDULER,
+            kubelet: Rate::KUBELET,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,8 +159,15 @@ impl Cluster {
             .await
             .map_err(ClusterError::Api)?;
         let client_api = api.clone();
+        let (cm_rate, cm_clock) = (config.client_rates.controller_manager, clock.clone());
         let (mut tasks, controller_metrics) = klab_controllers::manager::start(
-            move |sa| kube::Client::new(client_api.router_as(service_account(sa)), "default"),
+            move |sa| {
+                let router = client_api.router_as(service_account(sa));
+                kube::Client::new(
+                    Throttled::new(router, cm_rate, cm_clock.clone(), sa),
+                    "default",
+                )
+            },
             clock.clone(),
             rng.clone(),
             config.controllers.clone(),
@@ -152,7 +183,12 @@ impl Cluster {
             s
         });
         let scheduler_client = kube::Client::new(
-            api.router_as(Identity::component("kube-scheduler")),
+            Throttled::new(
+                api.router_as(Identity::component("kube-scheduler")),
+                config.client_rates.scheduler,
+                clock.clone(),
+                "kube-scheduler",
+            ),
             "default",
         );
         let (sclock, srng, scfg) = (clock.clone(), rng.clone(), config.scheduler.clone());
@@ -316,6 +352,11 @@ impl Cluster {
         kubelet.max_pods = i64::from(spec.pods);
         let api = self.api.clone();
         let identity = Identity::node(&spec.name);
+        let (rate, clock, name) = (
+            self.config.client_rates.kubelet,
+            self.clock.clone(),
+            format!("kubelet/{}", spec.name),
+        );
         let mut node = SimNode::new(
             &spec.name,
             node_spec,
@@ -323,7 +364,8 @@ impl Cluster {
             self.config.runtime.clone(),
             self.clock.clone(),
             self.rng.clone(),
-            move || api.router_as(identity.clone()),
+            // A fresh bucket for every kubelet start, as a new process has.
+            move || Throttled::new(api.router_as(identity.clone()), rate, clock.clone(), &name),
         );
         node.set_health(self.api.health().clone());
         if let Some(m) = self.config.restore_machines.get(&spec.name) {
@@ -566,6 +608,22 @@ impl Cluster {
                     }
                 }
                 config.kubelet.eviction = e;
+            }
+            "kube-api-qps" | "kube-api-burst" | "kubeAPIQPS" | "kubeAPIBurst" => {
+                let rates = &mut config.client_rates;
+                let rate = if name.starts_with("kube-api") {
+                    &mut rates.controller_manager
+                } else {
+                    &mut rates.kubelet
+                };
+                let mut new = *rate;
+                if name.ends_with("qps") || name.ends_with("QPS") {
+                    new.qps = value.parse::<f32>().map_err(|e| invalid(e.to_string()))?;
+                } else {
+                    new.burst = value.parse::<u32>().map_err(|e| invalid(e.to_string()))?;
+                }
+                new.validate().map_err(invalid)?;
+                *rate = new;
             }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
@@ -864,6 +922,49 @@ mod tests {
             6,
             "unchanged"
         );
+    }
+
+    #[test]
+    fn client_rate_flags_are_validated_and_bad_ones_change_nothing() {
+        let mut c = ClusterConfig::default();
+        assert_eq!(c.client_rates, ClientRates::default());
+        Cluster::set_flag(&mut c, "kube-api-qps", "100").unwrap();
+        Cluster::set_flag(&mut c, "kube-api-burst", "200").unwrap();
+        Cluster::set_flag(&mut c, "kubeAPIQPS", "5").unwrap();
+        Cluster::set_flag(&mut c, "kubeAPIBurst", "10").unwrap();
+        let want = ClientRates {
+            controller_manager: Rate {
+                qps: 100.0,
+                burst: 200,
+            },
+            scheduler: Rate::SCHEDULER,
+            kubelet: Rate {
+                qps: 5.0,
+                burst: 10,
+            },
+        };
+        assert_eq!(c.client_rates, want);
+        for (flag, value, reason) in [
+            ("kube-api-qps", "0", "qps must be a positive number, got 0"),
+            (
+                "kube-api-qps",
+                "-1",
+                "qps must be a positive number, got -1",
+            ),
+            ("kube-api-qps", "fast", "invalid float literal"),
+            ("kube-api-burst", "0", "burst must be at least 1"),
+            ("kubeAPIBurst", "-3", "invalid digit found in string"),
+        ] {
+            let err = Cluster::set_flag(&mut c, flag, value)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err,
+                format!("invalid value {value:?} for --{flag}: {reason}"),
+                "{flag}"
+            );
+        }
+        assert_eq!(c.client_rates, want, "unchanged");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod informer;
 pub mod metrics;
 pub mod queue;
 pub mod store;
+pub mod throttle;
 
 pub use controller::{Reconcile, Sources, run};
 pub use informer::{
@@ -34,6 +35,7 @@ pub use informer::{
 pub use metrics::QueueMetrics;
 pub use queue::WorkQueue;
 pub use store::{ObjKey, ReadStats, key_of};
+pub use throttle::{Rate, Throttled};
 
 #[cfg(test)]
 mod tests;

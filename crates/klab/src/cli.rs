@@ -296,6 +296,13 @@ pub struct ComponentFlags {
     /// Kubelet shutdownGracePeriodCriticalPods: the part of it kept for critical pods (default 0s).
     #[arg(long = "shutdown-grace-period-critical-pods")]
     pub shutdown_grace_period_critical_pods: Option<String>,
+    /// kube-controller-manager's client rate: requests per second of each controller's client
+    /// (default 20; watches are not throttled).
+    #[arg(long = "kube-api-qps")]
+    pub kube_api_qps: Option<String>,
+    /// kube-controller-manager's client burst (default 30).
+    #[arg(long = "kube-api-burst")]
+    pub kube_api_burst: Option<String>,
 }
 
 impl ComponentFlags {
@@ -339,6 +346,8 @@ impl ComponentFlags {
                 "shutdownGracePeriodCriticalPods",
                 &self.shutdown_grace_period_critical_pods,
             ),
+            ("kube-api-qps", &self.kube_api_qps),
+            ("kube-api-burst", &self.kube_api_burst),
         ]
         .into_iter()
         .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))

@@ -178,11 +178,15 @@ fn which(name: &str) -> Option<PathBuf> {
 /// Normalises a kubectl table for comparison: AGE-like cells (`5s`, `2m3s`) become `AGE` and
 /// runs of spaces one space, since column widths follow the ages' lengths.
 pub fn mask_ages(s: &str) -> String {
+    // `<invalid>` is how kubectl prints an age in the future: with `--speed` above 1 the
+    // cluster's clock runs ahead of the machine's, and `kubectl describe` computes Event ages
+    // against the machine's clock.
     let is_age = |t: &str| {
-        !t.is_empty()
-            && t.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
-            && t.starts_with(|c: char| c.is_ascii_digit())
-            && t.ends_with(|c: char| "smhdy".contains(c))
+        t == "<invalid>"
+            || !t.is_empty()
+                && t.chars().all(|c| c.is_ascii_digit() || "smhdy".contains(c))
+                && t.starts_with(|c: char| c.is_ascii_digit())
+                && t.ends_with(|c: char| "smhdy".contains(c))
     };
     s.lines()
         .map(|l| {

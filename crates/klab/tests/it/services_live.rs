@@ -69,22 +69,26 @@ fn services_and_endpoints_with_real_kubectl() {
             (c.len() == 5 && c[1] == "IPv4" && c[2] == "80" && c[3].split(',').count() == 2)
                 .then(|| c[3].to_string())
         });
-        let out = k.kubectl(
-            minor,
-            &["get", "endpoints", "web", "-n", &ns, "--no-headers"],
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        // The Endpoints controller is a separate controller, as upstream: it may publish a
+        // moment after the slice controller, so wait for it too.
         let mut want: Vec<String> = ep.split(',').map(|ip| format!("{ip}:80")).collect();
-        let mut got: Vec<String> = stdout
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("")
-            .split(',')
-            .map(str::to_string)
-            .collect();
         want.sort();
-        got.sort();
-        assert_eq!(got, want, "{stdout}");
+        let out = k.wait_for("both addresses in Endpoints", bound, || {
+            let out = k.kubectl(
+                minor,
+                &["get", "endpoints", "web", "-n", &ns, "--no-headers"],
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let mut got: Vec<String> = stdout
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .split(',')
+                .map(str::to_string)
+                .collect();
+            got.sort();
+            (got == want).then_some(out)
+        });
         assert!(
             String::from_utf8_lossy(&out.stderr).contains(
                 "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
