@@ -874,15 +874,21 @@ async fn execute(
             };
             targets.sort();
             let key = format!("usage.klab.dev/{container}");
+            let by_selector = pod.is_none();
             for name in targets {
-                patched(
-                    pods.patch(
+                let r = pods
+                    .patch(
                         &name,
                         &pp,
                         &Patch::Merge(json!({"metadata": {"annotations": {&key: value}}})),
                     )
-                    .await,
-                )?;
+                    .await;
+                match r {
+                    // A pod listed by the selector may be gone before its patch, as between
+                    // `kubectl annotate -l`'s list and its patches.
+                    Err(kube::Error::Api(s)) if s.code == 404 && by_selector => {}
+                    r => patched(r)?,
+                }
             }
             Ok(())
         }
