@@ -88,6 +88,20 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
+/// Requests without a certificate that the dashboard's own authentication judges: its page and
+/// events, and admin-endpoint calls carrying its cookie. Nothing else gets past without one.
+fn is_dashboard<B>(req: &Request<B>) -> bool {
+    let path = req.uri().path();
+    path == "/ui"
+        || path.starts_with("/ui/")
+        || (path.starts_with("/klab/v1/")
+            && req
+                .headers()
+                .get(http::header::COOKIE)
+                .and_then(|c| c.to_str().ok())
+                .is_some_and(|c| klab_ui::auth::cookie_value(c, klab_ui::auth::COOKIE).is_some()))
+}
+
 /// Connection limits of the TLS listener, with kube-apiserver's values as defaults.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -211,6 +225,9 @@ pub async fn serve_tls_with(
                             .headers()
                             .get(http::header::AUTHORIZATION)
                             .is_some_and(|v| v.as_bytes().starts_with(b"Bearer ")) => {}
+                        // The dashboard authenticates its page by login token or cookie,
+                        // and the admin endpoint's calls by cookie (`klab_ui::authenticate`).
+                        None if is_dashboard(&req) => {}
                         None if is_public(req.uri().path()) => {
                             req.extensions_mut().insert(Identity::new(
                                 "system:anonymous",
