@@ -124,6 +124,15 @@ mod tests {
 
     const T: &str = "0123456789abcdef0123456789abcdef";
 
+    /// Path, query, Cookie header, certificate identity, and the decision.
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a Identity>,
+        Decision,
+    );
+
     #[test]
     fn constant_time_comparison_is_equality() {
         assert!(tokens_equal(b"abc", b"abc"));
@@ -154,13 +163,7 @@ mod tests {
         let bad_cookie = format!("{COOKIE}=nope");
         let q = format!("token={T}");
         use Decision::*;
-        let cases: Vec<(
-            &str,
-            Option<&str>,
-            Option<&str>,
-            Option<&Identity>,
-            Decision,
-        )> = vec![
+        let cases: Vec<Case> = vec![
             // The API is not the dashboard's business.
             ("/api/v1/pods", None, Some(&cookie), None, Pass),
             ("/ui/", None, None, Some(&admin), Certificate),

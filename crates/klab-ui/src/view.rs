@@ -333,7 +333,7 @@ fn pod_view(snap: &Snapshot, p: &Pod, nodes: &BTreeMap<String, NodeView>) -> Pod
                 .iter()
                 .filter_map(|c| {
                     let due = c.due.as_deref()?.parse::<Timestamp>().ok()?;
-                    (due >= snap.now).then(|| (due, c))
+                    (due >= snap.now).then_some((due, c))
                 })
                 .min_by_key(|(due, _)| *due)
                 .map(|(due, c)| Countdown {

@@ -151,11 +151,21 @@ impl Page {
         r["result"]["value"].clone()
     }
 
-    /// Evaluates `expr` until it gives something other than null/false, within the bound.
+    /// Evaluates `expr` until it gives something other than null/false, within the bound (an
+    /// exception, e.g. while the page is still loading, counts as not yet).
     async fn wait(&mut self, what: &str, expr: &str) -> Value {
         let deadline = tokio::time::Instant::now() + BOUND;
         loop {
-            let v = self.eval(expr).await;
+            let r = self
+                .send(
+                    "Runtime.evaluate",
+                    json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+                )
+                .await;
+            let v = match r.get("exceptionDetails") {
+                Some(_) => Value::Null,
+                None => r["result"]["value"].clone(),
+            };
             if !(v.is_null() || v == json!(false)) {
                 return v;
             }
@@ -208,11 +218,10 @@ impl Page {
 
 /// The API server's URL from the kubeconfig `klab up` wrote.
 fn server_url(k: &Klab) -> String {
-    let kc = std::fs::read_to_string(&k.kubeconfig).unwrap();
-    kc.lines()
-        .find_map(|l| l.trim().strip_prefix("server: "))
+    let kc: Value = serde_json::from_slice(&std::fs::read(&k.kubeconfig).unwrap()).unwrap();
+    kc["clusters"][0]["cluster"]["server"]
+        .as_str()
         .expect("server in kubeconfig")
-        .trim()
         .to_string()
 }
 
