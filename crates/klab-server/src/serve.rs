@@ -276,6 +276,26 @@ mod tests {
         assert_eq!(seen, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
     }
 
+    #[test]
+    fn only_the_dashboard_passes_without_a_certificate() {
+        let req = |path: &str, cookie: Option<&str>| {
+            let mut b = Request::builder().uri(path);
+            if let Some(c) = cookie {
+                b = b.header(http::header::COOKIE, c);
+            }
+            b.body(()).unwrap()
+        };
+        let cookie = Some("klab-dashboard=abc");
+        assert!(is_dashboard(&req("/ui", None)));
+        assert!(is_dashboard(&req("/ui/events", None)));
+        assert!(is_dashboard(&req("/klab/v1/nodes/n1/stop-kubelet", cookie)));
+        // The API never: a dashboard cookie is not a credential there.
+        assert!(!is_dashboard(&req("/api/v1/pods", cookie)));
+        assert!(!is_dashboard(&req("/uix", None)));
+        assert!(!is_dashboard(&req("/klab/v1/nodes", None)));
+        assert!(!is_dashboard(&req("/klab/v1/nodes", Some("other=abc"))));
+    }
+
     /// A client that connects and never says anything is dropped after the handshake timeout
     /// (real sockets on loopback; the wait is bounded).
     #[tokio::test]
