@@ -6,6 +6,7 @@
 //! certificate becomes the request `Identity` (CN = user, O = groups); requests without one are
 //! refused with 401, except the public health and version endpoints.
 
+pub mod dashboard;
 pub mod files;
 pub mod kubeconfig;
 pub mod pki;

@@ -88,6 +88,20 @@ fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
+/// Requests without a certificate that the dashboard's own authentication judges: its page and
+/// events, and admin-endpoint calls carrying its cookie. Nothing else gets past without one.
+fn is_dashboard<B>(req: &Request<B>) -> bool {
+    let path = req.uri().path();
+    path == "/ui"
+        || path.starts_with("/ui/")
+        || (path.starts_with("/klab/v1/")
+            && req
+                .headers()
+                .get(http::header::COOKIE)
+                .and_then(|c| c.to_str().ok())
+                .is_some_and(|c| klab_ui::auth::cookie_value(c, klab_ui::auth::COOKIE).is_some()))
+}
+
 /// Connection limits of the TLS listener, with kube-apiserver's values as defaults.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -211,6 +225,9 @@ pub async fn serve_tls_with(
                             .headers()
                             .get(http::header::AUTHORIZATION)
                             .is_some_and(|v| v.as_bytes().starts_with(b"Bearer ")) => {}
+                        // The dashboard authenticates its page by login token or cookie,
+                        // and the admin endpoint's calls by cookie (`klab_ui::authenticate`).
+                        None if is_dashboard(&req) => {}
                         None if is_public(req.uri().path()) => {
                             req.extensions_mut().insert(Identity::new(
                                 "system:anonymous",
@@ -257,6 +274,26 @@ mod tests {
             d = Some(next);
         }
         assert_eq!(seen, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+    }
+
+    #[test]
+    fn only_the_dashboard_passes_without_a_certificate() {
+        let req = |path: &str, cookie: Option<&str>| {
+            let mut b = Request::builder().uri(path);
+            if let Some(c) = cookie {
+                b = b.header(http::header::COOKIE, c);
+            }
+            b.body(()).unwrap()
+        };
+        let cookie = Some("klab-dashboard=abc");
+        assert!(is_dashboard(&req("/ui", None)));
+        assert!(is_dashboard(&req("/ui/events", None)));
+        assert!(is_dashboard(&req("/klab/v1/nodes/n1/stop-kubelet", cookie)));
+        // The API never: a dashboard cookie is not a credential there.
+        assert!(!is_dashboard(&req("/api/v1/pods", cookie)));
+        assert!(!is_dashboard(&req("/uix", None)));
+        assert!(!is_dashboard(&req("/klab/v1/nodes", None)));
+        assert!(!is_dashboard(&req("/klab/v1/nodes", Some("other=abc"))));
     }
 
     /// A client that connects and never says anything is dropped after the handshake timeout

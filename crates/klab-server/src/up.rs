@@ -111,6 +111,8 @@ pub struct Running {
     pub kubeconfig: PathBuf,
     pub server_url: String,
     pub local_addr: SocketAddr,
+    /// The live dashboard with its login token (`https://…/ui/?token=…`).
+    pub dashboard_url: String,
 }
 
 fn host_names(listen: &SocketAddr) -> Vec<String> {
@@ -221,7 +223,12 @@ pub async fn start(
         }
     });
     let tls = tls_config(&pki)?;
-    let router = klab_cluster::admin::admin_router(cluster.clone()).merge(api.router());
+    let token = crate::dashboard::load_or_create_token(dir).map_err(|source| UpError::Io {
+        path: dir.join(crate::dashboard::TOKEN_FILE),
+        source,
+    })?;
+    let dashboard_url = format!("{server_url}/ui/?token={token}");
+    let router = crate::dashboard::router(cluster.clone(), token).merge(api.router());
     let handle = tokio::spawn(serve_tls(listener, tls, router, shutdown));
     Ok((
         Running {
@@ -230,6 +237,7 @@ pub async fn start(
             kubeconfig,
             server_url,
             local_addr,
+            dashboard_url,
         },
         handle,
     ))
@@ -248,6 +256,7 @@ pub async fn run(opts: UpOptions) -> Result<(), UpError> {
         running.server_url
     );
     println!("kubeconfig: {kc}");
+    println!("dashboard: {}", running.dashboard_url);
     println!();
     println!("Try:  kubectl --kubeconfig {kc} get nodes");
     let result = match handle.await {

@@ -6,6 +6,7 @@ mod accounts_live;
 mod apply_live;
 mod cli_errors;
 mod clients;
+mod dashboard_browser;
 mod drain_live;
 mod everyday_live;
 mod eviction_live;
