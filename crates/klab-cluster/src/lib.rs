@@ -708,6 +708,10 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
         "thaw" => NodeFault::Thaw,
         "shutdown" => NodeFault::Shutdown,
         "shutdown-cancel" => NodeFault::ShutdownCancel,
+        "fail-lease-updates" => NodeFault::FailLeaseUpdates,
+        "heal-lease-updates" => NodeFault::HealLeaseUpdates,
+        "fail-status-updates" => NodeFault::FailStatusUpdates,
+        "heal-status-updates" => NodeFault::HealStatusUpdates,
         _ => return None,
     })
 }
@@ -733,7 +737,7 @@ pub fn pressure_signal(fault: &str) -> Option<&'static str> {
 }
 
 /// The spelling `parse_fault` accepts for each fault.
-pub const FAULT_NAMES: [&str; 11] = [
+pub const FAULT_NAMES: [&str; 15] = [
     "stop-kubelet",
     "start-kubelet",
     "power-off",
@@ -745,6 +749,10 @@ pub const FAULT_NAMES: [&str; 11] = [
     "thaw",
     "shutdown",
     "shutdown-cancel",
+    "fail-lease-updates",
+    "heal-lease-updates",
+    "fail-status-updates",
+    "heal-status-updates",
 ];
 
 #[cfg(test)]

@@ -346,6 +346,10 @@ impl SimNode {
                     s.generation = s.generation.wrapping_add(1);
                 }
             }),
+            NodeFault::FailLeaseUpdates => self.net.set_lease_writes_fail(true),
+            NodeFault::HealLeaseUpdates => self.net.set_lease_writes_fail(false),
+            NodeFault::FailStatusUpdates => self.net.set_status_writes_fail(true),
+            NodeFault::HealStatusUpdates => self.net.set_status_writes_fail(false),
         }
     }
 

@@ -502,6 +502,10 @@ pub fn fault_name(f: NodeFault) -> &'static str {
         NodeFault::Thaw => "thaw",
         NodeFault::Shutdown => "shutdown",
         NodeFault::ShutdownCancel => "shutdown-cancel",
+        NodeFault::FailLeaseUpdates => "fail-lease-updates",
+        NodeFault::HealLeaseUpdates => "heal-lease-updates",
+        NodeFault::FailStatusUpdates => "fail-status-updates",
+        NodeFault::HealStatusUpdates => "heal-status-updates",
     }
 }
 
@@ -517,6 +521,10 @@ const NODE_FAULTS: &[NodeFault] = &[
     NodeFault::Thaw,
     NodeFault::Shutdown,
     NodeFault::ShutdownCancel,
+    NodeFault::FailLeaseUpdates,
+    NodeFault::HealLeaseUpdates,
+    NodeFault::FailStatusUpdates,
+    NodeFault::HealStatusUpdates,
 ];
 
 const API_ACTIONS: &[&str] = &[
