@@ -49,6 +49,12 @@ pub enum NodeFault {
     Shutdown,
     /// The shutdown is cancelled before the machine went down (`PrepareForShutdown(false)`).
     ShutdownCancel,
+    /// The container runtime stops answering (containerd stopped; its shims keep the containers
+    /// running): after 30 s the kubelet reports Ready=False `container runtime is down`, after
+    /// 3 minutes PLEG is unhealthy too.
+    RuntimeDown,
+    /// The container runtime answers again.
+    RuntimeUp,
     /// Only the kubelet's Lease writes fail (create and renew); everything else still works.
     FailLeaseUpdates,
     /// The Lease writes work again.
