@@ -33,6 +33,22 @@ pub struct RequestLabels {
     pub code: u16,
 }
 
+/// One answered request as the server accounted for it: when it arrived (virtual time since the
+/// clock's epoch), who sent it, and upstream's labels. Kept only once `record_requests` is called
+/// (`klab sim` does, so expectations can count a component's writes in a window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestEntry {
+    pub at: Duration,
+    /// The authenticated user (`system:node:n1`, `system:serviceaccount:kube-system:…`).
+    pub user: String,
+    pub verb: &'static str,
+    pub resource: &'static str,
+    pub subresource: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub code: u16,
+}
+
 #[derive(Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
@@ -49,6 +65,9 @@ pub struct ApiMetrics {
     durations: Mutex<BTreeMap<RequestLabels, Histogram>>,
     watch_events: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     sources: Mutex<Vec<Source>>,
+    /// Every request in arrival order, once `record_requests` turned it on (it grows with the
+    /// run, so a long-lived `klab up` never keeps it).
+    log: Mutex<Option<Vec<RequestEntry>>>,
 }
 
 /// Upstream's verb for a request: `LIST` and `WATCH` for collection reads, `APPLY` for
@@ -113,6 +132,26 @@ impl ApiMetrics {
         let mut r = lock(&self.requests);
         let n = r.entry(labels).or_default();
         *n = n.saturating_add(1);
+    }
+
+    /// Keeps every request from now on (see [`RequestEntry`]).
+    pub fn record_requests(&self) {
+        let mut l = lock(&self.log);
+        if l.is_none() {
+            *l = Some(Vec::new());
+        }
+    }
+
+    /// Adds one request to the log, if it is kept.
+    pub fn log_request(&self, e: RequestEntry) {
+        if let Some(l) = lock(&self.log).as_mut() {
+            l.push(e);
+        }
+    }
+
+    /// The requests logged so far, in arrival order.
+    pub fn request_log(&self) -> Vec<RequestEntry> {
+        lock(&self.log).clone().unwrap_or_default()
     }
 
     /// Counts one event sent on a watch of `ri`.
@@ -282,5 +321,28 @@ mod tests {
         );
         assert!(text.contains("apiserver_storage_objects{resource=\"pods\"} 2\n"));
         assert!(text.ends_with("node_collector_zone_size{zone=\"\"} 3\n"));
+    }
+
+    #[test]
+    fn the_request_log_is_kept_only_once_turned_on() {
+        let m = ApiMetrics::default();
+        let e = |user: &str| RequestEntry {
+            at: Duration::from_secs(10),
+            user: user.into(),
+            verb: "PATCH",
+            resource: "nodes",
+            subresource: "status".into(),
+            namespace: None,
+            name: Some("n1".into()),
+            code: 200,
+        };
+        m.log_request(e("before"));
+        assert!(m.request_log().is_empty());
+        m.record_requests();
+        m.log_request(e("system:node:n1"));
+        m.record_requests(); // a second call keeps what was logged
+        m.log_request(e("system:node:n2"));
+        let users: Vec<String> = m.request_log().into_iter().map(|e| e.user).collect();
+        assert_eq!(users, ["system:node:n1", "system:node:n2"]);
     }
 }

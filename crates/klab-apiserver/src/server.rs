@@ -320,6 +320,12 @@ impl ApiServer {
         &self.inner.store
     }
 
+    /// The request, watch and storage accounting (`/metrics`, and the request log `klab sim`'s
+    /// `writes` expectations read).
+    pub fn metrics(&self) -> &crate::metrics::SharedMetrics {
+        &self.inner.metrics
+    }
+
     /// Adds a source of more `/metrics` text (the controllers' metric families).
     pub fn add_metrics_source(&self, f: impl Fn() -> String + Send + Sync + 'static) {
         self.inner.metrics.add_source(f);
@@ -652,6 +658,15 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
             code: 0,
         }
     });
+    // Who asked, for the request log (in-process callers without one are the admin).
+    let entry = target.as_ref().map(|t| {
+        let user = req
+            .extensions()
+            .get::<Identity>()
+            .map(|i| i.user.clone())
+            .unwrap_or_else(|| Identity::admin().user);
+        (user, t.namespace.clone(), t.name.clone())
+    });
     let started = inner.clock.elapsed();
     let metrics = inner.metrics.clone();
     let clock = inner.clock.clone();
@@ -664,6 +679,18 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         let long_running = matches!(l.verb, "WATCH" | "CONNECT")
             || (l.subresource == "log" && resp.status().is_success());
         let took = (!long_running).then(|| clock.elapsed().saturating_sub(started));
+        if let Some((user, namespace, name)) = entry {
+            metrics.log_request(crate::metrics::RequestEntry {
+                at: started,
+                user,
+                verb: l.verb,
+                resource: l.resource,
+                subresource: l.subresource.clone(),
+                namespace,
+                name,
+                code: l.code,
+            });
+        }
         metrics.observe(l, took);
     }
     // Upstream's deprecation filter warns on every request to a deprecated resource; kubectl

@@ -766,6 +766,12 @@ pub fn parse_fault(name: &str) -> Option<NodeFault> {
         "thaw" => NodeFault::Thaw,
         "shutdown" => NodeFault::Shutdown,
         "shutdown-cancel" => NodeFault::ShutdownCancel,
+        "runtime-down" => NodeFault::RuntimeDown,
+        "runtime-up" => NodeFault::RuntimeUp,
+        "fail-lease-updates" => NodeFault::FailLeaseUpdates,
+        "heal-lease-updates" => NodeFault::HealLeaseUpdates,
+        "fail-status-updates" => NodeFault::FailStatusUpdates,
+        "heal-status-updates" => NodeFault::HealStatusUpdates,
         _ => return None,
     })
 }
@@ -791,7 +797,7 @@ pub fn pressure_signal(fault: &str) -> Option<&'static str> {
 }
 
 /// The spelling `parse_fault` accepts for each fault.
-pub const FAULT_NAMES: [&str; 11] = [
+pub const FAULT_NAMES: [&str; 17] = [
     "stop-kubelet",
     "start-kubelet",
     "power-off",
@@ -803,6 +809,12 @@ pub const FAULT_NAMES: [&str; 11] = [
     "thaw",
     "shutdown",
     "shutdown-cancel",
+    "runtime-down",
+    "runtime-up",
+    "fail-lease-updates",
+    "heal-lease-updates",
+    "fail-status-updates",
+    "heal-status-updates",
 ];
 
 #[cfg(test)]

@@ -295,7 +295,8 @@ async fn update_node_status(
             ready_errors: if s.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
                 vec![crate::shutdown::MSG_NODE_SHUTTING_DOWN.into()]
             } else {
-                Vec::new()
+                let down = lock(&ctx.machine).runtime_down_since;
+                crate::node_status::runtime_ready_errors(down, ctx.clock.now())
             },
         };
         let (mut status, mut events) = compute_status(&node, &machine, &health, &now);

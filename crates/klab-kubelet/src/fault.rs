@@ -49,6 +49,20 @@ pub enum NodeFault {
     Shutdown,
     /// The shutdown is cancelled before the machine went down (`PrepareForShutdown(false)`).
     ShutdownCancel,
+    /// The container runtime stops answering (containerd stopped; its shims keep the containers
+    /// running): after 30 s the kubelet reports Ready=False `container runtime is down`, after
+    /// 3 minutes PLEG is unhealthy too.
+    RuntimeDown,
+    /// The container runtime answers again.
+    RuntimeUp,
+    /// Only the kubelet's Lease writes fail (create and renew); everything else still works.
+    FailLeaseUpdates,
+    /// The Lease writes work again.
+    HealLeaseUpdates,
+    /// Only the kubelet's Node status writes (`nodes/NAME/status`) fail.
+    FailStatusUpdates,
+    /// The status writes work again.
+    HealStatusUpdates,
 }
 
 /// The error a partitioned client sees (what `net/http` reports for a refused connection).
@@ -63,6 +77,23 @@ pub struct NetState {
     pub frozen: bool,
     /// Bumped whenever open connections must break (partition, freeze, kubelet stop).
     pub epoch: u64,
+    /// Lease writes fail (`fail-lease-updates`).
+    pub lease_writes_fail: bool,
+    /// Node status writes fail (`fail-status-updates`).
+    pub status_writes_fail: bool,
+}
+
+impl NetState {
+    /// Whether this one request fails while the rest of the path works: the selective faults
+    /// hit writes only (a kubelet still reads and watches).
+    pub fn refuses(&self, method: &http::Method, path: &str) -> bool {
+        if matches!(*method, http::Method::GET | http::Method::HEAD) {
+            return false;
+        }
+        let lease = path.starts_with("/apis/coordination.k8s.io/") && path.contains("/leases");
+        let status = path.starts_with("/api/v1/nodes/") && path.ends_with("/status");
+        (self.lease_writes_fail && lease) || (self.status_writes_fail && status)
+    }
 }
 
 /// Handle on a node's network seam. Cheap to clone.
@@ -112,6 +143,16 @@ impl NetFault {
             }
             s.frozen = on;
         });
+    }
+
+    /// Makes the kubelet's Lease writes fail (or work again).
+    pub fn set_lease_writes_fail(&self, on: bool) {
+        self.update(|s| s.lease_writes_fail = on);
+    }
+
+    /// Makes the kubelet's Node status writes fail (or work again).
+    pub fn set_status_writes_fail(&self, on: bool) {
+        self.update(|s| s.status_writes_fail = on);
     }
 
     /// Breaks every open connection (the process that held them is gone).
@@ -183,7 +224,7 @@ where
             // A frozen machine sends nothing until it is thawed.
             let _ = rx.wait_for(|s| !s.frozen).await;
             let state = *rx.borrow();
-            if state.partitioned {
+            if state.partitioned || state.refuses(req.method(), req.uri().path()) {
                 return Err(Box::new(ConnectionRefused) as BoxError);
             }
             let resp = inner.oneshot(req).await.map_err(Into::into)?;
@@ -218,6 +259,44 @@ mod tests {
         }
         fn call(&mut self, r: Request<String>) -> Self::Future {
             std::future::ready(Ok(Response::new(Full::new(Bytes::from(r.into_body())))))
+        }
+    }
+
+    #[test]
+    fn selective_faults_refuse_only_their_writes() {
+        use http::Method;
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1";
+        let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+        let status = "/api/v1/nodes/n1/status";
+        let node = "/api/v1/nodes/n1";
+        let both = NetState {
+            lease_writes_fail: true,
+            status_writes_fail: true,
+            ..Default::default()
+        };
+        let only_lease = NetState {
+            lease_writes_fail: true,
+            ..Default::default()
+        };
+        let table: &[(&NetState, Method, &str, bool)] = &[
+            (&only_lease, Method::PUT, lease, true),
+            (&only_lease, Method::POST, leases, true),
+            (&only_lease, Method::GET, lease, false),
+            (&only_lease, Method::PATCH, status, false),
+            (&both, Method::PATCH, status, true),
+            (&both, Method::PUT, status, true),
+            (&both, Method::GET, status, false),
+            (&both, Method::PATCH, node, false),
+            (
+                &both,
+                Method::POST,
+                "/api/v1/namespaces/default/events",
+                false,
+            ),
+            (&NetState::default(), Method::PUT, lease, false),
+        ];
+        for (state, method, path, want) in table {
+            assert_eq!(state.refuses(method, path), *want, "{method} {path}");
         }
     }
 

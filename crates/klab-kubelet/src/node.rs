@@ -346,6 +346,17 @@ impl SimNode {
                     s.generation = s.generation.wrapping_add(1);
                 }
             }),
+            NodeFault::RuntimeDown => {
+                let mut m = self.machine();
+                if m.runtime_down_since.is_none() {
+                    m.runtime_down_since = Some(now);
+                }
+            }
+            NodeFault::RuntimeUp => self.machine().runtime_down_since = None,
+            NodeFault::FailLeaseUpdates => self.net.set_lease_writes_fail(true),
+            NodeFault::HealLeaseUpdates => self.net.set_lease_writes_fail(false),
+            NodeFault::FailStatusUpdates => self.net.set_status_writes_fail(true),
+            NodeFault::HealStatusUpdates => self.net.set_status_writes_fail(false),
         }
     }
 

@@ -92,6 +92,38 @@ pub const REASON_KUBELET_READY: &str = "KubeletReady";
 pub const MSG_KUBELET_READY: &str = "kubelet is posting ready status";
 pub const REASON_KUBELET_NOT_READY: &str = "KubeletNotReady";
 
+/// How long the runtime status may go without an answer before the kubelet reports the runtime
+/// down (upstream's `maxWaitForContainerRuntime`).
+pub const RUNTIME_STATUS_THRESHOLD: Duration = Duration::from_secs(30);
+/// How long PLEG may go without a successful relist before it is unhealthy (`relistThreshold`).
+pub const PLEG_RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+
+/// The Ready errors of a container runtime that stopped answering at `down_since`, as the
+/// kubelet's runtime state reports them at `now`: `container runtime is down` once the last
+/// good runtime status is 30 s old, and PLEG's error once its last relist (the last moment the
+/// runtime answered) is more than 3 minutes old.
+pub fn runtime_ready_errors(down_since: Option<Timestamp>, now: Timestamp) -> Vec<String> {
+    let Some(since) = down_since else {
+        return Vec::new();
+    };
+    let elapsed = now
+        .duration_since(since)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    let mut errors = Vec::new();
+    if elapsed >= RUNTIME_STATUS_THRESHOLD {
+        errors.push("container runtime is down".to_string());
+    }
+    if elapsed > PLEG_RELIST_THRESHOLD {
+        errors.push(format!(
+            "PLEG is not healthy: pleg was last seen active {} ago; threshold is {}",
+            klab_api::duration::format_go_duration(elapsed),
+            klab_api::duration::format_go_duration(PLEG_RELIST_THRESHOLD)
+        ));
+    }
+    errors
+}
+
 /// Runs the four condition setters on `existing` at `now`. Existing conditions keep their position;
 /// missing ones are appended in setter order (MemoryPressure, DiskPressure, PIDPressure, Ready:
 /// Ready last). Returns the new list and the events to record.
@@ -581,6 +613,52 @@ pub fn renewed_lease(
         l.metadata.owner_references = Some(vec![node_owner_ref(node, uid)]);
     }
     l
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_that_stopped_answering_reports_as_upstream() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let table: &[(Option<f64>, f64, &[&str])] = &[
+            (None, 100.0, &[]),
+            (Some(0.0), 29.9, &[]),
+            (Some(0.0), 30.0, &["container runtime is down"]),
+            (Some(10.0), 180.0, &["container runtime is down"]),
+            (
+                Some(10.0),
+                190.5,
+                &[
+                    "container runtime is down",
+                    "PLEG is not healthy: pleg was last seen active 3m0.5s ago; threshold is 3m0s",
+                ],
+            ),
+        ];
+        for (since, now, want) in table {
+            let got = runtime_ready_errors(since.map(at), at(*now));
+            assert_eq!(got, *want, "{since:?} {now}");
+        }
+        // Both errors make one Ready=False message, upstream's aggregate.
+        let health = NodeHealth {
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
+            ready_errors: runtime_ready_errors(Some(at(0.0)), at(200.0)),
+        };
+        let now = Time(at(200.0));
+        let (conds, _) = set_conditions("n1", &[], &health, &now);
+        let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(
+            ready.message.as_deref(),
+            Some(
+                "[container runtime is down, PLEG is not healthy: pleg was last seen active 3m20s ago; threshold is 3m0s]"
+            )
+        );
+        assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+    }
 }
 
 #[cfg(test)]

@@ -148,6 +148,10 @@ pub struct Machine {
     /// counters, the node's cumulative CPU (`node_cpu_usage_seconds_total`).
     #[serde(default)]
     pub cpu_ns_retired: u64,
+    /// Since when the container runtime has not answered (`runtime-down`): the kubelet's
+    /// runtime status goes stale and its Ready condition reports it.
+    #[serde(default)]
+    pub runtime_down_since: Option<Timestamp>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -171,6 +175,7 @@ impl Machine {
             removed: Default::default(),
             available_override: BTreeMap::new(),
             cpu_ns_retired: 0,
+            runtime_down_since: None,
             next_ip: 2,
             ip_prefix,
         }

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use crate::scenario::{Check, Expectation, TaintSpec};
+use klab_apiserver::metrics::RequestEntry;
+use serde_json::Value;
+
+use crate::scenario::{Check, ConditionSpec, Expectation, TaintSpec};
 use crate::trace::{Attribution, NodeView, Record, TraceLine, World};
 
 /// A failed expectation.
@@ -28,11 +31,13 @@ pub struct Verdict {
     pub skipped: usize,
 }
 
-/// Checks `expectations` against sorted `records` (and the trace they produced). `end` is when the
-/// run stopped; expectations without a time are checked there.
+/// Checks `expectations` against sorted `records` (and the trace they produced) and the API
+/// server's request log. `end` is when the run stopped; expectations without a time are checked
+/// there.
 pub fn evaluate(
     records: &[Record],
     lines: &[TraceLine],
+    requests: &[RequestEntry],
     attr: &Attribution,
     expectations: &[Expectation],
     end: Duration,
@@ -58,7 +63,7 @@ pub fn evaluate(
             world.apply(&records[next], attr, &mut sink);
             next += 1;
         }
-        match check(&world, lines, e, at) {
+        match check(&world, lines, requests, e, at) {
             Ok(()) => verdict.passed += 1,
             Err(detail) => verdict.failures.push(Failure {
                 line: e.line,
@@ -83,7 +88,82 @@ fn has_taint(n: &NodeView, spec: &TaintSpec) -> bool {
     n.taints.iter().any(|t| taint_matches(spec, t))
 }
 
-fn check(world: &World, lines: &[TraceLine], e: &Expectation, at: Duration) -> Result<(), String> {
+/// The world as a run has seen it so far, advanced as records arrive: what a `wait-for` step
+/// checks its expectation against while the run goes on.
+#[derive(Default)]
+pub struct Live {
+    world: World,
+    lines: Vec<TraceLine>,
+    applied: usize,
+}
+
+impl Live {
+    /// Applies the records pushed since the last call (each batch in trace order).
+    pub fn advance(&mut self, records: &[Record], attr: &Attribution) {
+        let mut batch: Vec<Record> = records.get(self.applied..).unwrap_or_default().to_vec();
+        self.applied = records.len();
+        crate::trace::sort_records(&mut batch);
+        for r in &batch {
+            self.world.apply(r, attr, &mut self.lines);
+        }
+    }
+
+    /// Whether `e` holds now (`at`), trace patterns counted from `from`.
+    pub fn check(
+        &self,
+        requests: &[RequestEntry],
+        e: &Expectation,
+        from: Duration,
+        at: Duration,
+    ) -> Result<(), String> {
+        let mut e = e.clone();
+        e.from = Some(from);
+        check(&self.world, &self.lines, requests, &e, at)
+    }
+}
+
+/// How a condition compares with what is wanted; `None` when it matches.
+fn condition_mismatch(
+    what: &str,
+    want: &ConditionSpec,
+    got: Option<(&str, &str, &str)>,
+) -> Option<String> {
+    let Some((status, reason, message)) = got else {
+        return Some(format!(
+            "{what} has no condition {}, expected {want}",
+            want.type_
+        ));
+    };
+    let ok = status == want.status
+        && want.reason.as_deref().is_none_or(|r| r == reason)
+        && want.message.as_deref().is_none_or(|m| m == message);
+    if ok {
+        return None;
+    }
+    let mut found = format!("{}={status}", want.type_);
+    if !reason.is_empty() || !message.is_empty() {
+        found.push_str(&format!(" ({reason}: {message})"));
+    }
+    Some(format!("{what} condition is {found}, expected {want}"))
+}
+
+fn object_condition<'a>(obj: &'a Value, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    let c = obj
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?;
+    let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+    Some((s("status"), s("reason"), s("message")))
+}
+
+fn check(
+    world: &World,
+    lines: &[TraceLine],
+    requests: &[RequestEntry],
+    e: &Expectation,
+    at: Duration,
+) -> Result<(), String> {
     match &e.check {
         Check::Node {
             name,
@@ -108,16 +188,22 @@ fn check(world: &World, lines: &[TraceLine], e: &Expectation, at: Duration) -> R
             {
                 return Err(format!("node {name} STATUS is {}, expected {s}", n.status));
             }
-            if let Some((t, want)) = condition {
-                let got = n
-                    .conditions
-                    .get(t)
-                    .map(|c| c.0.as_str())
-                    .unwrap_or("<absent>");
-                if got != want {
-                    return Err(format!(
-                        "node {name} condition {t} is {got}, expected {want}"
-                    ));
+            if let Some(want) = condition {
+                let got = n.conditions.get(&want.type_);
+                if want.reason.is_none() && want.message.is_none() {
+                    let got = got.map(|c| c.0.as_str()).unwrap_or("<absent>");
+                    if got != want.status {
+                        return Err(format!(
+                            "node {name} condition {} is {got}, expected {}",
+                            want.type_, want.status
+                        ));
+                    }
+                } else if let Some(m) = condition_mismatch(
+                    &format!("node {name}"),
+                    want,
+                    got.map(|c| (c.0.as_str(), c.1.as_str(), c.2.as_str())),
+                ) {
+                    return Err(m);
                 }
             }
             let taints = || n.taints.iter().cloned().collect::<Vec<_>>().join(", ");
@@ -246,6 +332,120 @@ fn check(world: &World, lines: &[TraceLine], e: &Expectation, at: Duration) -> R
                 Err(format!("not converged: {}", off.join("; ")))
             }
         }
+        Check::Object {
+            resource,
+            namespace,
+            name,
+            exists,
+            path,
+            equals,
+            matches,
+            condition,
+        } => {
+            let label = crate::scenario::object_label(resource, Some(namespace), name);
+            let key = (resource.kind.to_string(), namespace.clone(), name.clone());
+            let obj = world.objects.get(&key);
+            let Some(obj) = obj else {
+                // `exists: false` holds for a missing object, and for a path in one.
+                return if *exists == Some(false) {
+                    Ok(())
+                } else {
+                    Err(format!("{label} does not exist"))
+                };
+            };
+            if *exists == Some(false) && path.is_none() {
+                return Err(format!("{label} exists"));
+            }
+            if let Some(p) = path {
+                let found = p.eval(obj);
+                let text = p.render(obj);
+                match exists {
+                    Some(true) if found.is_empty() => {
+                        return Err(format!("{label}: {p} finds nothing"));
+                    }
+                    Some(false) if !found.is_empty() => {
+                        return Err(format!("{label}: {p} is {text:?}, expected nothing"));
+                    }
+                    _ => {}
+                }
+                if let Some(want) = equals
+                    && &text != want
+                {
+                    return Err(format!("{label}: {p} is {text:?}, expected {want:?}"));
+                }
+                if let Some(re) = matches
+                    && !re.is_match(&text)
+                {
+                    return Err(format!(
+                        "{label}: {p} is {text:?}, which does not match /{}/",
+                        re.as_str()
+                    ));
+                }
+            }
+            if let Some(want) = condition
+                && let Some(m) =
+                    condition_mismatch(&label, want, object_condition(obj, &want.type_))
+            {
+                return Err(m);
+            }
+            Ok(())
+        }
+        Check::Writes { filter, count } => {
+            let from = e.from.unwrap_or_default();
+            let hits: Vec<&RequestEntry> = requests
+                .iter()
+                .filter(|r| r.at >= from && r.at <= at)
+                .filter(|r| {
+                    filter.counts(
+                        &r.user,
+                        r.verb,
+                        r.resource,
+                        &r.subresource,
+                        r.name.as_deref(),
+                    )
+                })
+                .collect();
+            if count.holds(hits.len()) {
+                return Ok(());
+            }
+            // The first few, so a surprise says when and what.
+            let shown: Vec<String> = hits
+                .iter()
+                .take(5)
+                .map(|r| {
+                    let sub = if r.subresource.is_empty() {
+                        String::new()
+                    } else {
+                        format!("/{}", r.subresource)
+                    };
+                    format!(
+                        "{} {} {} {}{sub}{} {}",
+                        klab_api::clock::format_elapsed(r.at),
+                        r.user,
+                        r.verb,
+                        r.resource,
+                        r.name
+                            .as_deref()
+                            .map(|n| format!(" {n}"))
+                            .unwrap_or_default(),
+                        r.code
+                    )
+                })
+                .collect();
+            let more = if hits.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            };
+            Err(format!(
+                "{} writes by {} between {} and {}, expected {count}: [{}{more}]",
+                hits.len(),
+                filter.component,
+                klab_api::clock::format_elapsed(from),
+                klab_api::clock::format_elapsed(at),
+                shown.join(", ")
+            ))
+        }
         Check::Trace { pattern, present } => {
             let from = e.from.unwrap_or_default();
             let hits: Vec<&TraceLine> = lines
@@ -362,7 +562,7 @@ mod tests {
         let records = history();
         let attr = Attribution::default();
         let lines = replay(&records, &attr);
-        evaluate(&records, &lines, &attr, exps, secs(end), secs(600))
+        evaluate(&records, &lines, &[], &attr, exps, secs(end), secs(600))
     }
 
     #[test]
@@ -387,7 +587,12 @@ mod tests {
                         name: "n1".into(),
                         exists: None,
                         status: None,
-                        condition: Some(("Ready".into(), "Unknown".into())),
+                        condition: Some(ConditionSpec {
+                            type_: "Ready".into(),
+                            status: "Unknown".into(),
+                            reason: None,
+                            message: None,
+                        }),
                         has_taints: vec![taint("node.kubernetes.io/unreachable:NoSchedule")],
                         no_taints: vec![taint("node.kubernetes.io/unreachable:NoExecute")],
                     },
@@ -475,6 +680,328 @@ mod tests {
                 assert_eq!((f.line, f.at), (7, e.at.unwrap_or(secs(600))));
             }
         }
+    }
+
+    fn object_check(
+        path: Option<&str>,
+        exists: Option<bool>,
+        equals: Option<&str>,
+        matches: Option<&str>,
+        condition: Option<ConditionSpec>,
+    ) -> Check {
+        Check::Object {
+            resource: klab_apiserver::registry::lookup_kind("apps/v1", "Deployment").unwrap(),
+            namespace: "default".into(),
+            name: "web".into(),
+            exists,
+            path: path.map(|p| crate::jsonpath::JsonPath::parse(p).unwrap()),
+            equals: equals.map(Into::into),
+            matches: matches.map(|m| regex::Regex::new(m).unwrap()),
+            condition,
+        }
+    }
+
+    fn progressing(status: &str, reason: &str) -> ConditionSpec {
+        ConditionSpec {
+            type_: "Progressing".into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: None,
+        }
+    }
+
+    #[test]
+    fn object_checks_read_whole_objects_as_of_their_time() {
+        let dep = |reason: &str, status: &str| Change::Object {
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+            value: Some(std::sync::Arc::new(serde_json::json!({
+                "metadata": {"name": "web", "generation": 2},
+                "status": {"conditions": [{"type": "Progressing", "status": status,
+                    "reason": reason, "message": "ReplicaSet \"web-1\" has timed out progressing."}]}
+            }))),
+        };
+        let records = vec![
+            Record {
+                t: secs(10),
+                rv: 10,
+                change: dep("NewReplicaSetAvailable", "True"),
+            },
+            Record {
+                t: secs(700),
+                rv: 20,
+                change: dep("ProgressDeadlineExceeded", "False"),
+            },
+            Record {
+                t: secs(900),
+                rv: 30,
+                change: Change::Object {
+                    kind: "Deployment".into(),
+                    namespace: "default".into(),
+                    name: "web".into(),
+                    value: None,
+                },
+            },
+        ];
+        let attr = Attribution::default();
+        let lines = replay(&records, &attr);
+        assert!(
+            lines.is_empty(),
+            "whole objects make no trace lines: {lines:?}"
+        );
+        let table: Vec<(Expectation, Option<&str>)> = vec![
+            (
+                exp(Some(5), object_check(None, Some(false), None, None, None)),
+                None,
+            ),
+            (
+                exp(Some(5), object_check(None, None, None, None, None)),
+                Some("Deployment default/web does not exist"),
+            ),
+            (
+                exp(Some(60), object_check(None, Some(false), None, None, None)),
+                Some("Deployment default/web exists"),
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(Some("{.metadata.generation}"), None, Some("2"), None, None),
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(Some("{.metadata.generation}"), None, Some("3"), None, None),
+                ),
+                Some("Deployment default/web: {.metadata.generation} is \"2\", expected \"3\""),
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(
+                        Some("{.status.observedGeneration}"),
+                        Some(true),
+                        None,
+                        None,
+                        None,
+                    ),
+                ),
+                Some("Deployment default/web: {.status.observedGeneration} finds nothing"),
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(
+                        Some("{.status.observedGeneration}"),
+                        Some(false),
+                        None,
+                        None,
+                        None,
+                    ),
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(
+                        Some("{.status.conditions[0].message}"),
+                        None,
+                        None,
+                        Some("timed out"),
+                        None,
+                    ),
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(60),
+                    object_check(
+                        Some("{.status.conditions[0].reason}"),
+                        None,
+                        None,
+                        Some("^Progress"),
+                        None,
+                    ),
+                ),
+                Some(
+                    "Deployment default/web: {.status.conditions[0].reason} is \"NewReplicaSetAvailable\", which does not match /^Progress/",
+                ),
+            ),
+            (
+                exp(
+                    Some(600),
+                    object_check(
+                        None,
+                        None,
+                        None,
+                        None,
+                        Some(progressing("False", "ProgressDeadlineExceeded")),
+                    ),
+                ),
+                Some(
+                    "Deployment default/web condition is Progressing=True (NewReplicaSetAvailable: ReplicaSet \"web-1\" has timed out progressing.), expected Progressing=False (ProgressDeadlineExceeded)",
+                ),
+            ),
+            (
+                exp(
+                    Some(700),
+                    object_check(
+                        None,
+                        None,
+                        None,
+                        None,
+                        Some(progressing("False", "ProgressDeadlineExceeded")),
+                    ),
+                ),
+                None,
+            ),
+            (
+                exp(
+                    Some(700),
+                    object_check(
+                        None,
+                        None,
+                        None,
+                        None,
+                        Some(ConditionSpec {
+                            type_: "Available".into(),
+                            status: "True".into(),
+                            reason: None,
+                            message: None,
+                        }),
+                    ),
+                ),
+                Some("Deployment default/web has no condition Available, expected Available=True"),
+            ),
+            (
+                exp(Some(900), object_check(None, Some(false), None, None, None)),
+                None,
+            ),
+        ];
+        for (e, want) in table {
+            let v = evaluate(
+                &records,
+                &lines,
+                &[],
+                &attr,
+                std::slice::from_ref(&e),
+                secs(1000),
+                secs(1000),
+            );
+            let got = v.failures.first().map(|f| f.detail.as_str());
+            assert_eq!(got, want, "{:?}", e.check);
+        }
+    }
+
+    #[test]
+    fn write_counts_come_from_the_request_log_in_the_window() {
+        use crate::scenario::WriteFilter;
+        let req = |t: u64, user: &str, verb: &'static str, sub: &str| RequestEntry {
+            at: secs(t),
+            user: user.into(),
+            verb,
+            resource: "nodes",
+            subresource: sub.into(),
+            namespace: None,
+            name: Some("n1".into()),
+            code: 200,
+        };
+        let requests = vec![
+            req(10, "system:node:n1", "PATCH", "status"),
+            req(20, "system:node:n1", "GET", ""),
+            req(70, "system:node:n1", "PATCH", "status"),
+            req(80, "system:kube-controller-manager", "PATCH", "status"),
+            req(400, "system:node:n1", "PATCH", "status"),
+        ];
+        let writes = |count| Check::Writes {
+            filter: WriteFilter {
+                component: "kubelet".into(),
+                verb: Some("PATCH".into()),
+                resource: Some("nodes".into()),
+                subresource: Some("status".into()),
+                name: None,
+            },
+            count,
+        };
+        let mut windowed = exp(Some(300), writes(Count::AtMost(1)));
+        windowed.from = Some(secs(5));
+        let mut late = exp(Some(300), writes(Count::AtMost(1)));
+        late.from = Some(secs(60));
+        let at_least = exp(None, writes(Count::AtLeast(3)));
+        let v = evaluate(
+            &[],
+            &[],
+            &requests,
+            &Attribution::default(),
+            &[windowed, late, at_least],
+            secs(600),
+            secs(600),
+        );
+        assert_eq!(v.passed, 2);
+        let details: Vec<&str> = v.failures.iter().map(|f| f.detail.as_str()).collect();
+        assert_eq!(
+            details,
+            [
+                "2 writes by kubelet between 5.000s and 300.000s, expected at most 1: [10.000s system:node:n1 PATCH nodes/status n1 200, 70.000s system:node:n1 PATCH nodes/status n1 200]"
+            ]
+        );
+    }
+
+    #[test]
+    fn node_conditions_can_name_their_reason_and_message() {
+        let cond = |reason: &str, message: Option<&str>| Check::Node {
+            name: "n1".into(),
+            exists: None,
+            status: None,
+            condition: Some(ConditionSpec {
+                type_: "Ready".into(),
+                status: "Unknown".into(),
+                reason: Some(reason.into()),
+                message: message.map(Into::into),
+            }),
+            has_taints: vec![],
+            no_taints: vec![],
+        };
+        let mut node = history();
+        if let Change::Node { view: Some(v), .. } = &mut node[3].change {
+            v.conditions.insert(
+                "Ready".into(),
+                (
+                    "Unknown".into(),
+                    "NodeStatusUnknown".into(),
+                    "Kubelet stopped posting node status.".into(),
+                ),
+            );
+        }
+        let attr = Attribution::default();
+        let lines = replay(&node, &attr);
+        let check = |c: Check| {
+            let v = evaluate(
+                &node,
+                &lines,
+                &[],
+                &attr,
+                &[exp(Some(60), c)],
+                secs(600),
+                secs(600),
+            );
+            v.failures.first().map(|f| f.detail.clone())
+        };
+        assert_eq!(
+            check(cond(
+                "NodeStatusUnknown",
+                Some("Kubelet stopped posting node status.")
+            )),
+            None
+        );
+        assert_eq!(
+            check(cond("KubeletNotReady", None)),
+            Some("node n1 condition is Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.), expected Ready=Unknown (KubeletNotReady)".into())
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 pub mod drain;
 pub mod expect;
+pub mod jsonpath;
 pub mod kubectl;
 pub mod manifest;
 pub mod report;

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::drain::{self, DrainOptions};
 use crate::expect::{self, Verdict};
 use crate::manifest::{Manifest, api_resource};
-use crate::scenario::{Action, Scenario, TaintSpec};
+use crate::scenario::{Action, Check, PatchType, Propagation, Scenario, TaintSpec};
 use crate::summary;
 use crate::trace::{
     self, Attribution, Change, EventView, NodeView, PodView, Record, TraceLine, WorkloadView,
@@ -153,6 +153,10 @@ struct Recorder {
     livelock: Arc<tokio::sync::Notify>,
     livelock_changes: u32,
     progress: Option<Arc<Progress>>,
+    /// Woken at every record, for `wait-for` steps.
+    pushed: Arc<tokio::sync::Notify>,
+    /// `(group, kind)` of the kinds recorded whole (`object:` expectations read them).
+    full_kinds: Arc<Vec<(&'static str, &'static str)>>,
 }
 
 /// What one watch task observes.
@@ -164,6 +168,8 @@ enum Watched {
     Workload(&'static str),
     Slice,
     Storage(&'static str),
+    /// A kind watched only to record whole objects.
+    Object,
 }
 
 impl Recorder {
@@ -208,6 +214,7 @@ impl Recorder {
             r.records.push(Record { t, rv, change });
             looping
         });
+        self.pushed.notify_waiters();
         if looping {
             self.livelock.notify_one();
         }
@@ -235,7 +242,14 @@ impl Recorder {
         }
     }
 
-    fn observe(&self, what: Watched, obj: &DynamicObject, deleted: bool, modified: bool) {
+    fn observe(
+        &self,
+        ri: &'static ResourceInfo,
+        what: Watched,
+        obj: &DynamicObject,
+        deleted: bool,
+        modified: bool,
+    ) {
         let rv = obj
             .metadata
             .resource_version
@@ -251,8 +265,24 @@ impl Recorder {
                 return;
             }
         };
+        if self
+            .full_kinds
+            .iter()
+            .any(|(g, k)| *g == ri.group && *k == ri.kind)
+        {
+            self.push(
+                rv,
+                Change::Object {
+                    kind: ri.kind.to_string(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    value: (!deleted).then(|| Arc::new(value.clone())),
+                },
+            );
+        }
         let now = self.clock.now();
         let change = match what {
+            Watched::Object => return,
             Watched::Node => Change::Node {
                 name,
                 view: (!deleted).then(|| NodeView::from_object(&value, now)),
@@ -325,7 +355,7 @@ async fn watch_loop(
                         // (objects deleted in the gap are not seen; the store's history is long
                         // enough in sim that this does not happen).
                         if rv_num(o) > seen {
-                            rec.observe(what, o, false, false);
+                            rec.observe(ri, what, o, false, false);
                         }
                     }
                     rv = list.metadata.resource_version.unwrap_or_default();
@@ -370,7 +400,7 @@ async fn watch_loop(
                         .resource_version
                         .clone()
                         .unwrap_or_else(|| rv.clone());
-                    rec.observe(what, &o, false, false);
+                    rec.observe(ri, what, &o, false, false);
                 }
                 WatchEvent::Modified(o) => {
                     rv = o
@@ -378,7 +408,7 @@ async fn watch_loop(
                         .resource_version
                         .clone()
                         .unwrap_or_else(|| rv.clone());
-                    rec.observe(what, &o, false, true);
+                    rec.observe(ri, what, &o, false, true);
                 }
                 WatchEvent::Deleted(o) => {
                     rv = o
@@ -386,7 +416,7 @@ async fn watch_loop(
                         .resource_version
                         .clone()
                         .unwrap_or_else(|| rv.clone());
-                    rec.observe(what, &o, true, false);
+                    rec.observe(ri, what, &o, true, false);
                 }
                 WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
                 WatchEvent::Error(e) => {
@@ -429,12 +459,28 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         hook(&cluster);
     }
     let client = cluster.admin_client();
+    // The API server's request log is kept only when an expectation counts writes (it grows
+    // with every request of the run).
+    let waits = sc.steps.iter().filter_map(|s| match &s.action {
+        Action::WaitFor { until, .. } => Some(&*until.0),
+        _ => None,
+    });
+    let counts_writes = sc
+        .expectations
+        .iter()
+        .chain(waits)
+        .any(|e| matches!(e.check, Check::Writes { .. }));
+    if counts_writes {
+        cluster.api().metrics().record_requests();
+    }
     let rec = Recorder {
         clock: clock.clone(),
         inner: Arc::new(Mutex::new(Recorded::default())),
         livelock: Arc::new(tokio::sync::Notify::new()),
         livelock_changes: opts.livelock_changes.unwrap_or(LIVELOCK_CHANGES),
         progress: opts.progress.clone(),
+        pushed: Arc::new(tokio::sync::Notify::new()),
+        full_kinds: Arc::new(sc.object_kinds.iter().map(|r| (r.group, r.kind)).collect()),
     };
 
     let mut watches: Vec<(&'static ResourceInfo, Watched)> = vec![
@@ -463,6 +509,15 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
     for (av, kind) in trace::WORKLOAD_KINDS {
         watches.push((resource(av, kind), Watched::Workload(kind)));
     }
+    // Kinds `object:` expectations read that nothing above watches.
+    for ri in &sc.object_kinds {
+        if !watches
+            .iter()
+            .any(|(w, _)| w.group == ri.group && w.kind == ri.kind)
+        {
+            watches.push((ri, Watched::Object));
+        }
+    }
     let mut tasks = Vec::new();
     let mut readies = Vec::new();
     for (ri, what) in watches {
@@ -489,26 +544,37 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
             create(&client, &rec, m).await?;
         }
 
+        // How far a `wait-for` has pushed the rest of the plan.
+        let mut shift = Duration::ZERO;
+        let mut waits: Vec<Result<(), expect::Failure>> = Vec::new();
         for step in &sc.steps {
-            if step.at > end {
+            let planned = step.at.saturating_add(shift);
+            if planned > end {
                 break;
             }
-            sleep_to(&clock, step.at).await;
+            sleep_to(&clock, planned).await;
             rec.action(step.action.describe());
+            if let Action::WaitFor { until, timeout } = &step.action {
+                let (held_at, outcome) =
+                    wait_for(&cluster, &rec, &until.0, *timeout, end, step.line).await;
+                shift = held_at.saturating_sub(step.at);
+                waits.push(outcome);
+                continue;
+            }
             execute(&cluster, &client, &rec, &step.action)
                 .await
                 .map_err(|msg| SimError::Step {
                     file: sc.path.display().to_string(),
                     line: step.line,
-                    at: klab_api::clock::format_elapsed(step.at),
+                    at: klab_api::clock::format_elapsed(planned),
                     msg,
                 })?;
         }
         sleep_to(&clock, end).await;
-        Ok::<(), SimError>(())
+        Ok::<_, SimError>(waits)
     };
     let livelock = rec.livelock.clone();
-    tokio::select! {
+    let waits = tokio::select! {
         biased;
         _ = livelock.notified() => {
             for t in &tasks {
@@ -518,7 +584,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
             return Err(SimError::Livelock(msg));
         }
         r = drive => r?,
-    }
+    };
     // Let the watchers drain what the last instant wrote, without advancing time.
     for _ in 0..64 {
         tokio::task::yield_now().await;
@@ -542,13 +608,29 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
     settings.known = true; // klab's defaults are upstream's, the scenario's flags applied
     let snapshot =
         klab_why::fetch::fetch_all(&client, "default", settings, Some(clock.now())).await;
+    let requests = cluster.api().metrics().request_log();
     drop(cluster);
 
     let (mut records, attr) = rec.with(|r| (std::mem::take(&mut r.records), r.attr.clone()));
     records.retain(|r| r.t <= end);
     trace::sort_records(&mut records);
     let lines = trace::replay(&records, &attr);
-    let verdict = expect::evaluate(&records, &lines, &attr, &sc.expectations, end, sc.run_for);
+    let mut verdict = expect::evaluate(
+        &records,
+        &lines,
+        &requests,
+        &attr,
+        &sc.expectations,
+        end,
+        sc.run_for,
+    );
+    for w in waits {
+        match w {
+            Ok(()) => verdict.passed = verdict.passed.saturating_add(1),
+            Err(f) => verdict.failures.push(f),
+        }
+    }
+    verdict.failures.sort_by_key(|f| (f.at, f.line));
     let stuck =
         klab_why::explain_stuck_pods(&snapshot, klab_why::TimeStyle::Elapsed(clock.epoch()));
     let summary = summary::summarize(&records, &attr, end, &stuck);
@@ -569,6 +651,99 @@ async fn sleep_to(clock: &Clock, at: Duration) {
     let now = clock.elapsed();
     if at > now {
         clock.sleep(at - now).await;
+    }
+}
+
+/// Holds the plan until `until` holds, checked at every instant something is recorded (after
+/// that instant's work has landed), or until `timeout` (or the end of the run) passes. Returns
+/// when it ended and, if it timed out, the failure naming the step.
+async fn wait_for(
+    cluster: &Cluster,
+    rec: &Recorder,
+    until: &crate::scenario::Expectation,
+    timeout: Duration,
+    end: Duration,
+    line: u64,
+) -> (Duration, Result<(), expect::Failure>) {
+    let clock = &rec.clock;
+    let start = clock.elapsed();
+    let deadline = start.saturating_add(timeout).min(end);
+    let counts_writes = matches!(until.check, Check::Writes { .. });
+    let mut live = expect::Live::default();
+    loop {
+        // Let the instant's work land before looking (as an expectation "at" sees its instant).
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+        let now = clock.elapsed();
+        let requests = if counts_writes {
+            cluster.api().metrics().request_log()
+        } else {
+            Vec::new()
+        };
+        rec.with(|r| live.advance(&r.records, &r.attr));
+        match live.check(&requests, until, start, now) {
+            Ok(()) => {
+                rec.action(format!(
+                    "wait-for held after {}",
+                    klab_api::clock::format_elapsed(now.saturating_sub(start))
+                ));
+                return (now, Ok(()));
+            }
+            Err(detail) if now >= deadline => {
+                rec.action(format!(
+                    "wait-for timed out after {}",
+                    klab_api::clock::format_elapsed(now.saturating_sub(start))
+                ));
+                let failure = expect::Failure {
+                    line,
+                    text: until.text.clone(),
+                    at: now,
+                    detail: format!(
+                        "wait-for did not hold within {}: {detail}",
+                        klab_api::clock::format_elapsed(timeout)
+                    ),
+                };
+                return (now, Err(failure));
+            }
+            Err(_) => {}
+        }
+        let pushed = rec.pushed.notified();
+        tokio::select! {
+            _ = pushed => {}
+            _ = sleep_to(clock, deadline) => {}
+        }
+    }
+}
+
+/// The URL of one object (and subresource), as kubectl builds it.
+fn object_path(
+    ri: &ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+    sub: Option<&str>,
+) -> String {
+    let mut p = if ri.group.is_empty() {
+        format!("/api/{}", ri.version)
+    } else {
+        format!("/apis/{}/{}", ri.group, ri.version)
+    };
+    if let (true, Some(ns)) = (ri.namespaced, namespace) {
+        p.push_str(&format!("/namespaces/{ns}"));
+    }
+    p.push_str(&format!("/{}/{name}", ri.plural));
+    if let Some(s) = sub {
+        p.push('/');
+        p.push_str(s);
+    }
+    p
+}
+
+/// What kubectl prints for a refused request.
+fn server_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("Error from server ({}): {}", s.reason, s.message),
+        other => format!("error: {other}"),
     }
 }
 
@@ -804,6 +979,23 @@ async fn execute(
             namespace,
             name,
             patch,
+            patch_type,
+            subresource,
+        } if *patch_type != PatchType::Merge || subresource.is_some() => {
+            let path = object_path(resource, namespace.as_deref(), name, subresource.as_deref());
+            let body = serde_json::to_vec(patch).map_err(|e| e.to_string())?;
+            let req = http::Request::patch(path)
+                .header(http::header::CONTENT_TYPE, patch_type.content_type())
+                .body(body)
+                .map_err(|e| e.to_string())?;
+            patched(client.request::<DynamicObject>(req).await)
+        }
+        Action::Patch {
+            resource,
+            namespace,
+            name,
+            patch,
+            ..
         } => {
             let ar = api_resource(resource);
             let api: Api<DynamicObject> = match namespace {
@@ -812,6 +1004,75 @@ async fn execute(
             };
             patched(api.patch(name, &pp, &Patch::Merge(patch)).await)
         }
+        Action::Delete {
+            resource,
+            namespace,
+            name,
+            propagation,
+            grace,
+        } => {
+            let ar = api_resource(resource);
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) if resource.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+                _ => Api::all_with(client.clone(), &ar),
+            };
+            let dp = DeleteParams {
+                grace_period_seconds: grace.and_then(|g| u32::try_from(g).ok()),
+                propagation_policy: propagation.map(|p| match p {
+                    Propagation::Foreground => kube::api::PropagationPolicy::Foreground,
+                    Propagation::Background => kube::api::PropagationPolicy::Background,
+                    Propagation::Orphan => kube::api::PropagationPolicy::Orphan,
+                }),
+                ..Default::default()
+            };
+            if resource.kind == "Pod" && *grace == Some(0) {
+                let ns = namespace.clone().unwrap_or_default();
+                rec.with(|r| r.attr.user_force_deleted.insert((ns, name.clone())));
+            }
+            if resource.kind == "Node" {
+                rec.with(|r| r.attr.user_deleted_nodes.insert(name.clone()));
+            }
+            match api.delete(name, &dp).await {
+                Ok(r) => {
+                    if let Some(o) = r.left() {
+                        rec.user_rv(&o);
+                    }
+                }
+                // A refusal is what the scenario observes, as kubectl prints it.
+                Err(e @ kube::Error::Api(_)) => rec.kubectl(
+                    crate::scenario::object_label(resource, namespace.as_deref(), name),
+                    server_error(&e),
+                ),
+                Err(e) => return Err(e.to_string()),
+            }
+            Ok(())
+        }
+        Action::Evict {
+            namespace,
+            name,
+            grace,
+        } => {
+            let api: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(client.clone(), namespace);
+            let ep = kube::api::EvictParams {
+                delete_options: grace.map(|g| DeleteParams {
+                    grace_period_seconds: u32::try_from(g).ok(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            match api.evict(name, &ep).await {
+                Ok(_) => {}
+                // A budget's 429 (or any refusal) is the step's outcome: into the trace.
+                Err(e @ kube::Error::Api(_)) => {
+                    rec.kubectl(format!("Pod {namespace}/{name}"), server_error(&e))
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+            Ok(())
+        }
+        // Run by the drive loop itself (it moves the rest of the plan).
+        Action::WaitFor { .. } => Ok(()),
         Action::Scale {
             kind,
             namespace,

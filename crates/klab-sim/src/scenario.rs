@@ -52,6 +52,9 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     pub run_for: Duration,
     pub expectations: Vec<Expectation>,
+    /// Kinds whose whole objects the runner records, because an `object:` expectation (or a
+    /// `wait-for` on one) reads them; sorted, each once.
+    pub object_kinds: Vec<&'static ResourceInfo>,
 }
 
 /// One timed entry of the fault plan.
@@ -136,12 +139,36 @@ pub enum Action {
         name: String,
         replicas: i64,
     },
-    /// `kubectl patch KIND/NAME --type=merge -p PATCH`.
+    /// `kubectl patch KIND/NAME --type=merge|json|strategic -p PATCH [--subresource=status]`.
     Patch {
         resource: &'static ResourceInfo,
         namespace: Option<String>,
         name: String,
         patch: serde_json::Value,
+        patch_type: PatchType,
+        subresource: Option<String>,
+    },
+    /// `kubectl delete KIND NAME [--cascade=background|foreground|orphan] [--grace-period=N]`,
+    /// for any served kind.
+    Delete {
+        resource: &'static ResourceInfo,
+        namespace: Option<String>,
+        name: String,
+        propagation: Option<Propagation>,
+        grace: Option<i64>,
+    },
+    /// `POST pods/NAME/eviction` (what `kubectl drain` sends for each pod): a budget's 429 and
+    /// any other refusal go into the trace as kubectl prints them.
+    Evict {
+        namespace: String,
+        name: String,
+        grace: Option<i64>,
+    },
+    /// Holds the plan until the expectation holds (or `timeout` passes, a failed expectation):
+    /// later steps keep their distance from this one, counted from the moment it held.
+    WaitFor {
+        until: WaitSpec,
+        timeout: Duration,
     },
     /// `kubectl create -f` at a later time.
     Apply {
@@ -264,13 +291,55 @@ impl Action {
                 namespace,
                 name,
                 patch,
+                patch_type,
+                subresource,
             } => {
-                let obj = match namespace {
-                    Some(ns) => format!("{} {ns}/{name}", resource.kind),
-                    None => format!("{} {name}", resource.kind),
-                };
-                format!("{obj} kubectl patch --type=merge -p '{patch}'")
+                let mut s = format!(
+                    "{} kubectl patch --type={} -p '{patch}'",
+                    object_label(resource, namespace.as_deref(), name),
+                    patch_type.name()
+                );
+                if let Some(sub) = subresource {
+                    s.push_str(&format!(" --subresource={sub}"));
+                }
+                s
             }
+            Action::Delete {
+                resource,
+                namespace,
+                name,
+                propagation,
+                grace,
+            } => {
+                let mut s = format!(
+                    "{} kubectl delete {} {name}",
+                    object_label(resource, namespace.as_deref(), name),
+                    resource.singular
+                );
+                if let Some(p) = propagation {
+                    s.push_str(&format!(" --cascade={}", p.cascade()));
+                }
+                if let Some(g) = grace {
+                    s.push_str(&format!(" --grace-period={g}"));
+                }
+                s
+            }
+            Action::Evict {
+                namespace,
+                name,
+                grace,
+            } => {
+                let mut s = format!("Pod {namespace}/{name} POST pods/eviction");
+                if let Some(g) = grace {
+                    s.push_str(&format!(" (gracePeriodSeconds {g})"));
+                }
+                s
+            }
+            Action::WaitFor { until, timeout } => format!(
+                "wait-for {} (timeout {})",
+                until.0.text,
+                klab_api::clock::format_elapsed(*timeout)
+            ),
             Action::Apply { manifests } => {
                 let names: Vec<String> = manifests.iter().map(|m| m.display()).collect();
                 format!("kubectl create {}", names.join(" "))
@@ -384,6 +453,101 @@ impl fmt::Display for TaintSpec {
     }
 }
 
+/// `Kind ns/name` (or `Kind name` for a cluster-scoped object), as trace lines name objects.
+pub fn object_label(r: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if r.namespaced => format!("{} {ns}/{name}", r.kind),
+        _ => format!("{} {name}", r.kind),
+    }
+}
+
+/// kubectl patch's `--type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+}
+
+impl PatchType {
+    pub fn name(self) -> &'static str {
+        match self {
+            PatchType::Merge => "merge",
+            PatchType::Json => "json",
+            PatchType::Strategic => "strategic",
+        }
+    }
+
+    /// The request's Content-Type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+        }
+    }
+}
+
+/// DeleteOptions' `propagationPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Foreground,
+    Background,
+    Orphan,
+}
+
+impl Propagation {
+    pub fn policy(self) -> &'static str {
+        match self {
+            Propagation::Foreground => "Foreground",
+            Propagation::Background => "Background",
+            Propagation::Orphan => "Orphan",
+        }
+    }
+
+    /// kubectl's `--cascade` value for it.
+    pub fn cascade(self) -> &'static str {
+        match self {
+            Propagation::Foreground => "foreground",
+            Propagation::Background => "background",
+            Propagation::Orphan => "orphan",
+        }
+    }
+}
+
+/// The expectation a `wait-for` step waits on (compared by its line and text: a regex has no
+/// equality).
+#[derive(Debug, Clone)]
+pub struct WaitSpec(pub Box<Expectation>);
+
+impl PartialEq for WaitSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.line == other.0.line && self.0.text == other.0.text
+    }
+}
+
+/// `condition: Type=Status` with optional `reason` and `message`, on a Node or any object with
+/// `status.conditions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionSpec {
+    pub type_: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+impl fmt::Display for ConditionSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.type_, self.status)?;
+        match (&self.reason, &self.message) {
+            (Some(r), Some(m)) => write!(f, " ({r}: {m})"),
+            (Some(r), None) => write!(f, " ({r})"),
+            (None, Some(m)) => write!(f, " (: {m})"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
 /// An assertion about the cluster at a virtual time.
 #[derive(Debug, Clone)]
 pub struct Expectation {
@@ -404,8 +568,8 @@ pub enum Check {
         exists: Option<bool>,
         /// kubectl STATUS column (`Ready`, `NotReady`, `Ready,SchedulingDisabled`).
         status: Option<String>,
-        /// `(type, status)`, e.g. `Ready=Unknown`.
-        condition: Option<(String, String)>,
+        /// `Ready=Unknown`, optionally with its reason and message.
+        condition: Option<ConditionSpec>,
         has_taints: Vec<TaintSpec>,
         no_taints: Vec<TaintSpec>,
     },
@@ -434,6 +598,80 @@ pub enum Check {
     WorkloadsConverged {
         namespace: Option<String>,
     },
+    /// Any object: it exists (or not), a JSONPath reaches something that equals / matches a
+    /// value, a condition in `status.conditions` has a status, reason and message.
+    Object {
+        resource: &'static ResourceInfo,
+        /// Empty for cluster-scoped kinds.
+        namespace: String,
+        name: String,
+        exists: Option<bool>,
+        path: Option<crate::jsonpath::JsonPath>,
+        equals: Option<String>,
+        matches: Option<regex::Regex>,
+        condition: Option<ConditionSpec>,
+    },
+    /// API requests counted by the API server itself, per component (user) and verb, within
+    /// `[from, at]`.
+    Writes {
+        filter: WriteFilter,
+        count: Count,
+    },
+}
+
+/// Which requests a `writes` expectation counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFilter {
+    /// `kubelet` (any node's), `kubelet/n1`, a controller's service account
+    /// (`node-controller`), `kube-scheduler`, `kubectl` (the scenario's own requests), or a
+    /// full user name.
+    pub component: String,
+    /// Upstream's verb (`PATCH`, `PUT`, `POST`, `DELETE`, …); `None` counts every write.
+    pub verb: Option<String>,
+    /// Plural resource (`nodes`, `leases`).
+    pub resource: Option<String>,
+    pub subresource: Option<String>,
+    pub name: Option<String>,
+}
+
+impl WriteFilter {
+    /// Whether `user` is this component.
+    pub fn user_matches(&self, user: &str) -> bool {
+        let c = self.component.as_str();
+        match c {
+            "kubelet" => user.starts_with("system:node:"),
+            "kubectl" => user == "kubernetes-admin",
+            _ => {
+                if let Some(node) = c.strip_prefix("kubelet/") {
+                    return user.strip_prefix("system:node:") == Some(node);
+                }
+                user == c
+                    || user.strip_prefix("system:") == Some(c)
+                    || user.strip_prefix("system:serviceaccount:kube-system:") == Some(c)
+            }
+        }
+    }
+
+    /// Whether a logged request is one this filter counts (reads never are).
+    pub fn counts(
+        &self,
+        user: &str,
+        verb: &str,
+        resource: &str,
+        subresource: &str,
+        name: Option<&str>,
+    ) -> bool {
+        let write = matches!(
+            verb,
+            "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+        );
+        write
+            && self.user_matches(user)
+            && self.verb.as_deref().is_none_or(|v| v == verb)
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+            && self.subresource.as_deref().is_none_or(|s| s == subresource)
+            && self.name.as_deref().is_none_or(|n| Some(n) == name)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,6 +740,12 @@ pub fn fault_name(f: NodeFault) -> &'static str {
         NodeFault::Thaw => "thaw",
         NodeFault::Shutdown => "shutdown",
         NodeFault::ShutdownCancel => "shutdown-cancel",
+        NodeFault::RuntimeDown => "runtime-down",
+        NodeFault::RuntimeUp => "runtime-up",
+        NodeFault::FailLeaseUpdates => "fail-lease-updates",
+        NodeFault::HealLeaseUpdates => "heal-lease-updates",
+        NodeFault::FailStatusUpdates => "fail-status-updates",
+        NodeFault::HealStatusUpdates => "heal-status-updates",
     }
 }
 
@@ -517,6 +761,12 @@ const NODE_FAULTS: &[NodeFault] = &[
     NodeFault::Thaw,
     NodeFault::Shutdown,
     NodeFault::ShutdownCancel,
+    NodeFault::RuntimeDown,
+    NodeFault::RuntimeUp,
+    NodeFault::FailLeaseUpdates,
+    NodeFault::HealLeaseUpdates,
+    NodeFault::FailStatusUpdates,
+    NodeFault::HealStatusUpdates,
 ];
 
 const API_ACTIONS: &[&str] = &[
@@ -542,6 +792,9 @@ const API_ACTIONS: &[&str] = &[
     "logs",
     "exec",
     "usage",
+    "delete",
+    "evict",
+    "wait-for",
 ];
 
 // ---- raw (as written) form -------------------------------------------------------------------
@@ -599,7 +852,8 @@ struct RawManifest {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawStep {
     at: Spanned<String>,
-    fault: Spanned<String>,
+    /// May be left out when the step is `wait-for: {…}`.
+    fault: Option<Spanned<String>>,
     node: Option<Spanned<String>>,
     taint: Option<String>,
     /// Pressure faults: the signal's available amount (`80Mi`, `500`).
@@ -635,6 +889,15 @@ struct RawStep {
     volume: Option<String>,
     /// `usage`: the container's `usage.klab.dev/<container>` value (`memory-growth=10Mi/min`).
     usage: Option<String>,
+    /// `delete`: `Foreground`, `Background` or `Orphan`.
+    propagation: Option<String>,
+    /// `patch`: `status` (or another served subresource).
+    subresource: Option<String>,
+    /// `patch`: `merge` (default), `json` or `strategic`.
+    #[serde(rename = "type")]
+    patch_type: Option<String>,
+    /// `wait-for`: the expectation the plan waits on.
+    wait_for: Option<Box<Spanned<RawExpect>>>,
 }
 
 #[derive(Deserialize)]
@@ -663,6 +926,31 @@ struct RawExpect {
     #[serde(default)]
     absent: bool,
     workloads: Option<RawWorkloads>,
+    object: Option<RawObjectRef>,
+    jsonpath: Option<String>,
+    equals: Option<Scalar>,
+    matches: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+    writes: Option<RawWrites>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawObjectRef {
+    kind: String,
+    name: String,
+    namespace: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWrites {
+    component: String,
+    verb: Option<String>,
+    resource: Option<String>,
+    subresource: Option<String>,
+    name: Option<String>,
 }
 
 /// `workloads: converged` or `workloads: {converged: true, namespace: ns}`.
@@ -775,7 +1063,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
 
     // Machines that join during the run are nodes like the others for every step and expectation.
     for s in &raw.faults {
-        if s.value.fault.value == "add-node"
+        if s.value
+            .fault
+            .as_ref()
+            .is_some_and(|f| f.value == "add-node")
             && let Some(n) = &s.value.node
         {
             let errs = klab_api::selector::is_dns1123_subdomain(&n.value);
@@ -797,7 +1088,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
 
     let mut steps = Vec::new();
     for s in &raw.faults {
-        let step = cx.step(&s.value, s.referenced.line(), &names)?;
+        let step = cx.step(&s.value, s.referenced.line(), &names, text)?;
         if step.at > run_for {
             return Err(cx.at(
                 step.line,
@@ -822,6 +1113,22 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         }
         expectations.push(exp);
     }
+
+    let mut object_kinds: Vec<&'static ResourceInfo> = Vec::new();
+    let waits = steps.iter().filter_map(|s| match &s.action {
+        Action::WaitFor { until, .. } => Some(&*until.0),
+        _ => None,
+    });
+    for e in expectations.iter().chain(waits) {
+        if let Check::Object { resource, .. } = &e.check
+            && !object_kinds
+                .iter()
+                .any(|r| r.group == resource.group && r.kind == resource.kind)
+        {
+            object_kinds.push(resource);
+        }
+    }
+    object_kinds.sort_by_key(|r| (r.group, r.kind));
 
     let epoch = match &raw.epoch {
         Some(e) => Some(e.value.parse::<jiff::Timestamp>().map_err(|err| {
@@ -849,6 +1156,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         steps,
         run_for,
         expectations,
+        object_kinds,
     })
 }
 
@@ -974,15 +1282,66 @@ impl Cx {
         Ok(n.value.clone())
     }
 
+    /// `target: kind/name` (+ `namespace`) resolved as kubectl resolves it.
+    fn target(
+        &self,
+        s: &RawStep,
+        line: u64,
+        what: &str,
+    ) -> Result<(&'static ResourceInfo, Option<String>, String), ScenarioError> {
+        let target = s
+            .target
+            .as_deref()
+            .ok_or_else(|| self.at(line, format!("{what} needs `target: kind/name`")))?;
+        let (kind_s, rest) = target.split_once('/').ok_or_else(|| {
+            self.at(
+                line,
+                format!("invalid {what} target {target:?}: expected kind/name"),
+            )
+        })?;
+        let resource = resolve_kind(kind_s)
+            .ok_or_else(|| self.at(line, format!("unknown resource {kind_s:?}")))?;
+        if rest.is_empty() {
+            return Err(self.at(
+                line,
+                format!("invalid {what} target {target:?}: empty name"),
+            ));
+        }
+        Ok(if resource.namespaced {
+            let (ns, name) = split_ns(rest, s.namespace.as_deref());
+            (resource, Some(ns), name)
+        } else {
+            (resource, None, rest.to_string())
+        })
+    }
+
+    fn grace(&self, grace: Option<i64>, line: u64) -> Result<Option<i64>, ScenarioError> {
+        if let Some(g) = grace
+            && !(0..=i64::from(u32::MAX)).contains(&g)
+        {
+            return Err(self.at(
+                line,
+                format!("grace must be between 0 and {} seconds, got {g}", u32::MAX),
+            ));
+        }
+        Ok(grace)
+    }
+
     fn step(
         &self,
         s: &RawStep,
         line: u64,
         names: &BTreeSet<String>,
+        text: &str,
     ) -> Result<Step, ScenarioError> {
         let at = self.duration(&s.at)?;
-        let kind = s.fault.value.as_str();
-        let fline = s.fault.referenced.line();
+        let (kind, fline) = match (&s.fault, &s.wait_for) {
+            (Some(f), _) => (f.value.as_str(), f.referenced.line()),
+            (None, Some(_)) => ("wait-for", line),
+            (None, None) => {
+                return Err(self.at(line, "a step needs `fault` (or `wait-for`)".into()));
+            }
+        };
         let action = if let Some(f) = NODE_FAULTS.iter().find(|f| fault_name(**f) == kind) {
             Action::Fault {
                 node: self.node_ref(&s.node, line, names, kind)?,
@@ -1127,39 +1486,139 @@ impl Cx {
                     }
                 }
                 "patch" => {
-                    let target = s
-                        .target
-                        .as_deref()
-                        .ok_or_else(|| self.at(line, "patch needs `target: kind/name`".into()))?;
-                    let (kind_s, rest) = target.split_once('/').ok_or_else(|| {
+                    let (resource, namespace, name) = self.target(s, line, kind)?;
+                    let patch_type = match s.patch_type.as_deref() {
+                        None | Some("merge") => PatchType::Merge,
+                        Some("json") => PatchType::Json,
+                        Some("strategic") => PatchType::Strategic,
+                        Some(other) => {
+                            return Err(self.at(
+                                line,
+                                format!("invalid patch type {other:?} (merge, json or strategic)"),
+                            ));
+                        }
+                    };
+                    let patch = s.patch.clone().ok_or_else(|| {
                         self.at(
                             line,
-                            format!("invalid patch target {target:?}: expected kind/name"),
+                            "patch needs `patch:` (a mapping, or a list for type json)".into(),
                         )
                     })?;
-                    let resource = resolve_kind(kind_s)
-                        .ok_or_else(|| self.at(line, format!("unknown resource {kind_s:?}")))?;
-                    let patch = s
-                        .patch
-                        .clone()
-                        .filter(serde_json::Value::is_object)
-                        .ok_or_else(|| {
-                            self.at(
-                                line,
-                                "patch needs `patch:` with a mapping (a JSON merge patch)".into(),
-                            )
-                        })?;
-                    let (namespace, name) = if resource.namespaced {
-                        let (ns, name) = split_ns(rest, s.namespace.as_deref());
-                        (Some(ns), name)
-                    } else {
-                        (None, rest.to_string())
-                    };
+                    match patch_type {
+                        PatchType::Json => {
+                            let ops = patch.as_array().ok_or_else(|| {
+                                self.at(line, "a json patch is a list of operations".into())
+                            })?;
+                            for op in ops {
+                                let name = op.get("op").and_then(serde_json::Value::as_str);
+                                if !matches!(
+                                    name,
+                                    Some("add" | "remove" | "replace" | "move" | "copy" | "test")
+                                ) || op.get("path").and_then(serde_json::Value::as_str).is_none()
+                                {
+                                    return Err(self.at(
+                                        line,
+                                        format!("invalid json patch operation {op} (needs `op`: add, remove, replace, move, copy or test, and `path`)"),
+                                    ));
+                                }
+                            }
+                        }
+                        _ if !patch.is_object() => {
+                            return Err(self
+                                .at(line, format!("a {} patch is a mapping", patch_type.name())));
+                        }
+                        _ => {}
+                    }
+                    if let Some(sub) = &s.subresource
+                        && !resource.subresources.contains(&sub.as_str())
+                    {
+                        return Err(self.at(
+                            line,
+                            format!(
+                                "{} has no subresource {sub:?} (subresources: {})",
+                                resource.plural,
+                                resource.subresources.join(", ")
+                            ),
+                        ));
+                    }
                     Action::Patch {
                         resource,
                         namespace,
                         name,
                         patch,
+                        patch_type,
+                        subresource: s.subresource.clone(),
+                    }
+                }
+                "delete" => {
+                    let (resource, namespace, name) = self.target(s, line, kind)?;
+                    let propagation = match s.propagation.as_deref() {
+                        None => None,
+                        Some("Foreground") => Some(Propagation::Foreground),
+                        Some("Background") => Some(Propagation::Background),
+                        Some("Orphan") => Some(Propagation::Orphan),
+                        Some(other) => {
+                            return Err(self.at(
+                                line,
+                                format!(
+                                    "invalid propagation {other:?} (Foreground, Background or Orphan)"
+                                ),
+                            ));
+                        }
+                    };
+                    Action::Delete {
+                        resource,
+                        namespace,
+                        name,
+                        propagation,
+                        grace: self.grace(s.grace, line)?,
+                    }
+                }
+                "evict" => {
+                    let pod = s.pod.as_deref().ok_or_else(|| {
+                        self.at(line, "evict needs `pod: [namespace/]name`".into())
+                    })?;
+                    let (namespace, name) = split_ns(pod, s.namespace.as_deref());
+                    Action::Evict {
+                        namespace,
+                        name,
+                        grace: self.grace(s.grace, line)?,
+                    }
+                }
+                "wait-for" => {
+                    let w = s.wait_for.as_ref().ok_or_else(|| {
+                        self.at(line, "wait-for needs `wait-for: {an expectation}`".into())
+                    })?;
+                    let wline = w.referenced.line();
+                    if w.value.at.is_some() || w.value.from.is_some() {
+                        return Err(self.at(
+                            wline,
+                            "a wait-for expectation takes no `at` or `from` (it is checked from the step's time until `timeout`)".into(),
+                        ));
+                    }
+                    let mut until = self.expectation(&w.value, wline, names, text)?;
+                    // Written inline, the expectation is the `{…}` after `wait-for:`.
+                    if let Some(inline) = until
+                        .text
+                        .split_once("wait-for:")
+                        .and_then(|(_, rest)| balanced_braces(rest.trim_start()))
+                    {
+                        until.text = inline.to_string();
+                    }
+                    let timeout = s
+                        .timeout
+                        .as_ref()
+                        .map(|t| self.duration(t))
+                        .transpose()?
+                        .ok_or_else(|| {
+                            self.at(line, "wait-for needs `timeout` (e.g. 5m)".into())
+                        })?;
+                    if timeout.is_zero() {
+                        return Err(self.at(line, "wait-for timeout must be positive".into()));
+                    }
+                    Action::WaitFor {
+                        until: WaitSpec(Box::new(until)),
+                        timeout,
                     }
                 }
                 "scale" => {
@@ -1306,14 +1765,55 @@ impl Cx {
             e.pods.is_some(),
             e.trace.is_some() || e.trace_regex.is_some(),
             e.workloads.is_some(),
+            e.object.is_some(),
+            e.writes.is_some(),
         ];
         if subjects.iter().filter(|b| **b).count() != 1 {
             return Err(self.at(
                 line,
-                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`, `workloads`"
+                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`, `workloads`, `object`, `writes`"
                     .into(),
             ));
         }
+        let object_only = [
+            ("jsonpath", e.jsonpath.is_some()),
+            ("equals", e.equals.is_some()),
+            ("matches", e.matches.is_some()),
+        ];
+        if e.object.is_none()
+            && let Some((f, _)) = object_only.iter().find(|(_, set)| *set)
+        {
+            return Err(self.at(line, format!("`{f}` applies to `object` expectations")));
+        }
+        if (e.reason.is_some() || e.message.is_some()) && e.condition.is_none() {
+            return Err(self.at(
+                line,
+                "`reason` and `message` go with `condition: Type=Status`".into(),
+            ));
+        }
+        let condition = match &e.condition {
+            Some(c) => {
+                let (t, st) = c.split_once('=').ok_or_else(|| {
+                    self.at(
+                        line,
+                        format!("invalid condition {c:?}: expected Type=Status"),
+                    )
+                })?;
+                if !["True", "False", "Unknown"].contains(&st) {
+                    return Err(self.at(
+                        line,
+                        format!("invalid condition status {st:?} (True, False or Unknown)"),
+                    ));
+                }
+                Some(ConditionSpec {
+                    type_: t.to_string(),
+                    status: st.to_string(),
+                    reason: e.reason.clone(),
+                    message: e.message.clone(),
+                })
+            }
+            None => None,
+        };
         let taints = |v: &[String]| -> Result<Vec<TaintSpec>, ScenarioError> {
             v.iter()
                 .map(|t| TaintSpec::parse(t).map_err(|err| self.at(line, err)))
@@ -1324,29 +1824,11 @@ impl Cx {
             if !names.contains(&name) {
                 return Err(self.at(n.referenced.line(), format!("unknown node {name:?}")));
             }
-            let condition = match &e.condition {
-                Some(c) => {
-                    let (t, s) = c.split_once('=').ok_or_else(|| {
-                        self.at(
-                            line,
-                            format!("invalid condition {c:?}: expected Type=Status"),
-                        )
-                    })?;
-                    if !["True", "False", "Unknown"].contains(&s) {
-                        return Err(self.at(
-                            line,
-                            format!("invalid condition status {s:?} (True, False or Unknown)"),
-                        ));
-                    }
-                    Some((t.to_string(), s.to_string()))
-                }
-                None => None,
-            };
             Check::Node {
                 name,
                 exists: e.exists,
                 status: e.status.clone(),
-                condition,
+                condition: condition.clone(),
                 has_taints: taints(&e.has_taint)?,
                 no_taints: taints(&e.no_taint)?,
             }
@@ -1360,6 +1842,111 @@ impl Cx {
                 ready: e.ready.as_ref().map(|r| r.0.clone()),
                 restarts: e.restarts,
                 node: e.on_node.clone(),
+            }
+        } else if let Some(o) = &e.object {
+            let resource = resolve_kind(&o.kind)
+                .ok_or_else(|| self.at(line, format!("unknown resource {:?}", o.kind)))?;
+            let namespace = if resource.namespaced {
+                o.namespace.clone().unwrap_or_else(|| "default".into())
+            } else if o.namespace.is_some() {
+                return Err(self.at(
+                    line,
+                    format!("{} is cluster-scoped: no `namespace`", resource.kind),
+                ));
+            } else {
+                String::new()
+            };
+            let path = e
+                .jsonpath
+                .as_deref()
+                .map(crate::jsonpath::JsonPath::parse)
+                .transpose()
+                .map_err(|err| self.at(line, err))?;
+            let matches = e
+                .matches
+                .as_deref()
+                .map(regex::Regex::new)
+                .transpose()
+                .map_err(|err| self.at(line, format!("invalid regex: {err}")))?;
+            let equals = e.equals.as_ref().map(|v| v.0.clone());
+            if path.is_none() && (equals.is_some() || matches.is_some()) {
+                return Err(self.at(line, "`equals` and `matches` need a `jsonpath`".into()));
+            }
+            if path.is_some() && equals.is_none() && matches.is_none() && e.exists.is_none() {
+                return Err(self.at(
+                    line,
+                    "a `jsonpath` needs one of `equals`, `matches` or `exists`".into(),
+                ));
+            }
+            if e.exists == Some(false)
+                && (condition.is_some() || equals.is_some() || matches.is_some())
+            {
+                return Err(self.at(
+                    line,
+                    "`exists: false` cannot be combined with `condition`, `equals` or `matches`"
+                        .into(),
+                ));
+            }
+            Check::Object {
+                resource,
+                namespace,
+                name: o.name.clone(),
+                exists: e.exists,
+                path,
+                equals,
+                matches,
+                condition: condition.clone(),
+            }
+        } else if let Some(w) = &e.writes {
+            let count = match (e.count, e.min_count, e.max_count) {
+                (Some(c), None, None) => Count::Exactly(c),
+                (None, Some(c), None) => Count::AtLeast(c),
+                (None, None, Some(c)) => Count::AtMost(c),
+                _ => {
+                    return Err(self.at(
+                        line,
+                        "`writes` needs exactly one of `count`, `min-count`, `max-count`".into(),
+                    ));
+                }
+            };
+            let verbs = [
+                "POST",
+                "PUT",
+                "PATCH",
+                "APPLY",
+                "DELETE",
+                "DELETECOLLECTION",
+            ];
+            if let Some(v) = &w.verb
+                && !verbs.contains(&v.as_str())
+            {
+                return Err(self.at(
+                    line,
+                    format!("invalid write verb {v:?} (one of: {})", verbs.join(", ")),
+                ));
+            }
+            if let Some(r) = &w.resource
+                && !klab_apiserver::registry::RESOURCES
+                    .iter()
+                    .any(|ri| ri.plural == r)
+            {
+                return Err(self.at(
+                    line,
+                    format!("unknown resource {r:?} (the plural, as in URLs: nodes, leases)"),
+                ));
+            }
+            if w.component.is_empty() {
+                return Err(self.at(line, "`writes` needs a `component`".into()));
+            }
+            Check::Writes {
+                filter: WriteFilter {
+                    component: w.component.clone(),
+                    verb: w.verb.clone(),
+                    resource: w.resource.clone(),
+                    subresource: w.subresource.clone(),
+                    name: w.name.clone(),
+                },
+                count,
             }
         } else if let Some(w) = &e.workloads {
             match w {
@@ -1419,6 +2006,12 @@ impl Cx {
                 present: !e.absent,
             }
         };
+        if condition.is_some() && !matches!(check, Check::Node { .. } | Check::Object { .. }) {
+            return Err(self.at(
+                line,
+                "`condition` applies to `node` and `object` expectations".into(),
+            ));
+        }
         if e.absent && !matches!(check, Check::Trace { .. }) {
             return Err(self.at(
                 line,
@@ -1440,6 +2033,27 @@ impl Cx {
             check,
         })
     }
+}
+
+/// The leading `{…}` of `s`, braces balanced (quotes are not special: scenario text is small).
+fn balanced_braces(s: &str) -> Option<&str> {
+    if !s.starts_with('{') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, ch) in s.char_indices() {
+        match ch {
+            '{' => depth = depth.saturating_add(1),
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return s.get(..=i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn split_ns(s: &str, ns: Option<&str>) -> (String, String) {
@@ -1683,6 +2297,110 @@ expect:
                 "faults:\n  - {at: 1m, fault: remove-node}\n",
                 "s.yaml:6: remove-node needs `node`",
             ),
+            (
+                "faults:\n  - {at: 1m, fault: delete, target: widget/x}\n",
+                "s.yaml:6: unknown resource \"widget\"",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: delete, target: rs/web, propagation: Sideways}\n",
+                "s.yaml:6: invalid propagation \"Sideways\" (Foreground, Background or Orphan)",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: delete, target: lease/}\n",
+                "s.yaml:6: invalid delete target \"lease/\": empty name",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: evict, grace: 5}\n",
+                "s.yaml:6: evict needs `pod: [namespace/]name`",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: evict, pod: p, grace: -3}\n",
+                "s.yaml:6: grace must be between 0 and 4294967295 seconds, got -3",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: patch, target: node/n1, type: xml, patch: {}}\n",
+                "s.yaml:6: invalid patch type \"xml\" (merge, json or strategic)",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: patch, target: node/n1, type: json, patch: {a: 1}}\n",
+                "s.yaml:6: a json patch is a list of operations",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: patch, target: node/n1, type: json, patch: [{op: frob, path: /a}]}\n",
+                "s.yaml:6: invalid json patch operation",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: patch, target: node/n1, type: strategic, patch: [1]}\n",
+                "s.yaml:6: a strategic patch is a mapping",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: patch, target: configmap/c, subresource: status, patch: {}}\n",
+                "s.yaml:6: configmaps has no subresource \"status\"",
+            ),
+            (
+                "faults:\n  - {at: 1m, wait-for: {node: n1, status: NotReady}}\n",
+                "s.yaml:6: wait-for needs `timeout`",
+            ),
+            (
+                "faults:\n  - at: 1m\n    timeout: 1m\n    wait-for:\n      at: 2m\n      node: n1\n",
+                "s.yaml:9: a wait-for expectation takes no `at` or `from`",
+            ),
+            (
+                "faults:\n  - {at: 1m, timeout: 1m, wait-for: {node: n7, status: Ready}}\n",
+                "s.yaml:6: unknown node \"n7\"",
+            ),
+            (
+                "faults:\n  - {at: 1m, node: n1}\n",
+                "s.yaml:6: a step needs `fault` (or `wait-for`)",
+            ),
+            (
+                "expect:\n  - {object: {kind: Lease, name: n1}, jsonpath: '{.spec..x}', exists: true}\n",
+                "s.yaml:6: invalid jsonpath \"{.spec..x}\": recursive descent",
+            ),
+            (
+                "expect:\n  - {object: {kind: Lease, name: n1}, jsonpath: '{.spec.x}'}\n",
+                "s.yaml:6: a `jsonpath` needs one of `equals`, `matches` or `exists`",
+            ),
+            (
+                "expect:\n  - {object: {kind: Lease, name: n1}, equals: x}\n",
+                "s.yaml:6: `equals` and `matches` need a `jsonpath`",
+            ),
+            (
+                "expect:\n  - {object: {kind: Node, name: n1, namespace: x}}\n",
+                "s.yaml:6: Node is cluster-scoped: no `namespace`",
+            ),
+            (
+                "expect:\n  - {object: {kind: Gizmo, name: n1}}\n",
+                "s.yaml:6: unknown resource \"Gizmo\"",
+            ),
+            (
+                "expect:\n  - {object: {kind: Lease, name: n1}, jsonpath: '{.a}', matches: '('}\n",
+                "s.yaml:6: invalid regex",
+            ),
+            (
+                "expect:\n  - {pod: p, jsonpath: '{.a}', exists: true}\n",
+                "s.yaml:6: `jsonpath` applies to `object` expectations",
+            ),
+            (
+                "expect:\n  - {node: n1, reason: KubeletReady}\n",
+                "s.yaml:6: `reason` and `message` go with `condition: Type=Status`",
+            ),
+            (
+                "expect:\n  - {pod: p, condition: Ready=True}\n",
+                "s.yaml:6: `condition` applies to `node` and `object` expectations",
+            ),
+            (
+                "expect:\n  - {writes: {component: kubelet, verb: GET}, max-count: 1}\n",
+                "s.yaml:6: invalid write verb \"GET\"",
+            ),
+            (
+                "expect:\n  - {writes: {component: kubelet, resource: node}, max-count: 1}\n",
+                "s.yaml:6: unknown resource \"node\" (the plural",
+            ),
+            (
+                "expect:\n  - {writes: {component: kubelet}}\n",
+                "s.yaml:6: `writes` needs exactly one of `count`, `min-count`, `max-count`",
+            ),
         ];
         for (extra, want) in cases {
             let text = format!("{base}{extra}");
@@ -1705,6 +2423,93 @@ expect:
         .unwrap_err()
         .to_string();
         assert_eq!(e, "s.yaml:5: duplicate node \"a\"");
+    }
+
+    #[test]
+    fn actions_on_any_object_and_waits_parse() {
+        let text = r#"run-for: 10m
+cluster:
+  nodes:
+    - name: n1
+faults:
+  - {at: 3m, fault: delete, target: lease/n1, namespace: kube-node-lease, propagation: Orphan, grace: 0}
+  - {at: 1m, fault: evict, pod: kube-system/web-1, grace: 10}
+  - {at: 2m, timeout: 90s, wait-for: {object: {kind: Deployment, name: web}, condition: Available=True}}
+  - {at: 2m, fault: patch, target: node/n1, subresource: status, type: json, patch: [{op: add, path: /status/conditions/0/reason, value: X}]}
+  - {at: 4m, fault: patch, target: pod/p, type: strategic, patch: {metadata: {labels: {a: b}}}}
+  - {at: 5m, fault: delete, target: node/n1}
+expect:
+  - {at: 5m, object: {kind: Lease, name: n1, namespace: kube-node-lease}, exists: false}
+  - {object: {kind: deploy, name: web}, condition: Progressing=False, reason: ProgressDeadlineExceeded}
+  - {object: {kind: Node, name: n1}, jsonpath: '{.status.conditions[?(@.type=="Ready")].reason}', equals: KubeletReady}
+  - {from: 1m, at: 6m, writes: {component: kubelet/n1, verb: PATCH, resource: nodes, subresource: status}, max-count: 1}
+  - {node: n1, condition: Ready=False, reason: KubeletNotReady, message: "container runtime is down"}
+"#;
+        let sc = parse(text, Path::new("s.yaml")).unwrap();
+        let steps: Vec<String> = sc.steps.iter().map(|s| s.action.describe()).collect();
+        assert_eq!(
+            steps,
+            [
+                "Pod kube-system/web-1 POST pods/eviction (gracePeriodSeconds 10)",
+                "wait-for {object: {kind: Deployment, name: web}, condition: Available=True} (timeout 90.000s)",
+                "Node n1 kubectl patch --type=json -p '[{\"op\":\"add\",\"path\":\"/status/conditions/0/reason\",\"value\":\"X\"}]' --subresource=status",
+                "Lease kube-node-lease/n1 kubectl delete lease n1 --cascade=orphan --grace-period=0",
+                "Pod default/p kubectl patch --type=strategic -p '{\"metadata\":{\"labels\":{\"a\":\"b\"}}}'",
+                "Node n1 kubectl delete node n1",
+            ]
+        );
+        // Whole objects are recorded for the kinds object expectations (and waits) read.
+        let kinds: Vec<&str> = sc.object_kinds.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, ["Node", "Deployment", "Lease"]);
+        match &sc.expectations[3].check {
+            Check::Writes { filter, count } => {
+                assert_eq!(*count, Count::AtMost(1));
+                assert!(filter.counts("system:node:n1", "PATCH", "nodes", "status", Some("n1")));
+                assert!(!filter.counts("system:node:n2", "PATCH", "nodes", "status", Some("n2")));
+                assert!(!filter.counts("system:node:n1", "GET", "nodes", "status", Some("n1")));
+                assert!(!filter.counts("system:node:n1", "PATCH", "nodes", "", Some("n1")));
+            }
+            other => panic!("{other:?}"),
+        }
+        match &sc.expectations[4].check {
+            Check::Node {
+                condition: Some(c), ..
+            } => assert_eq!(
+                c.to_string(),
+                "Ready=False (KubeletNotReady: container runtime is down)"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn write_filters_name_components_as_the_api_server_knows_them() {
+        let f = |c: &str| WriteFilter {
+            component: c.into(),
+            verb: None,
+            resource: None,
+            subresource: None,
+            name: None,
+        };
+        let table: &[(&str, &str, bool)] = &[
+            ("kubelet", "system:node:n1", true),
+            ("kubelet", "system:kube-scheduler", false),
+            ("kubelet/n2", "system:node:n2", true),
+            ("kubelet/n2", "system:node:n22", false),
+            ("kube-scheduler", "system:kube-scheduler", true),
+            (
+                "node-controller",
+                "system:serviceaccount:kube-system:node-controller",
+                true,
+            ),
+            ("kubectl", "kubernetes-admin", true),
+            ("system:node:n1", "system:node:n1", true),
+        ];
+        for (component, user, want) in table {
+            assert_eq!(f(component).user_matches(user), *want, "{component} {user}");
+        }
+        assert!(!f("kubelet").counts("system:node:n1", "LIST", "pods", "", None));
+        assert!(f("kubelet").counts("system:node:n1", "APPLY", "pods", "", None));
     }
 
     #[test]

@@ -102,6 +102,110 @@ fn api_actions_are_traced_at_their_virtual_times() {
     );
 }
 
+/// The language's actions on any object (eviction against a budget, deletion with propagation,
+/// status, strategic and JSON patches), `wait-for` and the expectations on anything (objects by
+/// JSONPath and condition, write counts from the API server's own log), on a real cluster.
+#[test]
+fn actions_on_any_object_waits_and_expectations_on_anything() {
+    let sc = scenario::load(&fixture("language.yaml")).unwrap();
+    let a = run_blocking(&sc, &RunOptions::default()).unwrap();
+    assert_eq!(
+        a.verdict.failures,
+        vec![],
+        "{}",
+        trace::format_text(&a.lines)
+    );
+    assert_eq!((a.verdict.passed, a.verdict.skipped), (18, 0));
+    let b = run_blocking(&sc, &RunOptions::default()).unwrap();
+    assert_eq!(a.trace_hash(), b.trace_hash(), "deterministic");
+    let at = |s: &str| {
+        a.lines
+            .iter()
+            .find(|l| l.plain().contains(s))
+            .unwrap_or_else(|| panic!("no {s:?} in\n{}", trace::format_text(&a.lines)))
+            .t
+    };
+    // The wait held the moment n2 went NotReady, and the step after it ran right then.
+    let held = at("wait-for held after");
+    assert!(held > Duration::from_secs(61), "{held:?}");
+    assert_eq!(held, at("Node n2 STATUS NotReady"));
+    assert_eq!(held, at("Node n2 kubectl taint waited=yes:NoSchedule"));
+}
+
+/// What each new expectation says when it does not hold, and a wait-for that times out (the
+/// plan goes on, later steps shifted by the timeout).
+#[test]
+fn failed_waits_objects_and_write_counts_say_what_was_found() {
+    let text = "run-for: 2m
+cluster:
+  nodes:
+    - name: n1
+faults:
+  - {at: 10s, timeout: 20s, wait-for: {node: n1, status: NotReady}}
+  - {at: 15s, fault: cordon, node: n1}
+expect:
+  - {at: 20s, object: {kind: Node, name: n1}, jsonpath: '{.spec.unschedulable}', equals: 'true'}
+  - {at: 40s, object: {kind: Node, name: n1}, jsonpath: '{.spec.unschedulable}', equals: 'true'}
+  - {from: 0s, at: 1m, writes: {component: kubelet, verb: PUT, resource: leases}, max-count: 2}
+  - {at: 1m, object: {kind: Lease, name: n1, namespace: kube-node-lease}, condition: Ready=True}
+  - {at: 1m, object: {kind: Lease, name: n9, namespace: kube-node-lease}, exists: true}
+";
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.at.as_secs(), f.detail.clone()))
+        .collect();
+    assert_eq!(got.len(), 5, "{got:#?}");
+    assert_eq!(
+        got[0],
+        (
+            9,
+            20,
+            "Node n1: {.spec.unschedulable} is \"\", expected \"true\"".into()
+        )
+    );
+    assert_eq!(
+        got[1],
+        (
+            6,
+            30,
+            "wait-for did not hold within 20.000s: node n1 STATUS is Ready, expected NotReady"
+                .into()
+        )
+    );
+    assert!(
+        // The Lease is created at the first renewal after the Node registered (10 s), then
+        // renewed every 10-10.4 s.
+        got[2]
+            .2
+            .starts_with("4 writes by kubelet between 0.000s and 60.000s, expected at most 2: [")
+            && got[2].2.contains("system:node:n1 PUT leases n1 200"),
+        "{got:#?}"
+    );
+    assert_eq!(
+        got[3].2,
+        "Lease kube-node-lease/n1 has no condition Ready, expected Ready=True"
+    );
+    assert_eq!(got[4].2, "Lease kube-node-lease/n9 does not exist");
+    // The cordon planned 5 s after the wait ran 5 s after it timed out.
+    let cordon = o
+        .lines
+        .iter()
+        .find(|l| l.text.contains("kubectl cordon"))
+        .unwrap();
+    assert_eq!(cordon.t, Duration::from_secs(35));
+    assert!(
+        o.lines
+            .iter()
+            .any(|l| l.t == Duration::from_secs(30) && l.text == "wait-for timed out after 20.000s"),
+        "{}",
+        trace::format_text(&o.lines)
+    );
+}
+
 #[test]
 fn until_stops_early_and_skips_later_expectations() {
     let sc = scenario::load(&fixture("actions.yaml")).unwrap();
@@ -331,8 +435,16 @@ fn a_zero_time_loop_fails_the_run_as_a_livelock() {
 #[test]
 fn shipped_scenarios_are_deterministic_meet_expectations_and_match_goldens() {
     let update = std::env::var_os("KLAB_UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    // `KLAB_SCENARIOS=vectors/` checks (or rewrites) only the scenarios whose path contains it.
+    let only = std::env::var("KLAB_SCENARIOS").ok();
     let mut problems = Vec::new();
     for path in shipped() {
+        if only
+            .as_deref()
+            .is_some_and(|f| !path.to_string_lossy().contains(f))
+        {
+            continue;
+        }
         let sc = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let (a, b) = match (
             run_blocking(&sc, &RunOptions::default()),

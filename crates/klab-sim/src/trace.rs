@@ -78,6 +78,13 @@ pub enum Change {
         object: String,
         text: String,
     },
+    /// The whole object, for kinds a scenario's `object:` expectations read (no trace line).
+    Object {
+        kind: String,
+        namespace: String,
+        name: String,
+        value: Option<std::sync::Arc<Value>>,
+    },
 }
 
 /// One endpoint of a slice as the trace shows it.
@@ -703,6 +710,8 @@ pub struct World {
     pub storage: BTreeMap<(String, String, String), StorageView>,
     /// Nodes seen and then deleted (a pod bound to a node not yet registered is not orphaned).
     pub deleted_nodes: BTreeSet<String>,
+    /// Whole objects by (kind, namespace, name), for the kinds `object:` expectations read.
+    pub objects: BTreeMap<(String, String, String), std::sync::Arc<Value>>,
 }
 
 fn controller_of(owner_kind: &str) -> &'static str {
@@ -845,6 +854,22 @@ impl World {
             }
             Change::Kubectl { object, text } => {
                 line(COMPONENT_KUBECTL, object.clone(), text.clone())
+            }
+            Change::Object {
+                kind,
+                namespace,
+                name,
+                value,
+            } => {
+                let key = (kind.clone(), namespace.clone(), name.clone());
+                match value {
+                    Some(v) => {
+                        self.objects.insert(key, v.clone());
+                    }
+                    None => {
+                        self.objects.remove(&key);
+                    }
+                }
             }
             Change::Event(ev) => {
                 // Like `kubectl get events`: the involved object in the object column, then

@@ -112,7 +112,10 @@ pub struct ComponentArgs {
 pub struct NodeArgs {
     /// list, stop-kubelet, start-kubelet, power-off, power-on, reboot, partition, heal, freeze,
     /// thaw, memory-pressure|disk-pressure|pid-pressure (with --available), relieve, shutdown (`systemctl poweroff`: graceful when the kubelet has a shutdownGracePeriod),
-    /// shutdown-cancel, rejoin (restart the kubelet: it registers again), add (a new machine joins), remove
+    /// shutdown-cancel, runtime-down|runtime-up (the container runtime stops answering / answers
+    /// again), fail-lease-updates|fail-status-updates (only the kubelet's Lease / Node status
+    /// writes fail) and heal-lease-updates|heal-status-updates, rejoin (restart the kubelet: it
+    /// registers again), add (a new machine joins), remove
     /// (the machine is powered off for good and its Node deleted)
     pub action: String,
     /// The node (not needed for `list`).
