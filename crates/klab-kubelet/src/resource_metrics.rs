@@ -150,15 +150,23 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
         })
         .collect();
     let node_ws = s.node_memory.saturating_add(node.reserved_memory);
-    let fs = json!({
-        "time": time,
-        "availableBytes": node.ephemeral_storage_bytes.saturating_sub(node_storage),
-        "capacityBytes": node.ephemeral_storage_bytes,
-        "usedBytes": node_storage,
-        "inodesFree": crate::eviction::MODEL_INODES,
-        "inodes": crate::eviction::MODEL_INODES,
-        "inodesUsed": 0,
-    });
+    // One disk holds the containers' storage and the images: both filesystems report its
+    // capacity and what is free on it; the image filesystem's used bytes are the images'.
+    let images = machine.images.total_bytes();
+    let disk_used = node_storage.saturating_add(images);
+    let fs_with = |used: u64| {
+        json!({
+            "time": time,
+            "availableBytes": node.ephemeral_storage_bytes.saturating_sub(disk_used),
+            "capacityBytes": node.ephemeral_storage_bytes,
+            "usedBytes": used,
+            "inodesFree": crate::eviction::MODEL_INODES,
+            "inodes": crate::eviction::MODEL_INODES,
+            "inodesUsed": 0,
+        })
+    };
+    let fs = fs_with(disk_used);
+    let image_fs = fs_with(images);
     json!({
         "node": {
             "nodeName": node.name,
@@ -168,7 +176,7 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                        "usageBytes": node_ws, "workingSetBytes": node_ws, "rssBytes": node_ws,
                        "pageFaults": 0, "majorPageFaults": 0},
             "fs": fs,
-            "runtime": {"imageFs": fs},
+            "runtime": {"imageFs": image_fs},
             "rlimit": {"time": time, "maxpid": crate::eviction::MODEL_PID_MAX, "curproc": node_pids},
         },
         "pods": pods,
