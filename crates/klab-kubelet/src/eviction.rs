@@ -581,11 +581,13 @@ pub fn canonical_quantity(spec: &str) -> Option<String> {
 /// containers' limits. Limits are (bytes, the quantity as written).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodStorage {
-    /// (container, used, limit)
-    pub containers: Vec<(String, u64, Option<(u64, String)>)>,
-    /// (emptyDir volume, used, sizeLimit)
-    pub empty_dirs: Vec<(String, u64, Option<(u64, String)>)>,
+    pub containers: Vec<StorageUse>,
+    /// emptyDir volumes, against their `sizeLimit`.
+    pub empty_dirs: Vec<StorageUse>,
 }
+
+/// (container or volume name, bytes used, limit as (bytes, the quantity as written)).
+pub type StorageUse = (String, u64, Option<(u64, String)>);
 
 /// The message of a local-storage eviction, when the pod breaks a limit; checked in upstream's
 /// order: an emptyDir over its size limit, the pod over its containers' total limit, a
