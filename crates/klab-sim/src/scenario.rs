@@ -753,6 +753,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             .map_err(|e| cx.at(v.referenced.line(), e.to_string()))?;
         flags.push((name.to_string(), v.value.0.clone()));
     }
+    // Flags checked against each other: reported at the last flag's line.
+    let last_flag_line = raw
+        .flags
+        .values()
+        .map(|v| v.referenced.line())
+        .max()
+        .unwrap_or(1);
+    Cluster::validate_config(&cluster).map_err(|e| cx.at(last_flag_line, e.to_string()))?;
 
     let mut manifests = Vec::new();
     for m in &raw.manifests {
