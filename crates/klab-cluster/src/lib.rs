@@ -27,6 +27,7 @@ pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
 pub use klab_kubelet::runtime::Machine;
 pub use klab_kubelet::usage::parse_annotation as parse_usage;
+pub use klab_kubelet::usage::parse_volume_annotation as parse_volume_usage;
 pub use klab_scheduler::SchedulerConfig;
 
 /// One node of the cluster as a scenario or `klab up --nodes` describes it.

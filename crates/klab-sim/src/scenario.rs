@@ -1214,8 +1214,13 @@ impl Cx {
                             "usage needs `usage: VALUE` (memory-growth=10Mi/min)".into(),
                         )
                     })?;
-                    klab_cluster::parse_usage(&value)
-                        .map_err(|e| self.at(line, format!("usage: {e}")))?;
+                    // `volume.<name>` is an emptyDir's contents: its storage keys only.
+                    if container.starts_with("volume.") {
+                        klab_cluster::parse_volume_usage(&value).map(|_| ())
+                    } else {
+                        klab_cluster::parse_usage(&value).map(|_| ())
+                    }
+                    .map_err(|e| self.at(line, format!("usage: {e}")))?;
                     let (namespace, pod) = match (s.pod.as_deref(), s.selector.as_deref()) {
                         (Some(p), None) => {
                             let (ns, name) = split_ns(p, s.namespace.as_deref());
@@ -1690,6 +1695,18 @@ expect:
             (
                 "faults:\n  - {at: 1m, fault: remove-node}\n",
                 "s.yaml:6: remove-node needs `node`",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: usage, pod: p, container: volume.cache, usage: memory=1Gi}\n",
+                "s.yaml:6: usage: a volume's usage takes only ephemeral-storage and ephemeral-storage-growth",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: usage, pod: p, container: app, usage: image-size=lots}\n",
+                "s.yaml:6: usage: invalid image-size \"lots\": not a quantity",
+            ),
+            (
+                "flags:\n  image-gc-high-threshold: 50\n  image-gc-low-threshold: 60\n",
+                "s.yaml:7: invalid value \"60\" for --image-gc-low-threshold: invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 60 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 50",
             ),
         ];
         for (extra, want) in cases {
