@@ -28,6 +28,7 @@ pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
 pub use klab_kubelet::runtime::Machine;
 pub use klab_kubelet::usage::parse_annotation as parse_usage;
+pub use klab_kubelet::usage::parse_volume_annotation as parse_volume_usage;
 pub use klab_scheduler::SchedulerConfig;
 
 /// One node of the cluster as a scenario or `klab up --nodes` describes it.
@@ -625,6 +626,46 @@ impl Cluster {
                 new.validate().map_err(invalid)?;
                 *rate = new;
             }
+            "imageGCHighThresholdPercent"
+            | "image-gc-high-threshold"
+            | "imageGCLowThresholdPercent"
+            | "image-gc-low-threshold"
+            | "imageMinimumGCAge"
+            | "minimum-image-ttl-duration" => {
+                let mut gc = config.kubelet.image_gc;
+                let percent = |v: &str| i32::try_from(int(v)?).map_err(|e| invalid(e.to_string()));
+                match name {
+                    "imageGCHighThresholdPercent" | "image-gc-high-threshold" => {
+                        gc.high_threshold_percent = percent(value)?
+                    }
+                    "imageGCLowThresholdPercent" | "image-gc-low-threshold" => {
+                        gc.low_threshold_percent = percent(value)?
+                    }
+                    _ => {
+                        if value.trim_start().starts_with('-') {
+                            return Err(invalid(format!(
+                                "invalid configuration: imageMinimumGCAge {value} must not be negative"
+                            )));
+                        }
+                        gc.minimum_gc_age = dur(value)?
+                    }
+                }
+                // The two thresholds are checked against each other once every flag is set
+                // (`validate_config`): one may be given before the other.
+                if let Err(e) = gc.validate()
+                    && !e.ends_with(&format!(
+                        "must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) {}",
+                        gc.high_threshold_percent
+                    ))
+                {
+                    return Err(invalid(e));
+                }
+                config.kubelet.image_gc = gc;
+            }
+            "nodeStatusMaxImages" | "node-status-max-images" => {
+                config.kubelet.node_status_max_images =
+                    i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -636,6 +677,16 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// Checks what single flags cannot: the image GC thresholds against each other.
+    pub fn validate_config(config: &ClusterConfig) -> Result<(), ClusterError> {
+        let gc = config.kubelet.image_gc;
+        gc.validate().map_err(|reason| ClusterError::InvalidFlag {
+            flag: "image-gc-low-threshold".into(),
+            value: gc.low_threshold_percent.to_string(),
+            reason,
+        })
     }
 
     /// The kubelet port of a node, as the API server dials it (tests look at its open streams).
@@ -977,6 +1028,41 @@ mod tests {
             );
         }
         assert_eq!(c.client_rates, want, "unchanged");
+    }
+
+    #[test]
+    fn image_gc_flags_are_validated_as_upstream() {
+        let mut c = ClusterConfig::default();
+        // Low before high, or high before low: only the final pair is checked.
+        Cluster::set_flag(&mut c, "image-gc-low-threshold", "40").unwrap();
+        Cluster::set_flag(&mut c, "image-gc-high-threshold", "50").unwrap();
+        Cluster::validate_config(&c).unwrap();
+        assert_eq!(c.kubelet.image_gc.high_threshold_percent, 50);
+        Cluster::set_flag(&mut c, "imageMinimumGCAge", "5m").unwrap();
+        assert_eq!(
+            c.kubelet.image_gc.minimum_gc_age,
+            std::time::Duration::from_secs(300)
+        );
+        let err = Cluster::set_flag(&mut c, "image-gc-high-threshold", "101")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"),
+            "{err}"
+        );
+        assert_eq!(c.kubelet.image_gc.high_threshold_percent, 50);
+        let err = Cluster::set_flag(&mut c, "minimum-image-ttl-duration", "-1m")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must not be negative"), "{err}");
+        Cluster::set_flag(&mut c, "image-gc-low-threshold", "60").unwrap();
+        let err = Cluster::validate_config(&c).unwrap_err().to_string();
+        assert!(
+            err.contains("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 60 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 50"),
+            "{err}"
+        );
+        Cluster::set_flag(&mut c, "nodeStatusMaxImages", "2").unwrap();
+        assert_eq!(c.kubelet.node_status_max_images, 2);
     }
 
     #[test]

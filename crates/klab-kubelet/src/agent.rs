@@ -305,6 +305,12 @@ async fn update_node_status(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        // The images on the machine, as the image manager lists them.
+        let images = crate::images::node_status_images(
+            &lock(&ctx.machine).images,
+            ctx.cfg.node_status_max_images,
+        );
+        status.images = (!images.is_empty()).then_some(images);
         status.volumes_in_use = if in_use.is_empty() && status.volumes_in_use.is_none() {
             None
         } else {
@@ -501,6 +507,9 @@ async fn pod_loop(s: Arc<Shared>) {
     };
     let mut eviction_state = crate::eviction::EvictionState::default();
     let mut next_eviction: Option<jiff::Timestamp> = None;
+    // The image GC loop: a pass at the first pod sync, then every `ImageGCPeriod`.
+    let mut next_image_gc: Option<jiff::Timestamp> = None;
+    let mut image_gc_failed = false;
     // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
     // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
     // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
@@ -514,10 +523,10 @@ async fn pod_loop(s: Arc<Shared>) {
                 std::future::pending::<()>().await;
             }
         };
-        let due = match (next_wake, next_eviction) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let due = [next_wake, next_eviction, next_image_gc]
+            .into_iter()
+            .flatten()
+            .min();
         let wake = async {
             match due {
                 Some(t) => ctx.clock.sleep_until(t).await,
@@ -615,7 +624,18 @@ async fn pod_loop(s: Arc<Shared>) {
             apply_write(&s, &mut mgr, &mut pods, w).await;
         }
         *s.volumes_in_use.lock().unwrap_or_else(|p| p.into_inner()) = mgr.volumes_in_use();
-        if !thresholds.is_empty() && next_eviction.is_none_or(|t| t <= now) {
+        if next_image_gc.is_none_or(|t| t <= now) {
+            next_image_gc = Some(klab_api::clock::saturating_add(
+                now,
+                crate::images::IMAGE_GC_PERIOD,
+            ));
+            let events = image_gc_round(&s, &mut image_gc_failed, now);
+            if !events.is_empty() {
+                s.node_events(&events).await;
+            }
+        }
+        // Local-storage limits are enforced even without thresholds.
+        if next_eviction.is_none_or(|t| t <= now) {
             next_eviction = Some(klab_api::clock::saturating_add(
                 now,
                 crate::eviction::MONITORING_PERIOD,
@@ -642,26 +662,24 @@ async fn pod_loop(s: Arc<Shared>) {
     }
 }
 
-/// One eviction manager `synchronize`: observe the signals (klab's usage model: everything is
-/// available unless a node fault says otherwise), report the conditions, and when a threshold
-/// acts evict at most one pod — the first of the ranking that is not critical.
-fn eviction_round(
-    s: &Shared,
-    mgr: &mut PodManager,
-    thresholds: &[crate::eviction::Threshold],
-    state: &mut crate::eviction::EvictionState,
+/// What an eviction signal observes on the machine now: the usage model (capacity less the
+/// reservation and what containers, volumes and images use) unless a node fault fixes it.
+fn observe_signal(
+    ctx: &KubeletContext,
+    machine: &crate::runtime::Machine,
     now: jiff::Timestamp,
-) -> (crate::pods::SyncOutput, Option<NodeEvent>) {
+) -> impl Fn(crate::eviction::Signal) -> Option<crate::eviction::Observation> + use<> {
     use crate::eviction::{Observation, Signal};
-    let ctx = &s.ctx;
-    let mut machine = lock(&ctx.machine);
-    machine.advance(now);
     let overrides = machine.available_override.clone();
-    let (memory_used, storage_used, pids_used) = machine.usage_totals(now);
-    let observe = |sig: Signal| {
+    let (memory_used, _, pids_used) = machine.usage_totals(now);
+    let storage_used = machine.disk_used(now);
+    let memory_capacity = ctx.spec.memory_bytes;
+    let storage_capacity = ctx.spec.ephemeral_storage_bytes;
+    let reserved_memory = ctx.cfg.reserved_memory;
+    move |sig: Signal| {
         let capacity = match sig {
-            Signal::MemoryAvailable => ctx.spec.memory_bytes,
-            Signal::NodeFsAvailable | Signal::ImageFsAvailable => ctx.spec.ephemeral_storage_bytes,
+            Signal::MemoryAvailable => memory_capacity,
+            Signal::NodeFsAvailable | Signal::ImageFsAvailable => storage_capacity,
             // Documented model values: a filesystem's inodes and the kernel's pid_max.
             Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => crate::eviction::MODEL_INODES,
             Signal::PidAvailable => crate::eviction::MODEL_PID_MAX,
@@ -669,7 +687,7 @@ fn eviction_round(
         let modelled = crate::usage::available(
             sig,
             capacity,
-            ctx.cfg.reserved_memory,
+            reserved_memory,
             memory_used,
             storage_used,
             pids_used,
@@ -683,29 +701,98 @@ fn eviction_round(
             available,
             capacity,
         })
+    }
+}
+
+/// One eviction manager `synchronize`: observe the signals, report the conditions; evict the
+/// pods over their local-storage limits (all of them, and nothing else this round); else when a
+/// threshold acts, reclaim at node level first for disk signals (unused images deleted, then
+/// re-measure: no eviction if no threshold is met any more), and evict at most one pod — the
+/// first of the ranking that is not critical.
+fn eviction_round(
+    s: &Shared,
+    mgr: &mut PodManager,
+    thresholds: &[crate::eviction::Threshold],
+    state: &mut crate::eviction::EvictionState,
+    now: jiff::Timestamp,
+) -> (crate::pods::SyncOutput, Option<NodeEvent>) {
+    let ctx = &s.ctx;
+    let mut machine = lock(&ctx.machine);
+    machine.advance(now);
+    let round = {
+        let observe = observe_signal(ctx, &machine, now);
+        crate::eviction::synchronize(
+            thresholds,
+            observe,
+            state,
+            now,
+            ctx.cfg.eviction.transition_period(),
+        )
     };
-    let round = crate::eviction::synchronize(
-        thresholds,
-        observe,
-        state,
-        now,
-        ctx.cfg.eviction.transition_period(),
-    );
     mgr.set_pressures(round.pressures.clone());
     *s.pressures.lock().unwrap_or_else(|p| p.into_inner()) = round.pressures.clone();
     let mut out = crate::pods::SyncOutput::default();
+    // Local ephemeral-storage limits, with or without node pressure.
+    let mut storage = mgr.local_storage(&machine, now);
+    storage.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    let mut evicted_any = false;
+    for (uid, usage, st) in storage {
+        if crate::eviction::is_critical(&usage) {
+            continue;
+        }
+        let Some(message) = crate::eviction::local_storage_violation(&st) else {
+            continue;
+        };
+        let evicted = mgr.evict(
+            &uid,
+            crate::eviction::IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS,
+            message,
+            false,
+            now,
+            &mut machine,
+        );
+        out.writes.extend(evicted.writes);
+        out.next_wake = match (out.next_wake, evicted.next_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        evicted_any = true;
+    }
+    if evicted_any {
+        return (out, None);
+    }
     let Some(i) = round.act_on else {
         return (out, None);
     };
     let t = &thresholds[i];
-    let Some(obs) = observe(t.signal) else {
-        return (out, None);
-    };
     let node_event = NodeEvent {
         type_: names::EVENT_WARNING,
         reason: crate::eviction::EVENT_EVICTION_THRESHOLD_MET.into(),
         message: format!("Attempting to reclaim {}", t.signal.resource()),
     };
+    // The eviction message reports what this round observed, before any reclaim.
+    let Some(obs) = observe_signal(ctx, &machine, now)(t.signal) else {
+        return (out, Some(node_event));
+    };
+    if crate::eviction::reclaims_at_node_level(t.signal) {
+        // Dead containers hold nothing on the model's disk; unused images go, oldest use first.
+        let in_use = machine.images_in_use();
+        machine.images.detect(&in_use, now);
+        let (delete, freed) = crate::images::select_unused(
+            &machine.images,
+            &in_use,
+            u64::MAX,
+            now,
+            ctx.cfg.image_gc.minimum_gc_age,
+        );
+        machine.images.remove(&delete);
+        tracing::info!(node = %ctx.name, images = delete.len(), freed, "eviction manager: deleted unused images");
+        let observe = observe_signal(ctx, &machine, now);
+        if !crate::eviction::still_needs_eviction(thresholds, observe) {
+            tracing::info!(node = %ctx.name, resource = t.signal.resource(), "eviction manager: able to reduce resource pressure without evicting pods");
+            return (out, Some(node_event));
+        }
+    }
     let mut candidates = mgr.eviction_candidates(t.signal, &machine, now);
     candidates.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     let usages: Vec<_> = candidates.iter().map(|(_, u)| u.clone()).collect();
@@ -726,10 +813,61 @@ fn eviction_round(
     let tgps = mgr.termination_grace_period(uid);
     let grace =
         crate::eviction::eviction_grace(t.is_hard(), ctx.cfg.eviction.max_pod_grace_period, tgps);
-    let evicted = mgr.evict(uid, grace, message, now, &mut machine);
+    let evicted = mgr.evict(uid, grace, message, true, now, &mut machine);
     out.writes.extend(evicted.writes);
     out.next_wake = evicted.next_wake;
     (out, Some(node_event))
+}
+
+/// One periodic image GC pass (`GarbageCollect`, every 5 minutes): above the high threshold,
+/// delete unused images until the low one is reached. Events: `FreeDiskSpaceFailed` when it
+/// cannot free enough, and `ImageGCFailed` when a pass fails right after a failed one.
+fn image_gc_round(s: &Shared, previous_failed: &mut bool, now: jiff::Timestamp) -> Vec<NodeEvent> {
+    let ctx = &s.ctx;
+    let policy = ctx.cfg.image_gc;
+    // A high threshold of 100% turns image GC off.
+    if policy.high_threshold_percent >= 100 {
+        return Vec::new();
+    }
+    let mut machine = lock(&ctx.machine);
+    machine.advance(now);
+    let in_use = machine.images_in_use();
+    machine.images.detect(&in_use, now);
+    let obs = observe_signal(ctx, &machine, now)(crate::eviction::Signal::ImageFsAvailable);
+    let Some(obs) = obs else {
+        return Vec::new();
+    };
+    let pass = crate::images::gc_pass(
+        &policy,
+        &machine.images,
+        &in_use,
+        obs.capacity,
+        obs.available,
+        now,
+    );
+    machine.images.remove(&pass.delete);
+    let mut events = Vec::new();
+    match pass.failure {
+        None => *previous_failed = false,
+        Some(message) => {
+            if message.starts_with("Failed to garbage collect") {
+                events.push(NodeEvent {
+                    type_: names::EVENT_WARNING,
+                    reason: crate::images::REASON_FREE_DISK_SPACE_FAILED.into(),
+                    message: message.clone(),
+                });
+            }
+            if *previous_failed {
+                events.push(NodeEvent {
+                    type_: names::EVENT_WARNING,
+                    reason: crate::images::REASON_IMAGE_GC_FAILED.into(),
+                    message,
+                });
+            }
+            *previous_failed = true;
+        }
+    }
+    events
 }
 
 /// The node shutdown manager's reaction to logind's `PrepareForShutdown` signal: on `true` a

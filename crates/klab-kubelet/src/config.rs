@@ -52,6 +52,11 @@ pub struct KubeletConfig {
     /// `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`, `evictionMinimumReclaim`,
     /// `evictionPressureTransitionPeriod`, `evictionMaxPodGracePeriod` (upstream defaults).
     pub eviction: crate::eviction::EvictionConfig,
+    /// `imageGCHighThresholdPercent`, `imageGCLowThresholdPercent`, `imageMinimumGCAge`
+    /// (85, 80, 2m).
+    pub image_gc: crate::images::ImageGcPolicy,
+    /// `nodeStatusMaxImages` (default 50; −1: no limit).
+    pub node_status_max_images: i32,
 }
 
 impl Default for KubeletConfig {
@@ -74,6 +79,8 @@ impl Default for KubeletConfig {
             reserved_memory: 0,
             shutdown: Default::default(),
             eviction: Default::default(),
+            image_gc: Default::default(),
+            node_status_max_images: crate::images::NODE_STATUS_MAX_IMAGES,
         }
     }
 }

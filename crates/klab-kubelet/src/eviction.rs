@@ -549,6 +549,111 @@ pub fn admit(
     Err(format!("The node had condition: [{}]. ", conds.join(" ")))
 }
 
+/// A quantity as `resource.Quantity.String()` prints it after a round trip through the API:
+/// binary-suffixed values in the largest binary unit that divides them (`2048Mi` → `2Gi`),
+/// others in the largest decimal one (`1000M` → `1G`). `None` for a value that does not parse.
+pub fn canonical_quantity(spec: &str) -> Option<String> {
+    let b = bytes(spec)?;
+    if spec.trim_end().ends_with('i') {
+        return Some(format_bytes(b));
+    }
+    if b == 0 {
+        return Some("0".into());
+    }
+    for (suffix, unit) in [
+        ("E", 1_000_000_000_000_000_000u64),
+        ("P", 1_000_000_000_000_000),
+        ("T", 1_000_000_000_000),
+        ("G", 1_000_000_000),
+        ("M", 1_000_000),
+        ("k", 1_000),
+    ] {
+        if b.is_multiple_of(unit) {
+            return Some(format!("{}{suffix}", b / unit));
+        }
+    }
+    Some(b.to_string())
+}
+
+/// One pod's local ephemeral storage as `localStorageEviction` reads it: each container's use
+/// (writable layer and logs) against its `ephemeral-storage` limit, each emptyDir's use against
+/// its `sizeLimit`, and the pod's total (containers and local volumes) against the sum of its
+/// containers' limits. Limits are (bytes, the quantity as written).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodStorage {
+    pub containers: Vec<StorageUse>,
+    /// emptyDir volumes, against their `sizeLimit`.
+    pub empty_dirs: Vec<StorageUse>,
+}
+
+/// (container or volume name, bytes used, limit as (bytes, the quantity as written)).
+pub type StorageUse = (String, u64, Option<(u64, String)>);
+
+/// The message of a local-storage eviction, when the pod breaks a limit; checked in upstream's
+/// order: an emptyDir over its size limit, the pod over its containers' total limit, a
+/// container over its own limit. Usage equal to a limit is within it.
+pub fn local_storage_violation(p: &PodStorage) -> Option<String> {
+    for (name, used, limit) in &p.empty_dirs {
+        if let Some((limit, text)) = limit
+            && *limit > 0
+            && used > limit
+        {
+            return Some(format!(
+                "Usage of EmptyDir volume {name:?} exceeds the limit {:?}. ",
+                canonical_quantity(text).unwrap_or_else(|| text.clone())
+            ));
+        }
+    }
+    let limits: Vec<u64> = p
+        .containers
+        .iter()
+        .filter_map(|(_, _, l)| l.as_ref().map(|(b, _)| *b))
+        .collect();
+    if !limits.is_empty() {
+        let total_limit = limits.iter().fold(0u64, |a, b| a.saturating_add(*b));
+        let used = p
+            .containers
+            .iter()
+            .map(|(_, u, _)| *u)
+            .chain(p.empty_dirs.iter().map(|(_, u, _)| *u))
+            .fold(0u64, |a, b| a.saturating_add(b));
+        if used > total_limit {
+            return Some(format!(
+                "Pod ephemeral local storage usage exceeds the total limit of containers {}. ",
+                format_bytes(total_limit)
+            ));
+        }
+    }
+    for (name, used, limit) in &p.containers {
+        if let Some((limit, text)) = limit
+            && used > limit
+        {
+            return Some(format!(
+                "Container {name} exceeded its local ephemeral storage limit {:?}. ",
+                canonical_quantity(text).unwrap_or_else(|| text.clone())
+            ));
+        }
+    }
+    None
+}
+
+/// Whether a signal's pressure can be relieved at node level first (deleting unused images
+/// and dead containers): the disk signals, on a node whose one disk holds both filesystems.
+pub fn reclaims_at_node_level(signal: Signal) -> bool {
+    signal.pressure() == Pressure::Disk
+}
+
+/// After node-level reclaim: whether pods must still be evicted — some threshold is still met
+/// (met thresholds compared with their minimum reclaim added).
+pub fn still_needs_eviction(
+    thresholds: &[Threshold],
+    observe: impl Fn(Signal) -> Option<Observation>,
+) -> bool {
+    thresholds
+        .iter()
+        .any(|t| observe(t.signal).is_some_and(|o| threshold_met(t, &o, true)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,5 +969,122 @@ mod tests {
             "The node had condition: [MemoryPressure PIDPressure]. "
         );
         assert!(admit(&[Disk, Pid], true, true, false).is_ok());
+    }
+
+    #[test]
+    fn local_storage_limits_of_n65() {
+        let lim = |q: &str| Some((bytes(q).unwrap(), q.to_string()));
+        // One container over its 1Gi limit: the pod total (the same 1Gi) is checked first.
+        let rootfs = PodStorage {
+            containers: vec![("app".into(), 2 * GI, lim("1Gi"))],
+            empty_dirs: vec![],
+        };
+        assert_eq!(
+            local_storage_violation(&rootfs).as_deref(),
+            Some("Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ")
+        );
+        // An emptyDir over its sizeLimit comes first of all.
+        let vol = PodStorage {
+            containers: vec![("app".into(), 10 * MI, lim("1Gi"))],
+            empty_dirs: vec![("emptyDirVolume".into(), 2 * GI, lim("1Gi"))],
+        };
+        assert_eq!(
+            local_storage_violation(&vol).as_deref(),
+            Some("Usage of EmptyDir volume \"emptyDirVolume\" exceeds the limit \"1Gi\". ")
+        );
+        // Several containers: the pod total holds, one container is over its own limit.
+        let multi = PodStorage {
+            containers: vec![
+                ("idle".into(), 0, lim("3Gi")),
+                ("writer".into(), 1536 * MI, lim("1024Mi")),
+            ],
+            empty_dirs: vec![],
+        };
+        assert_eq!(
+            local_storage_violation(&multi).as_deref(),
+            Some("Container writer exceeded its local ephemeral storage limit \"1Gi\". ")
+        );
+        // A container without a limit, the emptyDir without sizeLimit, usage at the limit: fine.
+        let ok = PodStorage {
+            containers: vec![
+                ("free".into(), 50 * GI, None),
+                ("capped".into(), GI, lim("1Gi")),
+            ],
+            empty_dirs: vec![
+                ("scratch".into(), 9 * GI, None),
+                ("zero".into(), GI, lim("0")),
+            ],
+        };
+        // The pod total counts the unlimited container too: 51Gi + 10Gi over the 1Gi sum.
+        assert_eq!(
+            local_storage_violation(&ok).as_deref(),
+            Some("Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ")
+        );
+        let ok = PodStorage {
+            containers: vec![("capped".into(), GI, lim("1Gi"))],
+            empty_dirs: vec![("zero".into(), 0, lim("0"))],
+        };
+        assert_eq!(local_storage_violation(&ok), None);
+        assert_eq!(local_storage_violation(&PodStorage::default()), None);
+        // Decimal limits print in decimal units.
+        let dec = PodStorage {
+            containers: vec![
+                ("a".into(), 0, lim("5G")),
+                ("b".into(), 2_000_000_000, lim("1000M")),
+            ],
+            empty_dirs: vec![],
+        };
+        assert_eq!(
+            local_storage_violation(&dec).as_deref(),
+            Some("Container b exceeded its local ephemeral storage limit \"1G\". ")
+        );
+    }
+
+    #[test]
+    fn canonical_quantities() {
+        for (q, want) in [
+            ("1Gi", "1Gi"),
+            ("2048Mi", "2Gi"),
+            ("1536Mi", "1536Mi"),
+            ("1000M", "1G"),
+            ("1500M", "1500M"),
+            ("500", "500"),
+            ("2000000000", "2G"),
+            ("0", "0"),
+        ] {
+            assert_eq!(canonical_quantity(q).as_deref(), Some(want), "{q}");
+        }
+        assert_eq!(canonical_quantity("lots"), None);
+    }
+
+    #[test]
+    fn reclaim_first_then_evict_only_if_still_met_n61() {
+        // hard nodefs.available<1Gi, minimum reclaim 500Mi.
+        let t = [Threshold {
+            signal: Signal::NodeFsAvailable,
+            value: ThresholdValue::Quantity(GI),
+            grace_period: Duration::ZERO,
+            min_reclaim: Some(ThresholdValue::Quantity(500 * MI)),
+        }];
+        let obs = |a: u64| {
+            move |_| {
+                Some(Observation {
+                    available: a,
+                    capacity: 100 * GI,
+                })
+            }
+        };
+        assert!(reclaims_at_node_level(Signal::NodeFsAvailable));
+        assert!(reclaims_at_node_level(Signal::ImageFsInodesFree));
+        assert!(!reclaims_at_node_level(Signal::MemoryAvailable));
+        assert!(!reclaims_at_node_level(Signal::PidAvailable));
+        // GC brought 16Gi back: no pod evicted.
+        assert!(!still_needs_eviction(&t, obs(16 * GI)));
+        // GC reached 1.1Gi: above 1Gi but below 1Gi + 500Mi: still evict.
+        assert!(still_needs_eviction(&t, obs(1126 * MI)));
+        // GC freed nothing.
+        assert!(still_needs_eviction(&t, obs(750 * MI)));
+        // No stats: nothing is met.
+        assert!(!still_needs_eviction(&t, |_| None));
     }
 }

@@ -67,6 +67,7 @@ pub mod events;
 pub mod eviction;
 pub mod exec;
 pub mod fault;
+pub mod images;
 pub mod logs;
 pub mod node;
 pub mod node_status;

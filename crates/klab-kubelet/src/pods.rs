@@ -185,8 +185,9 @@ struct Worker {
     /// Killed by the graceful node shutdown, with the pod's phase at the kill: its status
     /// carries the shutdown's phase, reason, message and `DisruptionTarget` from the kill on.
     shutdown_killed: Option<Option<String>>,
-    /// Evicted for node pressure: the eviction message, written with the final status.
-    evicted: Option<String>,
+    /// Evicted: the eviction message, written with the final status, and whether the status
+    /// carries the `DisruptionTarget` condition (node pressure) or not (local storage limits).
+    evicted: Option<(String, bool)>,
     /// Usage annotations refused (container → the value), reported once per value.
     usage_errors: BTreeMap<String, String>,
 }
@@ -290,6 +291,14 @@ fn container_id(node: &str, uid: &str, name: &str, attempt: i32, at: Timestamp) 
 /// Admission under node pressure (`Evicted`, `The node had condition: [..]. `): critical pods
 /// always pass; under memory pressure alone BestEffort pods pass only if they tolerate
 /// `node.kubernetes.io/memory-pressure:NoSchedule`.
+/// The `image-size` a pod's usage annotation gives a container's image (`None`: the runtime
+/// model's default; a refused annotation gives nothing, its event is recorded at the start).
+fn image_size(pod: &Pod, container: &str) -> Option<u64> {
+    let key = format!("{}{container}", usage::USAGE_ANNOTATION_PREFIX);
+    let v = pod.metadata.annotations.as_ref()?.get(&key)?;
+    usage::parse_annotation(v).ok()?.image_size
+}
+
 fn pressure_admit(pressures: &[eviction::Pressure], pod: &Pod) -> Result<(), String> {
     if pressures.is_empty() {
         return Ok(());
@@ -437,6 +446,127 @@ impl PodManager {
             }
             machine.set_usage(uid, &c.name, current.reanchor(spec, now));
         }
+        self.follow_volume_usage(uid, now, machine, out);
+    }
+
+    /// The contents of a running pod's emptyDir volumes from its `usage.klab.dev/volume.<name>`
+    /// annotations: a new or changed value anchors the volume's model now (its contents are
+    /// what the value says from now on); a removed one empties it; a refused one changes
+    /// nothing and gets one `InvalidUsage` event.
+    fn follow_volume_usage(
+        &mut self,
+        uid: &str,
+        now: Timestamp,
+        machine: &mut Machine,
+        out: &mut SyncOutput,
+    ) {
+        let Some(w) = self.workers.get_mut(uid) else {
+            return;
+        };
+        let Some(rp) = machine.pods.get_mut(uid) else {
+            return;
+        };
+        let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+        let empty_dirs: Vec<String> = w
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|v| v.empty_dir.is_some())
+            .map(|v| v.name.clone())
+            .collect();
+        rp.volume_usage.retain(|v, _| empty_dirs.contains(v));
+        for vol in empty_dirs {
+            let key = format!("{}{vol}", usage::VOLUME_ANNOTATION_PREFIX);
+            let error_key = format!("volume.{vol}");
+            let Some(value) = annotations.get(&key) else {
+                w.usage_errors.remove(&error_key);
+                rp.volume_usage.remove(&vol);
+                continue;
+            };
+            match usage::parse_volume_annotation(value) {
+                Ok(spec) => {
+                    w.usage_errors.remove(&error_key);
+                    if rp.volume_usage.get(&vol).is_none_or(|m| m.spec != spec) {
+                        rp.volume_usage
+                            .insert(vol, usage::Model::new(spec, now, None));
+                    }
+                }
+                Err(e) => {
+                    if w.usage_errors.insert(error_key, value.clone()).as_ref() != Some(value) {
+                        out.writes.push(w.event(
+                            None,
+                            names::EVENT_WARNING,
+                            usage::REASON_INVALID_USAGE,
+                            format!("{key}: {e}; the usage model is unchanged"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each running pod's local ephemeral storage for `localStorageEviction` (pods the eviction
+    /// manager may act on, see [`Self::eviction_candidates`]), by UID.
+    pub fn local_storage(
+        &self,
+        machine: &Machine,
+        now: Timestamp,
+    ) -> Vec<(String, eviction::PodUsage, eviction::PodStorage)> {
+        let candidates = self.eviction_candidates(eviction::Signal::NodeFsAvailable, machine, now);
+        candidates
+            .into_iter()
+            .filter_map(|(uid, usage)| {
+                let w = self.workers.get(&uid)?;
+                let rp = machine.pods.get(&uid)?;
+                let spec = w.pod.spec.clone().unwrap_or_default();
+                let containers = spec
+                    .containers
+                    .iter()
+                    .map(|c| {
+                        let used = rp
+                            .containers
+                            .get(&c.name)
+                            .filter(|rc| rc.is_running())
+                            .and_then(|rc| rc.usage.as_ref())
+                            .map_or(0, |m| m.ephemeral_storage_at(now));
+                        let limit = c
+                            .resources
+                            .as_ref()
+                            .and_then(|r| r.limits.as_ref())
+                            .and_then(|l| l.get("ephemeral-storage"))
+                            .and_then(|q| crate::quantity::bytes(&q.0).map(|b| (b, q.0.clone())));
+                        (c.name.clone(), used, limit)
+                    })
+                    .collect();
+                let empty_dirs =
+                    spec.volumes
+                        .iter()
+                        .flatten()
+                        .filter_map(|v| {
+                            let ed = v.empty_dir.as_ref()?;
+                            let used = rp
+                                .volume_usage
+                                .get(&v.name)
+                                .map_or(0, |m| m.ephemeral_storage_at(now));
+                            let limit = ed.size_limit.as_ref().and_then(|q| {
+                                crate::quantity::bytes(&q.0).map(|b| (b, q.0.clone()))
+                            });
+                            Some((v.name.clone(), used, limit))
+                        })
+                        .collect();
+                Some((
+                    uid,
+                    usage,
+                    eviction::PodStorage {
+                        containers,
+                        empty_dirs,
+                    },
+                ))
+            })
+            .collect()
     }
 
     /// The eviction manager's current conditions, for admission.
@@ -504,12 +634,14 @@ impl PodManager {
     }
 
     /// Evicts one pod: the `Evicted` event now, a kill with `grace`, and the final status
-    /// `Failed` / `Evicted` / `message` with `DisruptionTarget=True` (`TerminationByKubelet`).
+    /// `Failed` / `Evicted` / `message`, with `DisruptionTarget=True` (`TerminationByKubelet`)
+    /// when `disruption_target` (node-pressure evictions; local-storage ones carry none).
     pub fn evict(
         &mut self,
         uid: &str,
         grace: i64,
         message: String,
+        disruption_target: bool,
         now: Timestamp,
         machine: &mut Machine,
     ) -> SyncOutput {
@@ -520,7 +652,7 @@ impl PodManager {
         if !matches!(w.life, Lifecycle::Syncing) {
             return out;
         }
-        w.evicted = Some(message.clone());
+        w.evicted = Some((message.clone(), disruption_target));
         out.writes.push(w.event(
             None,
             names::EVENT_WARNING,
@@ -1264,11 +1396,12 @@ impl PodManager {
                         Duration::try_from(until.duration_since(st.pull_started))
                             .unwrap_or_default(),
                     );
+                    let size =
+                        image_size(&w.pod, &st.container).unwrap_or(self.model.image_size_bytes);
                     out.writes.push(w.event(Some((st.init, &st.container)), names::EVENT_NORMAL, "Pulled", format!(
-                        "Successfully pulled image \"{image}\" in {took} ({took} including waiting). Image size: {} bytes.",
-                        self.model.image_size_bytes
+                        "Successfully pulled image \"{image}\" in {took} ({took} including waiting). Image size: {size} bytes."
                     )));
-                    machine.images.insert(normalize_image(&image));
+                    machine.images.pulled(&image, size, now);
                     let until = after(now, self.model.container_start);
                     self.workers.get_mut(uid).expect("worker").starting = Some(Starting {
                         stage: Stage::Creating { until },
@@ -1407,7 +1540,7 @@ impl PodManager {
                 "IfNotPresent".into()
             }
         });
-        let present = machine.images.contains(&normalize_image(&image));
+        let present = machine.images.contains(&image);
         if pull_policy == "Never" && !present {
             // The image can never appear by itself: report it once and keep waiting.
             let msg =
@@ -1816,15 +1949,17 @@ impl PodManager {
             // TerminatePod forces a non-terminal phase to Failed.
             status.phase = Some(pod_status::PHASE_FAILED.into());
         }
-        if terminal && let Some(message) = &w.evicted {
+        if terminal && let Some((message, disruption_target)) = &w.evicted {
             status.phase = Some(pod_status::PHASE_FAILED.into());
             status.reason = Some(eviction::REASON_EVICTED.into());
             status.message = Some(message.clone());
-            shutdown::set_disruption_target(
-                &mut status,
-                message,
-                &Time(klab_api::clock::truncate_to_second(now)),
-            );
+            if *disruption_target {
+                shutdown::set_disruption_target(
+                    &mut status,
+                    message,
+                    &Time(klab_api::clock::truncate_to_second(now)),
+                );
+            }
         }
         if let Some(phase_at_kill) = &w.shutdown_killed {
             shutdown::apply_killed_status(

@@ -131,6 +131,20 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
             e.5 = e.5.saturating_add(u.spec.pids);
         }
     }
+    // emptyDir contents (`usage.klab.dev/volume.<name>`): the pod's `volume` stats, counted in
+    // its ephemeral storage and on the node's disk.
+    let mut volumes: BTreeMap<(String, String), (u64, Vec<serde_json::Value>)> = BTreeMap::new();
+    for p in machine.pods.values() {
+        for (vol, m) in &p.volume_usage {
+            let used = m.ephemeral_storage_at(s.at);
+            let e = volumes
+                .entry((p.namespace.clone(), p.name.clone()))
+                .or_default();
+            e.0 = e.0.saturating_add(used);
+            e.1.push(json!({"time": time, "name": vol, "usedBytes": used}));
+            node_storage = node_storage.saturating_add(used);
+        }
+    }
     let pods: Vec<serde_json::Value> = pods
         .into_iter()
         .map(|((ns, name), containers)| {
@@ -138,7 +152,12 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                 .get(&(ns.clone(), name.clone()))
                 .cloned()
                 .unwrap_or_default();
-            json!({
+            let (volume_bytes, volume_stats) = volumes
+                .get(&(ns.clone(), name.clone()))
+                .cloned()
+                .unwrap_or_default();
+            let storage = storage.saturating_add(volume_bytes);
+            let mut pod = json!({
                 "podRef": {"name": name, "namespace": ns, "uid": uid},
                 "containers": containers,
                 "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
@@ -146,19 +165,31 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                            "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
                 "ephemeral-storage": {"time": time, "usedBytes": storage},
                 "process_stats": {"process_count": pids},
-            })
+            });
+            if !volume_stats.is_empty() {
+                pod["volume"] = serde_json::Value::Array(volume_stats);
+            }
+            pod
         })
         .collect();
     let node_ws = s.node_memory.saturating_add(node.reserved_memory);
-    let fs = json!({
-        "time": time,
-        "availableBytes": node.ephemeral_storage_bytes.saturating_sub(node_storage),
-        "capacityBytes": node.ephemeral_storage_bytes,
-        "usedBytes": node_storage,
-        "inodesFree": crate::eviction::MODEL_INODES,
-        "inodes": crate::eviction::MODEL_INODES,
-        "inodesUsed": 0,
-    });
+    // One disk holds the containers' storage and the images: both filesystems report its
+    // capacity and what is free on it; the image filesystem's used bytes are the images'.
+    let images = machine.images.total_bytes();
+    let disk_used = node_storage.saturating_add(images);
+    let fs_with = |used: u64| {
+        json!({
+            "time": time,
+            "availableBytes": node.ephemeral_storage_bytes.saturating_sub(disk_used),
+            "capacityBytes": node.ephemeral_storage_bytes,
+            "usedBytes": used,
+            "inodesFree": crate::eviction::MODEL_INODES,
+            "inodes": crate::eviction::MODEL_INODES,
+            "inodesUsed": 0,
+        })
+    };
+    let fs = fs_with(disk_used);
+    let image_fs = fs_with(images);
     json!({
         "node": {
             "nodeName": node.name,
@@ -168,7 +199,7 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                        "usageBytes": node_ws, "workingSetBytes": node_ws, "rssBytes": node_ws,
                        "pageFaults": 0, "majorPageFaults": 0},
             "fs": fs,
-            "runtime": {"imageFs": fs},
+            "runtime": {"imageFs": image_fs},
             "rlimit": {"time": time, "maxpid": crate::eviction::MODEL_PID_MAX, "curproc": node_pids},
         },
         "pods": pods,
@@ -422,5 +453,48 @@ mod tests {
         assert!(s.containers.is_empty());
         assert_eq!(s.node_cpu_ns, 15_000_000_000);
         assert_eq!(s.node_memory, 0);
+    }
+
+    #[test]
+    fn summary_counts_images_and_empty_dirs_on_the_disk() {
+        const GI: u64 = 1 << 30;
+        let mut m = Machine::new("b".into(), "m".into(), "s".into(), "10.244.1".into());
+        m.run_sandbox("u", "ns", "web", t(0), std::time::Duration::ZERO);
+        let p = crate::program::Program::from_command(&[], &[]);
+        m.start_container("u", "app", "nginx", p, 1, "id".into(), t(1000));
+        let storage = |b: u64| UsageSpec {
+            ephemeral_storage: b,
+            ..Default::default()
+        };
+        m.set_usage("u", "app", Model::new(storage(GI), t(1000), None));
+        m.pods
+            .get_mut("u")
+            .unwrap()
+            .volume_usage
+            .insert("cache".into(), Model::new(storage(2 * GI), t(1000), None));
+        m.images.pulled("nginx", 300 << 20, t(500));
+        let info = NodeInfo {
+            name: "n1".into(),
+            memory_bytes: GI,
+            ephemeral_storage_bytes: 10 * GI,
+            reserved_memory: 0,
+        };
+        let s = samples(&mut m, t(2000));
+        let sum = summary(&info, &m, &s);
+        let used = 3 * GI + (300 << 20);
+        assert_eq!(sum["node"]["fs"]["usedBytes"], used);
+        assert_eq!(sum["node"]["fs"]["availableBytes"], 10 * GI - used);
+        assert_eq!(sum["node"]["runtime"]["imageFs"]["usedBytes"], 300u64 << 20);
+        assert_eq!(
+            sum["node"]["runtime"]["imageFs"]["availableBytes"],
+            10 * GI - used
+        );
+        let pod = &sum["pods"][0];
+        assert_eq!(pod["ephemeral-storage"]["usedBytes"], 3 * GI);
+        assert_eq!(pod["volume"][0]["name"], "cache");
+        assert_eq!(pod["volume"][0]["usedBytes"], 2 * GI);
+        assert_eq!(pod["containers"][0]["rootfs"]["usedBytes"], GI);
+        // The machine's own total agrees.
+        assert_eq!(m.disk_used(t(2000)), used);
     }
 }

@@ -119,6 +119,10 @@ pub struct RuntimePod {
     pub sandbox: Option<Sandbox>,
     pub pod_ip: String,
     pub containers: BTreeMap<String, RtContainer>,
+    /// What the pod's emptyDir volumes hold (volume → usage model, only `ephemeral_storage` and
+    /// its growth are read), from its `usage.klab.dev/volume.<name>` annotations.
+    #[serde(default)]
+    pub volume_usage: BTreeMap<String, crate::usage::Model>,
 }
 
 impl RuntimePod {
@@ -135,7 +139,9 @@ pub struct Machine {
     pub system_uuid: String,
     pub powered: bool,
     pub frozen_since: Option<Timestamp>,
-    pub images: BTreeSet<String>,
+    /// The images pulled on this machine, with their sizes and use (the image GC's records).
+    #[serde(default)]
+    pub images: crate::images::ImageStore,
     pub pods: BTreeMap<String, RuntimePod>,
     /// Pods removed after all their containers exited, most recent last (for their logs).
     #[serde(default)]
@@ -170,7 +176,7 @@ impl Machine {
             system_uuid,
             powered: true,
             frozen_since: None,
-            images: BTreeSet::new(),
+            images: Default::default(),
             pods: BTreeMap::new(),
             removed: Default::default(),
             available_override: BTreeMap::new(),
@@ -297,6 +303,7 @@ impl Machine {
                 sandbox: None,
                 pod_ip: String::new(),
                 containers: BTreeMap::new(),
+                volume_usage: BTreeMap::new(),
             });
         for (cname, image, restart_count, container_id, started_at) in containers {
             let exited = Terminated {
@@ -349,6 +356,7 @@ impl Machine {
                 sandbox: None,
                 pod_ip: String::new(),
                 containers: BTreeMap::new(),
+                volume_usage: BTreeMap::new(),
             });
         let attempt = pod.sandbox.as_ref().map_or(0, |s| s.attempt + 1);
         pod.sandbox = Some(Sandbox {
@@ -535,6 +543,30 @@ impl Machine {
                     p.saturating_add(u.spec.pids),
                 )
             })
+    }
+
+    /// Bytes used on the node's one disk at `now` (nodefs and imagefs alike): the running
+    /// containers' ephemeral storage, the pods' emptyDir volumes and the images.
+    pub fn disk_used(&self, now: Timestamp) -> u64 {
+        let volumes = self
+            .pods
+            .values()
+            .flat_map(|p| p.volume_usage.values())
+            .fold(0u64, |a, m| a.saturating_add(m.ephemeral_storage_at(now)));
+        self.usage_totals(now)
+            .1
+            .saturating_add(self.images.total_bytes())
+            .saturating_add(volumes)
+    }
+
+    /// The images the runtime's containers refer to (running or exited, as `ListContainers`
+    /// reports them): what image GC must keep.
+    pub fn images_in_use(&self) -> BTreeSet<String> {
+        self.pods
+            .values()
+            .flat_map(|p| p.containers.values())
+            .map(|c| crate::pod_status::normalize_image(&c.image))
+            .collect()
     }
 
     /// The kubelet died: in-flight `StopContainer` calls are abandoned, so no SIGKILL will come.

@@ -10,7 +10,8 @@
 //! The annotation is a comma-separated list of `key=value`: `memory`, `cpu`, `ephemeral-storage`
 //! and `pids` set the amount at the container's start (and at every change of the annotation:
 //! the model is re-anchored then), `memory-growth` and `ephemeral-storage-growth` a rate such as
-//! `10Mi/min` (per `s`, `min` or `h`). A value that does not parse refuses the whole annotation
+//! `10Mi/min` (per `s`, `min` or `h`); `image-size` is the size of the container's image when
+//! the kubelet pulls it ([`crate::images`]). A value that does not parse refuses the whole annotation
 //! with a message naming it; the kubelet then keeps the model it had.
 
 use jiff::Timestamp;
@@ -22,6 +23,31 @@ use crate::quantity::{bytes, cpu_millis};
 /// "memory=100Mi,memory-growth=10Mi/min"`.
 pub const USAGE_ANNOTATION_PREFIX: &str = "usage.klab.dev/";
 
+/// Annotation prefix of an emptyDir volume's modelled contents: `usage.klab.dev/volume.<name>:
+/// "ephemeral-storage=2Gi,ephemeral-storage-growth=10Mi/s"` (container names cannot hold a dot,
+/// so the two never meet).
+pub const VOLUME_ANNOTATION_PREFIX: &str = "usage.klab.dev/volume.";
+
+/// Parses a volume's usage annotation: only `ephemeral-storage` and `ephemeral-storage-growth`.
+pub fn parse_volume_annotation(v: &str) -> Result<UsageSpec, String> {
+    let o = parse_annotation(v)?;
+    if o.memory.is_some()
+        || o.memory_growth.is_some()
+        || o.cpu_millis.is_some()
+        || o.pids.is_some()
+        || o.image_size.is_some()
+    {
+        return Err(
+            "a volume's usage takes only ephemeral-storage and ephemeral-storage-growth".into(),
+        );
+    }
+    Ok(UsageSpec {
+        ephemeral_storage: o.ephemeral_storage.unwrap_or(0),
+        ephemeral_storage_growth: o.ephemeral_storage_growth,
+        ..Default::default()
+    })
+}
+
 /// Reason of a container killed by the memory cgroup's OOM killer (`state.terminated.reason`).
 pub const REASON_OOM_KILLED: &str = "OOMKilled";
 
@@ -29,13 +55,14 @@ pub const REASON_OOM_KILLED: &str = "OOMKilled";
 pub const REASON_INVALID_USAGE: &str = "InvalidUsage";
 
 /// The annotation keys, in the order error messages list them.
-pub const KEYS: [&str; 6] = [
+pub const KEYS: [&str; 7] = [
     "memory",
     "memory-growth",
     "cpu",
     "ephemeral-storage",
     "ephemeral-storage-growth",
     "pids",
+    "image-size",
 ];
 
 /// A linear growth: `amount` bytes every `per_ms` milliseconds.
@@ -90,6 +117,8 @@ pub struct Overrides {
     pub ephemeral_storage: Option<u64>,
     pub ephemeral_storage_growth: Option<Rate>,
     pub pids: Option<u64>,
+    /// The size of the container's image when the kubelet pulls it (see [`crate::images`]).
+    pub image_size: Option<u64>,
 }
 
 /// Parses a rate `10Mi/min` (per `s`, `min` or `h`).
@@ -129,6 +158,7 @@ pub fn parse_annotation(v: &str) -> Result<Overrides, String> {
                         .map_err(|_| format!("invalid pids {val:?}: not a count"))?,
                 )
             }
+            "image-size" => o.image_size = Some(bytes(val).ok_or_else(bad_quantity)?),
             "memory-growth" => o.memory_growth = Some(parse_rate(val).ok_or_else(bad_rate)?),
             "ephemeral-storage-growth" => {
                 o.ephemeral_storage_growth = Some(parse_rate(val).ok_or_else(bad_rate)?)
@@ -370,7 +400,7 @@ mod tests {
             (
                 "memroy=1Gi",
                 Err(
-                    "unknown usage key \"memroy\" (known: memory, memory-growth, cpu, ephemeral-storage, ephemeral-storage-growth, pids)",
+                    "unknown usage key \"memroy\" (known: memory, memory-growth, cpu, ephemeral-storage, ephemeral-storage-growth, pids, image-size)",
                 ),
             ),
             // One bad item refuses the whole value, good ones included.
@@ -383,6 +413,29 @@ mod tests {
                 "{v}"
             );
         }
+    }
+
+    #[test]
+    fn volume_annotations() {
+        assert_eq!(
+            parse_volume_annotation("ephemeral-storage=2Gi,ephemeral-storage-growth=1Mi/s"),
+            Ok(UsageSpec {
+                ephemeral_storage: 2 << 30,
+                ephemeral_storage_growth: Some(Rate {
+                    amount: MI,
+                    per_ms: 1000
+                }),
+                ..Default::default()
+            })
+        );
+        assert_eq!(
+            parse_volume_annotation("memory=1Gi").unwrap_err(),
+            "a volume's usage takes only ephemeral-storage and ephemeral-storage-growth"
+        );
+        assert_eq!(
+            parse_volume_annotation("ephemeral-storage=x").unwrap_err(),
+            "invalid ephemeral-storage \"x\": not a quantity"
+        );
     }
 
     #[test]

@@ -1041,6 +1041,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
             .map_err(|e| cx.at(v.referenced.line(), e.to_string()))?;
         flags.push((name.to_string(), v.value.0.clone()));
     }
+    // Flags checked against each other: reported at the last flag's line.
+    let last_flag_line = raw
+        .flags
+        .values()
+        .map(|v| v.referenced.line())
+        .max()
+        .unwrap_or(1);
+    Cluster::validate_config(&cluster).map_err(|e| cx.at(last_flag_line, e.to_string()))?;
 
     let mut manifests = Vec::new();
     for m in &raw.manifests {
@@ -1665,8 +1673,13 @@ impl Cx {
                             "usage needs `usage: VALUE` (memory-growth=10Mi/min)".into(),
                         )
                     })?;
-                    klab_cluster::parse_usage(&value)
-                        .map_err(|e| self.at(line, format!("usage: {e}")))?;
+                    // `volume.<name>` is an emptyDir's contents: its storage keys only.
+                    if container.starts_with("volume.") {
+                        klab_cluster::parse_volume_usage(&value).map(|_| ())
+                    } else {
+                        klab_cluster::parse_usage(&value).map(|_| ())
+                    }
+                    .map_err(|e| self.at(line, format!("usage: {e}")))?;
                     let (namespace, pod) = match (s.pod.as_deref(), s.selector.as_deref()) {
                         (Some(p), None) => {
                             let (ns, name) = split_ns(p, s.namespace.as_deref());
@@ -2400,6 +2413,18 @@ expect:
             (
                 "expect:\n  - {writes: {component: kubelet}}\n",
                 "s.yaml:6: `writes` needs exactly one of `count`, `min-count`, `max-count`",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: usage, pod: p, container: volume.cache, usage: memory=1Gi}\n",
+                "s.yaml:6: usage: a volume's usage takes only ephemeral-storage and ephemeral-storage-growth",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: usage, pod: p, container: app, usage: image-size=lots}\n",
+                "s.yaml:6: usage: invalid image-size \"lots\": not a quantity",
+            ),
+            (
+                "flags:\n  image-gc-high-threshold: 50\n  image-gc-low-threshold: 60\n",
+                "s.yaml:7: invalid value \"60\" for --image-gc-low-threshold: invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) 60 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 50",
             ),
         ];
         for (extra, want) in cases {

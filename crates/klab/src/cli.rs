@@ -293,6 +293,15 @@ pub struct ComponentFlags {
     /// Longest grace (seconds) of a soft-threshold eviction (default 0).
     #[arg(long = "eviction-max-pod-grace-period")]
     pub eviction_max_pod_grace_period: Option<String>,
+    /// Kubelet imageGCHighThresholdPercent: disk usage that starts image GC (default 85).
+    #[arg(long = "image-gc-high-threshold")]
+    pub image_gc_high_threshold: Option<String>,
+    /// Kubelet imageGCLowThresholdPercent: disk usage image GC frees down to (default 80).
+    #[arg(long = "image-gc-low-threshold")]
+    pub image_gc_low_threshold: Option<String>,
+    /// Kubelet imageMinimumGCAge: an image younger than this is never collected (default 2m).
+    #[arg(long = "minimum-image-ttl-duration")]
+    pub minimum_image_ttl_duration: Option<String>,
     /// Kubelet shutdownGracePeriod: graceful node shutdown (default 0s: disabled).
     #[arg(long = "shutdown-grace-period")]
     pub shutdown_grace_period: Option<String>,
@@ -342,6 +351,12 @@ impl ComponentFlags {
             (
                 "eviction-max-pod-grace-period",
                 &self.eviction_max_pod_grace_period,
+            ),
+            ("image-gc-high-threshold", &self.image_gc_high_threshold),
+            ("image-gc-low-threshold", &self.image_gc_low_threshold),
+            (
+                "minimum-image-ttl-duration",
+                &self.minimum_image_ttl_duration,
             ),
             // The total before the critical share: each is validated against the other.
             ("shutdownGracePeriod", &self.shutdown_grace_period),
@@ -426,6 +441,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 // The error names the flag itself.
                 klab_cluster::Cluster::set_flag(&mut cluster, name, value)?;
             }
+            klab_cluster::Cluster::validate_config(&cluster)?;
             let opts = klab_server::up::UpOptions {
                 data_dir: a.data_dir,
                 listen: a.listen,

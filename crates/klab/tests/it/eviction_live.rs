@@ -1,7 +1,8 @@
 //! Node-pressure eviction (spec node.md §7) on a live `klab up` with real kubectl:
 //! `klab node memory-pressure NAME --available 80Mi` — the pod evicted with its upstream status,
 //! MemoryPressure in `kubectl describe node`, new BestEffort pods rejected — `relieve`, and bad
-//! input refused with nothing changed.
+//! input refused with nothing changed; the node's images in `node.status.images` and a local
+//! ephemeral-storage limit eviction.
 
 use std::process::Command;
 use std::time::Duration;
@@ -121,4 +122,107 @@ fn memory_pressure_evicts_on_a_live_cluster() {
         out.starts_with(&format!("node/{NODE}: relieve done")),
         "{out}"
     );
+}
+
+/// Images on the node and a local ephemeral-storage limit eviction: the pulled image is listed
+/// in `node.status.images` with the size its pod's usage annotation gives it, and a container
+/// writing past its own `ephemeral-storage` limit (the pod's total staying within the sum of
+/// its containers' limits) is Evicted with upstream's message and no DisruptionTarget.
+#[test]
+fn images_and_ephemeral_storage_limits_on_a_live_cluster() {
+    let k = Klab::start(&["--speed", "5"]);
+    let spec = format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: writer
+  annotations:
+    usage.klab.dev/app: image-size=300Mi,ephemeral-storage=100Mi,ephemeral-storage-growth=600Mi/min
+    usage.klab.dev/side: ephemeral-storage=10Mi
+spec:
+  nodeName: {NODE}
+  containers:
+    - name: app
+      image: registry.example/tools/writer:v2
+      command: [sleep, \"3600\"]
+      resources: {{limits: {{ephemeral-storage: 200Mi}}}}
+    - name: side
+      image: busybox
+      command: [sleep, \"3600\"]
+      resources: {{limits: {{ephemeral-storage: 1Gi}}}}
+"
+    );
+    let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&spec));
+    assert!(out.status.success(), "{out:?}");
+    let msg = "Container app exceeded its local ephemeral storage limit \"200Mi\". ";
+    k.wait_for("writer Evicted", BOUND, || {
+        let s = k.ok(
+            33,
+            &[
+                "get",
+                "pod",
+                "writer",
+                "-o",
+                "jsonpath={.status.phase}|{.status.reason}|{.status.message}",
+            ],
+        );
+        (s == format!("Failed|Evicted|{msg}")).then_some(())
+    });
+    // No DisruptionTarget: upstream sets it only for node-pressure evictions.
+    let conds = k.ok(
+        33,
+        &[
+            "get",
+            "pod",
+            "writer",
+            "-o",
+            "jsonpath={.status.conditions[*].type}",
+        ],
+    );
+    assert!(!conds.contains("DisruptionTarget"), "{conds}");
+    let d = k.ok(33, &["describe", "pod", "writer"]);
+    let flat: String = d.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("Status: Failed"), "{d}");
+    assert!(flat.contains("Reason: Evicted"), "{d}");
+    assert!(
+        flat.contains(&format!("Message: {}", msg.trim_end())),
+        "{d}"
+    );
+    // The Warning Evicted event (Type, Reason, Age, From, Message).
+    assert!(
+        flat.contains("Warning Evicted") && flat.contains(&format!("kubelet {}", msg.trim_end())),
+        "{d}"
+    );
+    for v in [33, 27] {
+        let row = k.ok(v, &["get", "pod", "writer", "--no-headers"]);
+        let status = row
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            status == "Error" || status == "Evicted",
+            "kubectl 1.{v}: {row}"
+        );
+    }
+
+    // The image stays on the node after its pod is gone, listed with its size, largest first.
+    k.wait_for("writer image in node status", BOUND, || {
+        let s = k.ok(
+            33,
+            &["get", "node", NODE, "-o", "jsonpath={.status.images}"],
+        );
+        let images: serde_json::Value = serde_json::from_str(&s).ok()?;
+        let first = images.get(0)?;
+        let names: Vec<&str> = first["names"]
+            .as_array()?
+            .iter()
+            .filter_map(|n| n.as_str())
+            .collect();
+        (names.len() == 2
+            && names[0].starts_with("registry.example/tools/writer@sha256:")
+            && names[1] == "registry.example/tools/writer:v2"
+            && first["sizeBytes"] == 314_572_800)
+            .then_some(())
+    });
 }
