@@ -296,6 +296,9 @@ pub struct ComponentFlags {
     /// Kubelet shutdownGracePeriodCriticalPods: the part of it kept for critical pods (default 0s).
     #[arg(long = "shutdown-grace-period-critical-pods")]
     pub shutdown_grace_period_critical_pods: Option<String>,
+    /// metrics-server's scrape interval, what `kubectl top` lags by (default 15s, at least 10s).
+    #[arg(long = "metric-resolution")]
+    pub metric_resolution: Option<String>,
 }
 
 impl ComponentFlags {
@@ -339,6 +342,7 @@ impl ComponentFlags {
                 "shutdownGracePeriodCriticalPods",
                 &self.shutdown_grace_period_critical_pods,
             ),
+            ("metric-resolution", &self.metric_resolution),
         ]
         .into_iter()
         .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))
