@@ -295,3 +295,73 @@ fn kubectl_top_on_a_live_cluster() {
     let t = rows(&k.ok(27, &["top", "nodes", "--no-headers"]));
     assert_eq!(t.iter().filter(|r| r[1] != "<unknown>").count(), 2, "{t:?}");
 }
+
+/// Under `--authorization-mode Node,RBAC` metrics-server scrapes as its own service account
+/// (system:metrics-server), and a user may run `kubectl top` once bound to `view` (which
+/// aggregates metrics-server's reader), as on a cluster with metrics-server installed.
+#[test]
+fn kubectl_top_under_rbac() {
+    let k = Klab::start(&["--speed", "20", "--authorization-mode", "Node,RBAC"]);
+    let pod = "
+apiVersion: v1
+kind: Pod
+metadata: {name: busy, annotations: {usage.klab.dev/app: 'cpu=100m,memory=64Mi'}}
+spec:
+  containers: [{name: app, image: nginx}]
+";
+    let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(pod));
+    assert!(out.status.success(), "{}", stderr(&out));
+    k.wait_for("busy's metrics", BOUND, || {
+        let o = k.kubectl(33, &["top", "pod", "busy", "--no-headers"]);
+        (o.status.success() && String::from_utf8_lossy(&o.stdout).contains("100m")).then_some(())
+    });
+    let o = k.kubectl(
+        33,
+        &[
+            "auth",
+            "can-i",
+            "delete",
+            "pods",
+            "--as=system:serviceaccount:kube-system:metrics-server",
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "no");
+
+    let add = std::process::Command::new(env!("CARGO_BIN_EXE_klab"))
+        .args(["user", "add", "bob", "--data-dir"])
+        .arg(k.dir.path().join("data"))
+        .output()
+        .expect("klab runs");
+    assert!(add.status.success(), "{add:?}");
+    let bob = String::from_utf8_lossy(&add.stdout)
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let as_bob = || {
+        std::process::Command::new(crate::harness::kubectl_binary(33))
+            .args(["--kubeconfig", &bob, "top", "pods"])
+            .output()
+            .expect("kubectl runs")
+    };
+    let o = as_bob();
+    assert_eq!(
+        stderr(&o).trim(),
+        "Error from server (Forbidden): pods.metrics.k8s.io is forbidden: User \"bob\" cannot list resource \"pods\" in API group \"metrics.k8s.io\" in the namespace \"default\""
+    );
+    k.ok(
+        33,
+        &[
+            "create",
+            "clusterrolebinding",
+            "bob-view",
+            "--clusterrole=view",
+            "--user=bob",
+        ],
+    );
+    k.wait_for("bob reads metrics", BOUND, || {
+        let o = as_bob();
+        (o.status.success() && String::from_utf8_lossy(&o.stdout).contains("busy")).then_some(())
+    });
+}
