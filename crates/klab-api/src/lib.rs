@@ -12,6 +12,7 @@ pub mod names;
 pub mod nodeaffinity;
 pub mod order;
 pub mod rbac;
+pub mod resource_metrics;
 pub mod rng;
 pub mod selector;
 pub mod sha256;

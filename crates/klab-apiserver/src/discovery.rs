@@ -193,6 +193,8 @@ pub fn api_group_list() -> Value {
 fn resource_verbs(ri: &ResourceInfo) -> Vec<&'static str> {
     if crate::registry::is_review(ri) {
         vec!["create"]
+    } else if crate::registry::is_metrics(ri) {
+        vec!["get", "list"]
     } else if ri.group.is_empty() && ri.kind == "Namespace" {
         vec![
             "create", "delete", "get", "list", "patch", "update", "watch",
@@ -1153,6 +1155,9 @@ mod tests {
                 if registry::is_review(ri) {
                     assert!(caps.supports_operation("create"), "{}", ri.plural);
                     assert!(!caps.supports_operation("get"), "{}", ri.plural);
+                } else if registry::is_metrics(ri) {
+                    assert!(caps.supports_operation("list"), "{}", ri.plural);
+                    assert!(!caps.supports_operation("watch"), "{}", ri.plural);
                 } else {
                     assert!(caps.supports_operation("watch"), "{}", ri.plural);
                 }
@@ -1246,7 +1251,7 @@ mod tests {
         assert!(ok, "{err}");
         assert_eq!(
             out,
-            "apps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nstorage.k8s.io/v1\nv1\n"
+            "apps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nstorage.k8s.io/v1\nv1\n"
         );
     }
 }

@@ -20,6 +20,7 @@ pub mod health;
 pub mod identity;
 pub mod kubelet_proxy;
 pub mod metrics;
+pub mod metrics_api;
 pub mod node_authz;
 pub mod node_restriction;
 pub mod object;

@@ -261,7 +261,7 @@ pub fn stored_resources() -> Vec<&'static ResourceInfo> {
     let mut seen = Vec::new();
     let mut out = Vec::new();
     for ri in registry::RESOURCES {
-        if registry::is_review(ri) {
+        if registry::is_review(ri) || registry::is_metrics(ri) {
             continue;
         }
         let prefix = crate::conversion::storage_resource(ri).key_prefix();

@@ -34,7 +34,15 @@ use axum::routing::get;
 use serde_json::{Map, Value, json};
 
 use crate::discovery::{GIT_VERSION, not_found};
-use crate::registry::{RESOURCES, ResourceInfo};
+use crate::registry::ResourceInfo;
+
+/// The resources the documents describe: every served one but metrics-server's, whose schemas
+/// its aggregated API server would publish (klab does not serve them).
+fn described() -> impl Iterator<Item = &'static ResourceInfo> {
+    crate::registry::RESOURCES
+        .iter()
+        .filter(|r| !crate::registry::is_metrics(r))
+}
 
 /// The index key of a group-version: `api/v1` or `apis/<group>/<version>`.
 fn gv_path(group: &str, version: &str) -> String {
@@ -48,7 +56,7 @@ fn gv_path(group: &str, version: &str) -> String {
 /// Every served group-version as (group, version), core first, in registry order.
 fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for r in RESOURCES {
+    for r in described() {
         if !out.contains(&(r.group, r.version)) {
             out.push((r.group, r.version));
         }
@@ -293,18 +301,14 @@ pub fn group_version_document(gv: &str) -> Option<Value> {
 
 fn build_document(gv: &str) -> Option<Value> {
     let mut paths = Map::new();
-    for ri in RESOURCES
-        .iter()
-        .filter(|r| gv_path(r.group, r.version) == gv)
-    {
+    for ri in described().filter(|r| gv_path(r.group, r.version) == gv) {
         let (path, item) = patch_path_item(ri);
         paths.insert(path, item);
     }
     if paths.is_empty() {
         return None;
     }
-    let served: Vec<&ResourceInfo> = RESOURCES
-        .iter()
+    let served: Vec<&ResourceInfo> = described()
         .filter(|r| gv_path(r.group, r.version) == gv)
         .collect();
     Some(json!({
@@ -522,7 +526,7 @@ impl crate::schema::KindVisitor for SchemaName {
 /// `/openapi/v2`: every served resource's PATCH operation and every definition they use, with
 /// upstream's v2 shapes for the two string-or-number types.
 fn v2_document() -> Value {
-    let all: Vec<&ResourceInfo> = RESOURCES.iter().collect();
+    let all: Vec<&ResourceInfo> = described().collect();
     let mut definitions = component_schemas(&all);
     // The Patch body every PATCH operation names (upstream: an object of any shape).
     definitions.insert(
@@ -548,7 +552,7 @@ fn v2_document() -> Value {
         to_v2_schema(v);
     }
     let mut paths = std::collections::BTreeMap::new();
-    for ri in RESOURCES {
+    for ri in described() {
         let (path, item) = patch_path_item(ri);
         paths.insert(path, v2_path_item(ri, &item));
     }
@@ -902,7 +906,7 @@ mod tests {
 
     #[test]
     fn documents_offer_field_validation_on_patch_for_every_kind() {
-        for ri in RESOURCES {
+        for ri in described() {
             let doc = group_version_document(&gv_path(ri.group, ri.version)).unwrap();
             assert_eq!(doc["openapi"], "3.0.0");
             // What kubectl's query-param verifier does: find the PATCH operation for the GVK and
@@ -946,7 +950,7 @@ mod tests {
 
     #[test]
     fn components_describe_every_kind_with_upstream_documentation() {
-        for ri in RESOURCES {
+        for ri in described() {
             let doc = group_version_document(&gv_path(ri.group, ri.version)).unwrap();
             let schemas = doc["components"]["schemas"].as_object().unwrap();
             let gvk = json!([{"group": ri.group, "kind": ri.kind, "version": ri.version}]);
@@ -1104,7 +1108,7 @@ mod tests {
         assert_eq!(field(&doc, 1), [b"2.0".to_vec()]);
         assert_eq!(text(&field(&field(&doc, 2)[0], 2)[0]), GIT_VERSION);
         let named = field(&field(&doc, 8)[0], 2);
-        assert_eq!(named.len(), RESOURCES.len());
+        assert_eq!(named.len(), described().count());
         let pod = named
             .iter()
             .find(|n| field(n, 1)[0] == b"/api/v1/namespaces/{namespace}/pods/{name}")
@@ -1201,7 +1205,7 @@ mod tests {
         let doc = v2_document();
         assert_eq!(doc["swagger"], "2.0");
         let defs = doc["definitions"].as_object().unwrap();
-        for ri in RESOURCES {
+        for ri in described() {
             let gvk = json!([{"group": ri.group, "kind": ri.kind, "version": ri.version}]);
             assert_eq!(
                 defs.values()

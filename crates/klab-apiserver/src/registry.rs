@@ -567,6 +567,32 @@ pub static RESOURCES: &[ResourceInfo] = &[
         subresources: STATUS,
         has_generation: false,
     },
+    // metrics-server's group, last as its APIService's low group priority puts it; singular
+    // names empty as metrics-server declares them.
+    ResourceInfo {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "NodeMetrics",
+        plural: "nodes",
+        singular: "",
+        namespaced: false,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
+    ResourceInfo {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "PodMetrics",
+        plural: "pods",
+        singular: "",
+        namespaced: true,
+        short_names: NONE,
+        categories: NONE,
+        subresources: NONE,
+        has_generation: false,
+    },
 ];
 
 /// The deprecation warning of a resource at klab's version (1.33), as upstream's
@@ -584,6 +610,12 @@ pub fn deprecation(ri: &ResourceInfo) -> Option<&'static str> {
 /// token reviews.
 pub fn is_review(ri: &ResourceInfo) -> bool {
     matches!(ri.group, "authentication.k8s.io" | "authorization.k8s.io")
+}
+
+/// Resources computed at each request from the metrics pipeline and stored nowhere (what
+/// metrics-server serves behind its APIService): get and list only.
+pub fn is_metrics(ri: &ResourceInfo) -> bool {
+    ri.group == crate::metrics_api::GROUP
 }
 
 /// Finds a resource by group, version and plural name.
@@ -641,7 +673,8 @@ mod tests {
                 "policy",
                 "rbac.authorization.k8s.io",
                 "scheduling.k8s.io",
-                "storage.k8s.io"
+                "storage.k8s.io",
+                "metrics.k8s.io"
             ]
         );
     }

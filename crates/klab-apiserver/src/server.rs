@@ -70,6 +70,9 @@ pub(crate) struct Inner {
     pub service_alloc: tokio::sync::Mutex<()>,
     /// The network to the kubelets (set once by the composition root; unset: no route).
     pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
+    /// The metrics pipeline behind `metrics.k8s.io` (set once by the composition root; unset:
+    /// the group answers 503 as an unavailable APIService does).
+    pub metrics_reader: std::sync::OnceLock<Arc<dyn klab_api::resource_metrics::MetricsReader>>,
     /// The service-account token key (kept in the store, so tokens outlive restarts).
     pub signer: crate::token::Signer,
     /// Request, watch and storage metrics (`/metrics`).
@@ -139,6 +142,7 @@ impl ApiServer {
                 decoded: Default::default(),
                 service_alloc: Default::default(),
                 kubelet_net: Default::default(),
+                metrics_reader: Default::default(),
             }),
         };
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
@@ -314,6 +318,12 @@ impl ApiServer {
     /// the first call has an effect.
     pub fn set_kubelet_network(&self, net: Arc<dyn crate::kubelet_proxy::KubeletNetwork>) {
         let _ = self.inner.kubelet_net.set(net);
+    }
+
+    /// Connects `metrics.k8s.io` to the metrics pipeline's storage. Only the first call has an
+    /// effect.
+    pub fn set_metrics_reader(&self, reader: Arc<dyn klab_api::resource_metrics::MetricsReader>) {
+        let _ = self.inner.metrics_reader.set(reader);
     }
 
     pub fn store(&self) -> &DynStorage {
@@ -748,6 +758,9 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
     };
     let t = &ctx.target;
     let sub = t.sub.as_deref();
+    if registry::is_metrics(t.ri) {
+        return crate::metrics_api::handle(&ctx, &parts.method).await;
+    }
     if registry::is_review(t.ri) {
         return match (&parts.method, t.name.is_some()) {
             (&Method::POST, false) => crate::review::create(&ctx, read_body().await?).await,

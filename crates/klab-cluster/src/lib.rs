@@ -22,7 +22,11 @@ pub mod admin;
 #[cfg(test)]
 mod proxy_tests;
 
+#[cfg(test)]
+mod metrics_tests;
+
 pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
+pub use klab_controllers::metrics_server::{MetricsServerConfig, MetricsStore};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
@@ -66,6 +70,8 @@ pub struct ClusterConfig {
     pub controllers: ControllerManagerConfig,
     /// The default scheduler.
     pub scheduler: SchedulerConfig,
+    /// metrics-server (`--metric-resolution`).
+    pub metrics_server: MetricsServerConfig,
     /// Configuration shared by every node's kubelet.
     pub kubelet: KubeletConfig,
     /// Modelled latencies of the simulated container runtime.
@@ -144,6 +150,8 @@ pub struct Cluster {
     /// after one was removed never reuses that one's node IP or pod CIDR.
     machines_built: AtomicUsize,
     controller_metrics: ControllerMetrics,
+    /// metrics-server's in-memory storage, which `metrics.k8s.io` serves.
+    metrics_store: MetricsStore,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -208,6 +216,33 @@ impl Cluster {
                 async move { run.await.map_err(|e| e.to_string()) }
             },
         )));
+        // metrics-server: its own component and identity, scraping the kubelets through the API
+        // server's node proxy; the API server serves its storage as `metrics.k8s.io`.
+        let metrics_store = MetricsStore::default();
+        api.set_metrics_reader(Arc::new(metrics_store.clone()));
+        let metrics_client = kube::Client::new(
+            api.router_as(service_account(METRICS_SERVER_ACCOUNT)),
+            "default",
+        );
+        let (mclock, mcfg, mstore) = (
+            clock.clone(),
+            config.metrics_server.clone(),
+            metrics_store.clone(),
+        );
+        tasks.push(tokio::spawn(supervise(
+            api.health().clone(),
+            "metrics-server",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            move || {
+                klab_controllers::metrics_server::run(
+                    metrics_client.clone(),
+                    mclock.clone(),
+                    mcfg.clone(),
+                    mstore.clone(),
+                )
+            },
+        )));
         let cluster = Cluster {
             api,
             clock,
@@ -217,6 +252,7 @@ impl Cluster {
             net: Arc::new(SimNetwork::default()),
             machines_built: AtomicUsize::new(0),
             controller_metrics,
+            metrics_store,
             tasks,
         };
         for spec in cluster.config.nodes.clone() {
@@ -389,6 +425,11 @@ impl Cluster {
     /// Metrics of the controller manager's controllers.
     pub fn controller_metrics(&self) -> &ControllerMetrics {
         &self.controller_metrics
+    }
+
+    /// metrics-server's storage (what `kubectl top` reads).
+    pub fn metrics_store(&self) -> &MetricsStore {
+        &self.metrics_store
     }
 
     pub fn api(&self) -> &ApiServer {
@@ -666,6 +707,16 @@ impl Cluster {
                 config.kubelet.node_status_max_images =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
             }
+            "metric-resolution" => {
+                let d = dur(value)?;
+                // metrics-server's own validation (`--metric-resolution` below 10s is refused).
+                if d < std::time::Duration::from_secs(10) {
+                    return Err(invalid(format!(
+                        "metric-resolution should be a time duration at least 10s, but value {value} provided"
+                    )));
+                }
+                config.metrics_server.metric_resolution = d;
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -742,6 +793,9 @@ fn node_ip(index: usize) -> String {
     let host = index.saturating_add(10);
     format!("10.0.{}.{}", (host / 256) % 256, host % 256)
 }
+
+/// metrics-server's service account (kube-system), bound to `system:metrics-server`.
+pub const METRICS_SERVER_ACCOUNT: &str = "metrics-server";
 
 /// The identity upstream gives a controller: its service account in kube-system.
 fn service_account(name: &str) -> Identity {

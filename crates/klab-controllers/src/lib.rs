@@ -19,6 +19,7 @@ pub mod events;
 pub mod garbage_collector;
 pub mod job;
 pub mod manager;
+pub mod metrics_server;
 pub mod namespace;
 pub mod node_lifecycle;
 pub mod persistent_volume;

@@ -32,7 +32,8 @@ pub struct Samples {
     pub at: Timestamp,
     /// Cumulative CPU of every container instance the machine ran, nanoseconds.
     pub node_cpu_ns: u64,
-    /// Σ running containers' working sets (system daemons are not modelled here).
+    /// Σ running containers' working sets (`/metrics/resource` adds the system daemons', the
+    /// kubelet's reserved memory, as `/stats/summary` does).
     pub node_memory: u64,
     /// Sorted by namespace, pod, container.
     pub containers: Vec<ContainerSample>,
@@ -288,7 +289,8 @@ pub fn render(s: &Samples) -> String {
         out.push_str(&format!(
             "container_start_time_seconds{} {} {}\n",
             labels(c),
-            go_float(c.started_at.as_second() as f64),
+            // Upstream writes the start with its fraction (UnixNano / 1e9).
+            go_float(c.started_at.as_nanosecond() as f64 / 1e9),
             c.started_at.as_millisecond()
         ));
     }

@@ -315,6 +315,9 @@ pub struct ComponentFlags {
     /// kube-controller-manager's client burst (default 30).
     #[arg(long = "kube-api-burst")]
     pub kube_api_burst: Option<String>,
+    /// metrics-server's scrape interval, what `kubectl top` lags by (default 15s, at least 10s).
+    #[arg(long = "metric-resolution")]
+    pub metric_resolution: Option<String>,
 }
 
 impl ComponentFlags {
@@ -366,6 +369,7 @@ impl ComponentFlags {
             ),
             ("kube-api-qps", &self.kube_api_qps),
             ("kube-api-burst", &self.kube_api_burst),
+            ("metric-resolution", &self.metric_resolution),
         ]
         .into_iter()
         .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))

@@ -298,11 +298,12 @@ async fn view_is_aggregated_and_read_only() {
     let admin = Identity::admin();
     let (_, view) = call(&api, &admin, "GET", &format!("{CR}/view"), Value::Null).await;
     let rules = view["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 10, "system:aggregate-to-view's rules: {view}");
+    // system:aggregate-to-view's 10 and metrics-server's aggregated reader.
+    assert_eq!(rules.len(), 11, "view's rules: {view}");
     let (_, edit) = call(&api, &admin, "GET", &format!("{CR}/edit"), Value::Null).await;
-    assert_eq!(edit["rules"].as_array().unwrap().len(), 13 + 10);
+    assert_eq!(edit["rules"].as_array().unwrap().len(), 13 + 11);
     let (_, adm) = call(&api, &admin, "GET", &format!("{CR}/admin"), Value::Null).await;
-    assert_eq!(adm["rules"].as_array().unwrap().len(), 2 + 13 + 10);
+    assert_eq!(adm["rules"].as_array().unwrap().len(), 2 + 13 + 11);
     let rb = json!({"metadata": {"name": "alice-view"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "User", "name": "alice"}]});
     let (code, _) = call(

@@ -389,6 +389,13 @@ mod tests {
                 true,
             ),
             (scheduler, "delete", "", "nodes", "", false),
+            // metrics-server: nodes and pods read, kubelets reached through the node proxy,
+            // nothing written.
+            (sa("metrics-server"), "get", "", "nodes", "proxy", true),
+            (sa("metrics-server"), "list", "", "pods", "", true),
+            (sa("metrics-server"), "get", "", "nodes", "metrics", true),
+            (sa("metrics-server"), "delete", "", "pods", "", false),
+            (sa("metrics-server"), "get", "", "secrets", "", false),
         ];
         for (who, verb, group, res, sub, want) in cases {
             assert_eq!(

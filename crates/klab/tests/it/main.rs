@@ -24,5 +24,6 @@ mod seed000_live;
 mod services_live;
 mod shutdown_live;
 mod tidy;
+mod top_live;
 mod volumes_live;
 mod why_live;

@@ -1,0 +1,172 @@
+//! The metrics pipeline in virtual time: metrics-server scrapes at start and every 15 s, so a
+//! node's metrics appear at the second scrape that finds it Ready with something running, a
+//! pod's at its second scrape (or its first, for a container started 10–15 s before it), and a
+//! node whose kubelet stops is gone at the next scrape. The same run twice gives the same answers
+//! at the same instants.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use klab_api::resource_metrics::MetricsReader;
+use klab_api::{Clock, DetRng};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+use crate::{Cluster, ClusterConfig, NodeFault, NodeSpec};
+
+async fn get_raw(cluster: &Cluster, path: &str) -> Result<Value, String> {
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    cluster
+        .admin_client()
+        .request_text(req)
+        .await
+        .map_err(|e| e.to_string())
+        .map(|t| serde_json::from_str(&t).unwrap())
+}
+
+/// (virtual second, what changed) for the first 80 s of a one-node cluster with one pod; the
+/// kubelet is stopped at 50 s.
+async fn timeline() -> Vec<(u64, String)> {
+    let config = ClusterConfig {
+        nodes: vec![NodeSpec::new("n1")],
+        ..Default::default()
+    };
+    let clock = Clock::virtual_default();
+    let cluster = Cluster::start(
+        klab_store::memory::MemoryStore::new(),
+        clock.clone(),
+        DetRng::seeded(7),
+        config,
+    )
+    .await
+    .unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default",
+                     "annotations": {"usage.klab.dev/app": "cpu=200m,memory=50Mi"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "nginx"}]},
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(cluster.admin_client(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    let store = cluster.metrics_store().clone();
+    let mut seen = Vec::new();
+    let (mut node, mut pod) = (None, None);
+    for step in 0..160u64 {
+        // Every half second of virtual time.
+        let now_node = store.node("n1").map(|u| u.usage);
+        let now_pod = store.pod("default", "web").map(|u| u.containers);
+        let t = clock.elapsed().as_secs();
+        if now_node != node {
+            seen.push((t, format!("node {now_node:?}")));
+            node = now_node;
+        }
+        if now_pod != pod {
+            seen.push((t, format!("pod {now_pod:?}")));
+            pod = now_pod;
+        }
+        if step == 100 {
+            cluster
+                .apply_fault("n1", NodeFault::StopKubelet)
+                .await
+                .unwrap();
+            seen.push((t, "kubelet stopped".into()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn node_metrics_appear_after_two_scrapes_in_virtual_time() {
+    let a = timeline().await;
+    let usage = "Some(Usage { cpu_nanocores: 200000000, memory_bytes: 52428800 })";
+    let containers =
+        "Some([(\"app\", Usage { cpu_nanocores: 200000000, memory_bytes: 52428800 })])";
+    assert_eq!(
+        a,
+        vec![
+            // The container started at 3 s: 12 s old at the scrape at 15 s, so its start is a
+            // first point and the pod has metrics at once; the node needs the scrape at 30 s.
+            (15, format!("pod {containers}")),
+            (30, format!("node {usage}")),
+            (50, "kubelet stopped".to_string()),
+            // The scrape at 60 s is refused: everything from that node is forgotten.
+            (60, "node None".to_string()),
+            (60, "pod None".to_string()),
+        ]
+    );
+    // Deterministic: the same run gives the same timeline.
+    assert_eq!(timeline().await, a);
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_api_serves_the_store() {
+    let config = ClusterConfig {
+        nodes: vec![NodeSpec::new("n1")],
+        ..Default::default()
+    };
+    let cluster = Cluster::start(
+        klab_store::memory::MemoryStore::new(),
+        Clock::virtual_default(),
+        DetRng::seeded(7),
+        config,
+    )
+    .await
+    .unwrap();
+    // Nothing yet: metrics-server's 404 for a node that exists, the lister's for one that does
+    // not, and an empty list.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let err = get_raw(&cluster, "/apis/metrics.k8s.io/v1beta1/nodes/n1")
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("nodemetrics.metrics.k8s.io \"n1\" not found"),
+        "{err}"
+    );
+    let err = get_raw(&cluster, "/apis/metrics.k8s.io/v1beta1/nodes/n9")
+        .await
+        .unwrap_err();
+    assert!(err.contains("node \"n9\" not found"), "{err}");
+    let err = get_raw(
+        &cluster,
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/nope",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("pods \"nope\" not found"), "{err}");
+    let list = get_raw(&cluster, "/apis/metrics.k8s.io/v1beta1/nodes")
+        .await
+        .unwrap();
+    assert_eq!(
+        list,
+        json!({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+               "metadata": {}, "items": []})
+    );
+    // A bad field selector is refused as the generic API server refuses it.
+    let err = get_raw(
+        &cluster,
+        "/apis/metrics.k8s.io/v1beta1/nodes?fieldSelector=spec.unschedulable%3Dfalse",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.contains("\"spec.unschedulable\" is not a known field selector"),
+        "{err}"
+    );
+    // Writes are not served.
+    let req = http::Request::delete("/apis/metrics.k8s.io/v1beta1/nodes/n1")
+        .body(Vec::new())
+        .unwrap();
+    let err = cluster
+        .admin_client()
+        .request_text(req)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("405") || err.contains("not supported"),
+        "{err}"
+    );
+}
