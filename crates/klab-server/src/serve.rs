@@ -151,7 +151,7 @@ pub async fn serve_tls_with(
                 Err(_) => return Ok(()),
             },
         };
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             biased;
             _ = &mut shutdown => return Ok(()),
             accepted = listener.accept() => match accepted {
@@ -201,6 +201,9 @@ pub async fn serve_tls_with(
                 let identity = identity.clone();
                 async move {
                     let mut req = req.map(Body::new);
+                    // The client's address, for the audit log's sourceIPs.
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
                     match identity {
                         Some(id) => {
                             req.extensions_mut().insert(id);
