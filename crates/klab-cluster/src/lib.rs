@@ -567,6 +567,11 @@ impl Cluster {
                 }
                 config.kubelet.eviction = e;
             }
+            // The API server's `--authorization-mode` (AlwaysAllow, RBAC, Node,RBAC).
+            "authorization-mode" => {
+                config.apiserver.authorization_mode =
+                    klab_apiserver::authz::AuthorizationMode::parse(value).map_err(invalid)?
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -634,8 +639,13 @@ fn node_ip(index: usize) -> String {
     format!("10.0.{}.{}", (host / 256) % 256, host % 256)
 }
 
-/// The identity upstream gives a controller: its service account in kube-system.
+/// The identity upstream gives a controller: its service account in kube-system. The shared
+/// informers list and watch as kube-controller-manager itself (`system:kube-controller-manager`,
+/// whose role may list and watch everything), as upstream's SharedInformerFactory does.
 fn service_account(name: &str) -> Identity {
+    if name == "shared-informers" {
+        return Identity::component("kube-controller-manager");
+    }
     Identity::new(
         format!("system:serviceaccount:kube-system:{name}"),
         &[
