@@ -360,7 +360,12 @@ pub(crate) async fn audit_request(
         Some(id) => id.to_string(),
         None => log.rng.uid(),
     };
-    let uri = req.uri().to_string();
+    // Upstream's requestURI is the path and query (HTTP/2 requests carry an absolute URI).
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| req.uri().path().to_string());
     let source_ips: Vec<String> = req
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()

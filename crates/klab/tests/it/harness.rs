@@ -199,10 +199,12 @@ pub fn mask_ages(s: &str) -> String {
             && t.starts_with(|c: char| c.is_ascii_digit())
             && t.ends_with(|c: char| "smhdy".contains(c))
     };
+    // `<invalid>` is the age kubectl computes on its own wall clock (describe's event ages) for
+    // a timestamp more than a second ahead of it: with `--speed 30` cluster time runs ahead.
     s.lines()
         .map(|l| {
             l.split_whitespace()
-                .map(|t| if is_age(t) { "AGE" } else { t })
+                .map(|t| if is_age(t) || t == "<invalid>" { "AGE" } else { t })
                 .collect::<Vec<_>>()
                 .join(" ")
         })
