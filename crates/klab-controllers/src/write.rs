@@ -119,12 +119,14 @@ mod tests {
             (json!({}), serde_json::to_value(&rs).unwrap()),
             (
                 json!({"status": {"readyReplicas": null, "availableReplicas": 1}}),
-                json!({"metadata": {"name": "web", "resourceVersion": "7", "annotations": {"a": "1"}},
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                       "metadata": {"name": "web", "resourceVersion": "7", "annotations": {"a": "1"}},
                        "status": {"replicas": 3, "availableReplicas": 1}}),
             ),
             (
                 json!({"metadata": {"annotations": {"b": "2", "a": null}}}),
-                json!({"metadata": {"name": "web", "resourceVersion": "7", "annotations": {"b": "2"}},
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                       "metadata": {"name": "web", "resourceVersion": "7", "annotations": {"b": "2"}},
                        "status": {"replicas": 3, "readyReplicas": 2}}),
             ),
         ];
