@@ -204,7 +204,13 @@ pub fn mask_ages(s: &str) -> String {
     s.lines()
         .map(|l| {
             l.split_whitespace()
-                .map(|t| if is_age(t) || t == "<invalid>" { "AGE" } else { t })
+                .map(|t| {
+                    if is_age(t) || t == "<invalid>" {
+                        "AGE"
+                    } else {
+                        t
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(" ")
         })
