@@ -5,6 +5,7 @@
 //! gets what the Roles, ClusterRoles and their bindings in the store grant
 //! ([`crate::rbac::Policy`]).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
@@ -394,6 +395,84 @@ pub fn forbidden(attrs: &Attributes, reason: &str) -> ApiError {
     ApiError::forbidden(message).with_details(Value::Object(details))
 }
 
+/// Marks a request made by one of the cluster's own in-process components (`ApiServer::
+/// router_as`): a denial of one is a klab bug, so it is logged and counted, never silent.
+#[derive(Debug, Clone, Copy)]
+pub struct InProcess;
+
+/// The requests of in-process components the authorizer refused: counted by `(user, verb,
+/// resource)` for `/metrics`, the first one kept with its instant (a sim run fails on it).
+#[derive(Default)]
+pub(crate) struct Denials {
+    counts: Mutex<BTreeMap<(String, String, String), u64>>,
+    first: Mutex<Option<(jiff::Timestamp, String)>>,
+}
+
+impl Denials {
+    fn record(&self, now: jiff::Timestamp, attrs: &Attributes, message: &str) {
+        let resource = if attrs.resource_request {
+            let mut r = attrs.resource.clone();
+            if !attrs.subresource.is_empty() {
+                r = format!("{r}/{}", attrs.subresource);
+            }
+            if attrs.group.is_empty() {
+                r
+            } else {
+                format!("{r}.{}", attrs.group)
+            }
+        } else {
+            attrs.path.clone()
+        };
+        tracing::warn!(user = %attrs.user, "in-process component refused: {message}");
+        if let Ok(mut c) = self.counts.lock() {
+            let n = c
+                .entry((attrs.user.clone(), attrs.verb.clone(), resource))
+                .or_default();
+            *n = n.saturating_add(1);
+        }
+        if let Ok(mut f) = self.first.lock()
+            && f.is_none()
+        {
+            *f = Some((now, message.to_string()));
+        }
+    }
+
+    /// The first denial: when, and the Forbidden message the component got.
+    pub(crate) fn first(&self) -> Option<(jiff::Timestamp, String)> {
+        self.first.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Every refused `(user, verb, resource)` with its count, sorted.
+    pub(crate) fn summary(&self) -> Vec<String> {
+        self.counts
+            .lock()
+            .map(|c| {
+                c.iter()
+                    .map(|((u, v, r), n)| format!("{u} {v} {r} ×{n}"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `klab_component_authorization_denials_total`, one series per (user, verb, resource).
+    pub(crate) fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::from(
+            "# HELP klab_component_authorization_denials_total Requests of the cluster's own components refused by the authorizer (a klab bug when not zero).\n\
+             # TYPE klab_component_authorization_denials_total counter\n",
+        );
+        if let Ok(c) = self.counts.lock() {
+            for ((user, verb, resource), n) in c.iter() {
+                let _ = writeln!(
+                    out,
+                    "klab_component_authorization_denials_total{{resource=\"{resource}\",user=\"{user}\",verb=\"{verb}\"}} {n}"
+                );
+            }
+        }
+        out
+    }
+}
+
 /// The Router layer that authorizes every request that carries an identity (in-process callers
 /// without one act as the cluster admin, as everywhere in the server).
 pub(crate) async fn authorize_request(
@@ -407,7 +486,15 @@ pub(crate) async fn authorize_request(
     let attrs = request_attributes(req.method(), req.uri().path(), req.uri().query(), &who);
     match authorize(&inner, &attrs).await {
         Ok(d) if d.allowed => REQUEST_USER.scope(who, next.run(req)).await,
-        Ok(d) => forbidden(&attrs, &d.reason).into_response(),
+        Ok(d) => {
+            let err = forbidden(&attrs, &d.reason);
+            if req.extensions().get::<InProcess>().is_some() {
+                inner
+                    .denials
+                    .record(inner.clock.now(), &attrs, &err.message);
+            }
+            err.into_response()
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -502,10 +589,16 @@ pub(crate) async fn impersonate(
     } else if !new_groups.iter().any(|g| g == auth) {
         new_groups.push(auth.into());
     }
-    req.extensions_mut().insert(Identity {
+    let impersonated = Identity {
         user,
         groups: new_groups,
-    });
+    };
+    if let Some(slot) = req.extensions().get::<crate::audit::ImpersonatedSlot>()
+        && let Ok(mut s) = slot.0.lock()
+    {
+        *s = Some(impersonated.clone());
+    }
+    req.extensions_mut().insert(impersonated);
     next.run(req).await
 }
 

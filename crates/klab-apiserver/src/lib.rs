@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod audit;
 pub mod authz;
 pub mod conversion;
 pub mod crud;
@@ -38,12 +39,15 @@ pub mod subresources;
 pub mod table;
 pub mod testing;
 pub mod token;
+pub mod token_file;
 pub mod validation;
 pub mod watch;
 pub mod yaml;
 
 #[cfg(test)]
 mod api_tests;
+#[cfg(test)]
+mod auth_fuzz_tests;
 
 pub use error::{ApiError, ApiResult};
 pub use identity::Identity;

@@ -717,6 +717,11 @@ impl Cluster {
                 }
                 config.metrics_server.metric_resolution = d;
             }
+            // The API server's `--authorization-mode` (AlwaysAllow, RBAC, Node,RBAC).
+            "authorization-mode" => {
+                config.apiserver.authorization_mode =
+                    klab_apiserver::authz::AuthorizationMode::parse(value).map_err(invalid)?
+            }
             "nodeLeaseDurationSeconds" => {
                 config.kubelet.node_lease_duration_seconds =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -797,8 +802,13 @@ fn node_ip(index: usize) -> String {
 /// metrics-server's service account (kube-system), bound to `system:metrics-server`.
 pub const METRICS_SERVER_ACCOUNT: &str = "metrics-server";
 
-/// The identity upstream gives a controller: its service account in kube-system.
+/// The identity upstream gives a controller: its service account in kube-system. The shared
+/// informers list and watch as kube-controller-manager itself (`system:kube-controller-manager`,
+/// whose role may list and watch everything), as upstream's SharedInformerFactory does.
 fn service_account(name: &str) -> Identity {
+    if name == "shared-informers" {
+        return Identity::component("kube-controller-manager");
+    }
     Identity::new(
         format!("system:serviceaccount:kube-system:{name}"),
         &[

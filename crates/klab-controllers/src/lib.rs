@@ -9,6 +9,7 @@
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))] // tests compute expectations freely
 
 pub mod attach_detach;
+pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod csi_driver;
 pub mod daemonset;
@@ -29,6 +30,7 @@ pub mod serviceaccount;
 pub mod statefulset;
 pub mod taint_eviction;
 pub mod volume_protection;
+pub mod write;
 
 #[cfg(test)]
 mod order_tests;

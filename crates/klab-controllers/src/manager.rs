@@ -179,7 +179,8 @@ pub fn start(
         "taint-eviction-controller",
         restartable(
             (
-                client_for("taint-eviction-controller"),
+                // Upstream's taint eviction runs with the node controller's account and role.
+                client_for("node-controller"),
                 informers.clone(),
                 clock.clone(),
                 rng.clone(),
@@ -274,6 +275,17 @@ pub fn start(
         ),
     );
     spawn(
+        crate::clusterrole_aggregation::CONTROLLER_NAME,
+        restartable(
+            (
+                client_for(crate::clusterrole_aggregation::CONTROLLER_NAME),
+                informers.clone(),
+                clock.clone(),
+            ),
+            |(c, inf, clock)| crate::clusterrole_aggregation::run(c, inf, clock),
+        ),
+    );
+    spawn(
         "endpointslice-controller",
         restartable(
             (
@@ -320,10 +332,11 @@ pub fn start(
         restartable(
             (
                 client_for("pvc-protection-controller"),
+                client_for("pv-protection-controller"),
                 informers.clone(),
                 clock.clone(),
             ),
-            |(c, inf, clock)| crate::volume_protection::run(c, inf, clock),
+            |(c, pv, inf, clock)| crate::volume_protection::run(c, pv, inf, clock),
         ),
     );
     let c = client_for("attachdetach-controller");
@@ -400,11 +413,12 @@ pub fn start(
         restartable(
             (
                 client_for("service-account-controller"),
+                client_for("root-ca-cert-publisher"),
                 informers.clone(),
                 clock.clone(),
                 config.serviceaccount.clone(),
             ),
-            |(c, inf, clock, cfg)| crate::serviceaccount::run(c, inf, clock, cfg),
+            |(c, p, inf, clock, cfg)| crate::serviceaccount::run(c, p, inf, clock, cfg),
         ),
     );
     // The informers live as long as the controllers: aborting this task (with the others, when

@@ -165,7 +165,7 @@ pub async fn serve_tls_with(
                 Err(_) => return Ok(()),
             },
         };
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             biased;
             _ = &mut shutdown => return Ok(()),
             accepted = listener.accept() => match accepted {
@@ -215,6 +215,9 @@ pub async fn serve_tls_with(
                 let identity = identity.clone();
                 async move {
                     let mut req = req.map(Body::new);
+                    // The client's address, for the audit log's sourceIPs.
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
                     match identity {
                         Some(id) => {
                             req.extensions_mut().insert(id);
@@ -263,6 +266,55 @@ pub async fn serve_tls_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The client-certificate path: a real certificate names its user and group; any bytes —
+    /// truncations, flipped bytes, random buffers — give no identity or another, never a panic
+    /// (a truncated certificate gives none).
+    #[test]
+    fn client_certificates_of_any_bytes_never_panic() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let dir = tempfile::tempdir().unwrap();
+        Pki::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        let (pem, _) =
+            crate::pki::issue_client_cert(dir.path(), "alice", &["dev".to_string()]).unwrap();
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let der = parsed.contents;
+        assert_eq!(
+            identity_from_cert(&CertificateDer::from(der.clone())),
+            Some(Identity::new("alice", &["dev", "system:authenticated"]))
+        );
+        let mut runner = TestRunner::new(Config {
+            cases: 2000,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let input = (
+            0u8..3,
+            any::<usize>(),
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 0..600),
+        );
+        runner
+            .run(&input, |(kind, i, b, random)| {
+                let bytes = match kind {
+                    0 => der[..i % der.len()].to_vec(),
+                    1 => {
+                        let mut d = der.clone();
+                        let at = i % d.len();
+                        d[at] ^= b | 1;
+                        d
+                    }
+                    _ => random,
+                };
+                let id = identity_from_cert(&CertificateDer::from(bytes));
+                if kind == 0 {
+                    prop_assert_eq!(id, None);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 
     #[test]
     fn accept_errors_back_off_like_go() {

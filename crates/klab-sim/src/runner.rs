@@ -599,6 +599,18 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
             failure: f.to_string(),
         });
     }
+    // A component refused by the authorizer did not do what upstream's would: a klab bug, as a
+    // panic is.
+    if let Some((at, message)) = cluster.api().first_component_denial() {
+        let since = at.duration_since(clock.epoch()).unsigned_abs();
+        return Err(SimError::Component {
+            at: klab_api::clock::format_elapsed(since),
+            failure: format!(
+                "refused by the authorizer: {message} (all refusals: {})",
+                cluster.api().component_denials().join(", ")
+            ),
+        });
+    }
     // What `klab why` would read at the end, for the summary's explanations (reads only: the
     // trace and the random draws are untouched).
     let mut settings = klab_why::Settings::default();

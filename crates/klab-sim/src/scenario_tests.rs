@@ -491,3 +491,39 @@ fn shipped_scenarios_are_deterministic_meet_expectations_and_match_goldens() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Every shipped scenario under `--authorization-mode Node,RBAC`, as a kubeadm cluster runs: each
+/// component under its upstream identity and bootstrap role must do exactly what it does when
+/// everything is allowed (the trace equals the golden), and none may be refused (a refused
+/// component fails the run).
+#[test]
+fn shipped_scenarios_under_node_rbac_match_goldens() {
+    let mut problems = Vec::new();
+    for path in shipped() {
+        let mut sc = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        klab_cluster::Cluster::set_flag(&mut sc.cluster, "authorization-mode", "Node,RBAC")
+            .unwrap();
+        let o = match run_blocking(&sc, &RunOptions::default()) {
+            Ok(o) => o,
+            Err(e) => {
+                problems.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let text = trace::format_text(&o.lines);
+        let golden = std::fs::read_to_string(path.with_extension("trace")).unwrap_or_default();
+        if text != golden {
+            let first = text
+                .lines()
+                .zip(golden.lines())
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("\n  Node,RBAC: {a}\n  golden:    {b}"))
+                .unwrap_or_default();
+            problems.push(format!(
+                "{}: trace under Node,RBAC differs from the golden{first}",
+                path.display()
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

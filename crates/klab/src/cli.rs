@@ -218,6 +218,15 @@ pub struct ApiServerFlags {
     /// (with NodeRestriction). `system:masters` (the admin kubeconfig) is always allowed.
     #[arg(long = "authorization-mode", default_value = "AlwaysAllow", value_parser = klab_apiserver::authz::AuthorizationMode::parse)]
     pub authorization_mode: klab_apiserver::authz::AuthorizationMode,
+    /// Write audit.k8s.io/v1 Events as JSON lines to this file (with --audit-policy-file).
+    #[arg(long = "audit-log-path")]
+    pub audit_log_path: Option<PathBuf>,
+    /// The audit.k8s.io/v1 Policy deciding what is audited, at which level.
+    #[arg(long = "audit-policy-file")]
+    pub audit_policy_file: Option<PathBuf>,
+    /// Static bearer tokens: a CSV file of token,user,uid,"group1,group2".
+    #[arg(long = "token-auth-file")]
+    pub token_auth_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -378,13 +387,37 @@ impl ComponentFlags {
 }
 
 impl ApiServerFlags {
-    fn config(&self) -> klab_apiserver::ApiServerConfig {
+    fn config(&self) -> anyhow::Result<klab_apiserver::ApiServerConfig> {
         let mut c = klab_apiserver::ApiServerConfig::default();
+        // As kube-apiserver: a log without a policy records nothing, a policy needs a log.
+        match (&self.audit_log_path, &self.audit_policy_file) {
+            (Some(log_path), Some(policy)) => {
+                let text = std::fs::read_to_string(policy)
+                    .with_context(|| format!("--audit-policy-file {}", policy.display()))?;
+                let policy = klab_apiserver::audit::Policy::parse(&text).map_err(|e| {
+                    anyhow::anyhow!("--audit-policy-file {}: {e}", policy.display())
+                })?;
+                c.audit = Some(klab_apiserver::audit::AuditConfig {
+                    log_path: log_path.clone(),
+                    policy,
+                });
+            }
+            (None, Some(_)) => anyhow::bail!("--audit-policy-file needs --audit-log-path"),
+            _ => {}
+        }
         c.default_toleration_seconds.not_ready_seconds = self.default_not_ready_toleration_seconds;
         c.default_toleration_seconds.unreachable_seconds =
             self.default_unreachable_toleration_seconds;
         c.authorization_mode = self.authorization_mode;
-        c
+        if let Some(path) = &self.token_auth_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--token-auth-file {}", path.display()))?;
+            let tokens =
+                klab_apiserver::token_file::StaticTokens::parse(&path.display().to_string(), &text)
+                    .map_err(|e| anyhow::anyhow!("--token-auth-file: {e}"))?;
+            c.token_auth = Some(std::sync::Arc::new(tokens));
+        }
+        Ok(c)
     }
 }
 
@@ -438,7 +471,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         ..klab_cluster::NodeSpec::new(name)
                     })
                     .collect(),
-                apiserver: a.apiserver.config(),
+                apiserver: a.apiserver.config()?,
                 ..Default::default()
             };
             for (name, value) in a.components.given() {

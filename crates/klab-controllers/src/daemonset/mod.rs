@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use klab_api::{Clock, names};
@@ -272,9 +272,10 @@ impl Dsc {
         if ds.status.as_ref() != Some(&status) {
             let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
             let patch = json!({"status": status});
-            if let Err(e) = api
-                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+            // The role grants `update` on daemonsets/status, as upstream's UpdateStatus.
+            if let Err(e) =
+                crate::write::update_merged(&api, &key.1, crate::write::Target::Status, &patch)
+                    .await
             {
                 tracing::info!(ds = %format!("{}/{}", key.0, key.1), error = %e, "updating daemonset status");
                 self.queue

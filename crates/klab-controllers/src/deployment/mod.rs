@@ -501,7 +501,7 @@ impl Dc {
         let api: Api<Deployment> =
             Api::namespaced(self.client.clone(), &d.namespace().unwrap_or_default());
         let body = json!({"metadata": {"annotations": {names::ANN_DEPLOYMENT_REVISION: rev}}});
-        api.patch(&d.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+        crate::write::update_merged(&api, &d.name_any(), crate::write::Target::Object, &body)
             .await?;
         dl.metadata
             .annotations
@@ -836,12 +836,9 @@ impl Dc {
     ) -> Result<(), SyncError> {
         let api: Api<Deployment> =
             Api::namespaced(self.client.clone(), &d.namespace().unwrap_or_default());
-        api.patch_status(
-            &d.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
+        let patch = json!({ "status": status });
+        crate::write::update_merged(&api, &d.name_any(), crate::write::Target::Status, &patch)
+            .await?;
         Ok(())
     }
 }

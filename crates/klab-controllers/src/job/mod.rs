@@ -339,13 +339,8 @@ impl Jc {
 
     async fn patch_status(&self, key: &ObjKey, status: &JobStatus) -> bool {
         let api: Api<Job> = Api::namespaced(self.client.clone(), &key.0);
-        match api
-            .patch_status(
-                &key.1,
-                &PatchParams::default(),
-                &Patch::Merge(&status_patch(status)),
-            )
-            .await
+        let patch = status_patch(status);
+        match crate::write::update_merged(&api, &key.1, crate::write::Target::Status, &patch).await
         {
             Ok(_) => true,
             Err(e) => {

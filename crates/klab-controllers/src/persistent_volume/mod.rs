@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
 use klab_api::{Clock, names};
@@ -177,7 +177,7 @@ impl Pvc {
                     names::ANN_STORAGE_PROVISIONER: provisioner,
                     names::ANN_BETA_STORAGE_PROVISIONER: provisioner,
                 }}});
-                api.patch(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+                crate::write::update_merged(&api, &key.1, crate::write::Target::Object, &patch)
                     .await?;
                 self.recorder
                     .record(
@@ -210,7 +210,7 @@ impl Pvc {
             ClaimAction::Lost(reason, msg) => {
                 let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &key.0);
                 let patch = json!({"status": {"phase": "Lost"}});
-                api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+                crate::write::update_merged(&api, &key.1, crate::write::Target::Status, &patch)
                     .await?;
                 self.recorder
                     .record(&r, names::EVENT_WARNING, reason, msg.to_string())
@@ -241,12 +241,11 @@ impl Pvc {
                 "metadata": {"annotations": {names::ANN_BOUND_BY_CONTROLLER: "yes"}},
                 "spec": {"claimRef": r},
             });
-            pvs.patch(&pv_name, &PatchParams::default(), &Patch::Merge(&patch))
+            crate::write::update_merged(&pvs, &pv_name, crate::write::Target::Object, &patch)
                 .await?;
         }
         let phase = json!({"status": {"phase": "Bound"}});
-        pvs.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&phase))
-            .await?;
+        crate::write::update_merged(&pvs, &pv_name, crate::write::Target::Status, &phase).await?;
         let ns = claim.metadata.namespace.clone().unwrap_or_default();
         let name = claim.metadata.name.clone().unwrap_or_default();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
@@ -257,8 +256,7 @@ impl Pvc {
             }},
             "spec": {"volumeName": pv_name},
         });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        crate::write::update_merged(&api, &name, crate::write::Target::Object, &patch).await?;
         self.claim_status_bound(claim, pv).await
     }
 
@@ -276,8 +274,7 @@ impl Pvc {
             "accessModes": spec.access_modes.unwrap_or_default(),
             "capacity": spec.capacity.unwrap_or_default(),
         }});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        crate::write::update_merged(&api, &name, crate::write::Target::Status, &patch).await?;
         Ok(())
     }
 
@@ -304,7 +301,7 @@ impl Pvc {
             VolumeAction::None => Ok(()),
             VolumeAction::Phase(p) => {
                 let patch = json!({"status": {"phase": p}});
-                pvs.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                crate::write::update_merged(&pvs, name, crate::write::Target::Status, &patch)
                     .await?;
                 Ok(())
             }
@@ -312,7 +309,7 @@ impl Pvc {
                 // The reclaim itself (Delete) is the external provisioner's: klab's CSI driver
                 // deletes released volumes it provisioned; Retain keeps the volume Released.
                 let patch = json!({"status": {"phase": "Released"}});
-                pvs.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                crate::write::update_merged(&pvs, name, crate::write::Target::Status, &patch)
                     .await?;
                 Ok(())
             }

@@ -305,13 +305,9 @@ impl Rsc {
                 body["conditions"] = conds;
             }
             let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
-            if let Err(e) = api
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": body })),
-                )
-                .await
+            let patch = json!({ "status": body });
+            if let Err(e) =
+                crate::write::update_merged(&api, &name, crate::write::Target::Status, &patch).await
             {
                 tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
             }

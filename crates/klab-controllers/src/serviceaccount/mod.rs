@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use klab_api::Clock;
@@ -30,9 +30,12 @@ enum Ev {
     ConfigMap(Change<ConfigMap>),
 }
 
-/// Runs both controllers' work on the process's shared informers until they stop.
+/// Runs both controllers' work on the process's shared informers until they stop: `client`
+/// creates ServiceAccounts (the service-account controller's account), `publisher` writes the
+/// root CA ConfigMaps (upstream's root-ca-cert-publisher runs under its own account and role).
 pub async fn run(
     client: kube::Client,
+    publisher: kube::Client,
     informers: Informers,
     clock: Clock,
     config: ServiceAccountControllerConfig,
@@ -49,6 +52,7 @@ pub async fn run(
     });
     let mut c = Sac {
         client,
+        publisher,
         namespaces,
         service_accounts,
         config_maps,
@@ -66,6 +70,7 @@ fn sources_add(sources: &mut Sources<Ev>, cms: &SharedInformer<ConfigMap>) {
 
 struct Sac {
     client: kube::Client,
+    publisher: kube::Client,
     namespaces: SharedInformer<Namespace>,
     service_accounts: SharedInformer<ServiceAccount>,
     config_maps: Option<SharedInformer<ConfigMap>>,
@@ -128,7 +133,7 @@ impl Reconcile for Sac {
             return Ok(());
         };
         let existing = cms.get(&(ns_name.clone(), ROOT_CA_CONFIG_MAP.to_string()));
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns_name);
+        let api: Api<ConfigMap> = Api::namespaced(self.publisher.clone(), &ns_name);
         match decide::root_ca(self.config.root_ca_pem.as_deref(), existing.as_deref()) {
             decide::RootCa::Nothing => {}
             decide::RootCa::Create(data) => {
@@ -152,12 +157,14 @@ impl Reconcile for Sac {
                     "data": data,
                     "binaryData": null,
                 });
+                // Upstream's publisher updates its cached copy (its role grants create and
+                // update, not get or patch); a conflict is retried by the queue.
+                let Some(cached) = existing.as_deref() else {
+                    return Ok(());
+                };
+                let next = crate::write::merged(cached, &patch).map_err(kube::Error::SerdeError)?;
                 match api
-                    .patch(
-                        ROOT_CA_CONFIG_MAP,
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
+                    .replace(ROOT_CA_CONFIG_MAP, &PostParams::default(), &next)
                     .await
                 {
                     Ok(_) => {}

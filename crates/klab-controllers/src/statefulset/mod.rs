@@ -336,8 +336,7 @@ impl Ssc {
                 "collisionCount": status.collision_count,
             }});
             let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
-                .await?;
+            crate::write::update_merged(&api, &name, crate::write::Target::Status, &body).await?;
         }
         if let Some(t) = decide::next_availability_check(&set, &refs, now) {
             self.queue.add_at(key, t);
@@ -383,7 +382,7 @@ impl Ssc {
                 continue;
             }
             let refs = retention::claim_owner_refs(meta, set, pod);
-            if !set_owner_refs(&api, meta, refs).await {
+            if !crate::write::set_owner_refs_by_update(&api, meta, refs).await {
                 return Err(SyncError::Api(format!(
                     "could not update claim {claim_name} for delete policy ownerRefs"
                 )));
@@ -499,10 +498,12 @@ impl Ssc {
                         if !same {
                             let next = collision.unwrap_or(0).saturating_add(1);
                             let sapi: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
-                            sapi.patch_status(
+                            let patch = json!({"status": {"collisionCount": next}});
+                            crate::write::update_merged(
+                                &sapi,
                                 &set.name_any(),
-                                &PatchParams::default(),
-                                &Patch::Merge(json!({"status": {"collisionCount": next}})),
+                                crate::write::Target::Status,
+                                &patch,
                             )
                             .await?;
                             return Err(SyncError::Collision(update_name));

@@ -333,6 +333,7 @@ async fn when_scaled_delete_hands_condemned_claims_to_their_pods() {
     ));
     tokio::spawn(crate::volume_protection::run(
         h.client.clone(),
+        h.client.clone(),
         h.informers.clone(),
         h.clock.clone(),
     ));

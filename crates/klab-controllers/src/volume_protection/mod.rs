@@ -6,7 +6,7 @@
 pub mod decide;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
 use klab_api::{Clock, names};
@@ -20,8 +20,15 @@ enum Ev {
     Pod(Change<Pod>),
 }
 
-/// Runs both protection controllers until the informers stop.
-pub async fn run(client: kube::Client, informers: Informers, clock: Clock) -> Result<(), Error> {
+/// Runs both protection controllers until the informers stop: `client` releases claims (the
+/// pvc-protection-controller's account), `pv_client` volumes (upstream's pv-protection-controller
+/// runs under its own account and role).
+pub async fn run(
+    client: kube::Client,
+    pv_client: kube::Client,
+    informers: Informers,
+    clock: Clock,
+) -> Result<(), Error> {
     let claims = informers.get::<PersistentVolumeClaim>();
     let volumes = informers.get::<PersistentVolume>();
     let pods = informers.get::<Pod>();
@@ -31,6 +38,7 @@ pub async fn run(client: kube::Client, informers: Informers, clock: Clock) -> Re
         .add(&pods, Ev::Pod);
     let mut c = Protection {
         client,
+        pv_client,
         claims,
         volumes,
         pods,
@@ -43,6 +51,7 @@ pub async fn run(client: kube::Client, informers: Informers, clock: Clock) -> Re
 
 struct Protection {
     client: kube::Client,
+    pv_client: kube::Client,
     claims: SharedInformer<PersistentVolumeClaim>,
     volumes: SharedInformer<PersistentVolume>,
     pods: SharedInformer<Pod>,
@@ -103,16 +112,15 @@ impl Reconcile for Protection {
     }
 
     async fn reconcile(&mut self, key: ObjKey) -> Result<(), kube::Error> {
-        let patch_params = PatchParams::default();
         if key.0.is_empty() {
             let Some(pv) = self.volumes.get(&key) else {
                 return Ok(());
             };
             if has(&pv.metadata, names::FINALIZER_PV_PROTECTION) && decide::release_volume(&pv) {
-                let api: Api<PersistentVolume> = Api::all(self.client.clone());
+                let api: Api<PersistentVolume> = Api::all(self.pv_client.clone());
                 let patch = without(&pv.metadata, names::FINALIZER_PV_PROTECTION);
                 ignore_gone(
-                    api.patch(&key.1, &patch_params, &Patch::Merge(&patch))
+                    crate::write::update_merged(&api, &key.1, crate::write::Target::Object, &patch)
                         .await,
                 )?;
             }
@@ -130,7 +138,7 @@ impl Reconcile for Protection {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &key.0);
             let patch = without(&claim.metadata, names::FINALIZER_PVC_PROTECTION);
             ignore_gone(
-                api.patch(&key.1, &patch_params, &Patch::Merge(&patch))
+                crate::write::update_merged(&api, &key.1, crate::write::Target::Object, &patch)
                     .await,
             )?;
         }

@@ -109,6 +109,21 @@ impl Klab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Fails the test if the authorizer refused any of the cluster's own components (the
+    /// `klab_component_authorization_denials_total` series on `/metrics`).
+    pub fn assert_no_component_denials(&self) {
+        let metrics = self.ok(33, &["get", "--raw", "/metrics"]);
+        assert!(
+            metrics.contains("# TYPE klab_component_authorization_denials_total counter"),
+            "the denial counter is served"
+        );
+        let refused: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("klab_component_authorization_denials_total{"))
+            .collect();
+        assert!(refused.is_empty(), "components refused: {refused:#?}");
+    }
+
     /// Runs the `klab` binary against this cluster (`klab node …`, `klab component …`) and returns
     /// its stdout, failing the test with stderr when it fails.
     pub fn klab(&self, args: &[&str]) -> String {
@@ -188,10 +203,18 @@ pub fn mask_ages(s: &str) -> String {
                 && t.starts_with(|c: char| c.is_ascii_digit())
                 && t.ends_with(|c: char| "smhdy".contains(c))
     };
+    // `<invalid>` is the age kubectl computes on its own wall clock (describe's event ages) for
+    // a timestamp more than a second ahead of it: with `--speed 30` cluster time runs ahead.
     s.lines()
         .map(|l| {
             l.split_whitespace()
-                .map(|t| if is_age(t) { "AGE" } else { t })
+                .map(|t| {
+                    if is_age(t) || t == "<invalid>" {
+                        "AGE"
+                    } else {
+                        t
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(" ")
         })

@@ -23,7 +23,19 @@ fn pods(k: &Klab) -> Vec<(String, String, String)> {
 
 #[test]
 fn kubelet_stop_on_live_cluster_matches_seed_000() {
-    let k = Klab::start(&["--speed", "30"]);
+    story(&Klab::start(&["--speed", "30"]));
+}
+
+/// The same story with every component under its upstream identity and bootstrap role, as a
+/// kubeadm cluster runs them: nothing changes, and no component is ever refused.
+#[test]
+fn seed_000_under_node_rbac() {
+    let k = Klab::start(&["--speed", "30", "--authorization-mode", "Node,RBAC"]);
+    story(&k);
+    k.assert_no_component_denials();
+}
+
+fn story(k: &Klab) {
     let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(MANIFESTS));
     assert!(
         out.status.success(),
@@ -32,16 +44,16 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
     );
     let bound = Duration::from_secs(90);
     k.wait_for("6 pods Running", bound, || {
-        let p = pods(&k);
+        let p = pods(k);
         (p.len() == 6 && p.iter().all(|(_, s, _)| s == "Running")).then_some(())
     });
     // The node that runs mysql-0 fails.
-    let node = pods(&k)
+    let node = pods(k)
         .into_iter()
         .find(|(n, _, _)| n == "mysql-0")
         .unwrap()
         .2;
-    let before: Vec<String> = pods(&k)
+    let before: Vec<String> = pods(k)
         .into_iter()
         .filter(|(_, _, n)| *n == node)
         .map(|(p, _, _)| p)
@@ -57,7 +69,7 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
     });
     // After the toleration (300 s, 10 s of wall time at --speed 30) every pod there is Terminating.
     k.wait_for("pods on the dead node Terminating", bound, || {
-        let p = pods(&k);
+        let p = pods(k);
         before
             .iter()
             .all(|b| p.iter().any(|(n, s, _)| n == b && s == "Terminating"))
@@ -65,7 +77,7 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
     });
     // The Deployment replaces its pod elsewhere; the StatefulSet cannot (mysql-0 still exists).
     k.wait_for("nginx replacement Running on another node", bound, || {
-        let p = pods(&k);
+        let p = pods(k);
         let running = p
             .iter()
             .filter(|(n, s, nd)| {
@@ -74,7 +86,7 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
             .count();
         (running == 3).then_some(())
     });
-    let p = pods(&k);
+    let p = pods(k);
     let mysql0: Vec<_> = p.iter().filter(|(n, _, _)| n == "mysql-0").collect();
     assert_eq!(mysql0.len(), 1);
     assert_eq!(
@@ -88,7 +100,7 @@ fn kubelet_stop_on_live_cluster_matches_seed_000() {
         "Terminating pods gone and mysql-0 Running again",
         bound,
         || {
-            let p = pods(&k);
+            let p = pods(k);
             let terminating = p.iter().any(|(_, s, _)| s == "Terminating");
             let mysql0_running = p.iter().any(|(n, s, _)| n == "mysql-0" && s == "Running");
             (!terminating && mysql0_running && p.len() == 6).then_some(())

@@ -40,7 +40,20 @@ fn pod(k: &Klab, name: &str) -> Option<(String, String)> {
 
 #[test]
 fn seed_003_volume_failover_with_kubectl_1_33() {
-    let k = Klab::start(&["--speed", "30"]);
+    seed_003_story(&Klab::start(&["--speed", "30"]));
+}
+
+/// The seed-003 story with every component under its upstream identity and bootstrap role
+/// (`Node,RBAC`): the binder, attach/detach, the CSI driver and the kubelets do exactly the same,
+/// and none is ever refused.
+#[test]
+fn seed_003_under_node_rbac() {
+    let k = Klab::start(&["--speed", "30", "--authorization-mode", "Node,RBAC"]);
+    seed_003_story(&k);
+    k.assert_no_component_denials();
+}
+
+fn seed_003_story(k: &Klab) {
     let bound = Duration::from_secs(90);
     assert_eq!(
         mask_ages(&k.ok(33, &["get", "storageclass"])),
@@ -54,7 +67,7 @@ fn seed_003_volume_failover_with_kubectl_1_33() {
         String::from_utf8_lossy(&out.stderr)
     );
     let node = k.wait_for("web-0 Running", bound, || {
-        pod(&k, "web-0").and_then(|(s, n)| (s == "Running").then_some(n))
+        pod(k, "web-0").and_then(|(s, n)| (s == "Running").then_some(n))
     });
     let pv = k.ok(
         33,
@@ -127,7 +140,7 @@ fn seed_003_volume_failover_with_kubectl_1_33() {
         d.contains(&want).then_some(())
     });
     assert_eq!(
-        pod(&k, "intruder").map(|p| p.0).as_deref(),
+        pod(k, "intruder").map(|p| p.0).as_deref(),
         Some("ContainerCreating")
     );
     k.ok(
@@ -155,7 +168,7 @@ fn seed_003_volume_failover_with_kubectl_1_33() {
         format!("node/{node} tainted")
     );
     let new_node = k.wait_for("web-0 Running elsewhere", bound, || {
-        pod(&k, "web-0").and_then(|(s, n)| (s == "Running" && n != node).then_some(n))
+        pod(k, "web-0").and_then(|(s, n)| (s == "Running" && n != node).then_some(n))
     });
     let vas = mask_ages(&k.ok(33, &["get", "volumeattachments"]));
     let rows: Vec<&str> = vas.lines().skip(1).collect();
