@@ -236,17 +236,18 @@ fn apply_fault(n: &mut NodeModel, fault: &str) {
             n.kubelet = false;
             n.frozen = false;
         }
+        // A starting kubelet registers its Node again if it was deleted — if it can reach the
+        // API server; a partitioned one cannot, and stays deleted until the rejoin at the end.
         "power-on" | "reboot" => {
             n.powered = true;
             n.kubelet = true;
             n.frozen = false;
-            n.deleted = false;
+            n.deleted &= n.partitioned;
         }
         "stop-kubelet" => n.kubelet = false,
-        // A starting kubelet registers its Node again if it was deleted.
         "start-kubelet" => {
             n.kubelet = true;
-            n.deleted = false;
+            n.deleted &= n.partitioned || n.frozen;
         }
         "freeze" => n.frozen = true,
         "thaw" => n.frozen = false,
@@ -586,7 +587,8 @@ fn extra_step(
                     n.name
                 ))
             } else if n.powered && !n.frozen {
-                n.deleted = false;
+                // Registers unless partitioned (then the rejoin at the end does).
+                n.deleted = n.partitioned;
                 n.kubelet = true;
                 Some(format!("{{at: {at}, fault: rejoin, node: {}}}", n.name))
             } else {
