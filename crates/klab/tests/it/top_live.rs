@@ -133,7 +133,12 @@ fn kubectl_top_on_a_live_cluster() {
 
     for minor in [27u32, 30, 33] {
         // top nodes: every node with its pods' sums and percentages of allocatable.
-        let t = rows(&k.ok(minor, &["top", "nodes"]));
+        // A scrape that misses its deadline on a loaded machine forgets the node until it has
+        // answered twice again (`<unknown>`), as metrics-server does: wait for every node.
+        let t = k.wait_for("every node with metrics", Duration::from_secs(90), || {
+            let t = rows(&k.ok(minor, &["top", "nodes"]));
+            (!t.iter().flatten().any(|c| c == "<unknown>")).then_some(t)
+        });
         let cpu_pct = if minor >= 33 { "CPU(%)" } else { "CPU%" };
         let mem_pct = if minor >= 33 { "MEMORY(%)" } else { "MEMORY%" };
         assert_eq!(
