@@ -703,6 +703,14 @@ impl Cluster {
                 }
                 config.kubelet.image_gc = gc;
             }
+            "containerLogMaxSize" | "container-log-max-size" => {
+                config.kubelet.container_log.max_size =
+                    klab_kubelet::usage::LogRotation::parse_max_size(value).map_err(invalid)?
+            }
+            "containerLogMaxFiles" | "container-log-max-files" => {
+                config.kubelet.container_log.max_files =
+                    klab_kubelet::usage::LogRotation::parse_max_files(value).map_err(invalid)?
+            }
             "nodeStatusMaxImages" | "node-status-max-images" => {
                 config.kubelet.node_status_max_images =
                     i32::try_from(int(value)?).map_err(|e| invalid(e.to_string()))?
@@ -735,8 +743,25 @@ impl Cluster {
         Ok(())
     }
 
-    /// Checks what single flags cannot: the image GC thresholds against each other.
+    /// Checks what single flags cannot: a soft eviction threshold against its grace period, the
+    /// image GC thresholds against each other.
     pub fn validate_config(config: &ClusterConfig) -> Result<(), ClusterError> {
+        let e = &config.kubelet.eviction;
+        if let Err(reason) = e.thresholds() {
+            // Only a soft threshold without its grace period gets this far (every other
+            // refusal is reported by the flag that causes it).
+            let value = e
+                .soft
+                .iter()
+                .map(|(k, v)| format!("{k}<{v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            return Err(ClusterError::InvalidFlag {
+                flag: "eviction-soft".into(),
+                value,
+                reason,
+            });
+        }
         let gc = config.kubelet.image_gc;
         gc.validate().map_err(|reason| ClusterError::InvalidFlag {
             flag: "image-gc-low-threshold".into(),
@@ -1092,6 +1117,55 @@ mod tests {
             );
         }
         assert_eq!(c.client_rates, want, "unchanged");
+    }
+
+    #[test]
+    fn a_soft_threshold_needs_its_grace_period_once_every_flag_is_set() {
+        let mut c = ClusterConfig::default();
+        // Either order is accepted flag by flag; the whole configuration is checked at the end.
+        Cluster::set_flag(&mut c, "eviction-soft", "memory.available<500Mi").unwrap();
+        let err = Cluster::validate_config(&c).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid value \"memory.available<500Mi\" for --eviction-soft: grace period must be specified for the soft eviction threshold memory.available"
+        );
+        Cluster::set_flag(
+            &mut c,
+            "eviction-soft-grace-period",
+            "memory.available=1m30s",
+        )
+        .unwrap();
+        Cluster::validate_config(&c).unwrap();
+        assert_eq!(c.kubelet.eviction.thresholds().unwrap().len(), 6);
+    }
+
+    #[test]
+    fn container_log_flags_are_validated_as_upstream() {
+        let mut c = ClusterConfig::default();
+        Cluster::set_flag(&mut c, "container-log-max-size", "1Mi").unwrap();
+        Cluster::set_flag(&mut c, "containerLogMaxFiles", "3").unwrap();
+        assert_eq!(c.kubelet.container_log.max_size, 1 << 20);
+        assert_eq!(c.kubelet.container_log.max_files, 3);
+        // Bad values are refused with upstream's texts and change nothing.
+        let err = Cluster::set_flag(&mut c, "container-log-max-files", "1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("invalid configuration: containerLogMaxFiles must be greater than 1"),
+            "{err}"
+        );
+        let err = Cluster::set_flag(&mut c, "containerLogMaxSize", "big")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("failed to parse container log max size \"big\""),
+            "{err}"
+        );
+        assert_eq!(c.kubelet.container_log.max_size, 1 << 20);
+        assert_eq!(c.kubelet.container_log.max_files, 3);
+        // A negative size turns rotation off.
+        Cluster::set_flag(&mut c, "container-log-max-size", "-1").unwrap();
+        assert!(!c.kubelet.container_log.enabled());
     }
 
     #[test]

@@ -719,6 +719,9 @@ fn eviction_round(
     let ctx = &s.ctx;
     let mut machine = lock(&ctx.machine);
     machine.advance(now);
+    // The container log manager's pass (`containerLogMonitorInterval`, 10 s like the eviction
+    // manager's period): run in the same tick, just before the signals are observed.
+    machine.rotate_logs(now, ctx.cfg.container_log);
     let round = {
         let observe = observe_signal(ctx, &machine, now);
         crate::eviction::synchronize(

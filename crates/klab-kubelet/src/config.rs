@@ -57,6 +57,8 @@ pub struct KubeletConfig {
     pub image_gc: crate::images::ImageGcPolicy,
     /// `nodeStatusMaxImages` (default 50; −1: no limit).
     pub node_status_max_images: i32,
+    /// `containerLogMaxSize`, `containerLogMaxFiles` (10Mi, 5): container log rotation.
+    pub container_log: crate::usage::LogRotation,
 }
 
 impl Default for KubeletConfig {
@@ -81,6 +83,7 @@ impl Default for KubeletConfig {
             eviction: Default::default(),
             image_gc: Default::default(),
             node_status_max_images: crate::images::NODE_STATUS_MAX_IMAGES,
+            container_log: Default::default(),
         }
     }
 }

@@ -437,14 +437,20 @@ pub struct PodUsage {
     /// Static or mirror pod.
     pub is_static: bool,
     /// Per container: (name, usage, request) of the signal's resource; `None` usage = no stats.
+    /// For the disk signals a container's usage is its writable layer and its logs.
     pub containers: Vec<(String, Option<u64>, u64)>,
+    /// Disk signals: the pod's emptyDir contents, which the ranking counts with its containers'
+    /// (upstream's `fsStatsLocalVolumeSource`) and the message names nowhere. 0 otherwise.
+    pub local_volumes: u64,
 }
 
 impl PodUsage {
     fn usage(&self) -> Option<u64> {
         self.containers
             .iter()
-            .try_fold(0u64, |acc, (_, u, _)| u.map(|u| acc.saturating_add(u)))
+            .try_fold(self.local_volumes, |acc, (_, u, _)| {
+                u.map(|u| acc.saturating_add(u))
+            })
     }
     fn request(&self) -> u64 {
         self.containers
@@ -839,6 +845,7 @@ mod tests {
             priority,
             is_static: false,
             containers: vec![(name.into(), Some(usage), request)],
+            local_volumes: 0,
         }
     }
 
@@ -878,6 +885,40 @@ mod tests {
         assert_eq!(
             names(Signal::MemoryAvailable, &pods),
             vec!["be-big", "be-small", "burst", "guar"]
+        );
+        // N-62 (nodefs): no ephemeral-storage requests, so every pod exceeds its request; then
+        // lower priority, then more usage — the writable layer, the logs and the local volumes
+        // all count. `low-priority-high-usage` is the victim.
+        let logs_only = pu("below-requests", 0, 50 * MI, 0);
+        let mut volume_only = pu("high-priority-high-usage", 1, 0, 0);
+        volume_only.local_volumes = 400 * MI;
+        let pods = vec![
+            pu("low-priority-high-usage", -1, 900 * MI, 0),
+            logs_only,
+            pu("above-requests", 0, 400 * MI, 0),
+            volume_only,
+            pu("low-priority-low-usage", -1, 100 * MI, 0),
+        ];
+        assert_eq!(
+            names(Signal::NodeFsAvailable, &pods),
+            vec![
+                "low-priority-high-usage",
+                "low-priority-low-usage",
+                "above-requests",
+                "below-requests",
+                "high-priority-high-usage"
+            ]
+        );
+        // A pod whose only use is a local volume still exceeds a zero request, and its volume
+        // orders it among its priority: 400Mi of emptyDir before 50Mi of logs.
+        let mut vol = pu("vol", 0, 0, 0);
+        vol.local_volumes = 400 * MI;
+        let pods = vec![pu("logs", 0, 50 * MI, 0), vol];
+        assert_eq!(names(Signal::NodeFsAvailable, &pods), vec!["vol", "logs"]);
+        // ... but the message names only containers over their requests.
+        assert_eq!(
+            eviction_message(Signal::NodeFsAvailable, GI, 200 * MI, &pods[1]),
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 200Mi. "
         );
         // Pods without stats come first of all.
         let mut nostats = pu("nostats", 5, 0, 0);

@@ -619,6 +619,17 @@ impl PodManager {
                     })
                     .collect();
                 let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+                // The disk signals also rank by the pod's emptyDir contents.
+                let local_volumes = match signal {
+                    eviction::Signal::NodeFsAvailable | eviction::Signal::ImageFsAvailable => {
+                        machine.pods.get(uid).map_or(0, |p| {
+                            p.volume_usage
+                                .values()
+                                .fold(0u64, |a, m| a.saturating_add(m.ephemeral_storage_at(now)))
+                        })
+                    }
+                    _ => 0,
+                };
                 let usage = eviction::PodUsage {
                     name: format!("{}/{}", w.ns(), w.name()),
                     priority: spec.priority.unwrap_or(0),
@@ -627,6 +638,7 @@ impl PodManager {
                         .is_some_and(|s| s != "api")
                         || annotations.contains_key("kubernetes.io/config.mirror"),
                     containers,
+                    local_volumes,
                 };
                 (uid.clone(), usage)
             })

@@ -106,7 +106,9 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                 continue;
             };
             let memory = u.memory_at(s.at);
-            let storage = u.ephemeral_storage_at(s.at);
+            let rootfs = u.rootfs_at(s.at);
+            let logs = u.logs_at(s.at);
+            let storage = rootfs.saturating_add(logs);
             let cpu_ns = u.cpu_ns_at(s.at);
             let nanocores = u.spec.cpu_millis.saturating_mul(1_000_000);
             node_storage = node_storage.saturating_add(storage);
@@ -119,8 +121,8 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
                 "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
                 "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
                            "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
-                "rootfs": {"time": time, "usedBytes": storage},
-                "logs": {"time": time, "usedBytes": 0},
+                "rootfs": {"time": time, "usedBytes": rootfs},
+                "logs": {"time": time, "usedBytes": logs},
             }));
             let e = pod_meta
                 .entry(key)
@@ -498,5 +500,45 @@ mod tests {
         assert_eq!(pod["containers"][0]["rootfs"]["usedBytes"], GI);
         // The machine's own total agrees.
         assert_eq!(m.disk_used(t(2000)), used);
+    }
+
+    #[test]
+    fn summary_shows_container_logs_in_storage_and_on_the_disk() {
+        const MI: u64 = 1 << 20;
+        let mut m = Machine::new("b".into(), "m".into(), "s".into(), "10.244.1".into());
+        m.run_sandbox("u", "ns", "chatty", t(0), std::time::Duration::ZERO);
+        let p = crate::program::Program::from_command(&[], &[]);
+        m.start_container("u", "app", "busybox", p, 1, "id".into(), t(0));
+        m.set_usage(
+            "u",
+            "app",
+            Model::new(
+                UsageSpec {
+                    ephemeral_storage: 4 * MI,
+                    log_growth: crate::usage::parse_rate("1Mi/s"),
+                    ..Default::default()
+                },
+                t(0),
+                None,
+            ),
+        );
+        let info = NodeInfo {
+            name: "n1".into(),
+            memory_bytes: 1 << 30,
+            ephemeral_storage_bytes: 1 << 30,
+            reserved_memory: 0,
+        };
+        // Passes of the log manager every 10 s for 2 minutes: 4 rotated 10Mi files are kept.
+        for pass in 1..=12 {
+            m.rotate_logs(t(pass * 10_000), crate::usage::LogRotation::default());
+        }
+        let s = samples(&mut m, t(125_000));
+        let sum = summary(&info, &m, &s);
+        let c = &sum["pods"][0]["containers"][0];
+        assert_eq!(c["rootfs"]["usedBytes"], 4 * MI);
+        assert_eq!(c["logs"]["usedBytes"], 45 * MI);
+        assert_eq!(sum["pods"][0]["ephemeral-storage"]["usedBytes"], 49 * MI);
+        assert_eq!(sum["node"]["fs"]["usedBytes"], 49 * MI);
+        assert_eq!(m.disk_used(t(125_000)), 49 * MI);
     }
 }

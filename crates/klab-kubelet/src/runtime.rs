@@ -520,6 +520,22 @@ impl Machine {
         }
     }
 
+    /// The container log manager's pass at `now` over every running container (upstream lists
+    /// only running containers: an exited one writes nothing more).
+    pub fn rotate_logs(&mut self, now: Timestamp, policy: crate::usage::LogRotation) {
+        for c in self
+            .pods
+            .values_mut()
+            .flat_map(|p| p.containers.values_mut())
+        {
+            if c.is_running()
+                && let Some(u) = c.usage.as_mut()
+            {
+                u.rotate_logs(now, policy);
+            }
+        }
+    }
+
     /// Running containers with their usage model, in pod UID then container name order.
     pub fn running_usage(
         &self,

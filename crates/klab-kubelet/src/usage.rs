@@ -5,14 +5,24 @@
 //!
 //! Defaults (documented in `docs/usage.md`): a container's working set is its memory request,
 //! its CPU usage its CPU request, its ephemeral storage its ephemeral-storage request, and it runs
-//! one process; nothing grows. A container without requests uses nothing (and one PID).
+//! one process; nothing grows. A container without a memory or CPU request still runs: it uses
+//! the idle baseline ([`IDLE_MEMORY_BYTES`], [`IDLE_CPU_MILLIS`]), as a real running container
+//! always has some working set and has used some CPU (metrics-server leaves out a pod with a
+//! container at zero, so without it such pods would be missing from `kubectl top pods`).
 //!
 //! The annotation is a comma-separated list of `key=value`: `memory`, `cpu`, `ephemeral-storage`
 //! and `pids` set the amount at the container's start (and at every change of the annotation:
 //! the model is re-anchored then), `memory-growth` and `ephemeral-storage-growth` a rate such as
-//! `10Mi/min` (per `s`, `min` or `h`); `image-size` is the size of the container's image when
-//! the kubelet pulls it ([`crate::images`]). A value that does not parse refuses the whole annotation
-//! with a message naming it; the kubelet then keeps the model it had.
+//! `10Mi/min` (per `s`, `min` or `h`); `log-growth` the rate at which the container writes to
+//! its stdout/stderr log (see [`LogRotation`]); `image-size` is the size of the container's image
+//! when the kubelet pulls it ([`crate::images`]). A value that does not parse refuses the whole
+//! annotation with a message naming it; the kubelet then keeps the model it had.
+//!
+//! Container logs: upstream's kubelet counts a container's log files in its ephemeral storage
+//! (`containers[].logs` of the Summary API, the pod's `ephemeral-storage`, the local-storage limit
+//! checks and the node filesystem) and rotates them (the container log manager, every 10 s: a log
+//! at `containerLogMaxSize` or more becomes a rotated file, and only `containerLogMaxFiles` files
+//! are kept). The model writes `log-growth` bytes per unit of time and keeps the files' sizes.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -33,6 +43,7 @@ pub fn parse_volume_annotation(v: &str) -> Result<UsageSpec, String> {
     let o = parse_annotation(v)?;
     if o.memory.is_some()
         || o.memory_growth.is_some()
+        || o.log_growth.is_some()
         || o.cpu_millis.is_some()
         || o.pids.is_some()
         || o.image_size.is_some()
@@ -55,12 +66,13 @@ pub const REASON_OOM_KILLED: &str = "OOMKilled";
 pub const REASON_INVALID_USAGE: &str = "InvalidUsage";
 
 /// The annotation keys, in the order error messages list them.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     "memory",
     "memory-growth",
     "cpu",
     "ephemeral-storage",
     "ephemeral-storage-growth",
+    "log-growth",
     "pids",
     "image-size",
 ];
@@ -102,9 +114,12 @@ pub struct UsageSpec {
     pub memory_growth: Option<Rate>,
     /// CPU, millicores.
     pub cpu_millis: u64,
-    /// Writable layer and logs, bytes.
+    /// Writable layer, bytes.
     pub ephemeral_storage: u64,
     pub ephemeral_storage_growth: Option<Rate>,
+    /// What the container writes to its log (stdout and stderr).
+    #[serde(default)]
+    pub log_growth: Option<Rate>,
     pub pids: u64,
 }
 
@@ -116,6 +131,7 @@ pub struct Overrides {
     pub cpu_millis: Option<u64>,
     pub ephemeral_storage: Option<u64>,
     pub ephemeral_storage_growth: Option<Rate>,
+    pub log_growth: Option<Rate>,
     pub pids: Option<u64>,
     /// The size of the container's image when the kubelet pulls it (see [`crate::images`]).
     pub image_size: Option<u64>,
@@ -163,6 +179,7 @@ pub fn parse_annotation(v: &str) -> Result<Overrides, String> {
             "ephemeral-storage-growth" => {
                 o.ephemeral_storage_growth = Some(parse_rate(val).ok_or_else(bad_rate)?)
             }
+            "log-growth" => o.log_growth = Some(parse_rate(val).ok_or_else(bad_rate)?),
             _ => {
                 return Err(format!(
                     "unknown usage key {k:?} (known: {})",
@@ -213,18 +230,141 @@ impl Resources {
     }
 }
 
-/// The documented defaults plus the annotation's values.
+/// Working set of a running container without a memory request (nor annotation): an idle
+/// process's resident pages and the runtime's page cache for it, about what `kubectl top` shows
+/// for an idle busybox or pause container.
+pub const IDLE_MEMORY_BYTES: u64 = 1 << 20;
+/// CPU of a running container without a CPU request (nor annotation): 1m, the smallest rate
+/// `kubectl top` prints above zero.
+pub const IDLE_CPU_MILLIS: u64 = 1;
+
+/// The documented defaults plus the annotation's values. A request of zero counts as none (the
+/// container still runs, so it uses the idle baseline); a memory limit below the baseline caps
+/// it, so the default never starts a container above its limit.
 pub fn spec(res: &Resources, o: &Overrides) -> UsageSpec {
+    let idle_memory = res
+        .memory_limit
+        .map_or(IDLE_MEMORY_BYTES, |l| l.min(IDLE_MEMORY_BYTES));
     UsageSpec {
-        memory: o.memory.or(res.memory_request).unwrap_or(0),
+        memory: o
+            .memory
+            .or(res.memory_request.filter(|r| *r > 0))
+            .unwrap_or(idle_memory),
         memory_growth: o.memory_growth,
-        cpu_millis: o.cpu_millis.or(res.cpu_request).unwrap_or(0),
+        cpu_millis: o
+            .cpu_millis
+            .or(res.cpu_request.filter(|r| *r > 0))
+            .unwrap_or(IDLE_CPU_MILLIS),
         ephemeral_storage: o
             .ephemeral_storage
             .or(res.ephemeral_storage_request)
             .unwrap_or(0),
         ephemeral_storage_growth: o.ephemeral_storage_growth,
+        log_growth: o.log_growth,
         pids: o.pids.unwrap_or(1),
+    }
+}
+
+/// `containerLogMaxSize` default.
+pub const CONTAINER_LOG_MAX_SIZE: i64 = 10 << 20;
+/// `containerLogMaxFiles` default.
+pub const CONTAINER_LOG_MAX_FILES: u32 = 5;
+
+/// The container log manager's policy (`containerLogMaxSize`, `containerLogMaxFiles`): a log
+/// file at `max_size` bytes or more is rotated at the next 10 s pass; a negative `max_size`
+/// turns rotation off (upstream then runs a stub manager).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRotation {
+    pub max_size: i64,
+    pub max_files: u32,
+}
+
+impl Default for LogRotation {
+    fn default() -> Self {
+        LogRotation {
+            max_size: CONTAINER_LOG_MAX_SIZE,
+            max_files: CONTAINER_LOG_MAX_FILES,
+        }
+    }
+}
+
+impl LogRotation {
+    /// Parses `containerLogMaxSize` as the kubelet does when it builds its log manager (a
+    /// quantity, possibly negative), with its error text.
+    pub fn parse_max_size(v: &str) -> Result<i64, String> {
+        let t = v.trim();
+        let (neg, q) = match t.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, t.strip_prefix('+').unwrap_or(t)),
+        };
+        let b = bytes(q)
+            .filter(|_| !q.starts_with(['-', '+']))
+            .ok_or_else(|| {
+                format!(
+                    "failed to parse container log max size {v:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                )
+            })?;
+        let b = i64::try_from(b).map_err(|_| {
+            format!("failed to parse container log max size {v:?}: invalid max log size")
+        })?;
+        Ok(if neg { b.saturating_neg() } else { b })
+    }
+
+    /// Validates `containerLogMaxFiles` with upstream's configuration text.
+    pub fn parse_max_files(v: &str) -> Result<u32, String> {
+        let n: i64 = v
+            .trim()
+            .parse()
+            .map_err(|e: std::num::ParseIntError| e.to_string())?;
+        if n <= 1 {
+            return Err(
+                "invalid configuration: containerLogMaxFiles must be greater than 1".into(),
+            );
+        }
+        u32::try_from(n).map_err(|e| e.to_string())
+    }
+
+    pub fn enabled(self) -> bool {
+        self.max_size >= 0
+    }
+}
+
+/// A container instance's log files: the current file began when `current_start` bytes had been
+/// written; `rotated` are the sizes of the rotated files kept, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogFiles {
+    pub current_start: u64,
+    pub rotated: Vec<u64>,
+}
+
+impl LogFiles {
+    /// Bytes on disk when `written` bytes have been written in all.
+    pub fn used(&self, written: u64) -> u64 {
+        self.rotated
+            .iter()
+            .fold(written.saturating_sub(self.current_start), |a, b| {
+                a.saturating_add(*b)
+            })
+    }
+
+    /// One pass of the log manager over this container (`processContainer` then `rotateLog`): a
+    /// current file of `max_size` or more is rotated after the oldest rotated files beyond
+    /// `max_files − 2` are removed (the new current file and the one just rotated make up the
+    /// rest). Returns whether it rotated.
+    pub fn rotate(&mut self, written: u64, policy: LogRotation) -> bool {
+        if !policy.enabled() {
+            return false;
+        }
+        let current = written.saturating_sub(self.current_start);
+        if i64::try_from(current).unwrap_or(i64::MAX) < policy.max_size {
+            return false;
+        }
+        let keep = usize::try_from(policy.max_files.saturating_sub(2)).unwrap_or(usize::MAX);
+        let excess = self.rotated.len().saturating_sub(keep);
+        self.rotated.drain(..excess);
+        self.rotated.push(current);
+        self.current_start = written;
+        true
     }
 }
 
@@ -238,6 +378,12 @@ pub struct Model {
     /// CPU nanoseconds used before `since` by this instance (re-anchoring keeps the counter).
     #[serde(default)]
     pub cpu_ns_before: u64,
+    /// Log bytes written before `since` by this instance (re-anchoring keeps them).
+    #[serde(default)]
+    pub log_written_before: u64,
+    /// The instance's log files as the log manager left them.
+    #[serde(default)]
+    pub logs: LogFiles,
 }
 
 fn elapsed_ms(since: Timestamp, now: Timestamp) -> u64 {
@@ -256,6 +402,8 @@ impl Model {
             since,
             memory_limit,
             cpu_ns_before: 0,
+            log_written_before: 0,
+            logs: LogFiles::default(),
         }
     }
 
@@ -268,13 +416,39 @@ impl Model {
         self.spec.memory.saturating_add(grown)
     }
 
-    /// Ephemeral storage used at `now` (bytes).
-    pub fn ephemeral_storage_at(&self, now: Timestamp) -> u64 {
+    /// The writable layer at `now` (bytes): the Summary API's `rootfs`.
+    pub fn rootfs_at(&self, now: Timestamp) -> u64 {
         let grown = self
             .spec
             .ephemeral_storage_growth
             .map_or(0, |r| r.over(elapsed_ms(self.since, now)));
         self.spec.ephemeral_storage.saturating_add(grown)
+    }
+
+    /// Log bytes the instance has written by `now`, rotated away or not.
+    pub fn log_written_at(&self, now: Timestamp) -> u64 {
+        let grown = self
+            .spec
+            .log_growth
+            .map_or(0, |r| r.over(elapsed_ms(self.since, now)));
+        self.log_written_before.saturating_add(grown)
+    }
+
+    /// The log files on disk at `now` (bytes): the Summary API's `logs`.
+    pub fn logs_at(&self, now: Timestamp) -> u64 {
+        self.logs.used(self.log_written_at(now))
+    }
+
+    /// Ephemeral storage used at `now` (bytes): the writable layer and the logs, as the eviction
+    /// manager counts a container (`fsStatsRoot` and `fsStatsLogs`).
+    pub fn ephemeral_storage_at(&self, now: Timestamp) -> u64 {
+        self.rootfs_at(now).saturating_add(self.logs_at(now))
+    }
+
+    /// The log manager's pass at `now`; whether it rotated.
+    pub fn rotate_logs(&mut self, now: Timestamp, policy: LogRotation) -> bool {
+        let written = self.log_written_at(now);
+        self.logs.rotate(written, policy)
     }
 
     /// Cumulative CPU time of the instance at `now`, nanoseconds.
@@ -308,6 +482,8 @@ impl Model {
             since: now,
             memory_limit: self.memory_limit,
             cpu_ns_before: self.cpu_ns_at(now),
+            log_written_before: self.log_written_at(now),
+            logs: self.logs.clone(),
         }
     }
 }
@@ -400,7 +576,23 @@ mod tests {
             (
                 "memroy=1Gi",
                 Err(
-                    "unknown usage key \"memroy\" (known: memory, memory-growth, cpu, ephemeral-storage, ephemeral-storage-growth, pids, image-size)",
+                    "unknown usage key \"memroy\" (known: memory, memory-growth, cpu, ephemeral-storage, ephemeral-storage-growth, log-growth, pids, image-size)",
+                ),
+            ),
+            (
+                "log-growth=1Mi/s",
+                Ok(Overrides {
+                    log_growth: Some(Rate {
+                        amount: MI,
+                        per_ms: 1000,
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "log-growth=lots/s",
+                Err(
+                    "invalid log-growth \"lots/s\": a rate is a quantity per s, min or h (10Mi/min)",
                 ),
             ),
             // One bad item refuses the whole value, good ones included.
@@ -456,14 +648,46 @@ mod tests {
                 ..Default::default()
             }
         );
-        // BestEffort: nothing but its one process.
+        // BestEffort: the idle baseline and its one process.
         assert_eq!(
             spec(&Resources::default(), &Overrides::default()),
             UsageSpec {
+                memory: IDLE_MEMORY_BYTES,
+                cpu_millis: IDLE_CPU_MILLIS,
                 pids: 1,
                 ..Default::default()
             }
         );
+        // A memory request without a CPU request (and requests of zero): baseline CPU, memory
+        // from the request or the baseline.
+        let mem_only = Resources {
+            memory_request: Some(64 * MI),
+            ..Default::default()
+        };
+        let s = spec(&mem_only, &Overrides::default());
+        assert_eq!((s.memory, s.cpu_millis), (64 * MI, 1));
+        let zeros = Resources {
+            memory_request: Some(0),
+            cpu_request: Some(0),
+            ..Default::default()
+        };
+        let s = spec(&zeros, &Overrides::default());
+        assert_eq!((s.memory, s.cpu_millis), (MI, 1));
+        // A limit below the baseline caps it: the default never starts over its limit.
+        let tiny = Resources {
+            memory_request: Some(0),
+            memory_limit: Some(512 * 1024),
+            ..Default::default()
+        };
+        let s = spec(&tiny, &Overrides::default());
+        assert_eq!(s.memory, 512 * 1024);
+        assert_eq!(Model::new(s, t(0), tiny.memory_limit).oom_at(), None);
+        // An explicit zero in the annotation is what the user asked for.
+        let s = spec(
+            &Resources::default(),
+            &parse_annotation("memory=0,cpu=0").unwrap(),
+        );
+        assert_eq!((s.memory, s.cpu_millis), (0, 0));
         // The annotation wins over the request.
         let o = parse_annotation("memory=300Mi,pids=7").unwrap();
         let s = spec(&res, &o);
@@ -546,6 +770,129 @@ mod tests {
             available(Signal::NodeFsInodesFree, 1000, 0, gi, gi, 9),
             1000
         );
+    }
+
+    #[test]
+    fn log_rotation_policy_flags() {
+        assert_eq!(LogRotation::default().max_size, 10 * 1024 * 1024);
+        assert_eq!(LogRotation::default().max_files, 5);
+        assert_eq!(LogRotation::parse_max_size("10Mi"), Ok(10 * 1024 * 1024));
+        assert_eq!(LogRotation::parse_max_size("100M"), Ok(100_000_000));
+        assert_eq!(LogRotation::parse_max_size("0"), Ok(0));
+        // Negative: rotation off.
+        assert_eq!(LogRotation::parse_max_size("-1"), Ok(-1));
+        assert!(
+            !LogRotation {
+                max_size: -1,
+                max_files: 5
+            }
+            .enabled()
+        );
+        for bad in ["lots", "", "--1", "10Mb"] {
+            assert_eq!(
+                LogRotation::parse_max_size(bad).unwrap_err(),
+                format!(
+                    "failed to parse container log max size {bad:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                )
+            );
+        }
+        assert!(
+            LogRotation::parse_max_size("100Ei")
+                .unwrap_err()
+                .ends_with("invalid max log size")
+        );
+        assert_eq!(LogRotation::parse_max_files("2"), Ok(2));
+        for bad in ["1", "0", "-3"] {
+            assert_eq!(
+                LogRotation::parse_max_files(bad).unwrap_err(),
+                "invalid configuration: containerLogMaxFiles must be greater than 1"
+            );
+        }
+        assert!(LogRotation::parse_max_files("five").is_err());
+    }
+
+    #[test]
+    fn log_files_rotate_as_the_log_manager() {
+        let policy = LogRotation {
+            max_size: 10 * MI as i64,
+            max_files: 3,
+        };
+        let mut f = LogFiles::default();
+        // Below the size: nothing rotates.
+        assert!(!f.rotate(9 * MI, policy));
+        assert_eq!(f.used(9 * MI), 9 * MI);
+        // At the size (or beyond, the pass is every 10 s): rotated as it is.
+        assert!(f.rotate(12 * MI, policy));
+        assert_eq!(f.rotated, vec![12 * MI]);
+        assert_eq!(f.used(13 * MI), 13 * MI);
+        assert!(f.rotate(24 * MI, policy));
+        assert_eq!(f.rotated, vec![12 * MI, 12 * MI]);
+        // max_files 3: one old rotated file kept (3 − 2) before the current one is rotated.
+        assert!(f.rotate(36 * MI, policy));
+        assert_eq!(f.rotated, vec![12 * MI, 12 * MI]);
+        assert_eq!(f.used(40 * MI), 28 * MI);
+        // Rotation off: the log only grows.
+        let mut off = LogFiles::default();
+        let no = LogRotation {
+            max_size: -1,
+            max_files: 5,
+        };
+        assert!(!off.rotate(u64::MAX, no));
+        assert_eq!(off.used(u64::MAX), u64::MAX);
+        // Two files at most: every pass past the size leaves only the file just rotated.
+        let two = LogRotation {
+            max_size: MI as i64,
+            max_files: 2,
+        };
+        let mut f = LogFiles::default();
+        for w in [2, 4, 6] {
+            assert!(f.rotate(w * MI, two));
+            assert_eq!(f.rotated, vec![2 * MI]);
+        }
+    }
+
+    #[test]
+    fn chatty_container_logs_over_time() {
+        // 1Mi/s with the default policy: each 10 s pass rotates a 10Mi file; the usage levels
+        // off at four rotated files and the growing current one.
+        let mut m = Model::new(
+            UsageSpec {
+                ephemeral_storage: 5 * MI,
+                log_growth: parse_rate("1Mi/s"),
+                ..Default::default()
+            },
+            t(0),
+            None,
+        );
+        assert_eq!(m.logs_at(t(9_000)), 9 * MI);
+        assert_eq!(m.ephemeral_storage_at(t(9_000)), 14 * MI);
+        let mut peak = 0;
+        for pass in 1..=30 {
+            let at = t(pass * 10_000);
+            m.rotate_logs(at, LogRotation::default());
+            peak = peak.max(m.logs_at(t(pass * 10_000 + 9_999)));
+        }
+        assert_eq!(m.logs.rotated.len(), 4);
+        assert_eq!(m.logs_at(t(300_000)), 40 * MI);
+        assert!(peak < 50 * MI, "{peak}");
+        assert_eq!(m.rootfs_at(t(300_000)), 5 * MI);
+        // Rotation off: 5 minutes at 1Mi/s all kept.
+        let mut off = m.clone();
+        off.logs = LogFiles::default();
+        off.rotate_logs(
+            t(300_000),
+            LogRotation {
+                max_size: -1,
+                max_files: 5,
+            },
+        );
+        assert_eq!(off.logs_at(t(300_000)), 300 * MI);
+        // Re-anchoring keeps what was written and the files.
+        let mut s = m.spec.clone();
+        s.log_growth = None;
+        let r = m.reanchor(s, t(300_000));
+        assert_eq!(r.logs_at(t(900_000)), 40 * MI);
+        assert_eq!(r.log_written_at(t(900_000)), 300 * MI);
     }
 
     #[test]

@@ -311,6 +311,13 @@ pub struct ComponentFlags {
     /// Kubelet imageMinimumGCAge: an image younger than this is never collected (default 2m).
     #[arg(long = "minimum-image-ttl-duration")]
     pub minimum_image_ttl_duration: Option<String>,
+    /// Kubelet containerLogMaxSize: a container log this large is rotated (default 10Mi;
+    /// negative: no rotation).
+    #[arg(long = "container-log-max-size", allow_hyphen_values = true)]
+    pub container_log_max_size: Option<String>,
+    /// Kubelet containerLogMaxFiles: log files kept per container (default 5).
+    #[arg(long = "container-log-max-files")]
+    pub container_log_max_files: Option<String>,
     /// Kubelet shutdownGracePeriod: graceful node shutdown (default 0s: disabled).
     #[arg(long = "shutdown-grace-period")]
     pub shutdown_grace_period: Option<String>,
@@ -370,6 +377,8 @@ impl ComponentFlags {
                 "minimum-image-ttl-duration",
                 &self.minimum_image_ttl_duration,
             ),
+            ("container-log-max-size", &self.container_log_max_size),
+            ("container-log-max-files", &self.container_log_max_files),
             // The total before the critical share: each is validated against the other.
             ("shutdownGracePeriod", &self.shutdown_grace_period),
             (

@@ -76,6 +76,65 @@ fn bad_up_flags_are_refused_naming_the_flag_once() {
     );
 }
 
+/// Kubelet eviction and log-rotation settings that do not parse or are out of range: `klab up`
+/// refuses them with upstream's texts (spec node.md §7.1) and starts nothing.
+#[test]
+fn bad_kubelet_eviction_and_log_flags_are_refused_with_upstreams_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--eviction-hard", "memory.available<150%"],
+            "error: invalid value \"memory.available<150%\" for --eviction-hard: eviction percentage threshold memory.available must be <= 100%: 150%",
+        ),
+        (
+            &["--eviction-hard", "nodefs.available<-5%"],
+            "error: invalid value \"nodefs.available<-5%\" for --eviction-hard: eviction percentage threshold nodefs.available must be >= 0%: -5%",
+        ),
+        (
+            &["--eviction-hard", "memory.available<lots"],
+            "error: invalid value \"memory.available<lots\" for --eviction-hard: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        ),
+        (
+            &["--eviction-hard", "memory.free<1Gi"],
+            "error: invalid value \"memory.free<1Gi\" for --eviction-hard: unsupported eviction signal memory.free",
+        ),
+        (
+            &["--eviction-soft", "memory.available<500Mi"],
+            "error: invalid value \"memory.available<500Mi\" for --eviction-soft: grace period must be specified for the soft eviction threshold memory.available",
+        ),
+        (
+            &["--container-log-max-files", "1"],
+            "error: invalid value \"1\" for --container-log-max-files: invalid configuration: containerLogMaxFiles must be greater than 1",
+        ),
+        (
+            &["--container-log-max-size", "big"],
+            "error: invalid value \"big\" for --container-log-max-size: failed to parse container log max size \"big\": quantities must match the regular expression",
+        ),
+        (
+            &["--image-gc-high-threshold", "101"],
+            "error: invalid value \"101\" for --image-gc-high-threshold: invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive",
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["up", "--data-dir", data, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(flags);
+        let (ok, err) = klab(&args, &[]);
+        assert!(!ok, "{flags:?} must fail");
+        assert!(err.starts_with(want), "{flags:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{flags:?}: one line: {err}"
+        );
+    }
+    assert!(
+        !std::path::Path::new(data).join("store.redb").exists(),
+        "nothing was started"
+    );
+}
+
 #[test]
 fn klab_node_reads_kubeconfig_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();

@@ -97,8 +97,23 @@ fn memory_pressure_evicts_on_a_live_cluster() {
             && flat
                 .contains("KubeletHasInsufficientMemory kubelet has insufficient memory available")
             && flat.contains("EvictionThresholdMet")
-            && flat.contains("Attempting to reclaim memory"))
+            && flat.contains("Attempting to reclaim memory")
+            && flat.contains(&format!(
+                "kubelet Node {NODE} status is now: NodeHasInsufficientMemory"
+            )))
         .then_some(())
+    });
+    // The condition taint the node lifecycle controller sets from the condition.
+    k.wait_for("memory-pressure taint", BOUND, || {
+        let d = k.ok(33, &["describe", "node", NODE]);
+        d.contains("node.kubernetes.io/memory-pressure:NoSchedule")
+            .then_some(())
+    });
+    // kubectl get pods: the container's own reason wins over the pod's (the evicted container
+    // was killed: `Error`), as kubectl's printer does with the kubelet's final status.
+    k.wait_for("hog STATUS column", BOUND, || {
+        let row = k.ok(33, &["get", "pod", "hog", "--no-headers"]);
+        (row.split_whitespace().nth(2) == Some("Error")).then_some(())
     });
     // A BestEffort pod that does not tolerate the memory-pressure taint is rejected (created
     // with nodeName, so the scheduler's taint check does not apply).
@@ -117,6 +132,13 @@ fn memory_pressure_evicts_on_a_live_cluster() {
         );
         (s == "Evicted|Pod was rejected: The node had condition: [MemoryPressure]. ").then_some(())
     });
+    // A rejected pod never ran a container: kubectl prints the pod's reason.
+    let row = k.ok(33, &["get", "pod", "late", "--no-headers"]);
+    assert_eq!(
+        row.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["late", "0/1", "Evicted"],
+        "{row}"
+    );
     let out = k.klab(&["node", "relieve", NODE]);
     assert!(
         out.starts_with(&format!("node/{NODE}: relieve done")),
@@ -225,4 +247,96 @@ spec:
             && first["sizeBytes"] == 314_572_800)
             .then_some(())
     });
+}
+
+/// OOM kills as kubectl 1.33 prints them: a container whose working set grows past its memory
+/// limit is killed by the memory cgroup (`OOMKilled`, exit 137). With `restartPolicy: Never` the
+/// pod ends there and `kubectl get pods` shows `OOMKilled`; with `Always` it is restarted and
+/// `kubectl describe pod` shows the kill as the last state, with the restart counted.
+#[test]
+fn oom_killed_pods_as_kubectl_prints_them() {
+    let k = Klab::start(&["--speed", "5"]);
+    let spec = |name: &str, restart: &str| {
+        format!(
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations: {{usage.klab.dev/app: \"memory=20Mi,memory-growth=30Mi/min\"}}
+spec:
+  nodeName: {NODE}
+  restartPolicy: {restart}
+  containers:
+    - name: app
+      image: busybox
+      command: [sleep, \"3600\"]
+      resources: {{limits: {{memory: 32Mi}}}}
+"
+        )
+    };
+    for (name, restart) in [("once", "Never"), ("again", "Always")] {
+        let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&spec(name, restart)));
+        assert!(out.status.success(), "{out:?}");
+    }
+    // 20Mi + 30Mi/min reaches 32Mi after 24 s of running.
+    k.wait_for("once OOMKilled", BOUND, || {
+        let row = k.ok(33, &["get", "pod", "once", "--no-headers"]);
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        (cols.get(1..4) == Some(&["0/1", "OOMKilled", "0"][..])).then_some(())
+    });
+    let s = k.ok(
+        33,
+        &[
+            "get",
+            "pod",
+            "once",
+            "-o",
+            "jsonpath={.status.phase}|{.status.containerStatuses[0].state.terminated.reason}|{.status.containerStatuses[0].state.terminated.exitCode}",
+        ],
+    );
+    assert_eq!(s, "Failed|OOMKilled|137");
+    k.wait_for("again restarted after its OOM kill", BOUND, || {
+        let d = k.ok(33, &["describe", "pod", "again"]);
+        let flat: String = d.split_whitespace().collect::<Vec<_>>().join(" ");
+        (flat.contains("Last State: Terminated Reason: OOMKilled Exit Code: 137")
+            && flat.contains("Restart Count: 1"))
+        .then_some(())
+    });
+}
+
+/// Container logs in the kubelet's Summary API, as kubectl reads it through the node proxy:
+/// `containers[].logs.usedBytes` beside `rootfs.usedBytes`, both in the pod's
+/// `ephemeral-storage` and in the node filesystem's used bytes.
+#[test]
+fn container_logs_in_the_summary_api() {
+    let k = Klab::start(&["--speed", "5"]);
+    let spec = pod(
+        "chatty",
+        "usage.klab.dev/app: \"ephemeral-storage=5Mi,log-growth=1Mi/s\"",
+    );
+    let out = k.kubectl_stdin(33, &["create", "-f", "-"], Some(&spec));
+    assert!(out.status.success(), "{out:?}");
+    let path = format!("/api/v1/nodes/{NODE}/proxy/stats/summary");
+    let (pod, node_fs) = k.wait_for("chatty's logs in the summary", BOUND, || {
+        let s: serde_json::Value =
+            serde_json::from_str(&k.ok(33, &["get", "--raw", &path])).ok()?;
+        let pod = s["pods"]
+            .as_array()?
+            .iter()
+            .find(|p| p["podRef"]["name"] == "chatty")?
+            .clone();
+        let logs = pod["containers"][0]["logs"]["usedBytes"].as_u64()?;
+        (logs > 0).then(|| (pod, s["node"]["fs"]["usedBytes"].as_u64().unwrap_or(0)))
+    });
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "app");
+    assert_eq!(c["rootfs"]["usedBytes"], 5 << 20);
+    let logs = c["logs"]["usedBytes"].as_u64().unwrap();
+    // Rotation keeps at most 5 files of about 10Mi (the pass is every 10 s).
+    assert!(logs <= 60 << 20, "{logs}");
+    assert_eq!(
+        pod["ephemeral-storage"]["usedBytes"].as_u64().unwrap(),
+        (5 << 20) + logs
+    );
+    assert!(node_fs >= (5 << 20) + logs, "{node_fs}");
 }

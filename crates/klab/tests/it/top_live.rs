@@ -48,14 +48,25 @@ metadata: {name: idle, labels: {app: idle}}
 spec:
   containers:
     - {name: app, image: busybox, command: [sleep, '3600']}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pending, labels: {app: pending}}
+spec:
+  nodeSelector: {no-such: label}
+  containers:
+    - {name: app, image: busybox, command: [sleep, '3600']}
 ";
 
-/// What the usage model gives each pod: (CPU millicores, memory MiB) by pod-name prefix.
+/// What the usage model gives each pod: (CPU millicores, memory MiB) by pod-name prefix; the
+/// idle BestEffort pod uses the model's idle baseline (1m, 1Mi); the pending pod runs nowhere.
 fn model(pod: &str) -> Option<(u64, u64)> {
     if pod.starts_with("web-") {
         Some((300, 120))
     } else if pod.starts_with("agent-") {
         Some((10, 30))
+    } else if pod == "idle" {
+        Some((1, 1))
     } else {
         None
     }
@@ -106,12 +117,12 @@ fn kubectl_top_on_a_live_cluster() {
     // Pods get metrics after two scrapes: wait for every modelled pod.
     let pods = k.wait_for("pod metrics", BOUND, || {
         let all = placements(&k);
-        if all.len() < 6 {
+        if all.len() < 7 {
             return None;
         }
         let o = k.kubectl(33, &["top", "pods", "--no-headers"]);
         let listed = String::from_utf8_lossy(&o.stdout).lines().count();
-        (o.status.success() && listed == 5).then_some(all)
+        (o.status.success() && listed == 6).then_some(all)
     });
     let nodes: Vec<String> = k
         .ok(33, &["get", "nodes", "-o", "name"])
@@ -159,23 +170,24 @@ fn kubectl_top_on_a_live_cluster() {
         assert_eq!(one.len(), 1);
         assert_eq!(one[0][0], nodes[0]);
 
-        // top pods -A: the modelled pods, exactly; the idle pod has no metrics (zero CPU).
+        // top pods -A: every running pod, exactly — the idle one too (the idle baseline); the
+        // pending one has no metrics.
         let t = rows(&k.ok(minor, &["top", "pods", "-A"]));
         assert_eq!(
             t[0],
             ["NAMESPACE", "NAME", "CPU(cores)", "MEMORY(bytes)"],
             "1.{minor}"
         );
-        assert_eq!(t.len(), 6, "1.{minor}: {t:?}");
+        assert_eq!(t.len(), 7, "1.{minor}: {t:?}");
         for r in &t[1..] {
             let (c, m) = model(&r[1]).expect("a modelled pod");
             assert_eq!(r[0], "default");
             assert_eq!((milli(&r[2]), mib(&r[3])), (c, m), "1.{minor} {r:?}");
         }
-        // --sort-by=memory: the web pods (120Mi) before the agents (30Mi).
+        // --sort-by=memory: the web pods (120Mi), the agents (30Mi), the idle pod (1Mi).
         let t = rows(&k.ok(minor, &["top", "pods", "--sort-by=memory", "--no-headers"]));
-        let order: Vec<bool> = t.iter().map(|r| r[0].starts_with("web-")).collect();
-        assert_eq!(order, [true, true, false, false, false], "1.{minor}: {t:?}");
+        let order: Vec<u64> = t.iter().map(|r| model(&r[0]).unwrap().1).collect();
+        assert_eq!(order, [120, 120, 30, 30, 30, 1], "1.{minor}: {t:?}");
         // --containers: one row per container.
         let web = pods.keys().find(|p| p.starts_with("web-")).unwrap();
         let t = rows(&k.ok(minor, &["top", "pod", web, "--containers"]));
@@ -191,13 +203,13 @@ fn kubectl_top_on_a_live_cluster() {
 
         // No metrics: metrics-server's 404 for a pod it has none of, and kubectl's own message
         // when a selector finds pods without metrics or no node metrics at all.
-        let o = k.kubectl(minor, &["top", "pod", "idle"]);
+        let o = k.kubectl(minor, &["top", "pod", "pending"]);
         assert!(!o.status.success());
         assert_eq!(
             stderr(&o).trim(),
-            "Error from server (NotFound): podmetrics.metrics.k8s.io \"default/idle\" not found"
+            "Error from server (NotFound): podmetrics.metrics.k8s.io \"default/pending\" not found"
         );
-        let o = k.kubectl(minor, &["top", "pod", "-l", "app=idle"]);
+        let o = k.kubectl(minor, &["top", "pod", "-l", "app=pending"]);
         assert_eq!(stderr(&o).trim(), "error: metrics not available yet");
         let o = k.kubectl(minor, &["top", "node", "-l", "no-such=label"]);
         assert_eq!(stderr(&o).trim(), "error: metrics not available yet");
