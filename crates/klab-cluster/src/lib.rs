@@ -30,6 +30,7 @@ pub use klab_controllers::metrics_server::{MetricsServerConfig, MetricsStore};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
 pub use klab_kubelet::node::{SimNode, SimNodeState};
+pub use klab_kubelet::node_status::ConditionOverride;
 pub use klab_kubelet::runtime::Machine;
 pub use klab_kubelet::usage::parse_annotation as parse_usage;
 pub use klab_kubelet::usage::parse_volume_annotation as parse_volume_usage;
@@ -46,6 +47,10 @@ pub struct NodeSpec {
     pub cpu: String,
     pub memory: String,
     pub pods: u32,
+    /// This node's own KubeletConfiguration fields over the cluster's (`registerWithTaints`,
+    /// `kubeReserved`, …), in their flag-like text form, applied in order
+    /// ([`node_kubelet_config`]).
+    pub kubelet: Vec<(String, String)>,
 }
 
 impl NodeSpec {
@@ -57,6 +62,7 @@ impl NodeSpec {
             cpu: "4".into(),
             memory: "8Gi".into(),
             pods: 110,
+            kubelet: Vec::new(),
         }
     }
 }
@@ -387,6 +393,7 @@ impl Cluster {
             .ok_or_else(|| invalid(format!("bad memory quantity {:?}", spec.memory)))?;
         let mut kubelet = self.config.kubelet.clone();
         kubelet.max_pods = i64::from(spec.pods);
+        let kubelet = node_kubelet_config(&kubelet, &spec.kubelet).map_err(invalid)?;
         let api = self.api.clone();
         let identity = Identity::node(&spec.name);
         let (rate, clock, name) = (
@@ -548,6 +555,107 @@ impl Cluster {
                 .map_err(|e| invalid(available.unwrap_or_default(), e))?;
         }
         Ok(n.state())
+    }
+
+    /// A `node-condition` fault: the node's kubelet reports condition `type_` with the given
+    /// status, reason and message from its next status computation on (`None` clears it). The
+    /// status must be `True`, `False` or `Unknown`; bad input changes nothing.
+    pub fn set_node_condition(
+        &self,
+        node: &str,
+        type_: &str,
+        report: Option<ConditionOverride>,
+    ) -> Result<SimNodeState, ClusterError> {
+        if let Some(r) = &report
+            && !["True", "False", "Unknown"].contains(&r.status.as_str())
+        {
+            return Err(ClusterError::InvalidFlag {
+                flag: "condition".into(),
+                value: format!("{type_}={}", r.status),
+                reason: "the status must be True, False or Unknown".into(),
+            });
+        }
+        if let Err(e) = check_condition_type(type_) {
+            return Err(ClusterError::InvalidFlag {
+                flag: "condition".into(),
+                value: type_.into(),
+                reason: e,
+            });
+        }
+        let cell = self.node(node)?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        n.set_condition(type_, report);
+        Ok(n.state())
+    }
+
+    /// `reboot` into changed hardware or `--node-labels`: the machine powers off, comes back
+    /// with the new capacity (`cpu`, `memory` quantities) and labels, and its kubelet
+    /// re-registers (`SimNode::reboot_with`). Bad quantities change nothing.
+    pub async fn reboot_node_with(
+        &self,
+        node: &str,
+        cpu: Option<&str>,
+        memory: Option<&str>,
+        labels: Option<BTreeMap<String, String>>,
+    ) -> Result<SimNodeState, ClusterError> {
+        let invalid = |reason: String| ClusterError::InvalidNode {
+            node: node.to_string(),
+            reason,
+        };
+        let cpu_millis = cpu
+            .map(|c| {
+                klab_kubelet::quantity::cpu_millis(c)
+                    .ok_or_else(|| invalid(format!("bad cpu quantity {c:?}")))
+            })
+            .transpose()?;
+        let memory_bytes = memory
+            .map(|m| {
+                klab_kubelet::quantity::bytes(m)
+                    .ok_or_else(|| invalid(format!("bad memory quantity {m:?}")))
+            })
+            .transpose()?;
+        let cell = self.node(node)?;
+        let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
+        check_transition(&n.state(), NodeFault::Reboot).map_err(ClusterError::Transition)?;
+        n.reboot_with(cpu_millis, memory_bytes, labels);
+        Ok(n.state())
+    }
+
+    /// `image-pull-fail` / `image-pull-heal`: pulls of `image` fail (with `error`, or
+    /// containerd's not-found answer) on one node, or on every node of the cluster when `node`
+    /// is `None`; `fail: false` heals. Returns the nodes changed.
+    pub fn image_pull_fault(
+        &self,
+        node: Option<&str>,
+        image: &str,
+        fail: bool,
+        error: Option<&str>,
+    ) -> Result<Vec<String>, ClusterError> {
+        if image.trim().is_empty() {
+            return Err(ClusterError::InvalidFlag {
+                flag: "image".into(),
+                value: image.into(),
+                reason: "an image is required".into(),
+            });
+        }
+        let names = match node {
+            Some(n) => {
+                self.node(n)?;
+                vec![n.to_string()]
+            }
+            None => self.node_names(),
+        };
+        let error = fail.then(|| {
+            error
+                .map(str::to_string)
+                .unwrap_or_else(|| klab_kubelet::images::default_pull_error(image))
+        });
+        for n in &names {
+            let cell = self.node(n)?;
+            let mut sim = cell.lock().unwrap_or_else(|p| p.into_inner());
+            sim.set_pull_failure(image, error.clone());
+        }
+        Ok(names)
     }
 
     /// Copies of every node's machine, by node name (what a control-plane restart keeps).
@@ -922,6 +1030,195 @@ pub const PRESSURE_FAULTS: [(&str, &str); 3] = [
     ("disk-pressure", "nodefs.available"),
     ("pid-pressure", "pid.available"),
 ];
+
+/// A node condition type as the kubelet may report one: a CamelCase word (`Ready`,
+/// `NetworkUnavailable`, `KernelDeadlock`), at most 316 characters as a qualified name.
+pub fn check_condition_type(t: &str) -> Result<(), String> {
+    let mut chars = t.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() => {}
+        _ => return Err("a condition type starts with a letter".into()),
+    }
+    if t.len() > 316 || !chars.all(|c| c.is_ascii_alphanumeric()) {
+        return Err("a condition type is letters and digits (at most 316)".into());
+    }
+    Ok(())
+}
+
+/// The KubeletConfiguration fields one node may set for itself, by their upstream names.
+pub const NODE_KUBELET_FIELDS: &[&str] = &[
+    "registerNode",
+    "registerWithTaints",
+    "kubeReserved",
+    "systemReserved",
+    "enableControllerAttachDetach",
+    "nodeLeaseDurationSeconds",
+    "nodeStatusUpdateFrequency",
+    "nodeStatusReportFrequency",
+    "maxPods",
+    "podsPerCore",
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionPressureTransitionPeriod",
+    "evictionMaxPodGracePeriod",
+    "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "imageMinimumGCAge",
+    "nodeStatusMaxImages",
+];
+
+/// One node's kubelet configuration: the cluster's with this node's fields applied in order.
+/// Values are text: booleans `true`/`false`, durations `40s`, numbers, taint lists
+/// `key[=value]:Effect,…`, resource lists `cpu=100m,memory=1Gi` (`kubeReserved`,
+/// `systemReserved`: their sum is what allocatable subtracts), threshold maps in the flag syntax
+/// `memory.available<200Mi,nodefs.available<10%` (`evictionHard`: a `memory.available` in bytes
+/// and a `nodefs.available` percentage are also what allocatable subtracts, as upstream).
+pub fn node_kubelet_config(
+    base: &KubeletConfig,
+    fields: &[(String, String)],
+) -> Result<KubeletConfig, String> {
+    let mut cfg = ClusterConfig {
+        kubelet: base.clone(),
+        ..Default::default()
+    };
+    let mut reserved: Option<(u64, u64)> = None;
+    let mut kube_reserved = (0u64, 0u64);
+    let mut system_reserved = (0u64, 0u64);
+    for (name, value) in fields {
+        let bad = |reason: String| format!("kubelet {name}: {reason}");
+        let boolean = || match value.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(bad(format!("{value:?} is not a boolean"))),
+        };
+        let k = &mut cfg.kubelet;
+        match name.as_str() {
+            "registerNode" => k.register_node = boolean()?,
+            "enableControllerAttachDetach" => k.enable_controller_attach_detach = boolean()?,
+            "registerWithTaints" => {
+                let mut taints = Vec::new();
+                for t in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                    taints.push(parse_register_taint(t).map_err(bad)?);
+                }
+                k.register_with_taints = taints;
+            }
+            "kubeReserved" | "systemReserved" => {
+                let mut r = (0u64, 0u64);
+                for kv in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                    let (res, q) = kv
+                        .split_once('=')
+                        .ok_or_else(|| bad(format!("{kv:?} is not resource=quantity")))?;
+                    match res {
+                        "cpu" => {
+                            r.0 = klab_kubelet::quantity::cpu_millis(q)
+                                .ok_or_else(|| bad(format!("bad cpu quantity {q:?}")))?
+                        }
+                        "memory" => {
+                            r.1 = klab_kubelet::quantity::bytes(q)
+                                .ok_or_else(|| bad(format!("bad memory quantity {q:?}")))?
+                        }
+                        // Upstream also takes ephemeral-storage and pid; klab's allocatable
+                        // models cpu and memory reservations only.
+                        other => {
+                            return Err(bad(format!(
+                                "unsupported resource {other:?} (cpu, memory)"
+                            )));
+                        }
+                    }
+                }
+                if name == "kubeReserved" {
+                    kube_reserved = r;
+                } else {
+                    system_reserved = r;
+                }
+                reserved = Some((
+                    kube_reserved.0.saturating_add(system_reserved.0),
+                    kube_reserved.1.saturating_add(system_reserved.1),
+                ));
+            }
+            "maxPods" | "podsPerCore" => {
+                let n: i64 = value.parse().map_err(|e| bad(format!("{e}")))?;
+                if n < 0 {
+                    return Err(bad("must not be negative".into()));
+                }
+                if name == "maxPods" {
+                    k.max_pods = n;
+                } else {
+                    k.pods_per_core = n;
+                }
+            }
+            other if NODE_KUBELET_FIELDS.contains(&other) => {
+                // The fields the cluster-wide flags already take, with their validation.
+                let flag = match other {
+                    "evictionHard" => "eviction-hard",
+                    "evictionSoft" => "eviction-soft",
+                    "evictionSoftGracePeriod" => "eviction-soft-grace-period",
+                    "evictionPressureTransitionPeriod" => "eviction-pressure-transition-period",
+                    "evictionMaxPodGracePeriod" => "eviction-max-pod-grace-period",
+                    f => f,
+                };
+                Cluster::set_flag(&mut cfg, flag, value).map_err(|e| bad(e.to_string()))?;
+                if other == "evictionHard" {
+                    let hard = &cfg.kubelet.eviction.hard;
+                    if let Some(m) = hard.get("memory.available") {
+                        cfg.kubelet.eviction_hard_memory_available =
+                            klab_kubelet::quantity::bytes(m).unwrap_or(0);
+                    }
+                    if let Some(p) = hard
+                        .get("nodefs.available")
+                        .and_then(|p| p.strip_suffix('%'))
+                        .and_then(|p| p.parse::<u8>().ok())
+                    {
+                        cfg.kubelet.eviction_hard_nodefs_available_percent = p.min(100);
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown kubelet field {other:?} (one of: {})",
+                    NODE_KUBELET_FIELDS.join(", ")
+                ));
+            }
+        }
+    }
+    if let Some((cpu, memory)) = reserved {
+        cfg.kubelet.reserved_cpu_millis = cpu;
+        cfg.kubelet.reserved_memory = memory;
+    }
+    Ok(cfg.kubelet)
+}
+
+/// A `registerWithTaints` entry, `key[=value]:Effect`.
+fn parse_register_taint(t: &str) -> Result<k8s_openapi::api::core::v1::Taint, String> {
+    let (kv, effect) = t
+        .rsplit_once(':')
+        .ok_or_else(|| format!("taint {t:?} needs an effect (key[=value]:Effect)"))?;
+    if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+        return Err(format!("invalid taint effect {effect:?}"));
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (kv, None),
+    };
+    let errs = klab_api::selector::is_qualified_name(key);
+    if !errs.is_empty() {
+        return Err(format!("invalid taint key {key:?}: {}", errs.join("; ")));
+    }
+    Ok(k8s_openapi::api::core::v1::Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        ..Default::default()
+    })
+}
+
+/// A CPU quantity (`4`, `500m`) in millicores, as a node's capacity is given.
+pub fn parse_cpu(q: &str) -> Option<u64> {
+    klab_kubelet::quantity::cpu_millis(q)
+}
 
 /// A pressure fault's `available` quantity (`80Mi`, `500`) as a count of bytes or units.
 pub fn parse_available(q: &str) -> Option<u64> {

@@ -288,7 +288,25 @@ async fn update_node_status(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        // Conditions a fault makes the kubelet report; a cleared type is removed while the Node
+        // still shows it (so a failed write is retried), then forgotten.
+        let (overrides, cleared) = {
+            let mut m = lock(&ctx.machine);
+            let shown: Vec<&str> = node
+                .status
+                .as_ref()
+                .and_then(|st| st.conditions.as_ref())
+                .map(|cs| cs.iter().map(|c| c.type_.as_str()).collect())
+                .unwrap_or_default();
+            m.cleared_conditions.retain(|t| shown.contains(&t.as_str()));
+            (
+                m.condition_overrides.clone(),
+                m.cleared_conditions.iter().cloned().collect(),
+            )
+        };
         let health = NodeHealth {
+            overrides,
+            cleared,
             memory_pressure: pressures.contains(&crate::eviction::Pressure::Memory),
             disk_pressure: pressures.contains(&crate::eviction::Pressure::Disk),
             pid_pressure: pressures.contains(&crate::eviction::Pressure::Pid),

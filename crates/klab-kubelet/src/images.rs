@@ -514,3 +514,141 @@ mod tests {
         assert_eq!((pass.freed, pass.failure), (8 * GI, None));
     }
 }
+
+/// The image manager's pull back-off (`pkg/kubelet/kubelet.go`: `imageBackOffPeriod` 10 s,
+/// `MaxContainerBackOff` 300 s, a `flowcontrol.Backoff` keyed by pod UID and image).
+pub const IMAGE_BACKOFF_PERIOD: Duration = Duration::from_secs(10);
+/// The pull back-off's cap.
+pub const MAX_IMAGE_BACKOFF: Duration = Duration::from_secs(300);
+/// How soon the pod worker syncs a pod again after a failed sync (`backOffPeriod` of the pod
+/// workers; upstream adds up to 50% jitter, klab none).
+pub const POD_WORKER_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Waiting reason and event reasons of failed pulls (`images/types.go`, `events/event.go`).
+pub const REASON_ERR_IMAGE_PULL: &str = "ErrImagePull";
+pub const REASON_IMAGE_PULL_BACKOFF: &str = "ImagePullBackOff";
+pub const EVENT_FAILED: &str = "Failed";
+pub const EVENT_BACKOFF: &str = "BackOff";
+
+/// One image's pull back-off entry (`flowcontrol.backoffEntry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullBackoff {
+    pub backoff: Duration,
+    pub last_update: Timestamp,
+}
+
+/// An entry not updated for twice the cap is forgotten (`hasExpired`).
+fn expired(e: &PullBackoff, now: Timestamp) -> bool {
+    let since: Duration = now
+        .duration_since(e.last_update)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    since > MAX_IMAGE_BACKOFF.saturating_mul(2)
+}
+
+/// `Backoff.Next` after a failed pull at `now`: 10 s for a new or expired entry, else doubled up
+/// to 300 s.
+pub fn pull_backoff_next(prev: Option<PullBackoff>, now: Timestamp) -> PullBackoff {
+    let backoff = match prev {
+        Some(e) if !expired(&e, now) => e.backoff.saturating_mul(2).min(MAX_IMAGE_BACKOFF),
+        _ => IMAGE_BACKOFF_PERIOD,
+    };
+    PullBackoff {
+        backoff,
+        last_update: now,
+    }
+}
+
+/// `Backoff.IsInBackOffSinceUpdate`: whether a pull at `now` must wait.
+pub fn pull_in_backoff(e: Option<&PullBackoff>, now: Timestamp) -> bool {
+    let Some(e) = e else { return false };
+    if expired(e, now) {
+        return false;
+    }
+    let since: Duration = now
+        .duration_since(e.last_update)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    since < e.backoff
+}
+
+/// What containerd answers for an image its registry does not have: the error an `image-pull-fail`
+/// fault gives unless it names its own.
+pub fn default_pull_error(image: &str) -> String {
+    let full = normalize_image(image);
+    format!(
+        "rpc error: code = NotFound desc = failed to pull and unpack image \"{full}\": failed to resolve reference \"{full}\": {full}: not found"
+    )
+}
+
+/// The `Failed` event of a failed pull (`Failed to pull image "x": …`).
+pub fn failed_to_pull_message(image: &str, err: &str) -> String {
+    format!("Failed to pull image \"{image}\": {err}")
+}
+
+/// The `BackOff` event and waiting message while a pull waits.
+pub fn backoff_pulling_message(image: &str) -> String {
+    format!("Back-off pulling image \"{image}\"")
+}
+
+#[cfg(test)]
+mod pull_backoff_tests {
+    use super::*;
+
+    fn at(s: u64) -> Timestamp {
+        Timestamp::UNIX_EPOCH + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn pull_backoff_doubles_to_300s_and_expires_after_10_minutes() {
+        let mut e = None;
+        let mut seen = Vec::new();
+        for t in [0u64, 10, 30, 70, 150, 310, 610, 910] {
+            let next = pull_backoff_next(e, at(t));
+            seen.push(next.backoff.as_secs());
+            e = Some(next);
+        }
+        assert_eq!(seen, [10, 20, 40, 80, 160, 300, 300, 300]);
+        // 600 s without a failure is not yet expiry; over 600 s is.
+        let e0 = PullBackoff {
+            backoff: Duration::from_secs(300),
+            last_update: at(0),
+        };
+        assert_eq!(pull_backoff_next(Some(e0), at(600)).backoff.as_secs(), 300);
+        assert_eq!(pull_backoff_next(Some(e0), at(601)).backoff.as_secs(), 10);
+    }
+
+    #[test]
+    fn a_pull_waits_while_its_backoff_runs() {
+        let e = PullBackoff {
+            backoff: Duration::from_secs(20),
+            last_update: at(100),
+        };
+        let table = [
+            (None, 0, false),
+            (Some(e), 100, true),
+            (Some(e), 119, true),
+            (Some(e), 120, false),
+            (Some(e), 701, false),
+        ];
+        for (entry, now, want) in table {
+            assert_eq!(pull_in_backoff(entry.as_ref(), at(now)), want, "{now}");
+        }
+    }
+
+    #[test]
+    fn pull_failure_texts_are_upstreams() {
+        assert_eq!(
+            default_pull_error("nginx:nope"),
+            "rpc error: code = NotFound desc = failed to pull and unpack image \"docker.io/library/nginx:nope\": failed to resolve reference \"docker.io/library/nginx:nope\": docker.io/library/nginx:nope: not found"
+        );
+        assert_eq!(
+            failed_to_pull_message("nginx:nope", "boom"),
+            "Failed to pull image \"nginx:nope\": boom"
+        );
+        assert_eq!(
+            backoff_pulling_message("nginx:nope"),
+            "Back-off pulling image \"nginx:nope\""
+        );
+    }
+}

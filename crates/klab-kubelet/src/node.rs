@@ -3,6 +3,7 @@
 //! means building it again. Faults are applied here, only at the two seams: the kubelet's client
 //! (through [`NetFault`]) and the machine.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
@@ -373,6 +374,66 @@ impl SimNode {
             None => m.available_override.remove(signal),
         };
         Ok(())
+    }
+
+    /// A `node-condition` fault: the kubelet reports this condition type with the given status,
+    /// reason and message from its next status computation on, whatever it computes itself; with
+    /// `None` the fault is cleared (the kubelet's own four conditions come back to its own
+    /// computation, any other type is removed from the Node's status).
+    pub fn set_condition(
+        &mut self,
+        type_: &str,
+        report: Option<crate::node_status::ConditionOverride>,
+    ) {
+        let mut m = self.machine();
+        match report {
+            Some(o) => {
+                m.cleared_conditions.remove(type_);
+                m.condition_overrides.insert(type_.to_string(), o);
+            }
+            None => {
+                if m.condition_overrides.remove(type_).is_some()
+                    && !crate::node_status::KUBELET_CONDITIONS.contains(&type_)
+                {
+                    m.cleared_conditions.insert(type_.to_string());
+                }
+            }
+        }
+    }
+
+    /// A reboot into changed hardware or kubelet flags (a resized VM, new `--node-labels`): the
+    /// machine powers off, the changes take effect, it boots and its kubelet starts with them.
+    /// The kubelet re-registering an existing Node patches its status (capacity, allocatable)
+    /// and only its default labels; `labels` reach the Node only if it is created anew, as
+    /// upstream's `--node-labels`.
+    pub fn reboot_with(
+        &mut self,
+        cpu_millis: Option<u64>,
+        memory_bytes: Option<u64>,
+        labels: Option<BTreeMap<String, String>>,
+    ) {
+        self.apply(NodeFault::PowerOff);
+        if let Some(c) = cpu_millis {
+            self.spec.cpu_millis = c;
+        }
+        if let Some(m) = memory_bytes {
+            self.spec.memory_bytes = m;
+        }
+        if let Some(l) = labels {
+            self.spec.labels = l;
+        }
+        self.apply(NodeFault::PowerOn);
+    }
+
+    /// An `image-pull-fail` fault: pulls of `image` on this machine fail with `error` (the
+    /// runtime's answer) from now on; `None` heals it. Images already pulled stay usable.
+    pub fn set_pull_failure(&mut self, image: &str, error: Option<String>) {
+        let key = crate::pod_status::normalize_image(image);
+        let mut m = self.machine();
+        match error {
+            Some(e) => m.pull_failures.insert(key, e),
+            None => m.pull_failures.remove(&key),
+        };
     }
 
     /// A snapshot of the node.

@@ -47,7 +47,33 @@ pub struct NodeHealth {
     pub pid_pressure: bool,
     /// Errors that make Ready False (runtime down, network not ready, shutting down …).
     pub ready_errors: Vec<String>,
+    /// Conditions a `node-condition` fault makes the kubelet report, by type, whatever it
+    /// computes itself (a Ready the runtime would make True, a `NetworkUnavailable` the CNI
+    /// plugin would set).
+    pub overrides: BTreeMap<String, ConditionOverride>,
+    /// Condition types whose fault was cleared and that are not the kubelet's own: they are
+    /// dropped from the status (the kubelet's four come back to its own computation).
+    pub cleared: Vec<String>,
 }
+
+/// A condition a fault makes the kubelet report: status (`True`, `False`, `Unknown`), reason and
+/// message, written as given on every status computation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConditionOverride {
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// The condition types the kubelet's own setters write.
+pub const KUBELET_CONDITIONS: &[&str] = &[
+    names::COND_MEMORY_PRESSURE,
+    names::COND_DISK_PRESSURE,
+    names::COND_PID_PRESSURE,
+    names::COND_READY,
+];
 
 struct PressureStrings {
     type_: &'static str,
@@ -154,6 +180,22 @@ pub fn set_conditions(
             }
         };
         let c = &mut conds[idx];
+        if let Some(o) = health.overrides.get(s.type_) {
+            // A reported condition is written as given every time; the events follow its status.
+            if c.status != o.status {
+                c.status = o.status.clone();
+                c.last_transition_time = Some(now.clone());
+                match o.status.as_str() {
+                    "True" => events.push(NodeEvent::status_now(node, s.true_event)),
+                    "False" => events.push(NodeEvent::status_now(node, s.false_event)),
+                    _ => {}
+                }
+            }
+            c.reason = o.reason.clone();
+            c.message = o.message.clone();
+            c.last_heartbeat_time = Some(now.clone());
+            continue;
+        }
         let (want, reason, message, event) = if pressure {
             ("True", s.true_reason, s.true_message, s.true_event)
         } else {
@@ -172,7 +214,13 @@ pub fn set_conditions(
 
     // Ready: reason and message rewritten on every computation; events only for an existing
     // condition that changes status.
-    let (status, reason, message) = if health.ready_errors.is_empty() {
+    let (status, reason, message) = if let Some(o) = health.overrides.get(names::COND_READY) {
+        (
+            o.status.as_str(),
+            o.reason.clone().unwrap_or_default(),
+            o.message.clone().unwrap_or_default(),
+        )
+    } else if health.ready_errors.is_empty() {
         (
             "True",
             REASON_KUBELET_READY.to_string(),
@@ -216,7 +264,43 @@ pub fn set_conditions(
             last_transition_time: Some(now.clone()),
         }),
     }
+    set_other_conditions(&mut conds, health, now);
     (conds, events)
+}
+
+/// Conditions other than the kubelet's four, as a node-problem agent reports them: a reported
+/// type is written (a new one appended, its transition time moved only when its status
+/// changes); a cleared one is removed. No event: the kubelet records events only for its own.
+fn set_other_conditions(conds: &mut Vec<NodeCondition>, health: &NodeHealth, now: &Time) {
+    for (type_, o) in &health.overrides {
+        if KUBELET_CONDITIONS.contains(&type_.as_str()) {
+            continue;
+        }
+        match conds.iter_mut().find(|c| &c.type_ == type_) {
+            Some(c) => {
+                if c.status != o.status {
+                    c.status = o.status.clone();
+                    c.last_transition_time = Some(now.clone());
+                }
+                c.reason = o.reason.clone();
+                c.message = o.message.clone();
+                c.last_heartbeat_time = Some(now.clone());
+            }
+            None => conds.push(NodeCondition {
+                type_: type_.clone(),
+                status: o.status.clone(),
+                reason: o.reason.clone(),
+                message: o.message.clone(),
+                last_heartbeat_time: Some(now.clone()),
+                last_transition_time: Some(now.clone()),
+            }),
+        }
+    }
+    conds.retain(|c| {
+        !health.cleared.contains(&c.type_)
+            || health.overrides.contains_key(&c.type_)
+            || KUBELET_CONDITIONS.contains(&c.type_.as_str())
+    });
 }
 
 /// The `Rebooted` Warning event for a changed boot id.
@@ -647,6 +731,7 @@ mod runtime_tests {
             disk_pressure: false,
             pid_pressure: false,
             ready_errors: runtime_ready_errors(Some(at(0.0)), at(200.0)),
+            ..Default::default()
         };
         let now = Time(at(200.0));
         let (conds, _) = set_conditions("n1", &[], &health, &now);
@@ -658,6 +743,151 @@ mod runtime_tests {
             )
         );
         assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+    }
+}
+
+#[cfg(test)]
+mod override_tests {
+    use super::*;
+
+    fn time(s: i64) -> Time {
+        Time(Timestamp::from_second(1_767_225_600 + s).unwrap())
+    }
+
+    fn over(status: &str, reason: &str, message: &str) -> ConditionOverride {
+        ConditionOverride {
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+        }
+    }
+
+    fn health(overrides: &[(&str, ConditionOverride)], cleared: &[&str]) -> NodeHealth {
+        NodeHealth {
+            overrides: overrides
+                .iter()
+                .map(|(t, o)| (t.to_string(), o.clone()))
+                .collect(),
+            cleared: cleared.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn find<'a>(conds: &'a [NodeCondition], t: &str) -> Option<&'a NodeCondition> {
+        conds.iter().find(|c| c.type_ == t)
+    }
+
+    #[test]
+    fn a_reported_ready_wins_over_the_kubelets_own_and_transitions_once() {
+        let (c0, _) = set_conditions("n1", &[], &NodeHealth::default(), &time(0));
+        let h = health(
+            &[(
+                "Ready",
+                over("False", "KubeletNotReady", "container runtime is down"),
+            )],
+            &[],
+        );
+        let (c1, e1) = set_conditions("n1", &c0, &h, &time(10));
+        let r = find(&c1, "Ready").unwrap();
+        assert_eq!(r.status, "False");
+        assert_eq!(r.reason.as_deref(), Some("KubeletNotReady"));
+        assert_eq!(r.message.as_deref(), Some("container runtime is down"));
+        assert_eq!(r.last_transition_time, Some(time(10)));
+        assert_eq!(
+            e1.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(),
+            ["NodeNotReady"]
+        );
+        // Held: heartbeat moves, transition and events do not.
+        let (c2, e2) = set_conditions("n1", &c1, &h, &time(20));
+        let r = find(&c2, "Ready").unwrap();
+        assert_eq!(r.last_transition_time, Some(time(10)));
+        assert_eq!(r.last_heartbeat_time, Some(time(20)));
+        assert!(e2.is_empty());
+        // Runtime errors do not change what the fault reports.
+        let mut h2 = h.clone();
+        h2.ready_errors = vec!["container runtime is down".into()];
+        let (c3, _) = set_conditions("n1", &c2, &h2, &time(30));
+        assert_eq!(
+            find(&c3, "Ready").unwrap().reason.as_deref(),
+            Some("KubeletNotReady")
+        );
+        // Cleared: the kubelet's own computation, NodeReady again.
+        let (c4, e4) = set_conditions("n1", &c3, &health(&[], &["Ready"]), &time(40));
+        let r = find(&c4, "Ready").unwrap();
+        assert_eq!(r.status, "True");
+        assert_eq!(r.reason.as_deref(), Some(REASON_KUBELET_READY));
+        assert_eq!(
+            e4.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(),
+            ["NodeReady"]
+        );
+    }
+
+    #[test]
+    fn a_reported_pressure_condition_records_the_kubelets_event() {
+        let (c0, _) = set_conditions("n1", &[], &NodeHealth::default(), &time(0));
+        let h = health(
+            &[(
+                "DiskPressure",
+                over(
+                    "True",
+                    "KubeletHasDiskPressure",
+                    "kubelet has disk pressure",
+                ),
+            )],
+            &[],
+        );
+        let (c1, e1) = set_conditions("n1", &c0, &h, &time(10));
+        assert_eq!(find(&c1, "DiskPressure").unwrap().status, "True");
+        assert_eq!(
+            e1.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(),
+            ["NodeHasDiskPressure"]
+        );
+        // An Unknown report records no event.
+        let h = health(&[("DiskPressure", over("Unknown", "R", "m"))], &[]);
+        let (c2, e2) = set_conditions("n1", &c1, &h, &time(20));
+        assert_eq!(find(&c2, "DiskPressure").unwrap().status, "Unknown");
+        assert!(e2.is_empty());
+    }
+
+    #[test]
+    fn other_condition_types_are_added_kept_and_removed_when_cleared() {
+        let (c0, _) = set_conditions("n1", &[], &NodeHealth::default(), &time(0));
+        let h = health(
+            &[(
+                "NetworkUnavailable",
+                over("True", "NoRouteCreated", "Node created without a route"),
+            )],
+            &[],
+        );
+        let (c1, e1) = set_conditions("n1", &c0, &h, &time(10));
+        // Appended after the kubelet's four, no event.
+        assert_eq!(c1.len(), 5);
+        assert_eq!(c1[4].type_, "NetworkUnavailable");
+        assert_eq!(c1[4].last_transition_time, Some(time(10)));
+        assert!(e1.is_empty());
+        let h2 = health(
+            &[(
+                "NetworkUnavailable",
+                over("False", "RouteCreated", "RouteController created a route"),
+            )],
+            &[],
+        );
+        let (c2, _) = set_conditions("n1", &c1, &h2, &time(20));
+        assert_eq!(c2[4].status, "False");
+        assert_eq!(c2[4].reason.as_deref(), Some("RouteCreated"));
+        assert_eq!(c2[4].last_transition_time, Some(time(20)));
+        // Without the fault and not cleared it stays as it is (someone else's condition).
+        let (c3, _) = set_conditions("n1", &c2, &NodeHealth::default(), &time(30));
+        assert_eq!(c3[4], c2[4]);
+        // Cleared: removed; clearing one of the kubelet's own never removes it.
+        let (c4, _) = set_conditions(
+            "n1",
+            &c3,
+            &health(&[], &["NetworkUnavailable", "Ready"]),
+            &time(40),
+        );
+        assert_eq!(c4.len(), 4);
+        assert!(find(&c4, "Ready").is_some());
     }
 }
 

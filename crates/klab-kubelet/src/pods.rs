@@ -180,8 +180,14 @@ struct Worker {
     added_at: Option<Timestamp>,
     /// Probe workers by container and kind.
     probes: BTreeMap<(String, ProbeKind), ProbeWorker>,
-    /// Image errors that keep a container waiting (container → message).
-    image_errors: BTreeMap<String, String>,
+    /// Image errors that keep a container waiting (container → waiting reason and message:
+    /// `ErrImageNeverPull`, `ErrImagePull`, `ImagePullBackOff`).
+    image_errors: BTreeMap<String, (String, String)>,
+    /// The image manager's pull back-off of this pod, by image (upstream keys it by pod UID
+    /// and image).
+    pull_backoff: BTreeMap<String, crate::images::PullBackoff>,
+    /// After a failed pull the pod worker syncs the pod again only at this instant.
+    pull_retry_at: Option<Timestamp>,
     /// Killed by the graceful node shutdown, with the pod's phase at the kill: its status
     /// carries the shutdown's phase, reason, message and `DisruptionTarget` from the kill on.
     shutdown_killed: Option<Option<String>>,
@@ -872,6 +878,8 @@ impl PodManager {
                             added_at: None,
                             probes: BTreeMap::new(),
                             image_errors: BTreeMap::new(),
+                            pull_backoff: BTreeMap::new(),
+                            pull_retry_at: None,
                             shutdown_killed: None,
                             evicted: None,
                             usage_errors: BTreeMap::new(),
@@ -1087,6 +1095,8 @@ impl PodManager {
             for (until, _) in w.backoff_wait.values() {
                 best = min_opt(best, Some(*until));
             }
+            // Only a retry still ahead: a passed one must not hide the next real instant.
+            best = min_opt(best, w.pull_retry_at.filter(|t| *t > now));
             if matches!(w.life, Lifecycle::Syncing) {
                 for ((c, _), p) in &w.probes {
                     let running = machine
@@ -1270,7 +1280,17 @@ impl PodManager {
                 (ProbeKind::Liveness, &c.liveness_probe),
             ] {
                 let Some(probe) = probe else { continue };
-                let params = ProbeParams::from_probe(probe);
+                let mut params = ProbeParams::from_probe(probe);
+                // A scripted result (a scenario's `probe` step) overrides the modelled one.
+                let scripted = crate::probes::scripted_result(
+                    self.workers[uid].pod.metadata.annotations.as_ref(),
+                    &c.name,
+                    kind,
+                );
+                if let Some((ok, _)) = &scripted {
+                    params.succeeds = *ok;
+                }
+                let output = scripted.map(|(_, o)| o).unwrap_or_default();
                 let inst = machine
                     .pods
                     .get(uid)
@@ -1306,7 +1326,7 @@ impl PodManager {
                             Some((false, &c.name)),
                             names::EVENT_WARNING,
                             "Unhealthy",
-                            format!("{} probe failed: ", kind.label()),
+                            format!("{} probe failed: {output}", kind.label()),
                         ));
                     }
                     if kind == ProbeKind::Liveness
@@ -1404,6 +1424,37 @@ impl PodManager {
             let image = spec.image.clone().unwrap_or_default();
             match st.stage {
                 Stage::Pulling { until } if until <= now => {
+                    if let Some(err) = machine.pull_failures.get(&normalize_image(&image)).cloned()
+                    {
+                        // The registry refused: `Failed` events, ErrImagePull, the pull back-off
+                        // advanced and the pod synced again after the pod worker's back-off.
+                        let field = Some((st.init, st.container.as_str()));
+                        let failed = w.event(
+                            field,
+                            names::EVENT_WARNING,
+                            crate::images::EVENT_FAILED,
+                            crate::images::failed_to_pull_message(&image, &err),
+                        );
+                        let error = w.event(
+                            field,
+                            names::EVENT_WARNING,
+                            crate::images::EVENT_FAILED,
+                            format!("Error: {}", crate::images::REASON_ERR_IMAGE_PULL),
+                        );
+                        out.writes.push(failed);
+                        out.writes.push(error);
+                        let w = self.workers.get_mut(uid).expect("worker");
+                        let prev = w.pull_backoff.get(&image).copied();
+                        w.pull_backoff
+                            .insert(image.clone(), crate::images::pull_backoff_next(prev, now));
+                        w.image_errors.insert(
+                            st.container.clone(),
+                            (crate::images::REASON_ERR_IMAGE_PULL.into(), err),
+                        );
+                        w.pull_retry_at = Some(after(now, crate::images::POD_WORKER_BACKOFF));
+                        w.starting = None;
+                        return;
+                    }
                     let took = format_go_duration(
                         Duration::try_from(until.duration_since(st.pull_started))
                             .unwrap_or_default(),
@@ -1415,6 +1466,9 @@ impl PodManager {
                     )));
                     machine.images.pulled(&image, size, now);
                     let until = after(now, self.model.container_start);
+                    let w = self.workers.get_mut(uid).expect("worker");
+                    w.image_errors.remove(&st.container);
+                    w.pull_retry_at = None;
                     self.workers.get_mut(uid).expect("worker").starting = Some(Starting {
                         stage: Stage::Creating { until },
                         ..st
@@ -1558,7 +1612,10 @@ impl PodManager {
             let msg =
                 format!("Container image \"{image}\" is not present with pull policy of Never");
             let w = self.workers.get_mut(uid).expect("worker");
-            if w.image_errors.insert(c.name.clone(), msg.clone()).is_none() {
+            if w.image_errors
+                .insert(c.name.clone(), ("ErrImageNeverPull".into(), msg.clone()))
+                .is_none()
+            {
                 let w = &self.workers[uid];
                 out.writes.push(w.event(
                     Some((init, &c.name)),
@@ -1570,7 +1627,36 @@ impl PodManager {
             return;
         }
         let w = self.workers.get(uid).expect("worker");
-        let stage = if pull_policy == "Always" || (pull_policy == "IfNotPresent" && !present) {
+        let must_pull = pull_policy == "Always" || (pull_policy == "IfNotPresent" && !present);
+        if must_pull {
+            // After a failed pull the pod is synced again only after the pod worker's back-off.
+            if w.pull_retry_at.is_some_and(|t| t > now) {
+                return;
+            }
+            if crate::images::pull_in_backoff(w.pull_backoff.get(&image), now) {
+                let msg = crate::images::backoff_pulling_message(&image);
+                out.writes.push(w.event(
+                    Some((init, &c.name)),
+                    names::EVENT_NORMAL,
+                    crate::images::EVENT_BACKOFF,
+                    msg.clone(),
+                ));
+                out.writes.push(w.event(
+                    Some((init, &c.name)),
+                    names::EVENT_WARNING,
+                    crate::images::EVENT_FAILED,
+                    format!("Error: {}", crate::images::REASON_IMAGE_PULL_BACKOFF),
+                ));
+                let w = self.workers.get_mut(uid).expect("worker");
+                w.image_errors.insert(
+                    c.name.clone(),
+                    (crate::images::REASON_IMAGE_PULL_BACKOFF.into(), msg),
+                );
+                w.pull_retry_at = Some(after(now, crate::images::POD_WORKER_BACKOFF));
+                return;
+            }
+        }
+        let stage = if must_pull {
             out.writes.push(w.event(
                 Some((init, &c.name)),
                 names::EVENT_NORMAL,
@@ -1593,6 +1679,12 @@ impl PodManager {
         };
         let w = self.workers.get_mut(uid).expect("worker");
         w.backoff_wait.remove(&c.name);
+        w.pull_retry_at = None;
+        if !must_pull {
+            // The image is here after all: the last image error no longer holds. (During a
+            // retried pull the last error stays, as upstream's status keeps the last sync's.)
+            w.image_errors.remove(&c.name);
+        }
         w.starting = Some(Starting {
             container: c.name.clone(),
             init,
@@ -1840,8 +1932,8 @@ impl PodManager {
                             "ContainerCreating"
                         };
                         match w.image_errors.get(&c.name) {
-                            Some(m) => CState::Waiting {
-                                reason: "ErrImageNeverPull".into(),
+                            Some((r, m)) => CState::Waiting {
+                                reason: r.clone(),
                                 message: Some(m.clone()),
                             },
                             None => CState::Waiting {
@@ -1857,6 +1949,14 @@ impl PodManager {
                         RtState::Running { started_at, .. } => CState::Running {
                             started_at: *started_at,
                         },
+                        // A restart whose pull failed waits with the pull's reason.
+                        RtState::Exited(_) if !terminal && w.image_errors.contains_key(&c.name) => {
+                            let (reason, message) = w.image_errors[&c.name].clone();
+                            CState::Waiting {
+                                reason,
+                                message: Some(message),
+                            }
+                        }
                         RtState::Exited(t) => match w.backoff_wait.get(&c.name) {
                             Some((_, delay)) if !terminal => CState::Waiting {
                                 reason: "CrashLoopBackOff".into(),

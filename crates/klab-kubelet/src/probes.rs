@@ -10,7 +10,9 @@
 //!
 //! What a probe returns: an `exec` probe runs the simulated program of its command (see
 //! [`crate::program`]): exit 0 within `timeoutSeconds` succeeds, anything else fails. `httpGet`,
-//! `tcpSocket` and `grpc` probes succeed (the simulated server always answers).
+//! `tcpSocket` and `grpc` probes succeed (the simulated server always answers), unless the pod's
+//! `probe.klab.dev/<container>.<readiness|liveness>` annotation scripts the result from now on
+//! (`success`, `failure` or `failure: <output>`; a scenario's `probe` step sets it over time).
 
 use std::time::Duration;
 
@@ -34,6 +36,47 @@ impl ProbeKind {
             ProbeKind::Liveness => "Liveness",
         }
     }
+
+    /// The name in the scripting annotation (`readiness`, `liveness`).
+    pub fn key(self) -> &'static str {
+        match self {
+            ProbeKind::Readiness => "readiness",
+            ProbeKind::Liveness => "liveness",
+        }
+    }
+}
+
+/// Annotation prefix scripting a probe's result: `probe.klab.dev/<container>.<readiness|liveness>`.
+pub const PROBE_ANNOTATION_PREFIX: &str = "probe.klab.dev/";
+
+/// A scripted probe result: `success`, `failure`, or `failure: <output>` (the output the
+/// `Unhealthy` event carries after `… probe failed: `, e.g. `HTTP probe failed with statuscode:
+/// 503`). Returns whether the probe succeeds and its output.
+pub fn parse_scripted(value: &str) -> Result<(bool, String), String> {
+    let v = value.trim();
+    match v {
+        "success" => Ok((true, String::new())),
+        "failure" => Ok((false, String::new())),
+        _ => match v.strip_prefix("failure:") {
+            Some(out) => Ok((false, out.trim().to_string())),
+            None => Err(format!(
+                "invalid probe result {value:?}: success, failure or failure: <output>"
+            )),
+        },
+    }
+}
+
+/// The scripted result of one container's probe from its pod's annotations, if any and valid
+/// (an invalid value scripts nothing: the probe answers as modelled).
+pub fn scripted_result(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    container: &str,
+    kind: ProbeKind,
+) -> Option<(bool, String)> {
+    let key = format!("{PROBE_ANNOTATION_PREFIX}{container}.{}", kind.key());
+    annotations
+        .and_then(|a| a.get(&key))
+        .and_then(|v| parse_scripted(v).ok())
 }
 
 /// A probe's parameters after upstream defaulting, and its (static) simulated outcome.
@@ -331,5 +374,52 @@ mod tests {
         let o = w.advance(&p, t(50), Some(&inst2));
         assert!(w.result || o.iter().any(|x| x.failed));
         assert_eq!(o.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod scripted_tests {
+    use super::*;
+
+    #[test]
+    fn scripted_results_parse_and_are_found_by_container_and_kind() {
+        // (value, Some((succeeds, output))) or None for a refused value.
+        type Want = Option<(bool, &'static str)>;
+        let table: &[(&str, Want)] = &[
+            ("success", Some((true, ""))),
+            ("failure", Some((false, ""))),
+            (
+                "failure: HTTP probe failed with statuscode: 503",
+                Some((false, "HTTP probe failed with statuscode: 503")),
+            ),
+            (" failure ", Some((false, ""))),
+            ("maybe", None),
+            ("", None),
+        ];
+        for (v, want) in table {
+            let got = parse_scripted(v).ok();
+            assert_eq!(
+                got.as_ref().map(|(ok, o)| (*ok, o.as_str())),
+                *want,
+                "{v:?}"
+            );
+        }
+        let mut a = std::collections::BTreeMap::new();
+        a.insert(
+            "probe.klab.dev/web.readiness".to_string(),
+            "failure".to_string(),
+        );
+        a.insert(
+            "probe.klab.dev/web.liveness".to_string(),
+            "bogus".to_string(),
+        );
+        assert_eq!(
+            scripted_result(Some(&a), "web", ProbeKind::Readiness),
+            Some((false, String::new()))
+        );
+        // Invalid: nothing scripted. Other containers: nothing.
+        assert_eq!(scripted_result(Some(&a), "web", ProbeKind::Liveness), None);
+        assert_eq!(scripted_result(Some(&a), "db", ProbeKind::Readiness), None);
+        assert_eq!(scripted_result(None, "web", ProbeKind::Readiness), None);
     }
 }

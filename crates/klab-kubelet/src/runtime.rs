@@ -158,6 +158,17 @@ pub struct Machine {
     /// runtime status goes stale and its Ready condition reports it.
     #[serde(default)]
     pub runtime_down_since: Option<Timestamp>,
+    /// Conditions a `node-condition` fault makes the kubelet report, by type, until cleared.
+    #[serde(default)]
+    pub condition_overrides: BTreeMap<String, crate::node_status::ConditionOverride>,
+    /// Types whose fault was cleared and that the kubelet removes from its Node's status (not
+    /// its own four); forgotten once the Node no longer shows them.
+    #[serde(default)]
+    pub cleared_conditions: BTreeSet<String>,
+    /// Images whose pulls fail on this machine (`image-pull-fail`), by normalized reference,
+    /// with the error the runtime answers.
+    #[serde(default)]
+    pub pull_failures: BTreeMap<String, String>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -182,6 +193,9 @@ impl Machine {
             available_override: BTreeMap::new(),
             cpu_ns_retired: 0,
             runtime_down_since: None,
+            condition_overrides: BTreeMap::new(),
+            cleared_conditions: Default::default(),
+            pull_failures: BTreeMap::new(),
             next_ip: 2,
             ip_prefix,
         }

@@ -893,6 +893,72 @@ async fn execute(
             .apply_pressure(node, fault, available.as_deref())
             .map(|_| ())
             .map_err(|e| e.to_string()),
+        Action::NodeCondition {
+            node,
+            type_,
+            report,
+        } => cluster
+            .set_node_condition(node, type_, report.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::ImagePull {
+            node,
+            image,
+            fail,
+            message,
+        } => cluster
+            .image_pull_fault(node.as_deref(), image, *fail, message.as_deref())
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::RebootWith {
+            node,
+            cpu,
+            memory,
+            labels,
+        } => cluster
+            .reboot_node_with(node, cpu.as_deref(), memory.as_deref(), labels.clone())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::Probe {
+            namespace,
+            pod,
+            selector,
+            container,
+            kind,
+            value,
+        } => {
+            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
+            let mut targets: Vec<String> = match (pod, selector) {
+                (Some(p), _) => vec![p.clone()],
+                (None, Some(sel)) => pods
+                    .list(&ListParams::default().labels(sel))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect(),
+                (None, None) => Vec::new(),
+            };
+            targets.sort();
+            let key = format!("probe.klab.dev/{container}.{kind}");
+            for name in targets {
+                let r = pods
+                    .patch(
+                        &name,
+                        &pp,
+                        &Patch::Merge(json!({"metadata": {"annotations": {&key: value}}})),
+                    )
+                    .await;
+                match r {
+                    // A pod listed by the selector may be gone before its patch.
+                    Err(kube::Error::Api(s)) if s.code == 404 && pod.is_none() => {}
+                    r => patched(r)?,
+                }
+            }
+            Ok(())
+        }
         Action::Rejoin { node } => cluster
             .rejoin_node(node)
             .map(|_| ())

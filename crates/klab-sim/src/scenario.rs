@@ -104,6 +104,42 @@ pub enum Action {
         fault: String,
         available: Option<String>,
     },
+    /// `node-condition` / `clear-node-condition`: the node's kubelet reports a chosen condition
+    /// (`Cluster::set_node_condition`) until cleared (`report: None`).
+    NodeCondition {
+        node: String,
+        type_: String,
+        report: Option<klab_cluster::ConditionOverride>,
+    },
+    /// `image-pull-fail` / `image-pull-heal`: pulls of an image fail on one node or on all
+    /// (`Cluster::image_pull_fault`), with the runtime's error (`message`) or containerd's
+    /// not-found answer.
+    ImagePull {
+        node: Option<String>,
+        image: String,
+        fail: bool,
+        message: Option<String>,
+    },
+    /// `reboot` with `cpu`, `memory` or `labels`: the machine comes back resized or with new
+    /// `--node-labels` (`Cluster::reboot_node_with`).
+    RebootWith {
+        node: String,
+        cpu: Option<String>,
+        memory: Option<String>,
+        labels: Option<BTreeMap<String, String>>,
+    },
+    /// `kubectl annotate pod POD|-l SELECTOR --overwrite probe.klab.dev/CONTAINER.KIND=RESULT`: a
+    /// container's readiness or liveness probe answers RESULT from its next tick on.
+    Probe {
+        namespace: String,
+        pod: Option<String>,
+        selector: Option<String>,
+        container: String,
+        /// `readiness` or `liveness`.
+        kind: String,
+        /// `success`, `failure` or `failure: <output>`.
+        value: String,
+    },
     /// `klab node rejoin`: the kubelet restarts and registers again (`Cluster::rejoin_node`).
     Rejoin {
         node: String,
@@ -239,6 +275,82 @@ impl Action {
                 Some(a) => format!("Node {node} fault {fault} --available {a}"),
                 None => format!("Node {node} fault {fault}"),
             },
+            Action::NodeCondition {
+                node,
+                type_,
+                report: Some(r),
+            } => format!(
+                "Node {node} fault node-condition {}",
+                ConditionSpec {
+                    type_: type_.clone(),
+                    status: r.status.clone(),
+                    reason: r.reason.clone(),
+                    message: r.message.clone(),
+                }
+            ),
+            Action::NodeCondition {
+                node,
+                type_,
+                report: None,
+            } => format!("Node {node} fault clear-node-condition {type_}"),
+            Action::ImagePull {
+                node,
+                image,
+                fail,
+                message,
+            } => {
+                let kind = if *fail {
+                    "image-pull-fail"
+                } else {
+                    "image-pull-heal"
+                };
+                let mut s = match node {
+                    Some(n) => format!("Node {n} fault {kind} {image}"),
+                    None => format!("fault {kind} {image} (every node)"),
+                };
+                if let Some(m) = message {
+                    s.push_str(&format!(": {m}"));
+                }
+                s
+            }
+            Action::Probe {
+                namespace,
+                pod,
+                selector,
+                container,
+                kind,
+                value,
+            } => {
+                let kv = format!("probe.klab.dev/{container}.{kind}={value:?}");
+                match (pod, selector) {
+                    (Some(p), _) => {
+                        format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}")
+                    }
+                    (None, Some(sel)) => {
+                        format!("kubectl annotate pods -n {namespace} -l {sel} --overwrite {kv}")
+                    }
+                    (None, None) => format!("kubectl annotate pods --overwrite {kv}"),
+                }
+            }
+            Action::RebootWith {
+                node,
+                cpu,
+                memory,
+                labels,
+            } => {
+                let mut s = format!("Node {node} fault reboot");
+                if let Some(c) = cpu {
+                    s.push_str(&format!(" cpu={c}"));
+                }
+                if let Some(m) = memory {
+                    s.push_str(&format!(" memory={m}"));
+                }
+                if let Some(l) = labels {
+                    let kv: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    s.push_str(&format!(" --node-labels={}", kv.join(",")));
+                }
+                s
+            }
             Action::AddNode { spec } => match &spec.zone {
                 Some(z) => format!("Node {} klab node add --zone {z}", spec.name),
                 None => format!("Node {} klab node add", spec.name),
@@ -783,6 +895,11 @@ const API_ACTIONS: &[&str] = &[
     "disk-pressure",
     "pid-pressure",
     "relieve",
+    "node-condition",
+    "clear-node-condition",
+    "image-pull-fail",
+    "image-pull-heal",
+    "probe",
     "add-node",
     "remove-node",
     "delete-pod",
@@ -839,6 +956,9 @@ struct RawNode {
     cpu: Option<Scalar>,
     memory: Option<String>,
     pods: Option<u32>,
+    /// This node's KubeletConfiguration fields (`registerWithTaints`, `kubeReserved`, …).
+    #[serde(default)]
+    kubelet: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -898,6 +1018,20 @@ struct RawStep {
     patch_type: Option<String>,
     /// `wait-for`: the expectation the plan waits on.
     wait_for: Option<Box<Spanned<RawExpect>>>,
+    /// `node-condition`: `Type=Status`; `clear-node-condition`: `Type`.
+    condition: Option<String>,
+    /// `node-condition`: the condition's reason and message; `image-pull-fail`: the pull error.
+    reason: Option<String>,
+    message: Option<String>,
+    /// `image-pull-fail` / `image-pull-heal`: the image as pods name it.
+    image: Option<String>,
+    /// `probe`: `readiness` or `liveness`, and what it answers (`success`, `failure`).
+    probe: Option<String>,
+    result: Option<String>,
+    /// `reboot`: the machine's new capacity and `--node-labels`.
+    cpu: Option<Scalar>,
+    memory: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -1243,6 +1377,9 @@ impl Cx {
             if let Some(p) = n.pods {
                 spec.pods = p;
             }
+            spec.kubelet = kubelet_fields(&n.kubelet);
+            klab_cluster::node_kubelet_config(&Default::default(), &spec.kubelet)
+                .map_err(|e| self.at(line, format!("node {}: {e}", spec.name)))?;
             out.push(spec);
         }
         Ok(out)
@@ -1350,7 +1487,45 @@ impl Cx {
                 return Err(self.at(line, "a step needs `fault` (or `wait-for`)".into()));
             }
         };
-        let action = if let Some(f) = NODE_FAULTS.iter().find(|f| fault_name(**f) == kind) {
+        let resized = s.cpu.is_some() || s.memory.is_some() || s.labels.is_some();
+        if resized && kind != "reboot" {
+            return Err(self.at(
+                line,
+                "`cpu`, `memory` and `labels` go with `fault: reboot`".into(),
+            ));
+        }
+        let action = if kind == "reboot" && resized {
+            let node = self.node_ref(&s.node, line, names, kind)?;
+            let cpu = s.cpu.as_ref().map(|c| c.0.clone());
+            if let Some(c) = &cpu
+                && klab_cluster::parse_cpu(c).is_none()
+            {
+                return Err(self.at(line, format!("reboot: invalid cpu quantity {c:?}")));
+            }
+            if let Some(m) = &s.memory
+                && klab_cluster::parse_available(m).is_none()
+            {
+                return Err(self.at(line, format!("reboot: invalid memory quantity {m:?}")));
+            }
+            if let Some(l) = &s.labels {
+                for (k, v) in l {
+                    let mut errs = klab_api::selector::is_qualified_name(k);
+                    errs.extend(klab_api::selector::is_valid_label_value(v));
+                    if !errs.is_empty() {
+                        return Err(self.at(
+                            line,
+                            format!("reboot: invalid label {k}={v}: {}", errs.join("; ")),
+                        ));
+                    }
+                }
+            }
+            Action::RebootWith {
+                node,
+                cpu,
+                memory: s.memory.clone(),
+                labels: s.labels.clone(),
+            }
+        } else if let Some(f) = NODE_FAULTS.iter().find(|f| fault_name(**f) == kind) {
             Action::Fault {
                 node: self.node_ref(&s.node, line, names, kind)?,
                 fault: *f,
@@ -1429,6 +1604,145 @@ impl Cx {
                         node,
                         fault: kind.to_string(),
                         available,
+                    }
+                }
+                "node-condition" | "clear-node-condition" => {
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let c = s.condition.as_deref().ok_or_else(|| {
+                        self.at(
+                            line,
+                            if kind == "node-condition" {
+                                "node-condition needs `condition: Type=Status`".to_string()
+                            } else {
+                                "clear-node-condition needs `condition: Type`".to_string()
+                            },
+                        )
+                    })?;
+                    let (type_, report) = if kind == "node-condition" {
+                        let (t, st) = c.split_once('=').ok_or_else(|| {
+                            self.at(
+                                line,
+                                format!("invalid condition {c:?}: expected Type=Status"),
+                            )
+                        })?;
+                        if !["True", "False", "Unknown"].contains(&st) {
+                            return Err(self.at(
+                                line,
+                                format!("invalid condition status {st:?} (True, False or Unknown)"),
+                            ));
+                        }
+                        let report = klab_cluster::ConditionOverride {
+                            status: st.to_string(),
+                            reason: s.reason.clone(),
+                            message: s.message.clone(),
+                        };
+                        (t.to_string(), Some(report))
+                    } else {
+                        if c.contains('=') || s.reason.is_some() || s.message.is_some() {
+                            return Err(self.at(
+                                line,
+                                "clear-node-condition takes only `condition: Type`".into(),
+                            ));
+                        }
+                        (c.to_string(), None)
+                    };
+                    klab_cluster::check_condition_type(&type_).map_err(|e| {
+                        self.at(line, format!("invalid condition type {type_:?}: {e}"))
+                    })?;
+                    Action::NodeCondition {
+                        node,
+                        type_,
+                        report,
+                    }
+                }
+                "probe" => {
+                    let container = s
+                        .container
+                        .clone()
+                        .ok_or_else(|| self.at(line, "probe needs `container`".into()))?;
+                    let kind = match s.probe.as_deref() {
+                        Some(k @ ("readiness" | "liveness")) => k.to_string(),
+                        Some(other) => {
+                            return Err(self.at(
+                                line,
+                                format!("invalid probe {other:?} (readiness or liveness)"),
+                            ));
+                        }
+                        None => {
+                            return Err(
+                                self.at(line, "probe needs `probe: readiness|liveness`".into())
+                            );
+                        }
+                    };
+                    let value = match (s.result.as_deref(), &s.message) {
+                        (Some("success"), None) => "success".to_string(),
+                        (Some("success"), Some(_)) => {
+                            return Err(self.at(
+                                line,
+                                "a probe's `message` goes with `result: failure`".into(),
+                            ));
+                        }
+                        (Some("failure"), None) => "failure".to_string(),
+                        (Some("failure"), Some(m)) => format!("failure: {m}"),
+                        (other, _) => {
+                            return Err(self.at(
+                                line,
+                                format!(
+                                    "probe needs `result: success|failure`, got {:?}",
+                                    other.unwrap_or("")
+                                ),
+                            ));
+                        }
+                    };
+                    let (namespace, pod, selector) = match (s.pod.as_deref(), s.selector.as_deref())
+                    {
+                        (Some(p), None) => {
+                            let (ns, name) = split_ns(p, s.namespace.as_deref());
+                            (ns, Some(name), None)
+                        }
+                        (None, Some(sel)) => {
+                            LabelSelector::parse(sel)
+                                .map_err(|e| self.at(line, format!("invalid selector: {e}")))?;
+                            (
+                                s.namespace.clone().unwrap_or_else(|| "default".into()),
+                                None,
+                                Some(sel.to_string()),
+                            )
+                        }
+                        _ => {
+                            return Err(self.at(
+                                line,
+                                "probe needs one of `pod: [namespace/]name` or `selector`".into(),
+                            ));
+                        }
+                    };
+                    Action::Probe {
+                        namespace,
+                        pod,
+                        selector,
+                        container,
+                        kind,
+                        value,
+                    }
+                }
+                "image-pull-fail" | "image-pull-heal" => {
+                    let node = match &s.node {
+                        Some(_) => Some(self.node_ref(&s.node, line, names, kind)?),
+                        None => None,
+                    };
+                    let image = s
+                        .image
+                        .clone()
+                        .filter(|i| !i.trim().is_empty())
+                        .ok_or_else(|| self.at(line, format!("{kind} needs `image: NAME`")))?;
+                    if kind == "image-pull-heal" && s.message.is_some() {
+                        return Err(self.at(line, "image-pull-heal takes no `message`".into()));
+                    }
+                    Action::ImagePull {
+                        node,
+                        image,
+                        fail: kind == "image-pull-fail",
+                        message: s.message.clone(),
                     }
                 }
                 "remove-node" => Action::RemoveNode {
@@ -2049,6 +2363,53 @@ impl Cx {
 }
 
 /// The leading `{…}` of `s`, braces balanced (quotes are not special: scenario text is small).
+/// A node's `kubelet:` fields in the text form `node_kubelet_config` reads: lists joined by
+/// commas (taints as `key[=value]:Effect`, also from `{key, value, effect}` objects), mappings as
+/// `name=value,…` (`signal<value,…` for eviction thresholds, as the flags spell them).
+fn kubelet_fields(raw: &BTreeMap<String, serde_json::Value>) -> Vec<(String, String)> {
+    use serde_json::Value;
+    fn scalar(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+    raw.iter()
+        .map(|(name, v)| {
+            let text = match v {
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| match i {
+                        Value::Object(t) => {
+                            let key = t.get("key").map(scalar).unwrap_or_default();
+                            let effect = t.get("effect").map(scalar).unwrap_or_default();
+                            match t.get("value").map(scalar).filter(|v| !v.is_empty()) {
+                                Some(v) => format!("{key}={v}:{effect}"),
+                                None => format!("{key}:{effect}"),
+                            }
+                        }
+                        other => scalar(other),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Value::Object(m) => {
+                    let op = if matches!(name.as_str(), "evictionHard" | "evictionSoft") {
+                        '<'
+                    } else {
+                        '='
+                    };
+                    m.iter()
+                        .map(|(k, v)| format!("{k}{op}{}", scalar(v)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+                other => scalar(other),
+            };
+            (name.clone(), text)
+        })
+        .collect()
+}
+
 fn balanced_braces(s: &str) -> Option<&str> {
     if !s.starts_with('{') {
         return None;
@@ -2448,6 +2809,192 @@ expect:
         .unwrap_err()
         .to_string();
         assert_eq!(e, "s.yaml:5: duplicate node \"a\"");
+    }
+
+    #[test]
+    fn node_condition_and_image_pull_faults_parse_and_bad_ones_name_their_line() {
+        let text = r#"run-for: 10m
+cluster:
+  nodes:
+    - name: n1
+faults:
+  - {at: 1m, fault: node-condition, node: n1, condition: Ready=False, reason: KubeletNotReady, message: "container runtime is down"}
+  - {at: 2m, fault: node-condition, node: n1, condition: NetworkUnavailable=True}
+  - {at: 3m, fault: clear-node-condition, node: n1, condition: Ready}
+  - {at: 4m, fault: image-pull-fail, image: "nginx:nope"}
+  - {at: 5m, fault: image-pull-fail, node: n1, image: "nginx:nope", message: "rpc error: code = Unavailable desc = registry down"}
+  - {at: 6m, fault: image-pull-heal, image: "nginx:nope"}
+  - {at: 7m, fault: probe, pod: web-0, container: c, probe: readiness, result: failure, message: "HTTP probe failed with statuscode: 503"}
+  - {at: 8m, fault: probe, selector: app=web, container: c, probe: liveness, result: success}
+"#;
+        let sc = parse(text, Path::new("s.yaml")).unwrap();
+        let steps: Vec<String> = sc.steps.iter().map(|s| s.action.describe()).collect();
+        assert_eq!(
+            steps,
+            [
+                "Node n1 fault node-condition Ready=False (KubeletNotReady: container runtime is down)",
+                "Node n1 fault node-condition NetworkUnavailable=True",
+                "Node n1 fault clear-node-condition Ready",
+                "fault image-pull-fail nginx:nope (every node)",
+                "Node n1 fault image-pull-fail nginx:nope: rpc error: code = Unavailable desc = registry down",
+                "fault image-pull-heal nginx:nope (every node)",
+                "Pod default/web-0 kubectl annotate pod web-0 --overwrite probe.klab.dev/c.readiness=\"failure: HTTP probe failed with statuscode: 503\"",
+                "kubectl annotate pods -n default -l app=web --overwrite probe.klab.dev/c.liveness=\"success\"",
+            ]
+        );
+        let base = "run-for: 10m\ncluster:\n  nodes:\n    - name: n1\nfaults:\n";
+        let cases: &[(&str, &str)] = &[
+            (
+                "  - {at: 1m, fault: node-condition, node: n1}\n",
+                "s.yaml:6: node-condition needs `condition: Type=Status`",
+            ),
+            (
+                "  - {at: 1m, fault: node-condition, node: n1, condition: Ready}\n",
+                "s.yaml:6: invalid condition \"Ready\": expected Type=Status",
+            ),
+            (
+                "  - {at: 1m, fault: node-condition, node: n1, condition: Ready=Maybe}\n",
+                "s.yaml:6: invalid condition status \"Maybe\" (True, False or Unknown)",
+            ),
+            (
+                "  - {at: 1m, fault: node-condition, node: n1, condition: 'Net work=True'}\n",
+                "s.yaml:6: invalid condition type \"Net work\": a condition type is letters and digits",
+            ),
+            (
+                "  - {at: 1m, fault: clear-node-condition, node: n1, condition: Ready=True}\n",
+                "s.yaml:6: clear-node-condition takes only `condition: Type`",
+            ),
+            (
+                "  - {at: 1m, fault: clear-node-condition, node: n9, condition: Ready}\n",
+                "s.yaml:6: unknown node \"n9\" (nodes: n1)",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: p, container: c, probe: startup, result: failure}\n",
+                "s.yaml:6: invalid probe \"startup\" (readiness or liveness)",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: p, container: c, probe: liveness, result: flaky}\n",
+                "s.yaml:6: probe needs `result: success|failure`, got \"flaky\"",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: p, container: c, probe: liveness, result: success, message: m}\n",
+                "s.yaml:6: a probe's `message` goes with `result: failure`",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: p, probe: liveness, result: success}\n",
+                "s.yaml:6: probe needs `container`",
+            ),
+            (
+                "  - {at: 1m, fault: image-pull-fail, node: n1}\n",
+                "s.yaml:6: image-pull-fail needs `image: NAME`",
+            ),
+            (
+                "  - {at: 1m, fault: image-pull-heal, image: x, message: m}\n",
+                "s.yaml:6: image-pull-heal takes no `message`",
+            ),
+            (
+                "  - {at: 1m, fault: image-pull-fail, node: n7, image: x}\n",
+                "s.yaml:6: unknown node \"n7\" (nodes: n1)",
+            ),
+        ];
+        for (extra, want) in cases {
+            let err = parse(&format!("{base}{extra}"), Path::new("s.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(want),
+                "{extra:?}\n got: {err}\nwant: {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_node_kubelet_configuration_and_resizing_reboots_parse() {
+        let text = r#"run-for: 10m
+cluster:
+  nodes:
+    - name: n1
+      kubelet:
+        registerWithTaints: [{key: dedicated, value: gpu, effect: NoSchedule}, "example.com/x:NoExecute"]
+        kubeReserved: {cpu: 500m, memory: 1Gi}
+        systemReserved: {memory: 512Mi}
+        evictionHard: {memory.available: 200Mi}
+        enableControllerAttachDetach: false
+        nodeLeaseDurationSeconds: 20
+    - name: n2
+faults:
+  - {at: 1m, fault: reboot, node: n1, cpu: 8, memory: 16Gi, labels: {disk: ssd}}
+  - {at: 2m, fault: reboot, node: n2}
+"#;
+        let sc = parse(text, Path::new("s.yaml")).unwrap();
+        let n1 = &sc.cluster.nodes[0];
+        let cfg = klab_cluster::node_kubelet_config(&Default::default(), &n1.kubelet).unwrap();
+        let taints: Vec<(String, Option<String>, String)> = cfg
+            .register_with_taints
+            .iter()
+            .map(|t| (t.key.clone(), t.value.clone(), t.effect.clone()))
+            .collect();
+        assert_eq!(
+            taints,
+            [
+                ("dedicated".into(), Some("gpu".into()), "NoSchedule".into()),
+                ("example.com/x".into(), None, "NoExecute".into()),
+            ]
+        );
+        assert_eq!(cfg.reserved_cpu_millis, 500);
+        assert_eq!(cfg.reserved_memory, (1024 + 512) * 1024 * 1024);
+        assert_eq!(cfg.eviction_hard_memory_available, 200 * 1024 * 1024);
+        assert!(!cfg.enable_controller_attach_detach);
+        assert_eq!(cfg.node_lease_duration_seconds, 20);
+        assert!(sc.cluster.nodes[1].kubelet.is_empty());
+        let steps: Vec<String> = sc.steps.iter().map(|s| s.action.describe()).collect();
+        assert_eq!(
+            steps,
+            [
+                "Node n1 fault reboot cpu=8 memory=16Gi --node-labels=disk=ssd",
+                "Node n2 fault reboot",
+            ]
+        );
+        let base = "run-for: 10m\ncluster:\n  nodes:\n    - name: n1\n";
+        let cases: &[(&str, &str)] = &[
+            (
+                "      kubelet: {registerWithTaints: [\"a=b\"]}\n",
+                "s.yaml:4: node n1: kubelet registerWithTaints: taint \"a=b\" needs an effect",
+            ),
+            (
+                "      kubelet: {kubeReserved: {gpu: 1}}\n",
+                "s.yaml:4: node n1: kubelet kubeReserved: unsupported resource \"gpu\"",
+            ),
+            (
+                "      kubelet: {nodeLeaseDurationSecond: 20}\n",
+                "s.yaml:4: node n1: unknown kubelet field \"nodeLeaseDurationSecond\" (one of: registerNode,",
+            ),
+            (
+                "      kubelet: {enableControllerAttachDetach: maybe}\n",
+                "s.yaml:4: node n1: kubelet enableControllerAttachDetach: \"maybe\" is not a boolean",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: reboot, node: n1, memory: lots}\n",
+                "s.yaml:6: reboot: invalid memory quantity \"lots\"",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: power-off, node: n1, cpu: 2}\n",
+                "s.yaml:6: `cpu`, `memory` and `labels` go with `fault: reboot`",
+            ),
+            (
+                "faults:\n  - {at: 1m, fault: reboot, node: n1, labels: {'a b': c}}\n",
+                "s.yaml:6: reboot: invalid label a b=c:",
+            ),
+        ];
+        for (extra, want) in cases {
+            let err = parse(&format!("{base}{extra}"), Path::new("s.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(want),
+                "{extra:?}\n got: {err}\nwant: {want}"
+            );
+        }
     }
 
     #[test]

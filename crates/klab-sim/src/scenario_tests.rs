@@ -206,6 +206,138 @@ expect:
     );
 }
 
+/// Every node fault and action of the language next to an expectation that does not hold: each
+/// failure says what the cluster showed instead (a user reads these when a scenario fails).
+#[test]
+fn faults_and_actions_with_expectations_that_do_not_hold_say_what_was_found() {
+    let text = r#"run-for: 2m
+cluster:
+  nodes:
+    - name: n1
+    - name: n2
+    - name: n3
+manifests:
+  - inline: |
+      apiVersion: v1
+      kind: Pod
+      metadata: {name: guarded, labels: {app: g}}
+      spec:
+        nodeName: n1
+        containers: [{name: c, image: "busybox:1.36", command: [sleep, "3600"]}]
+      ---
+      apiVersion: policy/v1
+      kind: PodDisruptionBudget
+      metadata: {name: g}
+      spec:
+        minAvailable: 1
+        selector: {matchLabels: {app: g}}
+      ---
+      apiVersion: v1
+      kind: Pod
+      metadata: {name: app}
+      spec:
+        nodeName: n2
+        containers: [{name: c, image: "example.com/app:v9", command: [sleep, "3600"]}]
+faults:
+  - {at: 0s, fault: image-pull-fail, node: n2, image: "example.com/app:v9", message: "registry down"}
+  - {at: 10s, fault: fail-lease-updates, node: n1}
+  - {at: 10s, fault: fail-status-updates, node: n2}
+  - {at: 10s, fault: runtime-down, node: n3}
+  - {at: 20s, fault: node-condition, node: n3, condition: NetworkUnavailable=True, reason: NoRouteCreated, message: no route}
+  - {at: 30s, fault: evict, pod: guarded}
+  - {at: 40s, fault: delete, target: lease/nope, namespace: kube-node-lease}
+  - {at: 50s, fault: patch, target: node/n2, patch: {metadata: {labels: {team: a}}}}
+expect:
+  - {from: 20s, at: 90s, writes: {component: kubelet/n1, resource: leases}, min-count: 1}
+  - {from: 20s, at: 90s, writes: {component: kubelet/n2, verb: PATCH, resource: nodes, subresource: status}, min-count: 1}
+  - {at: 90s, node: n3, condition: Ready=True, reason: KubeletReady}
+  - {at: 90s, object: {kind: Node, name: n3}, condition: NetworkUnavailable=False}
+  - {at: 90s, pod: app, status: Running}
+  - {at: 35s, pod: guarded, exists: false}
+  - {from: 40s, at: 45s, trace: "Error from server (NotFound)", absent: true}
+  - {at: 55s, object: {kind: Node, name: n2}, jsonpath: '{.metadata.labels.team}', equals: b}
+  - {at: 55s, object: {kind: Node, name: n2}, jsonpath: '{.metadata.labels.team}', matches: '^b+$'}
+  - {at: 55s, object: {kind: Node, name: n2}, jsonpath: '{.metadata.labels.team}', exists: false}
+  - {at: 55s, pods: {selector: app=g}, count: 2}
+  - {at: 30s, trace: "never printed"}
+"#;
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    // In the order they were checked (by time, then line).
+    let want: Vec<(u64, &str)> = vec![
+        (
+            50,
+            "no trace line matching \"never printed\" between 0.000s and 30.000s",
+        ),
+        // evict: the budget refused (429 in the trace), the pod is still there.
+        (44, "pod default/guarded exists (Running on n1)"),
+        // delete: kubectl's NotFound is a trace line, not a failed run.
+        (
+            45,
+            "unexpected trace line matching \"Error from server (NotFound)\": 40.000s kubectl Lease kube-node-lease/nope Error from server (NotFound): leases.coordination.k8s.io \"nope\" not found",
+        ),
+        // patch: the label it set, read back three ways.
+        (
+            46,
+            "Node n2: {.metadata.labels.team} is \"a\", expected \"b\"",
+        ),
+        (
+            47,
+            "Node n2: {.metadata.labels.team} is \"a\", which does not match /^b+$/",
+        ),
+        (
+            48,
+            "Node n2: {.metadata.labels.team} is \"a\", expected nothing",
+        ),
+        (
+            49,
+            "1 matching pods, expected 2: [default/guarded Running n1]",
+        ),
+        // fail-lease-updates and fail-status-updates: the API server saw no such write.
+        (
+            39,
+            "0 writes by kubelet/n1 between 20.000s and 90.000s, expected at least 1: []",
+        ),
+        (
+            40,
+            "0 writes by kubelet/n2 between 20.000s and 90.000s, expected at least 1: []",
+        ),
+        (
+            41,
+            "node n3 condition is Ready=False (KubeletNotReady: container runtime is down), expected Ready=True (KubeletReady)",
+        ),
+        (
+            42,
+            "Node n3 condition is NetworkUnavailable=True (NoRouteCreated: no route), expected NetworkUnavailable=False",
+        ),
+        (
+            43,
+            "pod default/app STATUS is ImagePullBackOff, expected Running",
+        ),
+    ];
+    assert!(
+        o.lines.iter().any(|l| l.plain().contains(
+            "Pod default/guarded Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget."
+        )),
+        "{}",
+        trace::format_text(&o.lines)
+    );
+    assert_eq!(
+        got.iter()
+            .map(|(l, d)| (*l, d.as_str()))
+            .collect::<Vec<_>>(),
+        want,
+        "{}",
+        trace::format_text(&o.lines)
+    );
+}
+
 #[test]
 fn until_stops_early_and_skips_later_expectations() {
     let sc = scenario::load(&fixture("actions.yaml")).unwrap();
