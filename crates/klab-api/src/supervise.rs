@@ -719,7 +719,7 @@ mod tests {
         ];
         for (w, op, want) in cases {
             let got = next_wanted("c", *w, *op);
-            assert_eq!(got, want.clone().map_err(str::to_string), "{w:?} {op:?}");
+            assert_eq!(got, (*want).map_err(str::to_string), "{w:?} {op:?}");
         }
         for op in ["stop", "start", "restart"] {
             assert_eq!(ComponentOp::parse(op).map(ComponentOp::name), Some(op));

@@ -142,10 +142,10 @@ fn an_impossible_component_transition_fails_the_run_naming_its_line() {
         "{BASE}faults:\n  - {{at: 10s, fault: component-start, component: kube-scheduler}}\n"
     );
     let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let err = run_blocking(&sc, &RunOptions::default())
-        .err()
-        .expect("the run fails")
-        .to_string();
+    let err = match run_blocking(&sc, &RunOptions::default()) {
+        Ok(_) => panic!("the run fails"),
+        Err(e) => e.to_string(),
+    };
     assert!(
         err.contains("s.yaml:7")
             && err.contains("component kube-scheduler is not stopped (use restart)"),
@@ -155,10 +155,10 @@ fn an_impossible_component_transition_fails_the_run_naming_its_line() {
         "{BASE}faults:\n  - {{at: 10s, fault: component-stop, component: apiserver}}\n  - {{at: 20s, fault: component-stop, component: kube-apiserver}}\n"
     );
     let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let err = run_blocking(&sc, &RunOptions::default())
-        .err()
-        .expect("the run fails")
-        .to_string();
+    let err = match run_blocking(&sc, &RunOptions::default()) {
+        Ok(_) => panic!("the run fails"),
+        Err(e) => e.to_string(),
+    };
     assert!(
         err.contains("s.yaml:8") && err.contains("component kube-apiserver is already stopped"),
         "{err}"
