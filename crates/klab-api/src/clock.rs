@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)] // this module is the one place allowed to read the OS clock
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration as StdDuration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -33,6 +34,38 @@ struct Inner {
 #[derive(Clone, Debug)]
 pub struct Clock {
     inner: Arc<Inner>,
+    /// The offset of a skewed clock (a machine whose clock is off), in nanoseconds; `None` for
+    /// the cluster's true time.
+    skew: Option<Arc<AtomicI64>>,
+}
+
+/// The adjustable offset of a clock made by [`Clock::skewed`]. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ClockSkew(Arc<AtomicI64>);
+
+/// The largest clock offset a skewed clock takes (a year): enough for any incident, and far from
+/// the ends of the timestamp range.
+pub const MAX_SKEW: SignedDuration = SignedDuration::from_secs(366 * 86_400);
+
+impl ClockSkew {
+    /// Sets the offset; refused beyond ±[`MAX_SKEW`].
+    pub fn set(&self, offset: SignedDuration) -> Result<(), String> {
+        let min = MAX_SKEW.checked_neg().unwrap_or(SignedDuration::MIN);
+        if offset > MAX_SKEW || offset < min {
+            return Err(format!(
+                "clock skew must be within ±{}h, got {}s",
+                MAX_SKEW.as_hours(),
+                offset.as_secs()
+            ));
+        }
+        let nanos = i64::try_from(offset.as_nanos()).map_err(|e| e.to_string())?;
+        self.0.store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn get(&self) -> SignedDuration {
+        SignedDuration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// What "never" is in runtime time when a deadline does not fit in an `Instant` (tokio's own
@@ -73,7 +106,27 @@ impl Clock {
                 start: tokio::time::Instant::now(),
                 speed,
             }),
+            skew: None,
         }
+    }
+
+    /// The same clock read with an adjustable offset (initially zero): what a machine whose clock
+    /// is off sees. Timers are not affected (a duration is a duration on any clock); timestamps
+    /// read with `now` and deadlines given as timestamps are in the skewed timeline.
+    pub fn skewed(&self) -> (Clock, ClockSkew) {
+        let cell = Arc::new(AtomicI64::new(0));
+        let clock = Clock {
+            inner: self.inner.clone(),
+            skew: Some(cell.clone()),
+        };
+        (clock, ClockSkew(cell))
+    }
+
+    fn skew(&self) -> SignedDuration {
+        self.skew
+            .as_ref()
+            .map(|s| SignedDuration::from_nanos(s.load(Ordering::Relaxed)))
+            .unwrap_or(SignedDuration::ZERO)
     }
 
     pub fn mode(&self) -> ClockMode {
@@ -102,7 +155,9 @@ impl Clock {
     /// Now, in the objects' timeline.
     pub fn now(&self) -> Timestamp {
         let d = SignedDuration::try_from(self.elapsed()).expect("elapsed fits");
-        self.inner.epoch.checked_add(d).expect("timestamp in range")
+        let t = self.inner.epoch.checked_add(d).expect("timestamp in range");
+        // The offset is bounded by MAX_SKEW; the true time stands in where it cannot apply.
+        t.checked_add(self.skew()).unwrap_or(t)
     }
 
     /// Now as a `metav1.Time` (serialized to the second).
@@ -142,6 +197,8 @@ impl Clock {
 
     /// The runtime instant at which the objects' timeline reaches `t` (for `tokio::time::sleep_until`).
     pub fn runtime_instant_at(&self, t: Timestamp) -> tokio::time::Instant {
+        // A deadline in a skewed timeline is that much earlier or later in the true one.
+        let t = t.checked_sub(self.skew()).unwrap_or(t);
         let since = t.duration_since(self.inner.epoch);
         let since = StdDuration::try_from(since).unwrap_or_default();
         // Saturating: a deadline at the end of time (a toleration or grace period of i64::MAX
@@ -284,5 +341,32 @@ mod tests {
             // Before the epoch: now.
             assert_eq!(c.runtime_instant_at(Timestamp::MIN), now);
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_skewed_clock_reads_its_offset_but_keeps_the_true_timers() {
+        let c = Clock::virtual_default();
+        let (skewed, skew) = c.skewed();
+        skew.set(SignedDuration::from_secs(120)).unwrap();
+        assert_eq!(format_time(skewed.now()), "2026-01-01T00:02:00Z");
+        assert_eq!(format_time(c.now()), "2026-01-01T00:00:00Z");
+        // A deadline in the skewed timeline is the same instant of the runtime.
+        assert_eq!(
+            skewed.runtime_instant_at(skewed.now()),
+            c.runtime_instant_at(c.now())
+        );
+        skewed.sleep(StdDuration::from_secs(10)).await;
+        assert_eq!(format_time(c.now()), "2026-01-01T00:00:10Z");
+        assert_eq!(format_time(skewed.now()), "2026-01-01T00:02:10Z");
+        skew.set(SignedDuration::from_secs(-30)).unwrap();
+        assert_eq!(format_time(skewed.now()), "2025-12-31T23:59:40Z");
+        assert_eq!(skew.get(), SignedDuration::from_secs(-30));
+        assert!(skew.set(SignedDuration::from_secs(367 * 86_400)).is_err());
+        assert!(skew.set(SignedDuration::MIN).is_err());
+        assert_eq!(skew.get(), SignedDuration::from_secs(-30));
+        // Clones share the offset; the cluster's clock never has one.
+        let again = skewed.clone();
+        skew.set(SignedDuration::ZERO).unwrap();
+        assert_eq!(again.now(), c.now());
     }
 }

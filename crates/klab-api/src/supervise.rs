@@ -17,6 +17,13 @@
 //! While a component waits to restart, its health check fails. Every failure is kept in order, so
 //! `klab sim` can fail a run on the first one (a panic there is a bug, never a simulated fault).
 //! Backoff sleeps on the cluster's `Clock`, so it is virtual in sim and scaled in `klab up --speed`.
+//!
+//! A component can also be stopped and started again on purpose ([`Health::control`]: `klab
+//! component stop|start|restart`, a scenario's `component-stop` fault), as an administrator stops
+//! a static pod by moving its manifest away or `systemctl stop`s a service. That is not a failure:
+//! the run is dropped (its in-memory state with it, as a process that exits loses its own), the
+//! component is reported stopped — not ready, with the reason — and nothing is started until it
+//! is started again; a restart drops the run and starts a fresh one at once.
 
 use std::any::Any;
 use std::backtrace::Backtrace;
@@ -103,6 +110,66 @@ pub enum ComponentState {
     Running,
     /// Failed; starts again at `until`.
     BackingOff { until: Timestamp },
+    /// Stopped on purpose at `since`; it runs again only when started.
+    Stopped { since: Timestamp },
+}
+
+/// What an administrator asks of a supervised component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentOp {
+    /// Drop the running component and keep it down.
+    Stop,
+    /// Start a stopped component.
+    Start,
+    /// Drop the running (or stopped, or backing-off) component and start a fresh one at once.
+    Restart,
+}
+
+impl ComponentOp {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "stop" => Some(ComponentOp::Stop),
+            "start" => Some(ComponentOp::Start),
+            "restart" => Some(ComponentOp::Restart),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComponentOp::Stop => "stop",
+            ComponentOp::Start => "start",
+            ComponentOp::Restart => "restart",
+        }
+    }
+}
+
+/// What the administrator wants of one component: whether it is stopped, and a generation every
+/// restart bumps (a run started under an older generation is dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wanted {
+    pub stopped: bool,
+    pub generation: u64,
+}
+
+/// The pure transition of [`Health::control`]: stopping a stopped component or starting one that
+/// is not stopped is refused (like starting a running kubelet), a restart always goes through.
+pub fn next_wanted(name: &str, w: Wanted, op: ComponentOp) -> Result<Wanted, String> {
+    match (op, w.stopped) {
+        (ComponentOp::Stop, true) => Err(format!("component {name} is already stopped")),
+        (ComponentOp::Stop, false) => Ok(Wanted { stopped: true, ..w }),
+        (ComponentOp::Start, false) => {
+            Err(format!("component {name} is not stopped (use restart)"))
+        }
+        (ComponentOp::Start, true) => Ok(Wanted {
+            stopped: false,
+            ..w
+        }),
+        (ComponentOp::Restart, _) => Ok(Wanted {
+            stopped: false,
+            generation: w.generation.saturating_add(1),
+        }),
+    }
 }
 
 /// The health of one supervised component.
@@ -121,6 +188,8 @@ struct Inner {
     failures: Vec<Failure>,
     /// One wake-up per supervised component, for injected panics.
     inject: BTreeMap<String, Arc<tokio::sync::Notify>>,
+    /// What the administrator wants of each supervised component (stop, start, restart).
+    control: BTreeMap<String, tokio::sync::watch::Sender<Wanted>>,
 }
 
 /// The health registry of one cluster. Cheap to clone; every clone is the same registry.
@@ -157,10 +226,52 @@ impl Health {
                 panics: 0,
                 last_failure: None,
             });
-        if c.state != ComponentState::Running {
-            c.state = ComponentState::Running;
+        // Only a start after a failure is a restart; a start after a stop is the administrator's.
+        if matches!(c.state, ComponentState::BackingOff { .. }) {
             c.restarts = c.restarts.saturating_add(1);
         }
+        c.state = ComponentState::Running;
+    }
+
+    fn set_stopped(&self, name: &str, since: Timestamp) {
+        if let Some(c) = self.lock().components.get_mut(name) {
+            c.state = ComponentState::Stopped { since };
+        }
+    }
+
+    fn controller(&self, name: &str) -> tokio::sync::watch::Receiver<Wanted> {
+        self.lock()
+            .control
+            .entry(name.to_string())
+            .or_insert_with(|| tokio::sync::watch::Sender::new(Wanted::default()))
+            .subscribe()
+    }
+
+    /// Stops, starts or restarts supervised components, all or none: every name must be
+    /// supervised and every transition allowed ([`next_wanted`]) before any is applied. The
+    /// components act on it at their next poll, in the same instant.
+    pub fn control(&self, names: &[String], op: ComponentOp) -> Result<(), String> {
+        let g = self.lock();
+        let mut next = Vec::with_capacity(names.len());
+        for name in names {
+            let tx = g
+                .control
+                .get(name)
+                .ok_or_else(|| format!("no supervised component {name:?}"))?;
+            next.push((tx, next_wanted(name, *tx.borrow(), op)?));
+        }
+        for (tx, w) in next {
+            tx.send_replace(w);
+        }
+        Ok(())
+    }
+
+    /// Whether a component was stopped on purpose and not started since.
+    pub fn is_stopped(&self, name: &str) -> bool {
+        self.lock()
+            .control
+            .get(name)
+            .is_some_and(|tx| tx.borrow().stopped)
     }
 
     fn record_failure(&self, failure: Failure, until: Timestamp) {
@@ -227,29 +338,48 @@ pub async fn supervise<F, Fut>(
     install_panic_hook();
     let name = name.into();
     let injected = health.injector(&name);
+    let mut wanted = health.controller(&name);
     let mut delay: Option<Duration> = None;
     loop {
+        if wanted.borrow_and_update().stopped {
+            health.set_stopped(&name, clock.now());
+            tracing::info!("{name} stopped");
+            while wanted.borrow_and_update().stopped {
+                if wanted.changed().await.is_err() {
+                    return;
+                }
+            }
+            tracing::info!("{name} started");
+        }
+        let generation = wanted.borrow().generation;
         health.set_running(&name);
         let started = clock.now();
         let run = start();
         let injected = injected.clone();
         let label = name.clone();
+        let mut interrupt = wanted.clone();
         let outcome = CatchPanic::new(async move {
             tokio::select! {
                 biased;
                 _ = injected.notified() => panic!("panic injected into {label}"),
-                r = run => r,
+                _ = interrupted(&mut interrupt, generation) => None,
+                r = run => Some(r),
             }
         })
         .await;
         let now = clock.now();
         let (kind, message, backtrace) = match outcome {
-            Ok(Ok(())) => (
+            // Stopped or restarted on purpose: the run is gone with its state, no failure.
+            Ok(None) => {
+                delay = None;
+                continue;
+            }
+            Ok(Some(Ok(()))) => (
                 FailureKind::Exited,
                 "the component returned; it is meant to run until stopped".to_string(),
                 None,
             ),
-            Ok(Err(e)) => (FailureKind::Error, e, None),
+            Ok(Some(Err(e))) => (FailureKind::Error, e, None),
             Err(p) => (FailureKind::Panic, p.message, p.backtrace),
         };
         let ran_for = now
@@ -277,7 +407,27 @@ pub async fn supervise<F, Fut>(
             .and_then(|d| now.checked_add(d).ok())
             .unwrap_or(Timestamp::MAX);
         health.record_failure(failure, until);
-        clock.sleep(next).await;
+        // A stop or restart while backing off takes effect at once.
+        let generation = wanted.borrow().generation;
+        tokio::select! {
+            biased;
+            _ = interrupted(&mut wanted, generation) => {}
+            _ = clock.sleep(next) => {}
+        }
+    }
+}
+
+/// Resolves once the component is to be stopped, or restarted past `generation`.
+async fn interrupted(wanted: &mut tokio::sync::watch::Receiver<Wanted>, generation: u64) {
+    loop {
+        let w = *wanted.borrow_and_update();
+        if w.stopped || w.generation != generation {
+            return;
+        }
+        if wanted.changed().await.is_err() {
+            // The registry is gone: nothing can stop this run any more.
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -517,5 +667,162 @@ mod tests {
             jiff::SignedDuration::from_secs(10)
         );
         task.abort();
+    }
+
+    #[test]
+    fn stop_start_restart_transitions() {
+        let up = Wanted::default();
+        let down = Wanted {
+            stopped: true,
+            generation: 0,
+        };
+        let cases: &[(Wanted, ComponentOp, Result<Wanted, &str>)] = &[
+            (up, ComponentOp::Stop, Ok(down)),
+            (
+                down,
+                ComponentOp::Stop,
+                Err("component c is already stopped"),
+            ),
+            (down, ComponentOp::Start, Ok(up)),
+            (
+                up,
+                ComponentOp::Start,
+                Err("component c is not stopped (use restart)"),
+            ),
+            (
+                up,
+                ComponentOp::Restart,
+                Ok(Wanted {
+                    stopped: false,
+                    generation: 1,
+                }),
+            ),
+            (
+                down,
+                ComponentOp::Restart,
+                Ok(Wanted {
+                    stopped: false,
+                    generation: 1,
+                }),
+            ),
+            (
+                Wanted {
+                    stopped: false,
+                    generation: u64::MAX,
+                },
+                ComponentOp::Restart,
+                Ok(Wanted {
+                    stopped: false,
+                    generation: u64::MAX,
+                }),
+            ),
+        ];
+        for (w, op, want) in cases {
+            let got = next_wanted("c", *w, *op);
+            assert_eq!(got, (*want).map_err(str::to_string), "{w:?} {op:?}");
+        }
+        for op in ["stop", "start", "restart"] {
+            assert_eq!(ComponentOp::parse(op).map(ComponentOp::name), Some(op));
+        }
+        assert_eq!(ComponentOp::parse("kill"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_component_is_dropped_and_started_fresh_without_a_failure() {
+        let clock = Clock::virtual_default();
+        let health = Health::new();
+        let runs = Arc::new(AtomicU32::new(0));
+        let live = Arc::new(AtomicU32::new(0));
+        let (r, l) = (runs.clone(), live.clone());
+        let task = tokio::spawn(supervise(
+            health.clone(),
+            "kube-scheduler",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                let guard = LiveGuard(l.clone());
+                guard.0.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<Result<(), String>>().await
+                }
+            },
+        ));
+        tokio::task::yield_now().await;
+        let names = vec!["kube-scheduler".to_string()];
+        assert_eq!(
+            health.control(&["nope".to_string()], ComponentOp::Stop),
+            Err("no supervised component \"nope\"".to_string())
+        );
+        health.control(&names, ComponentOp::Stop).unwrap();
+        clock.sleep(Duration::from_secs(30)).await;
+        // Dropped (its state gone), reported stopped, not restarted, not a failure.
+        assert_eq!(live.load(Ordering::SeqCst), 0);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            health.components()["kube-scheduler"].state,
+            ComponentState::Stopped { .. }
+        ));
+        assert!(health.is_stopped("kube-scheduler"));
+        assert!(health.failures().is_empty());
+        assert_eq!(
+            health.control(&names, ComponentOp::Stop),
+            Err("component kube-scheduler is already stopped".to_string())
+        );
+        health.control(&names, ComponentOp::Start).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), live.load(Ordering::SeqCst)),
+            (2, 1)
+        );
+        // A restart drops the run and starts a fresh one in the same instant.
+        health.control(&names, ComponentOp::Restart).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), live.load(Ordering::SeqCst)),
+            (3, 1)
+        );
+        let h = &health.components()["kube-scheduler"];
+        assert_eq!((h.state.clone(), h.restarts), (ComponentState::Running, 0));
+        assert!(health.failures().is_empty());
+        task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_while_backing_off_keeps_it_down_and_a_restart_starts_it_at_once() {
+        let clock = Clock::virtual_default();
+        let health = Health::new();
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = runs.clone();
+        let task = tokio::spawn(supervise(
+            health.clone(),
+            "c",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                async { Err::<(), _>("boom".to_string()) }
+            },
+        ));
+        clock.sleep(Duration::from_secs(1)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let names = vec!["c".to_string()];
+        health.control(&names, ComponentOp::Stop).unwrap();
+        clock.sleep(Duration::from_secs(60)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        health.control(&names, ComponentOp::Restart).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        task.abort();
+    }
+
+    /// Counts live runs: dropped with the run's future.
+    struct LiveGuard(Arc<AtomicU32>);
+
+    impl Drop for LiveGuard {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }

@@ -10,7 +10,8 @@
 //! (`kube-controller-manager/replicaset-controller`, `kube-scheduler`, …) and one `kubelets` check
 //! for all simulated kubelets together (thousands of nodes would drown the listing). A component
 //! fails its check while it waits to be restarted after a panic or an exit; once running again it
-//! passes, and `/metrics` keeps its restart and panic counts.
+//! passes, and `/metrics` keeps its restart and panic counts. A component stopped on purpose
+//! (`klab component stop`) fails its check too, its reason saying it was stopped and when.
 
 use std::fmt::Write as _;
 
@@ -32,8 +33,16 @@ struct Check {
 }
 
 fn describe(name: &str, c: &ComponentHealth) -> Option<String> {
-    let ComponentState::BackingOff { until } = &c.state else {
-        return None;
+    let until = match &c.state {
+        ComponentState::Running => return None,
+        // Not a failure: down on purpose, and said so.
+        ComponentState::Stopped { since } => {
+            return Some(format!(
+                "{name} stopped at {} (klab component stop); it runs again when started",
+                klab_api::clock::format_time(*since)
+            ));
+        }
+        ComponentState::BackingOff { until } => until,
     };
     let last = c
         .last_failure
@@ -337,5 +346,42 @@ mod tests {
         assert!(render_metrics(&health).contains("klab_component_restarts_total{component=\"kube-controller-manager/replicaset-controller\"} 1\n"));
         crashing.abort();
         fine.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_component_is_not_ready_with_its_reason_and_not_a_failure() {
+        let clock = Clock::virtual_default();
+        let health = Health::new();
+        let task = tokio::spawn(supervise(
+            health.clone(),
+            "kube-scheduler",
+            clock.clone(),
+            RestartPolicy::CrashLoop,
+            std::future::pending,
+        ));
+        tokio::task::yield_now().await;
+        clock.sleep(Duration::from_secs(3)).await;
+        let names = vec!["kube-scheduler".to_string()];
+        health
+            .control(&names, klab_api::supervise::ComponentOp::Stop)
+            .unwrap();
+        tokio::task::yield_now().await;
+        let (code, body) = render_probe("readyz", &health, &[]);
+        assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            body,
+            "[+]ping ok\n[-]kube-scheduler failed: reason withheld\nreadyz check failed\n"
+        );
+        assert_eq!(
+            render_check(&health, "kube-scheduler").unwrap().1,
+            "internal server error: kube-scheduler stopped at 2026-01-01T00:00:03Z (klab component stop); it runs again when started\n"
+        );
+        assert!(health.failures().is_empty());
+        health
+            .control(&names, klab_api::supervise::ComponentOp::Start)
+            .unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(render_probe("readyz", &health, &[]).0, StatusCode::OK);
+        task.abort();
     }
 }

@@ -4,8 +4,13 @@
 //! `GET /klab/v1/nodes` lists the simulated nodes; `POST /klab/v1/nodes/{name}/{fault}` applies a
 //! fault (`stop-kubelet`, `power-off`, `memory-pressure?available=80Mi`, `relieve`, …) or restarts the kubelet so that it registers again
 //! (`rejoin`); `POST /klab/v1/nodes` with `{"name": …, "zone": …}` adds a machine and
-//! `DELETE /klab/v1/nodes/{name}` removes one for good. `GET /klab/v1/components` lists the supervised
-//! components; `POST /klab/v1/components/{name}/panic` makes one panic. Only `system:masters` may call it; errors are
+//! `DELETE /klab/v1/nodes/{name}` removes one for good; `POST /klab/v1/nodes/{name}/clock-skew?offset=-2m`
+//! offsets the machine's clock. `GET /klab/v1/components` lists the supervised
+//! components; `POST /klab/v1/components/{name}/panic` makes one panic;
+//! `POST /klab/v1/components/{name}/{stop|start|restart}` stops, starts or restarts the API server,
+//! the controller manager, one controller or the scheduler; `POST
+//! /klab/v1/components/{name}/brownout?latency=2s&error-rate=0.5&code=503` starts a brownout of
+//! one client's requests (`kubelet/NODE`, `kube-controller-manager`, …) and `?end` ends it. Only `system:masters` may call it; errors are
 //! `metav1.Status` bodies like every other API answer.
 
 use std::sync::Arc;
@@ -82,6 +87,26 @@ async fn fault(
     if let Some(refused) = refuse_unauthorized(&identity) {
         return refused;
     }
+    if fault == "clock-skew" {
+        let Some(offset) = q.get("offset") else {
+            return status(
+                400,
+                "BadRequest",
+                "clock-skew needs ?offset=DURATION".into(),
+            );
+        };
+        let offset = match crate::control::parse_offset(offset) {
+            Ok(o) => o,
+            Err(e) => return status(400, "BadRequest", e),
+        };
+        return match c
+            .set_clock_skew(&name, offset)
+            .and_then(|()| c.node_state(&name))
+        {
+            Ok(s) => Json(state_json(&s)).into_response(),
+            Err(e) => cluster_error(e),
+        };
+    }
     let result = if fault == "rejoin" {
         c.rejoin_node(&name)
     } else if fault == "relieve" || crate::pressure_signal(&fault).is_some() {
@@ -143,6 +168,7 @@ fn cluster_error(e: ClusterError) -> Response {
         e @ ClusterError::NodeExists(_) => status(409, "AlreadyExists", e.to_string()),
         e @ ClusterError::InvalidNode { .. } => status(422, "Invalid", e.to_string()),
         e @ ClusterError::InvalidFlag { .. } => status(400, "BadRequest", e.to_string()),
+        e @ ClusterError::UnknownComponent(_) => status(404, "NotFound", e.to_string()),
         e => status(500, "InternalError", e.to_string()),
     }
 }
@@ -214,16 +240,85 @@ async fn components(
         .components()
         .into_iter()
         .map(|(name, h)| {
+            let state = match h.state {
+                klab_api::supervise::ComponentState::Running => "running",
+                klab_api::supervise::ComponentState::BackingOff { .. } => "backoff",
+                klab_api::supervise::ComponentState::Stopped { .. } => "stopped",
+            };
             json!({
                 "name": name,
                 "running": h.state == klab_api::supervise::ComponentState::Running,
+                "state": state,
                 "restarts": h.restarts,
                 "panics": h.panics,
                 "lastFailure": h.last_failure.map(|f| f.to_string()),
             })
         })
         .collect();
-    Json(json!({"items": items})).into_response()
+    // The API server is not a supervised task; it is listed with its stop state.
+    let plane = c.plane_state();
+    let mut all = vec![json!({
+        "name": crate::control::APISERVER,
+        "running": !plane.api_down,
+        "state": if plane.api_down { "stopped" } else { "running" },
+        "restarts": 0,
+        "panics": 0,
+        "lastFailure": null,
+    })];
+    all.extend(items);
+    Json(json!({"items": all})).into_response()
+}
+
+/// `POST /klab/v1/components/{name}/{stop|start|restart}`.
+async fn control_component(c: &Cluster, name: &str, op: &str) -> Response {
+    let Some(op) = klab_api::supervise::ComponentOp::parse(op) else {
+        return not_found();
+    };
+    match c.control_component(name, op) {
+        Ok(n) => Json(json!({"name": n, "action": op.name()})).into_response(),
+        Err(e) => cluster_error(e),
+    }
+}
+
+/// `POST /klab/v1/components/{name}/brownout?latency=…&error-rate=…&code=…` (or `?end`).
+fn brownout(c: &Cluster, name: &str, q: &std::collections::BTreeMap<String, String>) -> Response {
+    use crate::control::{Brownout, BrownoutError};
+    let bad = |m: String| status(400, "BadRequest", m);
+    let b = if q.contains_key("end") {
+        None
+    } else {
+        let latency = match q.get("latency").map(|l| klab_api::parse_duration(l)) {
+            None => std::time::Duration::ZERO,
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return bad(e),
+        };
+        let error_rate = match q.get("error-rate").map(|r| r.parse::<f64>()) {
+            None => 0.0,
+            Some(Ok(r)) => r,
+            Some(Err(e)) => return bad(format!("invalid error-rate: {e}")),
+        };
+        let code = q.get("code").map(String::as_str).unwrap_or("503");
+        let Some(error) = code.parse::<u16>().ok().and_then(BrownoutError::parse) else {
+            return bad(format!("code must be 500, 503 or 429, got {code}"));
+        };
+        Some(Brownout {
+            latency,
+            error_rate,
+            error,
+        })
+    };
+    match c.brownout(name, b) {
+        Ok(()) => Json(json!({"name": name, "brownout": b.is_some()})).into_response(),
+        Err(e) => cluster_error(e),
+    }
+}
+
+fn not_found() -> Response {
+    status(
+        404,
+        "NotFound",
+        "the server could not find the requested resource".into(),
+    )
 }
 
 /// `POST /klab/v1/components/{name}/panic`: makes a component panic, to watch it be restarted.
@@ -252,15 +347,21 @@ async fn inject_panic_path(
     state: State<Arc<Cluster>>,
     identity: Option<Extension<Identity>>,
     Path(rest): Path<String>,
+    Query(q): Query<std::collections::BTreeMap<String, String>>,
 ) -> Response {
-    match rest.strip_suffix("/panic") {
-        Some(name) => inject_panic(state, identity, Path(name.to_string())).await,
-        None => status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource".into(),
-        ),
+    if let Some(name) = rest.strip_suffix("/panic") {
+        return inject_panic(state, identity, Path(name.to_string())).await;
     }
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
+    }
+    let Some((name, action)) = rest.rsplit_once('/') else {
+        return not_found();
+    };
+    if action == "brownout" {
+        return brownout(&state.0, name, &q);
+    }
+    control_component(&state.0, name, action).await
 }
 
 /// The admin routes, to be merged in front of the API server's Router.

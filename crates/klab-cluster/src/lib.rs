@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use klab_api::supervise::{Health, RestartPolicy, supervise};
+use klab_api::supervise::{ComponentOp, Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
 use klab_apiserver::kubelet_proxy::{DialError, DialFuture, KubeletNetwork};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
@@ -18,6 +18,7 @@ use klab_runtime::{Rate, Throttled};
 use klab_store::DynStorage;
 
 pub mod admin;
+pub mod control;
 
 #[cfg(test)]
 mod proxy_tests;
@@ -129,6 +130,9 @@ pub enum ClusterError {
     /// `klab volume fail|heal` of a name that is neither a volume nor a bound claim.
     #[error("no PersistentVolume or bound PersistentVolumeClaim named {0:?}")]
     UnknownVolume(String),
+    /// `klab component stop|start|restart` of a name that is no component.
+    #[error("{0}")]
+    UnknownComponent(String),
     #[error("unknown flag --{0}")]
     UnknownFlag(String),
     #[error("invalid value {value:?} for --{flag}: {reason}")]
@@ -158,6 +162,10 @@ pub struct Cluster {
     controller_metrics: ControllerMetrics,
     /// metrics-server's in-memory storage, which `metrics.k8s.io` serves.
     metrics_store: MetricsStore,
+    /// Every component's path to the API server: the API server's stop/start and brownouts.
+    plane: control::ControlPlane,
+    /// Each machine's clock offset (`clock-skew`), by node name.
+    skews: Mutex<BTreeMap<String, klab_api::clock::ClockSkew>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -173,11 +181,19 @@ impl Cluster {
         let api = ApiServer::new(store, clock.clone(), rng.clone(), config.apiserver.clone())
             .await
             .map_err(ClusterError::Api)?;
+        let plane = control::ControlPlane::new(clock.clone(), &rng);
         let client_api = api.clone();
-        let (cm_rate, cm_clock) = (config.client_rates.controller_manager, clock.clone());
+        let (cm_rate, cm_clock, cm_plane) = (
+            config.client_rates.controller_manager,
+            clock.clone(),
+            plane.clone(),
+        );
         let (mut tasks, controller_metrics) = klab_controllers::manager::start(
             move |sa| {
-                let router = client_api.router_as(service_account(sa));
+                let router = cm_plane.gate(
+                    client_api.router_as(service_account(sa)),
+                    format!("{}/{sa}", control::CONTROLLER_MANAGER),
+                );
                 kube::Client::new(
                     Throttled::new(router, cm_rate, cm_clock.clone(), sa),
                     "default",
@@ -199,7 +215,10 @@ impl Cluster {
         });
         let scheduler_client = kube::Client::new(
             Throttled::new(
-                api.router_as(Identity::component("kube-scheduler")),
+                plane.gate(
+                    api.router_as(Identity::component("kube-scheduler")),
+                    control::SCHEDULER,
+                ),
                 config.client_rates.scheduler,
                 clock.clone(),
                 "kube-scheduler",
@@ -227,7 +246,10 @@ impl Cluster {
         let metrics_store = MetricsStore::default();
         api.set_metrics_reader(Arc::new(metrics_store.clone()));
         let metrics_client = kube::Client::new(
-            api.router_as(service_account(METRICS_SERVER_ACCOUNT)),
+            plane.gate(
+                api.router_as(service_account(METRICS_SERVER_ACCOUNT)),
+                "metrics-server",
+            ),
             "default",
         );
         let (mclock, mcfg, mstore) = (
@@ -259,6 +281,8 @@ impl Cluster {
             machines_built: AtomicUsize::new(0),
             controller_metrics,
             metrics_store,
+            plane,
+            skews: Mutex::new(BTreeMap::new()),
             tasks,
         };
         for spec in cluster.config.nodes.clone() {
@@ -395,21 +419,35 @@ impl Cluster {
         kubelet.max_pods = i64::from(spec.pods);
         let kubelet = node_kubelet_config(&kubelet, &spec.kubelet).map_err(invalid)?;
         let api = self.api.clone();
+        let plane = self.plane.clone();
         let identity = Identity::node(&spec.name);
         let (rate, clock, name) = (
             self.config.client_rates.kubelet,
             self.clock.clone(),
             format!("kubelet/{}", spec.name),
         );
+        // The machine reads its own clock: true time until a `clock-skew` fault offsets it.
+        let (machine_clock, skew) = self.clock.skewed();
+        self.skews
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(spec.name.clone(), skew);
         let mut node = SimNode::new(
             &spec.name,
             node_spec,
             kubelet,
             self.config.runtime.clone(),
-            self.clock.clone(),
+            machine_clock,
             self.rng.clone(),
             // A fresh bucket for every kubelet start, as a new process has.
-            move || Throttled::new(api.router_as(identity.clone()), rate, clock.clone(), &name),
+            move || {
+                Throttled::new(
+                    plane.gate(api.router_as(identity.clone()), name.clone()),
+                    rate,
+                    clock.clone(),
+                    &name,
+                )
+            },
         );
         node.set_health(self.api.health().clone());
         if let Some(m) = self.config.restore_machines.get(&spec.name) {
@@ -427,6 +465,83 @@ impl Cluster {
     /// The supervision registry: every component's failures and restarts.
     pub fn health(&self) -> &Health {
         self.api.health()
+    }
+
+    /// Stops, starts or restarts a control-plane component (`klab component stop|start|restart`,
+    /// a scenario's `component-stop`): the API server, the controller manager, one controller or
+    /// the scheduler (names as [`control::resolve_component`]). Returns the component's name.
+    pub fn control_component(&self, name: &str, op: ComponentOp) -> Result<String, ClusterError> {
+        let target = control::resolve_component(name).map_err(ClusterError::UnknownComponent)?;
+        let names = match &target {
+            control::ComponentTarget::ApiServer => {
+                self.plane
+                    .api_server(op)
+                    .map_err(ClusterError::Transition)?;
+                return Ok(target.display().to_string());
+            }
+            control::ComponentTarget::ControllerManager => self
+                .health()
+                .components()
+                .into_keys()
+                .filter(|n| control::in_controller_manager(n))
+                .collect::<Vec<_>>(),
+            control::ComponentTarget::Named(n) => vec![n.clone()],
+        };
+        // The whole controller manager stops as one process: refused if any part is already
+        // in the asked state (a part stopped alone must be started alone first).
+        self.health().control(&names, op).map_err(|e| {
+            if e.starts_with("no supervised component") {
+                ClusterError::UnknownComponent(format!(
+                    "component {} is not running in this cluster",
+                    target.display()
+                ))
+            } else {
+                ClusterError::Transition(e)
+            }
+        })?;
+        Ok(target.display().to_string())
+    }
+
+    /// Starts (`Some`) or ends (`None`) a brownout of one component's API requests: `kubelet/NODE`,
+    /// `kube-scheduler`, `kube-controller-manager` (every controller) or `metrics-server`.
+    pub fn brownout(
+        &self,
+        component: &str,
+        brownout: Option<control::Brownout>,
+    ) -> Result<(), ClusterError> {
+        let who = brownout_target(component, &self.node_names())?;
+        self.plane
+            .set_brownout(&who, brownout)
+            .map_err(|reason| ClusterError::InvalidFlag {
+                flag: "brownout".into(),
+                value: component.into(),
+                reason,
+            })
+    }
+
+    /// Offsets a node's machine clock (`klab node clock-skew NODE --offset D`, a scenario's
+    /// `clock-skew`): its kubelet writes its Lease renewTime, condition heartbeats and container
+    /// times in the skewed timeline; the control plane keeps the true time.
+    pub fn set_clock_skew(
+        &self,
+        node: &str,
+        offset: jiff::SignedDuration,
+    ) -> Result<(), ClusterError> {
+        let skews = self.skews.lock().unwrap_or_else(|p| p.into_inner());
+        let skew = skews
+            .get(node)
+            .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
+        skew.set(offset)
+            .map_err(|reason| ClusterError::InvalidFlag {
+                flag: "offset".into(),
+                value: format!("{}s", offset.as_secs()),
+                reason,
+            })
+    }
+
+    /// The API path's state (the API server stopped, brownouts).
+    pub fn plane_state(&self) -> control::PlaneState {
+        self.plane.state()
     }
 
     /// Metrics of the controller manager's controllers.
@@ -919,6 +1034,29 @@ impl KubeletNetwork for SimNetwork {
                 Dial::NoAnswer => std::future::pending().await,
             }
         })
+    }
+}
+
+/// The client a brownout acts on: `kubelet/NODE` of a known node, the controller manager, the
+/// scheduler or metrics-server.
+pub fn brownout_target(component: &str, nodes: &[String]) -> Result<String, ClusterError> {
+    if let Some(node) = component.strip_prefix("kubelet/") {
+        return if nodes.iter().any(|n| n == node) {
+            Ok(component.to_string())
+        } else {
+            Err(ClusterError::UnknownNode(node.to_string()))
+        };
+    }
+    match control::resolve_component(component).map_err(ClusterError::UnknownComponent)? {
+        control::ComponentTarget::ControllerManager => Ok(control::CONTROLLER_MANAGER.into()),
+        control::ComponentTarget::Named(n) if n == control::SCHEDULER || n == "metrics-server" => {
+            Ok(n)
+        }
+        _ => Err(ClusterError::UnknownComponent(format!(
+            "a brownout acts on a client: kubelet/NODE, {}, {} or metrics-server, not {component:?}",
+            control::CONTROLLER_MANAGER,
+            control::SCHEDULER
+        ))),
     }
 }
 

@@ -26,6 +26,9 @@ pub mod trace;
 
 #[cfg(test)]
 mod scenario_tests;
+
+#[cfg(test)]
+mod control_plane_tests;
 #[cfg(test)]
 mod progress_tests {
     use super::*;

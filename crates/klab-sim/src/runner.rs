@@ -963,6 +963,19 @@ async fn execute(
             .rejoin_node(node)
             .map(|_| ())
             .map_err(|e| e.to_string()),
+        Action::Component { component, op } => cluster
+            .control_component(component, *op)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Action::Brownout {
+            component,
+            brownout,
+        } => cluster
+            .brownout(component, *brownout)
+            .map_err(|e| e.to_string()),
+        Action::ClockSkew { node, offset } => cluster
+            .set_clock_skew(node, *offset)
+            .map_err(|e| e.to_string()),
         Action::VolumeFault { name, fail } => cluster
             .volume_fault(name, *fail)
             .await

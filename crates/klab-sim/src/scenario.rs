@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use klab_api::selector::LabelSelector;
+use klab_api::supervise::ComponentOp;
 use klab_apiserver::registry::ResourceInfo;
+use klab_cluster::control::{Brownout, BrownoutError};
 use klab_cluster::{Cluster, ClusterConfig, NodeFault, NodeSpec};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -241,6 +243,25 @@ pub enum Action {
         container: Option<String>,
         command: Vec<String>,
     },
+    // ---- control-plane faults ----
+    /// `klab component stop|start|restart NAME` (`Cluster::control_component`): the API server,
+    /// the controller manager, one controller or the scheduler.
+    Component {
+        component: String,
+        op: ComponentOp,
+    },
+    /// `klab component brownout NAME`: a share of one client's requests fail and/or wait
+    /// (`Cluster::brownout`); `None` ends it.
+    Brownout {
+        component: String,
+        brownout: Option<Brownout>,
+    },
+    /// `klab node clock-skew NODE --offset D`: the machine's clock runs `offset` ahead (or
+    /// behind, negative) of the cluster's (`Cluster::set_clock_skew`).
+    ClockSkew {
+        node: String,
+        offset: jiff::SignedDuration,
+    },
 }
 
 impl Action {
@@ -263,6 +284,32 @@ impl Action {
             }
             Action::DeleteNode { node } => format!("Node {node} kubectl delete node"),
             Action::Rejoin { node } => format!("Node {node} klab node rejoin"),
+            Action::Component { component, op } => {
+                format!("Component {component} klab component {}", op.name())
+            }
+            Action::Brownout {
+                component,
+                brownout: None,
+            } => format!("Component {component} brownout ends"),
+            Action::ClockSkew { node, offset } => {
+                let sign = if offset.is_negative() { "-" } else { "+" };
+                let abs = std::time::Duration::from_nanos(
+                    u64::try_from(offset.as_nanos().unsigned_abs()).unwrap_or(u64::MAX),
+                );
+                format!(
+                    "Node {node} clock-skew {sign}{}",
+                    klab_api::duration::format_go_duration(abs)
+                )
+            }
+            Action::Brownout {
+                component,
+                brownout: Some(b),
+            } => format!(
+                "Component {component} brownout latency {} error-rate {} code {}",
+                klab_api::duration::format_go_duration(b.latency),
+                b.error_rate,
+                b.error.code()
+            ),
             Action::VolumeFault { name, fail } => format!(
                 "Volume {name} klab volume {}",
                 if *fail { "fail" } else { "heal" }
@@ -912,6 +959,11 @@ const API_ACTIONS: &[&str] = &[
     "delete",
     "evict",
     "wait-for",
+    "component-stop",
+    "component-start",
+    "component-restart",
+    "brownout",
+    "clock-skew",
 ];
 
 // ---- raw (as written) form -------------------------------------------------------------------
@@ -1032,6 +1084,19 @@ struct RawStep {
     cpu: Option<Scalar>,
     memory: Option<String>,
     labels: Option<BTreeMap<String, String>>,
+    /// `component-stop|start|restart`, `brownout`: the component (`kube-apiserver`,
+    /// `kube-controller-manager`, `kube-scheduler`, a controller, `kubelet/NODE`).
+    component: Option<Spanned<String>>,
+    /// `brownout`: the latency added to each request (Go duration).
+    latency: Option<Spanned<String>>,
+    /// `brownout`: the share of requests answered with `code`, in [0, 1].
+    error_rate: Option<f64>,
+    /// `brownout`: 500, 503 (default) or 429.
+    code: Option<u16>,
+    /// `brownout`: how long it lasts; without it, it lasts to the end of the run.
+    duration: Option<Spanned<String>>,
+    /// `clock-skew`: how far the node's clock is ahead (`2m`) or behind (`-2m`).
+    offset: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1237,7 +1302,33 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
                 format!("step at {:?} is after run-for {:?}", step.at, run_for),
             ));
         }
+        // A brownout with a `duration` ends by itself: its end is a step of its own.
+        let end = match (&step.action, &s.value.duration) {
+            (Action::Brownout { component, .. }, Some(d)) => {
+                Some((step.at.saturating_add(cx.duration(d)?), component.clone()))
+            }
+            (_, Some(d)) => {
+                return Err(cx.at(
+                    d.referenced.line(),
+                    "`duration` is only for brownout".into(),
+                ));
+            }
+            _ => None,
+        };
+        let line = step.line;
         steps.push(step);
+        if let Some((at, component)) = end
+            && at <= run_for
+        {
+            steps.push(Step {
+                at,
+                line,
+                action: Action::Brownout {
+                    component,
+                    brownout: None,
+                },
+            });
+        }
     }
     steps.sort_by_key(|s| s.at); // stable: file order within one instant
 
@@ -2048,6 +2139,73 @@ impl Cx {
                             container: s.container.clone(),
                             command: s.command.clone(),
                         }
+                    }
+                }
+                "component-stop" | "component-start" | "component-restart" => {
+                    let c = s
+                        .component
+                        .as_ref()
+                        .ok_or_else(|| self.at(line, format!("{kind} needs `component: NAME`")))?;
+                    let target = klab_cluster::control::resolve_component(&c.value)
+                        .map_err(|e| self.at(c.referenced.line(), e))?;
+                    let op = ComponentOp::parse(kind.trim_start_matches("component-"))
+                        .ok_or_else(|| self.at(line, format!("unknown fault {kind:?}")))?;
+                    Action::Component {
+                        component: target.display().to_string(),
+                        op,
+                    }
+                }
+                "clock-skew" => {
+                    let node = self.node_ref(&s.node, line, names, kind)?;
+                    let o = s.offset.as_ref().ok_or_else(|| {
+                        self.at(
+                            line,
+                            "clock-skew needs `offset: DURATION` (e.g. 2m or -2m)".into(),
+                        )
+                    })?;
+                    let offset = klab_cluster::control::parse_offset(&o.value)
+                        .map_err(|e| self.at(o.referenced.line(), e))?;
+                    Action::ClockSkew { node, offset }
+                }
+                "brownout" => {
+                    let c = s.component.as_ref().ok_or_else(|| {
+                        self.at(
+                            line,
+                            "brownout needs `component: NAME` (kubelet/NODE, kube-controller-manager, kube-scheduler or metrics-server)".into(),
+                        )
+                    })?;
+                    let nodes: Vec<String> = names.iter().cloned().collect();
+                    let component = klab_cluster::brownout_target(&c.value, &nodes)
+                        .map_err(|e| self.at(c.referenced.line(), e.to_string()))?;
+                    let latency = s
+                        .latency
+                        .as_ref()
+                        .map(|l| self.duration(l))
+                        .transpose()?
+                        .unwrap_or_default();
+                    let code = s.code.unwrap_or(503);
+                    let error = BrownoutError::parse(code).ok_or_else(|| {
+                        self.at(
+                            line,
+                            format!("brownout code must be 500, 503 or 429, got {code}"),
+                        )
+                    })?;
+                    let b = Brownout {
+                        latency,
+                        error_rate: s.error_rate.unwrap_or(0.0),
+                        error,
+                    };
+                    b.validate()
+                        .map_err(|e| self.at(line, format!("brownout: {e}")))?;
+                    if b.latency.is_zero() && b.error_rate == 0.0 {
+                        return Err(self.at(
+                            line,
+                            "brownout needs `latency` or a positive `error-rate`".into(),
+                        ));
+                    }
+                    Action::Brownout {
+                        component,
+                        brownout: Some(b),
                     }
                 }
                 "apply" => {

@@ -28,8 +28,10 @@ pub enum Command {
     /// Apply a fault to a node of a running `klab up`, re-register it (`rejoin`), add or remove a
     /// machine, or list the nodes.
     Node(NodeArgs),
-    /// List the supervised components of a running `klab up` (restarts, panics), or make one
-    /// panic to watch it be restarted: `klab component list`, `klab component panic NAME`.
+    /// List the supervised components of a running `klab up` (restarts, panics), make one
+    /// panic to watch it be restarted, stop / start / restart one, or brown out a client's
+    /// requests: `klab component list`, `klab component panic|stop|start|restart NAME`,
+    /// `klab component brownout NAME [--latency D] [--error-rate R] [--code C] [--end]`.
     Component(ComponentArgs),
     /// Make a volume's simulated CSI backend unavailable or healthy again, so attach and detach
     /// fail (and are retried) in between: `klab volume fail NAME`, `klab volume heal NAME`
@@ -99,11 +101,25 @@ pub struct VolumeArgs {
 
 #[derive(Debug, Args)]
 pub struct ComponentArgs {
-    /// list, panic
+    /// list, panic, stop, start, restart, brownout
     pub action: String,
     /// The component, as `klab component list` names it (e.g.
-    /// kube-controller-manager/replicaset-controller, kube-scheduler, kubelet/klab-worker).
+    /// kube-controller-manager/replicaset-controller, kube-scheduler, kubelet/klab-worker);
+    /// stop/start/restart also take kube-apiserver, kube-controller-manager and a controller's
+    /// `--controllers` name or alias (nodelifecycle, replicaset, …).
     pub name: Option<String>,
+    /// `brownout`: latency added to each of the client's requests (e.g. 2s).
+    #[arg(long)]
+    pub latency: Option<String>,
+    /// `brownout`: the share of the client's requests that fail, in [0, 1].
+    #[arg(long)]
+    pub error_rate: Option<String>,
+    /// `brownout`: the status failed requests get: 500, 503 (default) or 429.
+    #[arg(long)]
+    pub code: Option<String>,
+    /// `brownout`: end the client's brownout.
+    #[arg(long)]
+    pub end: bool,
     #[command(flatten)]
     pub cluster: RunningCluster,
 }
@@ -116,7 +132,8 @@ pub struct NodeArgs {
     /// again), fail-lease-updates|fail-status-updates (only the kubelet's Lease / Node status
     /// writes fail) and heal-lease-updates|heal-status-updates, rejoin (restart the kubelet: it
     /// registers again), add (a new machine joins), remove
-    /// (the machine is powered off for good and its Node deleted)
+    /// (the machine is powered off for good and its Node deleted), clock-skew (with --offset:
+    /// the machine's clock runs ahead or behind)
     pub action: String,
     /// The node (not needed for `list`).
     pub name: Option<String>,
@@ -128,6 +145,10 @@ pub struct NodeArgs {
     /// `80Mi` or `500`; `relieve` returns every signal to the usage model.
     #[arg(long)]
     pub available: Option<String>,
+    /// `clock-skew` only: how far the machine's clock is ahead (`2m`) or behind (`-2m`); `0`
+    /// puts it right again.
+    #[arg(long, allow_hyphen_values = true)]
+    pub offset: Option<String>,
     #[command(flatten)]
     pub cluster: RunningCluster,
 }
@@ -527,6 +548,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         a.available.as_deref(),
                     ))
                 }
+                ("clock-skew", Some(name)) => match a.offset.as_deref() {
+                    Some(offset) => {
+                        rt.block_on(crate::node_cmd::clock_skew(&kubeconfig, name, offset))
+                    }
+                    None => anyhow::bail!("`klab node clock-skew` needs --offset (e.g. 2m or -2m)"),
+                },
+                (action, _) if a.offset.is_some() => {
+                    anyhow::bail!("--offset is only for `klab node clock-skew`, not {action:?}")
+                }
                 ("add", Some(name)) => {
                     rt.block_on(crate::node_cmd::add(&kubeconfig, name, a.zone.as_deref()))
                 }
@@ -589,10 +619,31 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ("panic", Some(name)) => {
                     rt.block_on(crate::node_cmd::panic_component(&kubeconfig, name))
                 }
-                ("panic", None) => anyhow::bail!("`klab component panic` needs a component name"),
-                (action, _) => {
-                    anyhow::bail!("unknown component action {action:?}: one of list, panic")
+                ("stop" | "start" | "restart", Some(name)) => rt.block_on(
+                    crate::node_cmd::control_component(&kubeconfig, name, &a.action),
+                ),
+                ("brownout", Some(name)) => {
+                    let mut q = Vec::new();
+                    if a.end {
+                        q.push("end=".to_string());
+                    }
+                    for (k, v) in [
+                        ("latency", &a.latency),
+                        ("error-rate", &a.error_rate),
+                        ("code", &a.code),
+                    ] {
+                        if let Some(v) = v {
+                            q.push(format!("{k}={v}"));
+                        }
+                    }
+                    rt.block_on(crate::node_cmd::brownout(&kubeconfig, name, &q.join("&")))
                 }
+                (action @ ("panic" | "stop" | "start" | "restart" | "brownout"), None) => {
+                    anyhow::bail!("`klab component {action}` needs a component name")
+                }
+                (action, _) => anyhow::bail!(
+                    "unknown component action {action:?}: one of list, panic, stop, start, restart, brownout"
+                ),
             }
         }
         Command::Sim(a) => {

@@ -95,6 +95,32 @@ pub async fn fault(kubeconfig: &Path, fault: &str, node: &str) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// Percent-encodes everything but unreserved characters (the server parses the value).
+fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `klab node clock-skew NAME --offset D`: the machine's clock runs D ahead (or behind).
+pub async fn clock_skew(kubeconfig: &Path, node: &str, offset: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::post(format!(
+        "/klab/v1/nodes/{node}/clock-skew?offset={}",
+        encode(offset)
+    ))
+    .body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    println!("node/{node}: clock skewed by {offset} ({})", describe(&v));
+    Ok(ExitCode::SUCCESS)
+}
+
 /// A node-pressure fault (`memory-pressure NAME --available 80Mi`) or `relieve`.
 pub async fn pressure(
     kubeconfig: &Path,
@@ -105,19 +131,7 @@ pub async fn pressure(
     let c = client(kubeconfig).await?;
     // Percent-encode everything but unreserved characters: the server parses the quantity.
     let query = available
-        .map(|a| {
-            let enc: String = a
-                .bytes()
-                .map(|b| {
-                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                        (b as char).to_string()
-                    } else {
-                        format!("%{b:02X}")
-                    }
-                })
-                .collect();
-            format!("?available={enc}")
-        })
+        .map(|a| format!("?available={}", encode(a)))
         .unwrap_or_default();
     let req =
         http::Request::post(format!("/klab/v1/nodes/{node}/{fault}{query}")).body(Vec::new())?;
@@ -169,11 +183,10 @@ pub async fn list_components(kubeconfig: &Path) -> anyhow::Result<ExitCode> {
         .flatten()
     {
         let num = |k: &str| n.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let running = n.get("running").and_then(Value::as_bool).unwrap_or(false);
         println!(
             "{:<50} {:<9} {:<9} {:<7} {}",
             n.get("name").and_then(Value::as_str).unwrap_or(""),
-            if running { "running" } else { "backoff" },
+            n.get("state").and_then(Value::as_str).unwrap_or(""),
             num("restarts"),
             num("panics"),
             n.get("lastFailure")
@@ -190,6 +203,40 @@ pub async fn panic_component(kubeconfig: &Path, name: &str) -> anyhow::Result<Ex
     let req = http::Request::post(format!("/klab/v1/components/{name}/panic")).body(Vec::new())?;
     let _: Value = c.request(req).await.map_err(api_error)?;
     println!("component/{name}: panic injected");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `klab component stop|start|restart NAME`.
+pub async fn control_component(
+    kubeconfig: &Path,
+    name: &str,
+    action: &str,
+) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req =
+        http::Request::post(format!("/klab/v1/components/{name}/{action}")).body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    let name = v.get("name").and_then(Value::as_str).unwrap_or(name);
+    let done = match action {
+        "stop" => "stopped",
+        "start" => "started",
+        _ => "restarted",
+    };
+    println!("component/{name}: {done}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `klab component brownout NAME [--latency D] [--error-rate R] [--code C] [--end]`.
+pub async fn brownout(kubeconfig: &Path, name: &str, query: &str) -> anyhow::Result<ExitCode> {
+    let c = client(kubeconfig).await?;
+    let req = http::Request::post(format!("/klab/v1/components/{name}/brownout?{query}"))
+        .body(Vec::new())?;
+    let v: Value = c.request(req).await.map_err(api_error)?;
+    let on = v.get("brownout").and_then(Value::as_bool).unwrap_or(false);
+    println!(
+        "component/{name}: brownout {}",
+        if on { "started" } else { "ended" }
+    );
     Ok(ExitCode::SUCCESS)
 }
 
