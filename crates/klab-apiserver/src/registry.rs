@@ -412,6 +412,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
         has_generation: true,
     },
     ResourceInfo {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        singular: "certificatesigningrequest",
+        namespaced: false,
+        short_names: &["csr"],
+        categories: NONE,
+        subresources: STATUS,
+        has_generation: false,
+    },
+    ResourceInfo {
         group: "coordination.k8s.io",
         version: "v1",
         kind: "Lease",
