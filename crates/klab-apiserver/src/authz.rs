@@ -1,9 +1,9 @@
 //! The authorizer: who may do what. Every request passes [`authorize_request`] (a layer of the
 //! Router) and the access reviews (`kubectl auth can-i`) ask [`authorize`], so their answers are
-//! the server's real decisions. Two modes, as upstream's `--authorization-mode`: `AlwaysAllow`,
-//! and `RBAC`, in which the privileged group `system:masters` is always allowed and everyone else
-//! gets what the Roles, ClusterRoles and their bindings in the store grant
-//! ([`crate::rbac::Policy`]).
+//! the server's real decisions. Modes as upstream's `--authorization-mode`: `AlwaysAllow`; `RBAC`,
+//! in which the privileged group `system:masters` is always allowed and everyone else gets what
+//! the Roles, ClusterRoles and their bindings in the store grant ([`crate::rbac::Policy`]); and
+//! `Node,RBAC` (the default), which asks the Node authorizer about kubelets first.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -26,11 +26,12 @@ pub const SYSTEM_MASTERS: &str = "system:masters";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthorizationMode {
     /// Every authenticated request is allowed.
-    #[default]
     AlwaysAllow,
     /// Roles and bindings decide (`system:masters` always allowed).
     Rbac,
-    /// `Node,RBAC`: kubelets are asked of the Node authorizer first, then RBAC.
+    /// `Node,RBAC`: kubelets are asked of the Node authorizer first, then RBAC. The default, as
+    /// kubeadm and every managed cluster run kube-apiserver.
+    #[default]
     NodeRbac,
 }
 
