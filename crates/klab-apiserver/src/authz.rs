@@ -356,7 +356,17 @@ pub(crate) async fn rules_review_status(
         return Ok(everything);
     }
     let policy = load_policy(inner).await?;
-    let (rules, errors) = policy.rules_for(&identity.user, &identity.groups, namespace);
+    let (rules, mut errors) = policy.rules_for(&identity.user, &identity.groups, namespace);
+    // Upstream's Node authorizer cannot enumerate a node's permissions: the union of authorizers
+    // marks the list incomplete with its error, before RBAC's.
+    if inner.config.authorization_mode == AuthorizationMode::NodeRbac
+        && crate::node_authz::node_identity(&identity.user, &identity.groups).is_some()
+    {
+        errors.insert(
+            0,
+            "node authorizer does not support user rule resolution".to_string(),
+        );
+    }
     let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
     for r in rules {
         let mut v = r.to_value();

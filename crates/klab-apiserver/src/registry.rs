@@ -679,6 +679,7 @@ mod tests {
                 "authentication.k8s.io",
                 "authorization.k8s.io",
                 "batch",
+                "certificates.k8s.io",
                 "coordination.k8s.io",
                 "discovery.k8s.io",
                 "events.k8s.io",
