@@ -249,6 +249,39 @@ fn a_bootstrap_token_may_ask_for_a_certificate_and_nothing_else() {
     assert_eq!(out, "yes\n");
     let (_, out, _) = with_token(&k, token, &["auth", "can-i", "create", "pods"]);
     assert_eq!(out, "no\n");
+    // Its whole list: the role's CSR rule, what every authenticated user gets, nothing more.
+    let (ok, list, err) = with_token(&k, token, &["auth", "can-i", "--list"]);
+    assert!(ok, "{err}");
+    let resources: Vec<&str> = list
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|r| !r.starts_with('['))
+        .collect();
+    assert_eq!(
+        resources,
+        [
+            "certificatesigningrequests.certificates.k8s.io",
+            "selfsubjectreviews.authentication.k8s.io",
+            "selfsubjectaccessreviews.authorization.k8s.io",
+            "selfsubjectrulesreviews.authorization.k8s.io"
+        ],
+        "{list}"
+    );
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [
+                    "certificatesigningrequests.certificates.k8s.io",
+                    "[]",
+                    "[]",
+                    "[create",
+                    "get",
+                    "list",
+                    "watch]"
+                ]),
+        "{list}"
+    );
 
     // Tokens that are not good: all 401, as upstream answers them.
     apply(
