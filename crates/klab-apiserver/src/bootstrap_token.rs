@@ -144,18 +144,6 @@ pub fn decide(
     })
 }
 
-/// The Secrets the token cleaner deletes: bootstrap tokens (by type) in kube-system whose
-/// `expiration` has passed at `now`, as upstream's tokencleaner controller decides.
-pub fn cleanable(secret: &Value, now: Timestamp) -> bool {
-    secret["type"].as_str() == Some(SECRET_TYPE)
-        && secret
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            == Some(NAMESPACE)
-        && secret.pointer("/metadata/deletionTimestamp").is_none()
-        && expired(secret, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,23 +350,5 @@ mod tests {
         let mut s = secret(&[]);
         s["data"]["token-secret"] = json!("!!!");
         assert!(decide("abcdef", "0123456789abcdef", &s, now()).is_err());
-    }
-
-    #[test]
-    fn the_cleaner_deletes_only_expired_bootstrap_tokens_in_kube_system() {
-        let expired = secret(&[("expiration", "2025-12-31T23:59:59Z")]);
-        assert!(cleanable(&expired, now()));
-        assert!(cleanable(&secret(&[("expiration", "garbage")]), now()));
-        assert!(!cleanable(&secret(&[]), now()));
-        assert!(!cleanable(
-            &secret(&[("expiration", "2026-01-02T00:00:00Z")]),
-            now()
-        ));
-        let mut elsewhere = expired.clone();
-        elsewhere["metadata"]["namespace"] = json!("default");
-        assert!(!cleanable(&elsewhere, now()));
-        let mut opaque = expired.clone();
-        opaque["type"] = json!("Opaque");
-        assert!(!cleanable(&opaque, now()));
     }
 }
