@@ -216,6 +216,9 @@ fn url_pairs(q: &str) -> Vec<(String, String)> {
 #[derive(Default)]
 pub(crate) struct PolicyCache {
     entry: Mutex<Option<(Signature, Arc<Policy>)>>,
+    /// The store revision at which the entry was last known current: while the store has not
+    /// moved past it, no RBAC object can have changed, so the lists are skipped.
+    checked_at: Mutex<Option<u64>>,
 }
 
 /// The `(key, mod revision)` of every RBAC object a policy was built from.
@@ -230,6 +233,19 @@ const KINDS: [(&str, &str); 4] = [
 
 /// Every Role, ClusterRole and binding in the store.
 pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
+    // Read before listing, so a write that lands during the lists moves the store past it.
+    let revision = inner.store.current_revision();
+    // Locks in the writers' order: the entry, then its revision.
+    if let Ok(guard) = inner.policy.entry.lock()
+        && let Some((_, p)) = guard.as_ref()
+        && inner
+            .policy
+            .checked_at
+            .lock()
+            .is_ok_and(|c| *c == Some(revision))
+    {
+        return Ok(p.clone());
+    }
     let mut lists = Vec::new();
     let mut signature = Vec::new();
     for (plural, kind) in KINDS {
@@ -247,6 +263,9 @@ pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
         && let Some((sig, p)) = guard.as_ref()
         && *sig == signature
     {
+        if let Ok(mut checked) = inner.policy.checked_at.lock() {
+            *checked = Some(revision);
+        }
         return Ok(p.clone());
     }
     let mut policy = Policy::default();
@@ -259,6 +278,9 @@ pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
     let policy = Arc::new(policy);
     if let Ok(mut guard) = inner.policy.entry.lock() {
         *guard = Some((signature, policy.clone()));
+        if let Ok(mut checked) = inner.policy.checked_at.lock() {
+            *checked = Some(revision);
+        }
     }
     Ok(policy)
 }
