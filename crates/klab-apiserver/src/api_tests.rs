@@ -1485,6 +1485,148 @@ async fn a_panicking_request_answers_500_and_the_server_goes_on() {
     assert_eq!(code, 200);
 }
 
+/// The audit log under a policy giving each kind of request its own level: a handler's panic is
+/// a `Panic` event with upstream's Status, the 500 goes out as without auditing; Metadata keeps no
+/// bodies, Request the request's, RequestResponse both.
+#[tokio::test(start_paused = true)]
+async fn audit_levels_and_the_panic_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.log");
+    let policy = crate::audit::Policy::parse(
+        "apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+- level: Metadata
+  resources: [{resources: [configmaps]}]
+- level: Request
+  resources: [{resources: [secrets]}]
+- level: RequestResponse
+  resources: [{resources: [serviceaccounts]}]
+- level: Metadata
+  nonResourceURLs: [/debug/*]
+",
+    )
+    .unwrap();
+    let config = crate::server::ApiServerConfig {
+        audit: Some(crate::audit::AuditConfig {
+            log_path: log_path.clone(),
+            policy,
+        }),
+        ..Default::default()
+    };
+    let api = crate::testing::memory_server_with(
+        klab_api::Clock::virtual_default(),
+        klab_api::DetRng::seeded(1),
+        config,
+    )
+    .await;
+    let (code, body) = raw(&api, "GET", "/debug/panic", "application/json", Vec::new()).await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        body["message"],
+        "Internal error occurred: This request caused apiserver to panic. Look in the logs for details."
+    );
+    for (plural, name) in [
+        ("configmaps", "cm"),
+        ("secrets", "s"),
+        ("serviceaccounts", "sa"),
+    ] {
+        let body = json!({"metadata": {"name": name}});
+        let (code, _) = raw(
+            &api,
+            "POST",
+            &format!("/api/v1/namespaces/default/{plural}"),
+            "application/json",
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .await;
+        assert_eq!(code, 201, "{plural}");
+    }
+    let events: Vec<Value> = std::fs::read_to_string(&log_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stages: Vec<(&str, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["requestURI"].as_str().unwrap(),
+                e["stage"].as_str().unwrap(),
+                e["level"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("/debug/panic", "RequestReceived", "Metadata"),
+            ("/debug/panic", "Panic", "Metadata"),
+            (
+                "/api/v1/namespaces/default/configmaps",
+                "RequestReceived",
+                "Metadata"
+            ),
+            (
+                "/api/v1/namespaces/default/configmaps",
+                "ResponseComplete",
+                "Metadata"
+            ),
+            (
+                "/api/v1/namespaces/default/secrets",
+                "RequestReceived",
+                "Request"
+            ),
+            (
+                "/api/v1/namespaces/default/secrets",
+                "ResponseComplete",
+                "Request"
+            ),
+            (
+                "/api/v1/namespaces/default/serviceaccounts",
+                "RequestReceived",
+                "RequestResponse"
+            ),
+            (
+                "/api/v1/namespaces/default/serviceaccounts",
+                "ResponseComplete",
+                "RequestResponse"
+            ),
+        ]
+    );
+    let status = &events[1]["responseStatus"];
+    assert_eq!(status["code"], 500);
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "InternalError");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("APIServer panic'd: "),
+        "{status}"
+    );
+    let has = |i: usize, k: &str| events[i].get(k).is_some();
+    // Metadata: no bodies.
+    assert!(!has(3, "requestObject") && !has(3, "responseObject"));
+    // Request: the request's body only.
+    assert_eq!(events[5]["requestObject"]["metadata"]["name"], "s");
+    assert!(!has(5, "responseObject"));
+    // RequestResponse: both, the response as stored.
+    assert_eq!(events[7]["requestObject"]["metadata"]["name"], "sa");
+    assert_eq!(events[7]["responseObject"]["kind"], "ServiceAccount");
+    assert!(events[7]["responseObject"]["metadata"]["uid"].is_string());
+    // The server went on.
+    let (code, _) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 200);
+}
+
 /// An idle watch keeps up with compaction: its bookmarks advance to the store's current revision
 /// although nothing it watches changed, so resuming from the last bookmark after compaction works
 /// (no 410, no relist), as with upstream's watch cache — and no event is skipped.

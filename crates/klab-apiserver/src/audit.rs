@@ -417,7 +417,29 @@ pub(crate) async fn audit_request(
         log.write(&e);
     }
     let watch = attrs.verb == "watch";
-    let resp = next.run(req).await;
+    let (method, path) = (req.method().clone(), req.uri().clone());
+    let resp = match klab_api::supervise::catch_panic(next.run(req)).await {
+        Ok(resp) => resp,
+        Err(p) => {
+            // Upstream's audit filter records a Panic stage with the panic's value, then the
+            // panic recovery answers (here: the same 500 as the outer layer's).
+            if !omit.contains(&Stage::Panic) {
+                let mut e = base;
+                e["stage"] = json!(Stage::Panic.as_str());
+                e["requestReceivedTimestamp"] = json!(micro(received));
+                e["stageTimestamp"] = json!(micro(inner.clock.now()));
+                e["responseStatus"] = json!({
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": format!("APIServer panic'd: {}", p.message),
+                    "reason": "InternalError",
+                    "code": 500,
+                });
+                log.write(&e);
+            }
+            return crate::server::panicked(&method, &path, p);
+        }
+    };
     let stage = if watch {
         Stage::ResponseStarted
     } else {

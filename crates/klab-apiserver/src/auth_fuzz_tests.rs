@@ -209,7 +209,86 @@ fn malformed_forged_and_stale_bearer_tokens_are_always_401() {
     if let Err(e) = outcome {
         panic!("{e}");
     }
-    // The real token still authenticates (and is authorized: the server allows everything).
+    // The real token still authenticates: refused by RBAC (403 naming its user), not a 401.
     let (code, body) = rt.block_on(get_with(&api, &good));
-    assert_eq!(code, 200, "{body}");
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(
+            r#"User \"system:serviceaccount:default:robot\" cannot list resource \"pods\""#
+        ),
+        "{body}"
+    );
+}
+
+/// Bootstrap-token-shaped bearer tokens: the real one's id with any other secret, any id with its
+/// secret, random ids and secrets, one character changed, case flipped or a character added or
+/// dropped — all 401 with upstream's Status, never a panic; the real one authenticates.
+#[test]
+fn wrong_bootstrap_tokens_are_always_401() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let api = rt.block_on(async {
+        let api = crate::testing::memory_server().await;
+        admin(
+            &api,
+            "POST",
+            "/api/v1/namespaces/kube-system/secrets",
+            json!({"metadata": {"name": "bootstrap-token-abcdef"}, "type": "bootstrap.kubernetes.io/token",
+                "stringData": {"token-id": "abcdef", "token-secret": "0123456789abcdef",
+                    "usage-bootstrap-authentication": "true"}}),
+        )
+        .await;
+        api
+    });
+    let good = "abcdef.0123456789abcdef";
+    let alnum = "[a-z0-9]";
+    let strategy = prop_oneof![
+        proptest::string::string_regex(&format!("abcdef\\.{alnum}{{16}}")).unwrap(),
+        proptest::string::string_regex(&format!("{alnum}{{6}}\\.0123456789abcdef")).unwrap(),
+        proptest::string::string_regex(&format!("{alnum}{{6}}\\.{alnum}{{16}}")).unwrap(),
+        (0usize..23, proptest::char::range('\u{20}', '\u{7e}')).prop_map(|(i, c)| {
+            let mut t: Vec<char> = good.chars().collect();
+            t[i] = c;
+            t.into_iter().collect::<String>()
+        }),
+        (0usize..23).prop_map(|i| {
+            let mut t: Vec<char> = good.chars().collect();
+            t[i] = t[i].to_ascii_uppercase();
+            t.into_iter().collect::<String>()
+        }),
+        (0usize..24, proptest::char::range('a', 'z')).prop_map(|(i, c)| {
+            let mut t: Vec<char> = good.chars().collect();
+            t.insert(i, c);
+            t.into_iter().collect::<String>()
+        }),
+        (0usize..23).prop_map(|i| {
+            let mut t: Vec<char> = good.chars().collect();
+            t.remove(i);
+            t.into_iter().collect::<String>()
+        }),
+    ];
+    let mut runner = TestRunner::new(Config {
+        cases: 400,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let outcome = runner.run(&strategy, |token| {
+        prop_assume!(token != good && !token.trim().is_empty() && token.trim() != good);
+        let (code, body) = rt.block_on(get_with(&api, &token));
+        prop_assert_eq!(code, 401, "{:?} → {}", token, body);
+        prop_assert_eq!(body.as_str(), UNAUTHORIZED);
+        Ok(())
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    let (code, body) = rt.block_on(get_with(&api, good));
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(r#"User \"system:bootstrap:abcdef\""#),
+        "{body}"
+    );
 }

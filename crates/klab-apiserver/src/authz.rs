@@ -1,9 +1,9 @@
 //! The authorizer: who may do what. Every request passes [`authorize_request`] (a layer of the
 //! Router) and the access reviews (`kubectl auth can-i`) ask [`authorize`], so their answers are
-//! the server's real decisions. Two modes, as upstream's `--authorization-mode`: `AlwaysAllow`,
-//! and `RBAC`, in which the privileged group `system:masters` is always allowed and everyone else
-//! gets what the Roles, ClusterRoles and their bindings in the store grant
-//! ([`crate::rbac::Policy`]).
+//! the server's real decisions. Modes as upstream's `--authorization-mode`: `AlwaysAllow`; `RBAC`,
+//! in which the privileged group `system:masters` is always allowed and everyone else gets what
+//! the Roles, ClusterRoles and their bindings in the store grant ([`crate::rbac::Policy`]); and
+//! `Node,RBAC` (the default), which asks the Node authorizer about kubelets first.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -26,11 +26,12 @@ pub const SYSTEM_MASTERS: &str = "system:masters";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthorizationMode {
     /// Every authenticated request is allowed.
-    #[default]
     AlwaysAllow,
     /// Roles and bindings decide (`system:masters` always allowed).
     Rbac,
-    /// `Node,RBAC`: kubelets are asked of the Node authorizer first, then RBAC.
+    /// `Node,RBAC`: kubelets are asked of the Node authorizer first, then RBAC. The default, as
+    /// kubeadm and every managed cluster run kube-apiserver.
+    #[default]
     NodeRbac,
 }
 
@@ -215,6 +216,9 @@ fn url_pairs(q: &str) -> Vec<(String, String)> {
 #[derive(Default)]
 pub(crate) struct PolicyCache {
     entry: Mutex<Option<(Signature, Arc<Policy>)>>,
+    /// The store revision at which the entry was last known current: while the store has not
+    /// moved past it, no RBAC object can have changed, so the lists are skipped.
+    checked_at: Mutex<Option<u64>>,
 }
 
 /// The `(key, mod revision)` of every RBAC object a policy was built from.
@@ -229,6 +233,19 @@ const KINDS: [(&str, &str); 4] = [
 
 /// Every Role, ClusterRole and binding in the store.
 pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
+    // Read before listing, so a write that lands during the lists moves the store past it.
+    let revision = inner.store.current_revision();
+    // Locks in the writers' order: the entry, then its revision.
+    if let Ok(guard) = inner.policy.entry.lock()
+        && let Some((_, p)) = guard.as_ref()
+        && inner
+            .policy
+            .checked_at
+            .lock()
+            .is_ok_and(|c| *c == Some(revision))
+    {
+        return Ok(p.clone());
+    }
     let mut lists = Vec::new();
     let mut signature = Vec::new();
     for (plural, kind) in KINDS {
@@ -246,6 +263,9 @@ pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
         && let Some((sig, p)) = guard.as_ref()
         && *sig == signature
     {
+        if let Ok(mut checked) = inner.policy.checked_at.lock() {
+            *checked = Some(revision);
+        }
         return Ok(p.clone());
     }
     let mut policy = Policy::default();
@@ -258,6 +278,9 @@ pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
     let policy = Arc::new(policy);
     if let Ok(mut guard) = inner.policy.entry.lock() {
         *guard = Some((signature, policy.clone()));
+        if let Ok(mut checked) = inner.policy.checked_at.lock() {
+            *checked = Some(revision);
+        }
     }
     Ok(policy)
 }
@@ -355,7 +378,17 @@ pub(crate) async fn rules_review_status(
         return Ok(everything);
     }
     let policy = load_policy(inner).await?;
-    let (rules, errors) = policy.rules_for(&identity.user, &identity.groups, namespace);
+    let (rules, mut errors) = policy.rules_for(&identity.user, &identity.groups, namespace);
+    // Upstream's Node authorizer cannot enumerate a node's permissions: the union of authorizers
+    // marks the list incomplete with its error, before RBAC's.
+    if inner.config.authorization_mode == AuthorizationMode::NodeRbac
+        && crate::node_authz::node_identity(&identity.user, &identity.groups).is_some()
+    {
+        errors.insert(
+            0,
+            "node authorizer does not support user rule resolution".to_string(),
+        );
+    }
     let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
     for r in rules {
         let mut v = r.to_value();

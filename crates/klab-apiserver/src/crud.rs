@@ -957,8 +957,15 @@ async fn services_in_use(
 }
 
 pub(crate) async fn create(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
-    let obj = decode_body(ctx, &body)?;
+    let mut obj = decode_body(ctx, &body)?;
     let ri = ctx.target.ri;
+    if ri.group == "certificates.k8s.io" {
+        let who = ctx
+            .identity
+            .clone()
+            .unwrap_or_else(crate::identity::Identity::admin);
+        crate::csr::prepare_create(&mut obj, &who);
+    }
     if ri.namespaced && ctx.target.namespace.is_none() {
         return Err(ApiError::no_such_path());
     }

@@ -122,19 +122,29 @@ impl NodeGraph {
 
 /// Which kinds the graph answers for (the caller builds the graph only for these).
 pub fn needs_graph(attrs: &Attributes) -> bool {
-    attrs.resource_request
-        && matches!(
-            (attrs.group.as_str(), attrs.resource.as_str()),
-            (
-                "",
-                "secrets"
-                    | "configmaps"
-                    | "persistentvolumeclaims"
-                    | "persistentvolumes"
-                    | "serviceaccounts"
-                    | "pods"
-            ) | ("storage.k8s.io", "volumeattachments")
+    if !attrs.resource_request {
+        return false;
+    }
+    match (attrs.group.as_str(), attrs.resource.as_str()) {
+        // Only a read of one pod asks the graph; a kubelet's status writes, creates, deletes,
+        // evictions and its spec.nodeName watch do not, so they skip building it (every pod
+        // decoded) on the path each kubelet takes most often.
+        ("", "pods") => {
+            attrs.subresource.is_empty()
+                && (attrs.verb == "get"
+                    || (matches!(attrs.verb.as_str(), "list" | "watch") && !attrs.name.is_empty()))
+        }
+        (
+            "",
+            "secrets"
+            | "configmaps"
+            | "persistentvolumeclaims"
+            | "persistentvolumes"
+            | "serviceaccounts",
         )
+        | ("storage.k8s.io", "volumeattachments") => true,
+        _ => false,
+    }
 }
 
 fn no_opinion(reason: impl Into<String>) -> Decision {

@@ -23,8 +23,8 @@ pub trait KindVisitor {
 /// This is the one table from served kinds to Rust types.
 pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
-        rbac, scheduling, storage,
+        apps, authentication, authorization, batch, certificates, coordination, core, discovery,
+        events, policy, rbac, scheduling, storage,
     };
     Some(match (ri.group, ri.kind) {
         ("", "Namespace") => v.visit::<core::v1::Namespace>(),
@@ -64,6 +64,9 @@ pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
         }
         ("batch", "Job") => v.visit::<batch::v1::Job>(),
         ("batch", "CronJob") => v.visit::<batch::v1::CronJob>(),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            v.visit::<certificates::v1::CertificateSigningRequest>()
+        }
         ("coordination.k8s.io", "Lease") => v.visit::<coordination::v1::Lease>(),
         ("discovery.k8s.io", "EndpointSlice") => v.visit::<discovery::v1::EndpointSlice>(),
         ("events.k8s.io", "Event") => v.visit::<events::v1::Event>(),

@@ -484,6 +484,18 @@ async fn authenticate_bearer(
             req.extensions_mut().insert(id);
             return next.run(req).await;
         }
+        // Then bootstrap tokens: a token in their shape is theirs to accept (none of the other
+        // kinds has that shape), so a refusal there is final.
+        if let Some((id, secret)) = crate::bootstrap_token::parse(&token) {
+            return match bootstrap_identity(&inner, id, secret).await {
+                Ok(Some(identity)) => {
+                    req.extensions_mut().insert(identity);
+                    next.run(req).await
+                }
+                Ok(None) => ApiError::unauthorized().into_response(),
+                Err(e) => e.into_response(),
+            };
+        }
         match crate::review::authenticate(&inner, &token).await {
             Ok(Some((id, _))) => {
                 req.extensions_mut().insert(id);
@@ -495,6 +507,29 @@ async fn authenticate_bearer(
     next.run(req).await
 }
 
+/// The user of a bootstrap token `id.secret`, read from its Secret in kube-system; none (a 401)
+/// when the Secret is missing or refuses the token (the reason is logged, as upstream does).
+async fn bootstrap_identity(inner: &Inner, id: &str, secret: &str) -> ApiResult<Option<Identity>> {
+    let ri = registry::lookup("", "v1", "secrets").expect("served");
+    let name = crate::bootstrap_token::secret_name(id);
+    let Some(kv) = inner
+        .store
+        .get(&ri.key(Some(crate::bootstrap_token::NAMESPACE), &name))
+        .await?
+    else {
+        tracing::debug!("no secret of name {name} to match bootstrap bearer token");
+        return Ok(None);
+    };
+    let obj = crate::crud::decode_kv(ri, &kv)?;
+    match crate::bootstrap_token::decide(id, secret, &obj, inner.clock.now()) {
+        Ok(identity) => Ok(Some(identity)),
+        Err(why) => {
+            tracing::debug!("{why}");
+            Ok(None)
+        }
+    }
+}
+
 /// kube-apiserver's panic recovery: a handler that panics answers 500 with upstream's message
 /// (as a `metav1.Status`, like every klab error) and is logged once with its backtrace; the
 /// server goes on serving. In one process this also keeps a bug in a handler from unwinding
@@ -503,18 +538,24 @@ async fn recover_panics(req: Request, next: axum::middleware::Next) -> Response 
     let (method, uri) = (req.method().clone(), req.uri().clone());
     match klab_api::supervise::catch_panic(next.run(req)).await {
         Ok(resp) => resp,
-        Err(p) => {
-            tracing::error!(
-                "apiserver panic'd: {method} {uri}: {}\nbacktrace:\n{}",
-                p.message,
-                p.backtrace.unwrap_or_default()
-            );
-            ApiError::internal(
-                "This request caused apiserver to panic. Look in the logs for details.",
-            )
-            .into_response()
-        }
+        Err(p) => panicked(&method, &uri, p),
     }
+}
+
+/// The answer to a request whose handler panicked, logged once with its backtrace (also used by
+/// the audit layer, which catches the panic first to record its Panic stage).
+pub(crate) fn panicked(
+    method: &Method,
+    uri: &axum::http::Uri,
+    p: klab_api::supervise::CaughtPanic,
+) -> Response {
+    tracing::error!(
+        "apiserver panic'd: {method} {uri}: {}\nbacktrace:\n{}",
+        p.message,
+        p.backtrace.unwrap_or_default()
+    );
+    ApiError::internal("This request caused apiserver to panic. Look in the logs for details.")
+        .into_response()
 }
 
 /// What a resource URL names.

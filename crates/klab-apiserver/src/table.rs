@@ -348,6 +348,7 @@ enum Printer {
     StorageClass,
     CSIDriver,
     CSINode,
+    CertificateSigningRequest,
     PriorityClass,
     /// rbac.authorization.k8s.io/v1 RoleBinding and ClusterRoleBinding (one printer, two
     /// descriptions). Roles and ClusterRoles have no printer upstream: `Default`.
@@ -388,6 +389,7 @@ fn printer(ri: &ResourceInfo) -> Printer {
         ("storage.k8s.io", "StorageClass") => Printer::StorageClass,
         ("storage.k8s.io", "CSIDriver") => Printer::CSIDriver,
         ("storage.k8s.io", "CSINode") => Printer::CSINode,
+        ("certificates.k8s.io", "CertificateSigningRequest") => Printer::CertificateSigningRequest,
         ("scheduling.k8s.io", "PriorityClass") => Printer::PriorityClass,
         ("rbac.authorization.k8s.io", "RoleBinding") => Printer::RoleBinding,
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => Printer::ClusterRoleBinding,
@@ -666,6 +668,14 @@ pub fn column_definitions(ri: &ResourceInfo) -> Vec<Value> {
             ),
             age_col(),
         ],
+        Printer::CertificateSigningRequest => vec![
+            name_col(),
+            age_col(),
+            column("SignerName", s, "", D_CSR_SIGNER, 0),
+            column("Requestor", s, "", D_CSR_REQUEST, 0),
+            column("RequestedDuration", s, "", D_CSR_EXPIRATION, 0),
+            column("Condition", s, "", D_CSR_CONDITIONS, 0),
+        ],
         Printer::PriorityClass => vec![
             name_col(),
             column("Value", "integer", "", D_PC_VALUE, 0),
@@ -876,6 +886,21 @@ pub fn row_cells(ri: &ResourceInfo, obj: &Value, now: Timestamp) -> Vec<Value> {
             json!(garr(obj, &["spec", "drivers"]).len() as i64),
             age(),
         ],
+        Printer::CertificateSigningRequest => {
+            let or_none = |v: &str| str_cell(if v.is_empty() { "<none>" } else { v });
+            let requested = match get(obj, &["spec", "expirationSeconds"]).and_then(Value::as_i64) {
+                Some(secs) => human_duration(SignedDuration::from_secs(secs)),
+                None => "<none>".to_string(),
+            };
+            vec![
+                name,
+                age(),
+                or_none(gs(obj, &["spec", "signerName"])),
+                str_cell(gs(obj, &["spec", "username"])),
+                str_cell(&requested),
+                str_cell(&crate::csr::condition(obj)),
+            ]
+        }
         Printer::PriorityClass => vec![
             name,
             json!(gi(obj, &["value"])),
@@ -2036,6 +2061,10 @@ const D_SC_RECLAIM: &str = "reclaimPolicy controls the reclaimPolicy for dynamic
 const D_SC_BINDING: &str = "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.";
 const D_SC_EXPANSION: &str =
     "allowVolumeExpansion shows whether the storage class allow volume expand.";
+const D_CSR_SIGNER: &str = "signerName indicates the requested signer, and is a qualified name.";
+const D_CSR_REQUEST: &str = "request contains an x509 certificate signing request encoded in a \"CERTIFICATE REQUEST\" PEM block. When serialized as JSON or YAML, the data is additionally base64-encoded.";
+const D_CSR_EXPIRATION: &str = "expirationSeconds is the requested duration of validity of the issued certificate. The certificate signer may issue a certificate with a different validity duration so a client must check the delta between the notBefore and and notAfter fields in the issued certificate to determine the actual duration.";
+const D_CSR_CONDITIONS: &str = "conditions applied to the request. Known conditions are \"Approved\", \"Denied\", and \"Failed\".";
 const D_CSID_ATTACH: &str = "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.\n\nThis field is immutable.";
 const D_CSID_POD_INFO: &str = "podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.";
 const D_CSID_CAPACITY: &str = "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report by creating CSIStorageCapacity objects with capacity information, if set to true.";

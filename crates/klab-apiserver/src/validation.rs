@@ -1896,7 +1896,7 @@ fn validate_service(obj: &Value, errs: &mut Errs) {
 }
 
 /// A bad value already rendered as Go's `%#v` prints it (`{GO_VALUE: "core.ServicePort{…}"}`).
-const GO_VALUE: &str = "$go";
+pub(crate) const GO_VALUE: &str = "$go";
 
 fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
     match (ri.group, ri.kind) {
@@ -1924,6 +1924,7 @@ fn kind_rules(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
         ("discovery.k8s.io", "EndpointSlice") => validate_endpoint_slice(obj, errs),
         ("scheduling.k8s.io", "PriorityClass") => validate_priority_class(obj, errs),
         (crate::rbac::GROUP, kind) => crate::rbac::validate(kind, obj, errs),
+        ("certificates.k8s.io", "CertificateSigningRequest") => crate::csr::validate(obj, errs),
         _ => {}
     }
 }

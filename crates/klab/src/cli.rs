@@ -235,9 +235,10 @@ pub struct ApiServerFlags {
     /// Toleration seconds added to pods without an unreachable NoExecute toleration.
     #[arg(long = "default-unreachable-toleration-seconds", default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
-    /// Authorizers, as kube-apiserver's flag: AlwaysAllow (klab's default), RBAC, or Node,RBAC
-    /// (with NodeRestriction). `system:masters` (the admin kubeconfig) is always allowed.
-    #[arg(long = "authorization-mode", default_value = "AlwaysAllow", value_parser = klab_apiserver::authz::AuthorizationMode::parse)]
+    /// Authorizers, as kube-apiserver's flag: Node,RBAC (with NodeRestriction; the default, as
+    /// upstream clusters run), RBAC, or AlwaysAllow. `system:masters` (the admin kubeconfig) is
+    /// always allowed.
+    #[arg(long = "authorization-mode", default_value = "Node,RBAC", value_parser = klab_apiserver::authz::AuthorizationMode::parse)]
     pub authorization_mode: klab_apiserver::authz::AuthorizationMode,
     /// Write audit.k8s.io/v1 Events as JSON lines to this file (with --audit-policy-file).
     #[arg(long = "audit-log-path")]

@@ -431,3 +431,27 @@ fn node_identities() {
     assert_eq!(node_identity("kubelet", &nodes), Some(String::new()));
     assert_eq!(node_identity("system:node:n1", &[]), None);
 }
+
+/// The graph is built only for requests whose decision reads it.
+#[test]
+fn only_reads_that_follow_references_need_the_graph() {
+    let needs = |verb: &str, group: &str, resource: &str, sub: &str, name: &str| {
+        needs_graph(&a(verb, group, resource, sub, "default", name))
+    };
+    assert!(needs("get", "", "pods", "", "web"));
+    assert!(needs("watch", "", "pods", "", "web"));
+    assert!(!needs("patch", "", "pods", "status", "web"));
+    assert!(!needs("create", "", "pods", "eviction", "web"));
+    assert!(!needs("delete", "", "pods", "", "web"));
+    assert!(!needs("watch", "", "pods", "", ""));
+    assert!(needs("get", "", "secrets", "", "s"));
+    assert!(needs(
+        "get",
+        "storage.k8s.io",
+        "volumeattachments",
+        "",
+        "va"
+    ));
+    assert!(!needs("update", "coordination.k8s.io", "leases", "", "n1"));
+    assert!(!needs("patch", "", "nodes", "status", "n1"));
+}

@@ -185,6 +185,13 @@ fn example(kind: &str, group: &str) -> Option<Value> {
             "status": {"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
                 "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": false}})
         }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            json!({"spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                "expirationSeconds": 3600, "usages": ["digital signature", "client auth"], "username": "system:bootstrap:abcdef",
+                "groups": ["system:bootstrappers", "system:authenticated"], "extra": {"scopes": ["a", "b"]}},
+            "status": {"conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "ok",
+                "lastUpdateTime": "2026-11-22T08:00:00Z"}], "certificate": "Y2VydA=="}})
+        }
         ("coordination.k8s.io", "Lease") => {
             json!({"spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40, "renewTime": "2026-11-22T08:00:10.654321Z",
             "acquireTime": "2026-11-22T08:00:00.000000Z", "leaseTransitions": 1}})

@@ -193,6 +193,32 @@ async fn requests_are_forbidden_until_bound() {
     assert_eq!(body["status"]["incomplete"], false);
 }
 
+/// Under Node,RBAC a kubelet's rules review is incomplete, as upstream's Node authorizer cannot
+/// list what its graph grants; a user's is not.
+#[tokio::test(start_paused = true)]
+async fn a_nodes_rules_review_is_incomplete_under_node_rbac() {
+    let api = crate::testing::memory_server_with(
+        klab_api::Clock::virtual_default(),
+        klab_api::DetRng::seeded(1),
+        ApiServerConfig {
+            authorization_mode: AuthorizationMode::NodeRbac,
+            ..Default::default()
+        },
+    )
+    .await;
+    let review = json!({"spec": {"namespace": "default"}});
+    let uri = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+    let (_, body) = call(&api, &Identity::node("n1"), "POST", uri, review.clone()).await;
+    assert_eq!(body["status"]["incomplete"], true, "{body}");
+    assert_eq!(
+        body["status"]["evaluationError"],
+        "node authorizer does not support user rule resolution"
+    );
+    let (_, body) = call(&api, &alice(), "POST", uri, review).await;
+    assert_eq!(body["status"]["incomplete"], false, "{body}");
+    assert!(body["status"].get("evaluationError").is_none(), "{body}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn escalation_is_refused_with_upstream_text() {
     let api = rbac_server().await;
@@ -277,7 +303,15 @@ async fn escalation_is_refused_with_upstream_text() {
 
 #[tokio::test(start_paused = true)]
 async fn always_allow_mode_is_unchanged() {
-    let api = crate::testing::memory_server().await;
+    let api = crate::testing::memory_server_with(
+        klab_api::Clock::virtual_default(),
+        klab_api::DetRng::seeded(1),
+        ApiServerConfig {
+            authorization_mode: AuthorizationMode::AlwaysAllow,
+            ..Default::default()
+        },
+    )
+    .await;
     let (code, _) = call(
         &api,
         &alice(),

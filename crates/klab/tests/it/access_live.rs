@@ -103,6 +103,18 @@ fn node_and_user_identities_get_upstreams_answers() {
         assert!(!ok, "{args:?}");
         assert_eq!(err, want, "{args:?}");
     }
+    // Its rules list is what RBAC grants everyone, marked incomplete as upstream's Node
+    // authorizer marks it (it cannot enumerate what its graph allows).
+    let (ok, out, err) = as_user(&k, &node, &["auth", "can-i", "--list"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        err,
+        "Warning: the list may be incomplete: node authorizer does not support user rule resolution"
+    );
+    assert!(
+        out.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "{out}"
+    );
     // Its own Node, Lease and harmless labels are fine.
     assert!(as_user(&k, &node, &["get", "node", "klab-worker"]).0);
     assert!(

@@ -5,6 +5,7 @@ mod access_live;
 mod accounts_live;
 mod apply_live;
 mod audit_live;
+mod bootstrap_live;
 mod cli_errors;
 mod clients;
 mod dashboard_browser;
