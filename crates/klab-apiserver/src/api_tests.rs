@@ -1852,7 +1852,9 @@ async fn a_node_watch_examines_only_its_nodes_pods() {
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     let mut n1 = pods
         .watch(
-            &WatchParams::default().fields("spec.nodeName=n1").timeout(60),
+            &WatchParams::default()
+                .fields("spec.nodeName=n1")
+                .timeout(60),
             "0",
         )
         .await
@@ -1860,7 +1862,9 @@ async fn a_node_watch_examines_only_its_nodes_pods() {
         .boxed();
     let mut named = pods
         .watch(
-            &WatchParams::default().fields("metadata.name=mine").timeout(60),
+            &WatchParams::default()
+                .fields("metadata.name=mine")
+                .timeout(60),
             "0",
         )
         .await
@@ -1891,12 +1895,7 @@ async fn a_node_watch_examines_only_its_nodes_pods() {
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}
     });
     let _: serde_json::Value = pods
-        .create_subresource(
-            "binding",
-            "mine",
-            &PostParams::default(),
-            &binding,
-        )
+        .create_subresource("binding", "mine", &PostParams::default(), &binding)
         .await
         .unwrap();
     pods.patch(
@@ -1925,7 +1924,11 @@ async fn a_node_watch_examines_only_its_nodes_pods() {
     let n1_kinds = kinds(&mut n1);
     assert_eq!(n1_kinds.first(), Some(&"ADDED"), "{n1_kinds:?}");
     assert_eq!(n1_kinds.last(), Some(&"DELETED"), "{n1_kinds:?}");
-    assert!(n1_kinds[1..n1_kinds.len() - 1].iter().all(|k| *k == "MODIFIED"));
+    assert!(
+        n1_kinds[1..n1_kinds.len() - 1]
+            .iter()
+            .all(|k| *k == "MODIFIED")
+    );
     let named_kinds = kinds(&mut named);
     assert_eq!(named_kinds.first(), Some(&"ADDED"), "{named_kinds:?}");
     assert_eq!(named_kinds.last(), Some(&"DELETED"), "{named_kinds:?}");

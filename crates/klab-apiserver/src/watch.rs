@@ -303,12 +303,10 @@ fn trigger_for(ri: &'static ResourceInfo, sel: &Selectors) -> Option<klab_store:
             });
         }
     }
-    sel.fields
-        .single_name()
-        .map(|name| klab_store::Trigger {
-            index: OBJECT_NAME,
-            value: name.to_string(),
-        })
+    sel.fields.single_name().map(|name| klab_store::Trigger {
+        index: OBJECT_NAME,
+        value: name.to_string(),
+    })
 }
 
 /// How the stream starts.

@@ -546,9 +546,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_triggered_watcher_is_offered_only_its_values_changes() {
         let store = MemoryStore::new();
-        let mut n1 = store.watch_triggered("/registry/pods/", 0, on("n1")).unwrap();
-        let mut n2 = store.watch_triggered("/registry/pods/", 0, on("n2")).unwrap();
-        let _n3 = store.watch_triggered("/registry/pods/", 0, on("n3")).unwrap();
+        let mut n1 = store
+            .watch_triggered("/registry/pods/", 0, on("n1"))
+            .unwrap();
+        let mut n2 = store
+            .watch_triggered("/registry/pods/", 0, on("n2"))
+            .unwrap();
+        let _n3 = store
+            .watch_triggered("/registry/pods/", 0, on("n3"))
+            .unwrap();
         let mut all = store.watch("/registry/pods/", 0).unwrap();
         let before = store.offered_events();
         let a = store

@@ -826,10 +826,11 @@ impl Storage for RedbStore {
     ) -> Result<WatchStream> {
         // Register first, then snapshot: every event is either in the snapshot or arrives live
         // (publication follows the commit), and `feed` drops the overlap.
-        let sub = self
-            .shared
-            .hub()
-            .subscribe_triggered(prefix, trigger.as_ref(), self.config.watch_buffer);
+        let sub = self.shared.hub().subscribe_triggered(
+            prefix,
+            trigger.as_ref(),
+            self.config.watch_buffer,
+        );
         let txn = self.db.begin_read().map_err(io)?;
         let (rev, compacted) = read_meta(&txn)?;
         if after < compacted {
