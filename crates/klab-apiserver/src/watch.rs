@@ -12,8 +12,8 @@
 //!   compaction, and a client resuming from a bookmark cannot skip an event.
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
-//! * A selector that pins `spec.nodeName` (pods) or `metadata.name` gives the watch a store
-//!   trigger (upstream's watch cache trigger functions): the store computes each change's node or
+//! * With `ApiServerConfig::watch_triggers`, a selector that pins `spec.nodeName` (pods) or
+//!   `metadata.name` gives the watch a store trigger (upstream's watch cache trigger functions): the store computes each change's node or
 //!   name once and offers the change only to the watches waiting for it, so a kubelet's watch of
 //!   its node's pods never looks at another node's pod changes. The watch's own selector still
 //!   decides, so the trigger changes what is examined, never what is sent.
@@ -367,7 +367,11 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
     };
     let prefix =
         crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
-    let trigger = trigger_for(ri, &sel);
+    let trigger = if ctx.inner.config.watch_triggers {
+        trigger_for(ri, &sel)
+    } else {
+        None
+    };
     let inner = ctx.inner.clone();
     let mut enc = Encoder {
         ri,
