@@ -1926,7 +1926,7 @@ async fn a_stalled_body_times_out() {
 /// watch cache), not once per watch.
 #[tokio::test(start_paused = true)]
 async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
-    let api = memory_server().await;
+    let api = triggered_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     let mut by_node = Vec::new();
     for n in 0..20 {
@@ -1949,6 +1949,7 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
         .boxed();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let before = api.inner.decoded.decodes();
+    let examined = api.inner.decoded.examined();
     for i in 0..10 {
         pods.create(
             &PostParams::default(),
@@ -1974,6 +1975,155 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
         api.inner.decoded.decodes() - before,
         10,
         "one decode per change for 21 watches"
+    );
+    // The store offers a pod change only to its node's watch (and the unfiltered one): 20
+    // examinations, not one per watch per change (210).
+    assert_eq!(
+        api.inner.decoded.examined() - examined,
+        20,
+        "no node watch examined another node's pod"
+    );
+}
+
+/// A server whose watches use store triggers.
+async fn triggered_server() -> ApiServer {
+    crate::testing::memory_server_with(
+        klab_api::Clock::virtual_default(),
+        klab_api::DetRng::seeded(1),
+        crate::ApiServerConfig {
+            watch_triggers: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Without triggers every node watch examines every pod change (the default today): the
+/// counter the trigger test relies on does see the difference.
+#[tokio::test(start_paused = true)]
+async fn without_triggers_every_node_watch_examines_every_pod_change() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let mut watches = Vec::new();
+    for n in 0..3 {
+        let w = pods
+            .watch(
+                &WatchParams::default()
+                    .fields(&format!("spec.nodeName=n{n}"))
+                    .timeout(60),
+                "0",
+            )
+            .await
+            .unwrap()
+            .boxed();
+        watches.push(w);
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let examined = api.inner.decoded.examined();
+    for i in 0..5 {
+        pods.create(&PostParams::default(), &bound_pod(&format!("p{i}"), "n9"))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(api.inner.decoded.examined() - examined, 15);
+}
+
+/// A kubelet-style watch (`spec.nodeName=n1`) examines no change of another node's pods, yet
+/// still gets its own pod's whole life: ADDED when the pod is bound to n1 (its selector starts
+/// to match), MODIFIED, DELETED. A `metadata.name` watch examines only that object's changes.
+#[tokio::test(start_paused = true)]
+async fn a_node_watch_examines_only_its_nodes_pods() {
+    let api = triggered_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let mut n1 = pods
+        .watch(
+            &WatchParams::default()
+                .fields("spec.nodeName=n1")
+                .timeout(60),
+            "0",
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let mut named = pods
+        .watch(
+            &WatchParams::default()
+                .fields("metadata.name=mine")
+                .timeout(60),
+            "0",
+        )
+        .await
+        .unwrap()
+        .boxed();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let examined = api.inner.decoded.examined();
+    for i in 0..30 {
+        pods.create(&PostParams::default(), &bound_pod(&format!("o{i}"), "n2"))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        api.inner.decoded.examined() - examined,
+        0,
+        "n2's pods reach neither watch"
+    );
+    // An unbound pod, then bound to n1 through the binding subresource.
+    let mut mine = bound_pod("mine", "n1");
+    if let Some(spec) = mine.spec.as_mut() {
+        spec.node_name = None;
+    }
+    pods.create(&PostParams::default(), &mine).await.unwrap();
+    let binding = serde_json::json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "mine"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    });
+    let _: serde_json::Value = pods
+        .create_subresource("binding", "mine", &PostParams::default(), &binding)
+        .await
+        .unwrap();
+    pods.patch(
+        "mine",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
+    pods.delete("mine", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let kinds = |w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>| {
+        let mut out = Vec::new();
+        while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(w.next()) {
+            out.push(match ev {
+                WatchEvent::Added(_) => "ADDED",
+                WatchEvent::Modified(_) => "MODIFIED",
+                WatchEvent::Deleted(_) => "DELETED",
+                _ => "other",
+            });
+        }
+        out
+    };
+    let n1_kinds = kinds(&mut n1);
+    assert_eq!(n1_kinds.first(), Some(&"ADDED"), "{n1_kinds:?}");
+    assert_eq!(n1_kinds.last(), Some(&"DELETED"), "{n1_kinds:?}");
+    assert!(
+        n1_kinds[1..n1_kinds.len() - 1]
+            .iter()
+            .all(|k| *k == "MODIFIED")
+    );
+    let named_kinds = kinds(&mut named);
+    assert_eq!(named_kinds.first(), Some(&"ADDED"), "{named_kinds:?}");
+    assert_eq!(named_kinds.last(), Some(&"DELETED"), "{named_kinds:?}");
+    // n1's watch examined the bind and what followed (not the unbound create); the named watch
+    // every change of `mine`: nothing of the 30 others.
+    let changes = u64::try_from(named_kinds.len()).unwrap();
+    assert_eq!(
+        api.inner.decoded.examined() - examined,
+        changes + u64::try_from(n1_kinds.len()).unwrap()
     );
 }
 

@@ -12,6 +12,11 @@
 //!   compaction, and a client resuming from a bookmark cannot skip an event.
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
+//! * With `ApiServerConfig::watch_triggers`, a selector that pins `spec.nodeName` (pods) or
+//!   `metadata.name` gives the watch a store trigger (upstream's watch cache trigger functions): the store computes each change's node or
+//!   name once and offers the change only to the watches waiting for it, so a kubelet's watch of
+//!   its node's pods never looks at another node's pod changes. The watch's own selector still
+//!   decides, so the trigger changes what is examined, never what is sent.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -146,6 +151,8 @@ pub(crate) struct DecodedEvents {
     watches: Mutex<BTreeMap<usize, usize>>,
     /// Changes decoded so far (misses), for tests and benchmarks.
     decodes: std::sync::atomic::AtomicU64,
+    /// Changes examined by watches (one per watch a change reached), for tests and benchmarks.
+    examined: std::sync::atomic::AtomicU64,
 }
 
 /// (revision, resource address) → the keys changed in it with their decoded states.
@@ -161,6 +168,12 @@ impl DecodedEvents {
     #[cfg(test)]
     pub(crate) fn decodes(&self) -> u64 {
         self.decodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many changes reached a watch (each counted once per watch that examined it).
+    #[cfg(test)]
+    pub(crate) fn examined(&self) -> u64 {
+        self.examined.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Registers an open watch of `ri` for as long as the returned guard lives.
@@ -238,6 +251,64 @@ impl Drop for OpenWatch {
     }
 }
 
+/// Index of stored pods by `spec.nodeName` (missing: `""`, as the field selector reads it).
+const POD_NODE_NAME: klab_store::TriggerIndex = klab_store::TriggerIndex {
+    name: "pods:spec.nodeName",
+    func: pod_node_name,
+};
+
+/// Index of stored objects by name: the key's last segment, with no decoding.
+const OBJECT_NAME: klab_store::TriggerIndex = klab_store::TriggerIndex {
+    name: "metadata.name",
+    func: object_name,
+};
+
+fn pod_node_name(_key: &str, value: &[u8]) -> Option<String> {
+    // Reads only the one field; serde skips the rest of the document without building it.
+    #[derive(serde::Deserialize)]
+    struct Pod {
+        spec: Option<Spec>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        #[serde(rename = "nodeName")]
+        node_name: Option<String>,
+    }
+    let pod: Pod = serde_json::from_slice(value).ok()?;
+    Some(pod.spec.and_then(|s| s.node_name).unwrap_or_default())
+}
+
+fn object_name(key: &str, _value: &[u8]) -> Option<String> {
+    key.rsplit('/').next().map(str::to_string)
+}
+
+/// The store trigger a watch of `ri` with `sel` may use: one only when the selector requires
+/// the indexed field to equal one value, so every change the trigger leaves out is one the
+/// selector would have dropped (neither its old nor its new state can match).
+fn trigger_for(ri: &'static ResourceInfo, sel: &Selectors) -> Option<klab_store::Trigger> {
+    let storage = crate::conversion::storage_resource(ri);
+    let equals = |field: &str| {
+        sel.fields
+            .terms()
+            .iter()
+            .find(|t| t.field == field && t.op == crate::selector_field::FieldOp::Equals)
+            .map(|t| t.value.clone())
+    };
+    if storage.group.is_empty() && storage.plural == "pods" {
+        let node = equals("spec.nodeName").or_else(|| equals("spec.host"));
+        if let Some(value) = node {
+            return Some(klab_store::Trigger {
+                index: POD_NODE_NAME,
+                value,
+            });
+        }
+    }
+    sel.fields.single_name().map(|name| klab_store::Trigger {
+        index: OBJECT_NAME,
+        value: name.to_string(),
+    })
+}
+
 /// How the stream starts.
 enum Start {
     /// Synthetic ADDED for the current state, then changes after its revision.
@@ -296,6 +367,11 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
     };
     let prefix =
         crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
+    let trigger = if ctx.inner.config.watch_triggers {
+        trigger_for(ri, &sel)
+    } else {
+        None
+    };
     let inner = ctx.inner.clone();
     let mut enc = Encoder {
         ri,
@@ -320,9 +396,12 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
             if initial_events_end_bookmark {
                 initial.push(enc.bookmark(res.revision, true));
             }
-            (res.revision, inner.store.watch(&prefix, res.revision))
+            (
+                res.revision,
+                inner.store.watch_triggered(&prefix, res.revision, trigger),
+            )
         }
-        Start::After(n) => (n, inner.store.watch(&prefix, n)),
+        Start::After(n) => (n, inner.store.watch_triggered(&prefix, n, trigger)),
     };
     let stream = match stream {
         Ok(s) => Some(s),
@@ -421,6 +500,9 @@ async fn forward(
         }
     };
     *last_rv = ev.revision;
+    decoded
+        .examined
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Some(line) = event_line(enc, sel, decoded, &ev) {
         metrics.watch_event(enc.ri);
         if tx.send(Ok(line)).await.is_err() {

@@ -4,23 +4,65 @@
 //! `cargo bench -p klab-sim` (add `-- quick` to run the small scenario only; `-- large10` for
 //! 100 nodes × 3000 pods × 10 virtual minutes; `-- idle1000` for 1000 nodes without pods × 10
 //! virtual minutes — run one case per process to read its peak RSS with `/usr/bin/time -v`).
+//!
+//! The issue's scale targets: `-- k1000` (1 000 nodes × 30 000 pods × 10 virtual minutes) and
+//! `-- zones5000` (5 000 nodes in 3 zones, 150 000 pods in Deployments of mixed sizes, StatefulSets
+//! and DaemonSets, zone `za` powered off at 5 min, 30 virtual minutes). Both raise the controller
+//! manager's client rate (`kube-api-qps`), as large clusters are configured, so that pod creation is
+//! not what the run measures. `KLAB_BENCH_WALL_CAP=<seconds>` stops a case after that much wall
+//! time and prints how far it got in virtual time; every case prints its progress every 10 s and
+//! its trace hash (the same for the same seed).
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
+use klab_sim::runner::Progress;
 use klab_sim::{RunOptions, run_blocking, scenario};
+
+/// Prints the run's virtual time every 10 s of wall time; past `cap` seconds, prints how far the
+/// run got and ends the process (a case too slow to finish still reports its pace).
+fn watch_progress(name: &str, t0: Instant, p: Arc<Progress>, cap: Option<f64>) {
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(10));
+            let wall = t0.elapsed().as_secs_f64();
+            let virt = p.virtual_ms.load(Ordering::Relaxed) as f64 / 1e3;
+            eprintln!("{name}: {wall:>7.0} s wall, {virt:>7.1} virtual s");
+            if cap.is_some_and(|c| wall >= c) {
+                println!(
+                    "{name:<40} stopped at the wall-time cap: {virt:.1} virtual s in {wall:.0} s wall ({:.2}x)",
+                    virt / wall
+                );
+                std::process::exit(0);
+            }
+        }
+    });
+}
 
 fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
     let mut best = f64::MAX;
     let mut lines = 0;
     let mut records = 0;
+    let cap = std::env::var("KLAB_BENCH_WALL_CAP")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok());
     for _ in 0..rounds {
         let t0 = Instant::now();
-        let o = run_blocking(sc, &RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let progress = Arc::new(Progress::default());
+        watch_progress(name, t0, progress.clone(), cap);
+        let opts = RunOptions {
+            progress: Some(progress),
+            ..RunOptions::default()
+        };
+        let o = run_blocking(sc, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
         best = best.min(t0.elapsed().as_secs_f64());
         lines = o.lines.len();
         records = o.records.len();
+        eprintln!("{name}: trace hash {:016x}", o.trace_hash());
         if !o.verdict.failures.is_empty() {
             eprintln!("{name}: {} expectation(s) failed", o.verdict.failures.len());
         }
@@ -77,8 +119,120 @@ cluster:
     scenario::parse(text, Path::new("idle-1000.yaml")).expect("valid benchmark scenario")
 }
 
+/// A Deployment manifest of `replicas` pods asking 100m CPU and 64Mi each.
+fn deployment(name: &str, replicas: u32) -> String {
+    format!(
+        r#"  - inline: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {{name: {name}}}
+      spec:
+        replicas: {replicas}
+        selector: {{matchLabels: {{app: {name}}}}}
+        template:
+          metadata: {{labels: {{app: {name}}}}}
+          spec:
+            containers:
+              - name: app
+                image: app
+                resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"#
+    )
+}
+
+/// 1 000 nodes, 30 000 pods in Deployments of mixed sizes (10 × 2 000 and 20 × 500), node n1
+/// powered off after one minute, 10 virtual minutes.
+fn k1000() -> scenario::Scenario {
+    let mut text = String::from(
+        "name: scale-1000x30000\nrun-for: 10m\nflags: {kube-api-qps: 1000, kube-api-burst: 2000}\ncluster:\n  nodes:\n    - {name-prefix: n, count: 1000, cpu: 8, memory: 32Gi}\nmanifests:\n",
+    );
+    for i in 0..10 {
+        text.push_str(&deployment(&format!("big{i}"), 2000));
+    }
+    for i in 0..20 {
+        text.push_str(&deployment(&format!("small{i}"), 500));
+    }
+    text.push_str("faults:\n  - {at: 60s, fault: power-off, node: n1}\n");
+    scenario::parse(&text, Path::new("scale-1000x30000.yaml")).expect("valid benchmark scenario")
+}
+
+/// 5 000 nodes in zones za/zb/zc, 150 000 pods: Deployments (10 × 10 000 and 70 × 500), five
+/// 1 000-replica StatefulSets (Parallel) and two DaemonSets (one pod per node each); every node of
+/// zone za powered off at 5 min (the zone-disruption path), 30 virtual minutes.
+fn zones5000() -> scenario::Scenario {
+    let mut text = String::from(
+        "name: scale-5000x150000\nrun-for: 30m\nflags: {kube-api-qps: 1000, kube-api-burst: 2000}\ncluster:\n  nodes:\n",
+    );
+    for (zone, count) in [("za", 1667), ("zb", 1667), ("zc", 1666)] {
+        text.push_str(&format!(
+            "    - {{name-prefix: {zone}-n, count: {count}, zone: {zone}, cpu: 8, memory: 32Gi}}\n"
+        ));
+    }
+    text.push_str("manifests:\n");
+    for i in 0..10 {
+        text.push_str(&deployment(&format!("big{i}"), 10_000));
+    }
+    for i in 0..70 {
+        text.push_str(&deployment(&format!("small{i}"), 500));
+    }
+    for i in 0..5 {
+        text.push_str(&format!(
+            r#"  - inline: |
+      apiVersion: apps/v1
+      kind: StatefulSet
+      metadata: {{name: db{i}}}
+      spec:
+        serviceName: db{i}
+        replicas: 1000
+        podManagementPolicy: Parallel
+        selector: {{matchLabels: {{app: db{i}}}}}
+        template:
+          metadata: {{labels: {{app: db{i}}}}}
+          spec:
+            containers:
+              - name: db
+                image: db
+                resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"#
+        ));
+    }
+    for name in ["logs", "metrics"] {
+        text.push_str(&format!(
+            r#"  - inline: |
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata: {{name: {name}}}
+      spec:
+        selector: {{matchLabels: {{app: {name}}}}}
+        template:
+          metadata: {{labels: {{app: {name}}}}}
+          spec:
+            containers:
+              - name: agent
+                image: {name}
+                resources: {{requests: {{cpu: 50m, memory: 32Mi}}}}
+"#
+        ));
+    }
+    text.push_str("faults:\n");
+    for n in 1..=1667 {
+        text.push_str(&format!(
+            "  - {{at: 5m, fault: power-off, node: za-n{n}}}\n"
+        ));
+    }
+    scenario::parse(&text, Path::new("scale-5000x150000.yaml")).expect("valid benchmark scenario")
+}
+
 fn main() {
     let arg = |name: &str| std::env::args().any(|a| a == name);
+    if arg("k1000") {
+        bench("1000 nodes x 30000 pods, 10 min", &k1000(), 1);
+        return;
+    }
+    if arg("zones5000") {
+        bench("5000 nodes/3 zones x 150000 pods, 30 min", &zones5000(), 1);
+        return;
+    }
     if arg("large10") {
         bench("100 nodes x 30 pods, 10 min, 1 failure", &large("10m"), 1);
         return;

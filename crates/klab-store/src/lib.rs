@@ -129,6 +129,27 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// A live stream of changes; ends with an error if the watcher lags or the store closes.
 pub type WatchStream = BoxStream<'static, Result<Event>>;
 
+/// An index function of a watch trigger: the value a stored object (its key and bytes) files
+/// under, `None` when the bytes cannot be read (the event is then offered to every watcher).
+pub type TriggerFn = fn(key: &str, value: &[u8]) -> Option<String>;
+
+/// A named index function for watch triggers (upstream's watch cache `IndexerFunc`).
+#[derive(Clone, Copy, Debug)]
+pub struct TriggerIndex {
+    /// Watchers are grouped by this name; one name always means one function.
+    pub name: &'static str,
+    pub func: TriggerFn,
+}
+
+/// What a watcher waits for: only changes whose old or new object files under `value` in
+/// `index` are offered to it. The watcher's own filter must imply it (a trigger narrows delivery,
+/// it does not filter for the watcher).
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    pub index: TriggerIndex,
+    pub value: String,
+}
+
 /// The storage contract every backend implements. See the crate docs for the guarantees.
 #[async_trait::async_trait]
 pub trait Storage: Send + Sync + 'static {
@@ -157,6 +178,25 @@ pub trait Storage: Send + Sync + 'static {
     /// then live changes, with no gap and no duplicate. `after` below the compacted revision →
     /// `Compacted`.
     fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream>;
+
+    /// [`Storage::watch`] whose live changes are offered only when they match `trigger` (the
+    /// history part may hold others: a trigger saves work, the caller filters). Backends without
+    /// a watch hub ignore the trigger.
+    fn watch_triggered(
+        &self,
+        prefix: &str,
+        after: Revision,
+        trigger: Option<Trigger>,
+    ) -> Result<WatchStream> {
+        let _ = trigger;
+        self.watch(prefix, after)
+    }
+
+    /// Live-change deliveries to watchers so far (an event queued for, or checked against the
+    /// prefix of, one watcher counts once); 0 for backends that do not count.
+    fn offered_events(&self) -> u64 {
+        0
+    }
 
     /// Drops history at or below `rev` (clamped to the current revision).
     async fn compact(&self, rev: Revision) -> Result<()>;

@@ -302,6 +302,19 @@ impl Storage for MemoryStore {
     }
 
     fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
+        self.watch_triggered(prefix, after, None)
+    }
+
+    fn offered_events(&self) -> u64 {
+        self.lock().hub.offered()
+    }
+
+    fn watch_triggered(
+        &self,
+        prefix: &str,
+        after: Revision,
+        trigger: Option<crate::Trigger>,
+    ) -> Result<WatchStream> {
         let mut inner = self.lock();
         if after < inner.compacted {
             return Err(StoreError::Compacted {
@@ -320,7 +333,9 @@ impl Storage for MemoryStore {
             .filter(|e| e.key.starts_with(prefix))
             .cloned()
             .collect();
-        let sub = inner.hub.subscribe(prefix, self.config.watch_buffer);
+        let sub = inner
+            .hub
+            .subscribe_triggered(prefix, trigger.as_ref(), self.config.watch_buffer);
         let skip_through = inner.rev.max(after);
         Ok(watch::feed(Box::new(replay), sub, skip_through))
     }
@@ -505,5 +520,113 @@ mod tests {
         assert_eq!(effective_limit(None), usize::MAX);
         assert_eq!(effective_limit(Some(0)), usize::MAX);
         assert_eq!(effective_limit(Some(3)), 3);
+    }
+
+    /// The index of the trigger tests: the value is the bytes before the first `:` (a node name).
+    fn node_of(_key: &str, value: &[u8]) -> Option<String> {
+        let s = std::str::from_utf8(value).ok()?;
+        Some(s.split(':').next().unwrap_or_default().to_string())
+    }
+
+    const NODE: crate::TriggerIndex = crate::TriggerIndex {
+        name: "node",
+        func: node_of,
+    };
+
+    fn on(node: &str) -> Option<crate::Trigger> {
+        Some(crate::Trigger {
+            index: NODE,
+            value: node.to_string(),
+        })
+    }
+
+    /// A watcher with a trigger is offered only the changes whose old or new value files under
+    /// its value (a pod moving onto or off its node included); one without sees everything; the
+    /// hub's count of offered events shows the others were never looked at.
+    #[tokio::test(start_paused = true)]
+    async fn a_triggered_watcher_is_offered_only_its_values_changes() {
+        let store = MemoryStore::new();
+        let mut n1 = store
+            .watch_triggered("/registry/pods/", 0, on("n1"))
+            .unwrap();
+        let mut n2 = store
+            .watch_triggered("/registry/pods/", 0, on("n2"))
+            .unwrap();
+        let _n3 = store
+            .watch_triggered("/registry/pods/", 0, on("n3"))
+            .unwrap();
+        let mut all = store.watch("/registry/pods/", 0).unwrap();
+        let before = store.offered_events();
+        let a = store
+            .create("/registry/pods/d/a", Bytes::from_static(b"n1:1"))
+            .await
+            .unwrap();
+        let b = store
+            .create("/registry/pods/d/b", Bytes::from_static(b"n2:1"))
+            .await
+            .unwrap();
+        // a moves from n1 to n2: both see it (n1 its old state, n2 its new one).
+        let moved = store
+            .update("/registry/pods/d/a", Bytes::from_static(b"n2:2"), a)
+            .await
+            .unwrap();
+        let (gone, _) = store.delete("/registry/pods/d/b", Some(b)).await.unwrap();
+        // Unrelated keys never reach a pods watcher.
+        store
+            .create("/registry/leases/l", Bytes::from_static(b"n1:x"))
+            .await
+            .unwrap();
+        let revs = |w: &mut WatchStream, n: usize| {
+            let mut out = Vec::new();
+            for _ in 0..n {
+                out.push(
+                    futures::FutureExt::now_or_never(w.next())
+                        .flatten()
+                        .and_then(|r| r.ok())
+                        .map(|e| e.revision),
+                );
+            }
+            out
+        };
+        assert_eq!(revs(&mut n1, 1), [Some(a)]);
+        assert_eq!(revs(&mut n1, 1), [Some(moved)]);
+        assert_eq!(revs(&mut n2, 3), [Some(b), Some(moved), Some(gone)]);
+        assert_eq!(
+            revs(&mut all, 4),
+            [Some(a), Some(b), Some(moved), Some(gone)]
+        );
+        assert!(futures::FutureExt::now_or_never(n1.next()).is_none());
+        assert!(futures::FutureExt::now_or_never(all.next()).is_none());
+        // 4 to the plain watcher, 1 + 1 to n1 and 1 + 1 + 1 to n2, none to n3.
+        assert_eq!(store.offered_events() - before, 9);
+    }
+
+    /// Bytes the index cannot read are offered to every triggered watcher (their own filters
+    /// decide) rather than lost.
+    #[tokio::test(start_paused = true)]
+    async fn an_unreadable_value_is_offered_to_every_triggered_watcher() {
+        let store = MemoryStore::new();
+        let mut n1 = store.watch_triggered("/p/", 0, on("n1")).unwrap();
+        let mut n2 = store.watch_triggered("/p/", 0, on("n2")).unwrap();
+        let rev = store
+            .create("/p/x", Bytes::from_static(b"\xff\xfe"))
+            .await
+            .unwrap();
+        assert_eq!(n1.next().await.unwrap().unwrap().revision, rev);
+        assert_eq!(n2.next().await.unwrap().unwrap().revision, rev);
+    }
+
+    /// Dropped triggered watchers are forgotten, whether or not an event reached them since.
+    #[tokio::test(start_paused = true)]
+    async fn dropped_triggered_watchers_are_forgotten() {
+        let store = MemoryStore::new();
+        for i in 0..200 {
+            let w = store
+                .watch_triggered("/p/", 0, on(&format!("n{i}")))
+                .unwrap();
+            drop(w);
+        }
+        assert_eq!(store.watcher_count(), 0);
+        assert!(store.lock().hub.registered() < 64 + 1, "swept as they come");
     }
 }

@@ -811,12 +811,26 @@ impl Storage for RedbStore {
     }
 
     fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream> {
+        self.watch_triggered(prefix, after, None)
+    }
+
+    fn offered_events(&self) -> u64 {
+        self.shared.hub().offered()
+    }
+
+    fn watch_triggered(
+        &self,
+        prefix: &str,
+        after: Revision,
+        trigger: Option<crate::Trigger>,
+    ) -> Result<WatchStream> {
         // Register first, then snapshot: every event is either in the snapshot or arrives live
         // (publication follows the commit), and `feed` drops the overlap.
-        let sub = self
-            .shared
-            .hub()
-            .subscribe(prefix, self.config.watch_buffer);
+        let sub = self.shared.hub().subscribe_triggered(
+            prefix,
+            trigger.as_ref(),
+            self.config.watch_buffer,
+        );
         let txn = self.db.begin_read().map_err(io)?;
         let (rev, compacted) = read_meta(&txn)?;
         if after < compacted {
