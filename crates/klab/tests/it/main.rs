@@ -8,6 +8,7 @@ mod audit_live;
 mod bootstrap_live;
 mod cli_errors;
 mod clients;
+mod control_plane_live;
 mod dashboard_browser;
 mod drain_live;
 mod everyday_live;
