@@ -450,7 +450,12 @@ fn check(
             let from = e.from.unwrap_or_default();
             let hits: Vec<&TraceLine> = lines
                 .iter()
-                .filter(|l| l.t >= from && l.t <= at && pattern.is_match(&l.plain()))
+                .filter(|l| {
+                    l.t >= from
+                        && l.t <= at
+                        && !l.is_wait_for_echo()
+                        && pattern.is_match(&l.plain())
+                })
                 .collect();
             match (present, hits.first()) {
                 (true, None) => Err(format!(

@@ -132,6 +132,46 @@ fn actions_on_any_object_waits_and_expectations_on_anything() {
     assert_eq!(held, at("Node n2 kubectl taint waited=yes:NoSchedule"));
 }
 
+/// A `wait-for` on a trace line waits for the cluster to print it: the step's own echo, which
+/// quotes the pattern, does not count (nor does it for other trace expectations).
+#[test]
+fn a_wait_for_on_a_trace_line_waits_for_the_cluster_to_print_it() {
+    let text = r#"run-for: 2m
+cluster:
+  nodes:
+    - name: n1
+faults:
+  - {at: 10s, fault: stop-kubelet, node: n1}
+  - {at: 11s, timeout: 100s, wait-for: {trace: "node-lifecycle-controller Node n1 STATUS NotReady"}}
+  - {at: 12s, fault: start-kubelet, node: n1}
+expect:
+  - {from: 11s, at: 11s, trace: "STATUS NotReady", absent: true}
+"#;
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    assert_eq!(
+        o.verdict.failures,
+        vec![],
+        "{}",
+        trace::format_text(&o.lines)
+    );
+    let at = |s: &str| {
+        o.lines
+            .iter()
+            .find(|l| !l.is_wait_for_echo() && l.plain().contains(s))
+            .unwrap_or_else(|| panic!("no {s:?} in\n{}", trace::format_text(&o.lines)))
+            .t
+    };
+    let not_ready = at("node-lifecycle-controller Node n1 STATUS NotReady");
+    assert!(not_ready > Duration::from_secs(50), "{not_ready:?}");
+    assert_eq!(at("wait-for held after"), not_ready);
+    // The step after it keeps its 1 s distance from the moment the wait held.
+    assert_eq!(
+        at("Node n1 fault start-kubelet"),
+        not_ready + Duration::from_secs(1)
+    );
+}
+
 /// What each new expectation says when it does not hold, and a wait-for that times out (the
 /// plan goes on, later steps shifted by the timeout).
 #[test]

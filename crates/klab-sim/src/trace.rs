@@ -683,6 +683,13 @@ impl TraceLine {
             self.text
         )
     }
+
+    /// The plan's own echo of a `wait-for` step (`sim wait-for {trace: …} (timeout …)`): it
+    /// quotes the expectation, so a trace pattern would find itself in it. Trace expectations
+    /// look at what the cluster did, not at the plan's text.
+    pub fn is_wait_for_echo(&self) -> bool {
+        self.component == "sim" && self.object.is_empty() && self.text.starts_with("wait-for {")
+    }
 }
 
 /// What the runner knows about its own writes.
