@@ -792,6 +792,48 @@ fn taint_matches(spec: &TaintSpec, t: &Value) -> bool {
 }
 
 /// Carries out one step; errors are returned as messages for the step's line.
+/// `kubectl annotate pod NAME --overwrite KEY=VALUE`, or `-l SELECTOR` for every pod it selects
+/// (in name order); a pod listed by the selector may be gone before its patch, as between
+/// `kubectl annotate -l`'s list and its patches.
+async fn annotate(
+    client: &kube::Client,
+    rec: &Recorder,
+    namespace: &str,
+    pod: Option<&str>,
+    selector: Option<&str>,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    let pods = dyn_api(client, "v1", "Pod", Some(namespace));
+    let mut targets: Vec<String> = match (pod, selector) {
+        (Some(p), _) => vec![p.to_string()],
+        (None, Some(sel)) => pods
+            .list(&ListParams::default().labels(sel))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    targets.sort();
+    for name in targets {
+        let r = pods
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await;
+        match r {
+            Err(kube::Error::Api(s)) if s.code == 404 && pod.is_none() => {}
+            r => rec.user_rv(&r.map_err(|e| e.to_string())?),
+        }
+    }
+    Ok(())
+}
+
 async fn execute(
     cluster: &Cluster,
     client: &kube::Client,
@@ -928,36 +970,17 @@ async fn execute(
             kind,
             value,
         } => {
-            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
-            let mut targets: Vec<String> = match (pod, selector) {
-                (Some(p), _) => vec![p.clone()],
-                (None, Some(sel)) => pods
-                    .list(&ListParams::default().labels(sel))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .items
-                    .into_iter()
-                    .filter_map(|p| p.metadata.name)
-                    .collect(),
-                (None, None) => Vec::new(),
-            };
-            targets.sort();
             let key = format!("probe.klab.dev/{container}.{kind}");
-            for name in targets {
-                let r = pods
-                    .patch(
-                        &name,
-                        &pp,
-                        &Patch::Merge(json!({"metadata": {"annotations": {&key: value}}})),
-                    )
-                    .await;
-                match r {
-                    // A pod listed by the selector may be gone before its patch.
-                    Err(kube::Error::Api(s)) if s.code == 404 && pod.is_none() => {}
-                    r => patched(r)?,
-                }
-            }
-            Ok(())
+            annotate(
+                client,
+                rec,
+                namespace,
+                pod.as_deref(),
+                selector.as_deref(),
+                &key,
+                value,
+            )
+            .await
         }
         Action::Rejoin { node } => cluster
             .rejoin_node(node)
@@ -1211,38 +1234,17 @@ async fn execute(
             container,
             value,
         } => {
-            let pods = dyn_api(client, "v1", "Pod", Some(namespace));
-            let mut targets: Vec<String> = match (pod, selector) {
-                (Some(p), _) => vec![p.clone()],
-                (None, Some(sel)) => pods
-                    .list(&ListParams::default().labels(sel))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .items
-                    .into_iter()
-                    .filter_map(|p| p.metadata.name)
-                    .collect(),
-                (None, None) => Vec::new(),
-            };
-            targets.sort();
             let key = format!("usage.klab.dev/{container}");
-            let by_selector = pod.is_none();
-            for name in targets {
-                let r = pods
-                    .patch(
-                        &name,
-                        &pp,
-                        &Patch::Merge(json!({"metadata": {"annotations": {&key: value}}})),
-                    )
-                    .await;
-                match r {
-                    // A pod listed by the selector may be gone before its patch, as between
-                    // `kubectl annotate -l`'s list and its patches.
-                    Err(kube::Error::Api(s)) if s.code == 404 && by_selector => {}
-                    r => patched(r)?,
-                }
-            }
-            Ok(())
+            annotate(
+                client,
+                rec,
+                namespace,
+                pod.as_deref(),
+                selector.as_deref(),
+                &key,
+                value,
+            )
+            .await
         }
         Action::Exec {
             namespace,

@@ -369,15 +369,7 @@ impl Action {
                 value,
             } => {
                 let kv = format!("probe.klab.dev/{container}.{kind}={value:?}");
-                match (pod, selector) {
-                    (Some(p), _) => {
-                        format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}")
-                    }
-                    (None, Some(sel)) => {
-                        format!("kubectl annotate pods -n {namespace} -l {sel} --overwrite {kv}")
-                    }
-                    (None, None) => format!("kubectl annotate pods --overwrite {kv}"),
-                }
+                annotate_text(namespace, pod.as_deref(), selector.as_deref(), &kv)
             }
             Action::RebootWith {
                 node,
@@ -511,15 +503,7 @@ impl Action {
                 value,
             } => {
                 let kv = format!("usage.klab.dev/{container}={value}");
-                match (pod, selector) {
-                    (Some(p), _) => {
-                        format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}")
-                    }
-                    (None, Some(sel)) => {
-                        format!("kubectl annotate pods -n {namespace} -l {sel} --overwrite {kv}")
-                    }
-                    (None, None) => format!("kubectl annotate pods --overwrite {kv}"),
-                }
+                annotate_text(namespace, pod.as_deref(), selector.as_deref(), &kv)
             }
             Action::Logs {
                 namespace,
@@ -613,6 +597,17 @@ impl fmt::Display for TaintSpec {
 }
 
 /// `Kind ns/name` (or `Kind name` for a cluster-scoped object), as trace lines name objects.
+/// The trace text of `kubectl annotate` on one pod, or on the pods a selector picks.
+fn annotate_text(namespace: &str, pod: Option<&str>, selector: Option<&str>, kv: &str) -> String {
+    match (pod, selector) {
+        (Some(p), _) => format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}"),
+        (None, Some(sel)) => {
+            format!("kubectl annotate pods -n {namespace} -l {sel} --overwrite {kv}")
+        }
+        (None, None) => format!("kubectl annotate pods --overwrite {kv}"),
+    }
+}
+
 pub fn object_label(r: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(ns) if r.namespaced => format!("{} {ns}/{name}", r.kind),
