@@ -34,8 +34,12 @@ async fn kube_rs_over_tls_lists_watches_and_patches() {
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
     let created = cms.create(&PostParams::default(), &cm("a")).await.unwrap();
     let rv = created.metadata.resource_version.unwrap();
+    // Only `a`: the root CA publisher may create `kube-root-ca.crt` here at any moment.
     let mut w = cms
-        .watch(&WatchParams::default().timeout(10), &rv)
+        .watch(
+            &WatchParams::default().fields("metadata.name=a").timeout(10),
+            &rv,
+        )
         .await
         .unwrap()
         .boxed();
@@ -71,7 +75,8 @@ cm = v1.create_namespaced_config_map("default", {"metadata": {"name": "py"}, "da
 rv = cm.metadata.resource_version
 v1.patch_namespaced_config_map("py", "default", {"data": {"a": "2"}})
 w = watch.Watch()
-for ev in w.stream(v1.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5):
+# Only `py`: the root CA publisher may create `kube-root-ca.crt` here at any moment.
+for ev in w.stream(v1.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5, field_selector="metadata.name=py"):
     assert ev["type"] == "MODIFIED", ev["type"]
     assert ev["object"].data["a"] == "2"
     w.stop()
