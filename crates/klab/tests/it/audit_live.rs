@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Klab, kubectl_binary};
+use crate::harness::Klab;
 
 const POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -38,31 +38,6 @@ fn events(path: &std::path::Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is one JSON Event"))
         .collect()
-}
-
-/// `kubectl` against the cluster with only a bearer token (no client certificate).
-fn with_token(k: &Klab, token: &str, args: &[&str]) -> std::process::Output {
-    let server = k.ok(
-        33,
-        &[
-            "config",
-            "view",
-            "-o",
-            "jsonpath={.clusters[0].cluster.server}",
-        ],
-    );
-    Command::new(kubectl_binary(33))
-        .args([
-            "--kubeconfig=/dev/null",
-            "--server",
-            &server,
-            "--insecure-skip-tls-verify",
-            "--token",
-            token,
-        ])
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 #[test]
@@ -181,8 +156,7 @@ fn audit_log_and_static_tokens_with_kubectl_1_33() {
 
     // Static tokens: alice (groups dev, ops) and bob authenticate; under Node,RBAC they are
     // refused until bound, then allowed; a wrong token is 401.
-    let out = with_token(
-        &k,
+    let out = k.kubectl_with_token(
         "s3cret-alice",
         &["auth", "whoami", "-o", "jsonpath={.status.userInfo}"],
     );
@@ -191,7 +165,7 @@ fn audit_log_and_static_tokens_with_kubectl_1_33() {
         r#"{"groups":["dev","ops","system:authenticated"],"username":"alice"}"#,
         "{out:?}"
     );
-    let out = with_token(&k, "s3cret-bob", &["get", "pods"]);
+    let out = k.kubectl_with_token("s3cret-bob", &["get", "pods"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
         "Error from server (Forbidden): pods is forbidden: User \"bob\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
@@ -206,15 +180,15 @@ fn audit_log_and_static_tokens_with_kubectl_1_33() {
             "--user=bob",
         ],
     );
-    let out = with_token(&k, "s3cret-bob", &["get", "pods"]);
+    let out = k.kubectl_with_token("s3cret-bob", &["get", "pods"]);
     assert!(out.status.success(), "{out:?}");
-    let out = with_token(&k, "s3cret-carol", &["get", "pods"]);
+    let out = k.kubectl_with_token("s3cret-carol", &["get", "pods"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
         "error: You must be logged in to the server (Unauthorized)"
     );
     // The token user's own writes are audited under its name.
-    let out = with_token(&k, "s3cret-bob", &["create", "configmap", "y"]);
+    let out = k.kubectl_with_token("s3cret-bob", &["create", "configmap", "y"]);
     assert!(!out.status.success(), "view does not create: {out:?}");
     let bob = events(&log)
         .into_iter()

@@ -10,31 +10,9 @@ use std::time::Duration;
 
 use crate::harness::{Klab, kubectl_binary};
 
-/// Runs kubectl 1.33 with only a bearer token (no kubeconfig credentials).
+/// Runs kubectl 1.33 with only a bearer token: (success, stdout, trimmed stderr).
 fn with_token(k: &Klab, token: &str, args: &[&str]) -> (bool, String, String) {
-    let server = k.ok(
-        33,
-        &[
-            "config",
-            "view",
-            "-o",
-            "jsonpath={.clusters[0].cluster.server}",
-        ],
-    );
-    let out = Command::new(kubectl_binary(33))
-        .args([
-            "--kubeconfig=/dev/null",
-            "--server",
-            &server,
-            "--insecure-skip-tls-verify",
-            "--token",
-            token,
-        ])
-        .arg("--cache-dir")
-        .arg(k.dir.path().join("cache-token"))
-        .args(args)
-        .output()
-        .expect("kubectl runs");
+    let out = k.kubectl_with_token(token, args);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -66,6 +66,33 @@ impl Klab {
     }
 
     /// Runs `kubectl.1.<minor>` with this cluster's kubeconfig and a private discovery cache.
+    /// kubectl 1.33 with only a bearer token (no kubeconfig credentials, no client certificate).
+    pub fn kubectl_with_token(&self, token: &str, args: &[&str]) -> Output {
+        let server = self.ok(
+            33,
+            &[
+                "config",
+                "view",
+                "-o",
+                "jsonpath={.clusters[0].cluster.server}",
+            ],
+        );
+        Command::new(kubectl_binary(33))
+            .args([
+                "--kubeconfig=/dev/null",
+                "--server",
+                &server,
+                "--insecure-skip-tls-verify",
+                "--token",
+                token,
+            ])
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache-token"))
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
     pub fn kubectl(&self, minor: u32, args: &[&str]) -> Output {
         self.kubectl_stdin(minor, args, None)
     }
