@@ -505,8 +505,8 @@ async fn pod_loop(s: Arc<Shared>) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.name));
     let mut stream = watcher(api, cfg).boxed();
-    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut init: Option<BTreeMap<String, Pod>> = None;
+    let mut pods: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
+    let mut init: Option<BTreeMap<String, Arc<Pod>>> = None;
     let mut synced = false;
     let mut net_rx = ctx.net.subscribe();
     let mut net_open = true;
@@ -567,7 +567,7 @@ async fn pod_loop(s: Arc<Shared>) {
                 Some(Ok(watcher::Event::InitApply(p))) => {
                     if let (Some(m), Some(uid)) = (init.as_mut(), p.metadata.uid.clone()) {
                         new_pods |= !pods.contains_key(&uid);
-                        m.insert(uid, p);
+                        m.insert(uid, Arc::new(p));
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
@@ -584,7 +584,7 @@ async fn pod_loop(s: Arc<Shared>) {
                         && !pods.get(&uid).is_some_and(|held| is_newer(held, &p))
                     {
                         new_pods |= !pods.contains_key(&uid);
-                        pods.insert(uid, p);
+                        pods.insert(uid, Arc::new(p));
                     }
                 }
                 Some(Ok(watcher::Event::Delete(p))) => {
@@ -929,7 +929,11 @@ async fn shutdown_signal(s: &Shared, mgr: &mut PodManager) {
 
 /// Resolves the claims of pods not resolved yet to their volumes' unique names (a claim not bound
 /// yet is tried again at the next pass). Volumes of CSI drivers are attachable; others are not.
-async fn resolve_volumes(ctx: &KubeletContext, mgr: &mut PodManager, pods: &BTreeMap<String, Pod>) {
+async fn resolve_volumes(
+    ctx: &KubeletContext,
+    mgr: &mut PodManager,
+    pods: &BTreeMap<String, Arc<Pod>>,
+) {
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     for (uid, pod) in pods {
         let claims = crate::volumes::claim_volumes(pod);
@@ -977,7 +981,7 @@ fn is_newer(a: &Pod, b: &Pod) -> bool {
 async fn apply_write(
     s: &Shared,
     mgr: &mut PodManager,
-    pods: &mut BTreeMap<String, Pod>,
+    pods: &mut BTreeMap<String, Arc<Pod>>,
     w: PodWrite,
 ) {
     let client = s.ctx.client.clone();
@@ -999,7 +1003,7 @@ async fn apply_write(
                     // Keep our view current so the next sync compares against what we wrote.
                     if p.metadata.uid.as_deref() == Some(uid.as_str()) {
                         mgr.status_written(&uid, p.status.clone());
-                        pods.insert(uid, p);
+                        pods.insert(uid, Arc::new(p));
                     }
                 }
                 Err(e) => {

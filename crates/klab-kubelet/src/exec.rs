@@ -59,7 +59,7 @@ impl ExecOptions {
 #[derive(Clone)]
 pub struct ExecTarget {
     pub endpoint: KubeletEndpoint,
-    pub pod: Pod,
+    pub pod: Arc<Pod>,
     pub uid: String,
     pub container: String,
 }

@@ -9,6 +9,7 @@
 //! Runtime pods that belong to no known pod are orphans: stopped with grace 1 (2 s) and no preStop.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -162,7 +163,8 @@ fn seed_from_api_status(pod: &Pod, machine: &mut Machine, now: Timestamp) -> boo
 
 #[derive(Clone, Debug)]
 struct Worker {
-    pod: Pod,
+    /// The API object, shared with the pod loop's view (a sync re-reads every pod of the node).
+    pod: Arc<Pod>,
     in_api: bool,
     life: Lifecycle,
     starting: Option<Starting>,
@@ -213,11 +215,11 @@ impl Worker {
         self.pod.metadata.uid.clone().unwrap_or_default()
     }
     fn spec_containers(&self, init: bool) -> Vec<Container> {
-        let spec = self.pod.spec.clone().unwrap_or_default();
-        if init {
-            spec.init_containers.unwrap_or_default()
-        } else {
-            spec.containers
+        // Only the list asked for is copied, not the whole spec (this runs on every sync).
+        match self.pod.spec.as_ref() {
+            Some(s) if init => s.init_containers.clone().unwrap_or_default(),
+            Some(s) => s.containers.clone(),
+            None => Vec::new(),
         }
     }
     fn restart_policy(&self) -> String {
@@ -828,7 +830,7 @@ impl PodManager {
         &mut self,
         now: Timestamp,
         machine: &mut Machine,
-        api_pods: &BTreeMap<String, Pod>,
+        api_pods: &BTreeMap<String, Arc<Pod>>,
         node: &Node,
         alloc: &Allocatable,
         _cfg: &KubeletConfig,
@@ -1025,7 +1027,7 @@ impl PodManager {
             }
             return;
         }
-        let others: Vec<Pod> = self
+        let others: Vec<Arc<Pod>> = self
             .workers
             .iter()
             .filter(|(k, w)| {
@@ -1033,7 +1035,7 @@ impl PodManager {
             })
             .map(|(_, w)| w.pod.clone())
             .collect();
-        let refs: Vec<&Pod> = others.iter().collect();
+        let refs: Vec<&Pod> = others.iter().map(|p| p.as_ref()).collect();
         let result: Result<(), Rejection> =
             if self.shutdown.is_some() && !machine.pods.contains_key(uid) {
                 Err(Rejection {
@@ -2029,7 +2031,7 @@ impl PodManager {
         };
         // The base for merging: our last write, with the conditions other components own taken
         // from the API object.
-        let mut base = w.pod.clone();
+        let mut base = (*w.pod).clone();
         if let Some(sent) = &w.status_sent {
             let mut s = sent.clone();
             let foreign: Vec<_> = w
@@ -2200,10 +2202,15 @@ mod tests {
             self.api.insert(p.metadata.uid.clone().unwrap(), p);
         }
         fn sync(&mut self) -> Option<Timestamp> {
+            let api: BTreeMap<String, Arc<Pod>> = self
+                .api
+                .iter()
+                .map(|(k, p)| (k.clone(), Arc::new(p.clone())))
+                .collect();
             let out = self.mgr.sync(
                 self.now,
                 &mut self.machine,
-                &self.api,
+                &api,
                 &self.node,
                 &self.alloc,
                 &KubeletConfig::default(),

@@ -34,7 +34,7 @@ use crate::runtime::{Machine, RtState};
 
 /// The pods a kubelet process knows, by UID (its pod manager and status manager in one: the
 /// objects as last seen on its watch, with the status it wrote).
-pub type PodView = Arc<Mutex<BTreeMap<String, Pod>>>;
+pub type PodView = Arc<Mutex<BTreeMap<String, Arc<Pod>>>>;
 
 /// Buffer of one in-memory connection in each direction.
 const CONN_BUFFER: usize = 64 * 1024;
@@ -164,7 +164,7 @@ fn text(code: StatusCode, message: String) -> Response {
 }
 
 async fn pods(State(s): State<Arc<ServerState>>) -> Response {
-    let items: Vec<Pod> = lock(&s.pods).values().cloned().collect();
+    let items: Vec<Pod> = lock(&s.pods).values().map(|p| (**p).clone()).collect();
     let list =
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items});
     (
@@ -442,7 +442,7 @@ async fn container_logs(
 
 use futures::StreamExt;
 
-fn find_pod(s: &ServerState, namespace: &str, name: &str) -> Option<Pod> {
+fn find_pod(s: &ServerState, namespace: &str, name: &str) -> Option<Arc<Pod>> {
     lock(&s.pods)
         .values()
         .find(|p| {

@@ -4,6 +4,7 @@
 //! longer desired (healthy or not, timeout expired or not, out-of-service taint, volumes in use,
 //! `--disable-force-detach-on-timeout`) and the Multi-Attach refusal with its event text.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -94,15 +95,28 @@ pub fn multi_node(pv: &PersistentVolume) -> bool {
         })
 }
 
+/// Whether a pod uses a claim at all: only such pods can be in the desired state of the world
+/// (the shell indexes them and ignores every other pod's changes).
+pub fn uses_claims(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|v| v.iter().any(|v| v.persistent_volume_claim.is_some()))
+}
+
 /// The desired state of the world: for every scheduled, non-terminated pod, each of its claims
 /// bound to a CSI volume whose driver requires attach, on the pod's node. Claims not bound yet
 /// are skipped (the pod waits in ContainerCreating).
-pub fn desired_state(
+pub fn desired_state<C, V>(
     pods: &[&Pod],
-    claims: &BTreeMap<(String, String), PersistentVolumeClaim>,
-    volumes: &BTreeMap<String, PersistentVolume>,
+    claims: &BTreeMap<(String, String), C>,
+    volumes: &BTreeMap<String, V>,
     attach_required: &dyn Fn(&str) -> bool,
-) -> BTreeMap<(String, String), Desired> {
+) -> BTreeMap<(String, String), Desired>
+where
+    C: Borrow<PersistentVolumeClaim>,
+    V: Borrow<PersistentVolume>,
+{
     let mut out: BTreeMap<(String, String), Desired> = BTreeMap::new();
     for pod in pods {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
@@ -126,6 +140,7 @@ pub fn desired_state(
             let Some(claim) = claims.get(&(ns.clone(), src.claim_name.clone())) else {
                 continue;
             };
+            let claim: &PersistentVolumeClaim = claim.borrow();
             let Some(pv_name) = claim
                 .spec
                 .as_ref()
@@ -137,6 +152,7 @@ pub fn desired_state(
             let Some(pv) = volumes.get(&pv_name) else {
                 continue;
             };
+            let pv: &PersistentVolume = pv.borrow();
             let Some((driver, handle)) = csi_source(pv) else {
                 continue;
             };
@@ -459,7 +475,8 @@ mod tests {
         let pending = pod(json!({"metadata": {"name": "web-1"},
             "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}}]}}));
         let unscheduled = pod(json!({"metadata": {"name": "u"}, "spec": {"nodeName": null}}));
-        let pods = [&p0, &dead, &failed, &pending, &unscheduled];
+        let plain = pod(json!({"metadata": {"name": "plain"}, "spec": {"volumes": null}}));
+        let pods = [&p0, &dead, &failed, &pending, &unscheduled, &plain];
         let all = |_: &str| true;
         let d = desired_state(&pods, &claims, &volumes, &all);
         let keys: Vec<_> = d.keys().cloned().collect();
@@ -480,6 +497,11 @@ mod tests {
         // A driver that needs no attach has no desired attachments.
         let none = |_: &str| false;
         assert!(desired_state(&pods, &claims, &volumes, &none).is_empty());
+        // Only pods with a claim can be desired: the shell ignores the others' changes.
+        assert!(uses_claims(&p0) && uses_claims(&pending) && uses_claims(&unscheduled));
+        assert!(!uses_claims(&plain));
+        let with_claims: Vec<&Pod> = pods.iter().copied().filter(|p| uses_claims(p)).collect();
+        assert_eq!(desired_state(&with_claims, &claims, &volumes, &all), d);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 pub mod decide;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -35,6 +36,17 @@ use crate::node_lifecycle::decide::add;
 use crate::replicaset::Error;
 pub use decide::AttachDetachConfig;
 use decide::{DetachDecision, DetachInput};
+
+/// Index of the pods that use at least one claim (all filed under one value).
+const POD_CLAIMS: &str = "adc.usesClaims";
+
+fn pod_claims_index(pod: &Pod) -> Vec<String> {
+    if decide::uses_claims(pod) {
+        vec![String::new()]
+    } else {
+        Vec::new()
+    }
+}
 
 fn all_key() -> ObjKey {
     (String::new(), "attach-detach".to_string())
@@ -54,13 +66,20 @@ pub async fn run(
     let volumes = informers.get::<PersistentVolume>();
     let drivers = informers.get::<CSIDriver>();
     let attachments = informers.get::<VolumeAttachment>();
+    pods.add_index(POD_CLAIMS, pod_claims_index);
+    // A pod change matters only to pods that use a claim, before or after the change: most pods
+    // have none, and a whole-world sync for each of their status writes would cost O(pods) per
+    // write (upstream's podAdd/podUpdate likewise only process the pod's own volumes).
     let sources = Sources::default()
-        .add(&pods, |_| ())
-        .add(&nodes, |_| ())
-        .add(&claims, |_| ())
-        .add(&volumes, |_| ())
-        .add(&drivers, |_| ())
-        .add(&attachments, |_| ());
+        .add(&pods, |(old, new)| {
+            old.is_some_and(|p| decide::uses_claims(&p))
+                || new.is_some_and(|p| decide::uses_claims(&p))
+        })
+        .add(&nodes, |_| true)
+        .add(&claims, |_| true)
+        .add(&volumes, |_| true)
+        .add(&drivers, |_| true)
+        .add(&attachments, |_| true);
     let mut c = Adc {
         client,
         clock: clock.clone(),
@@ -100,7 +119,7 @@ struct Adc {
     /// volume now only attached elsewhere) is a new event.
     reported: BTreeSet<(String, String, String)>,
     /// A deleted node's last `status.volumesInUse` (`MountedByNode` survives the Node object).
-    last_in_use: BTreeMap<String, Node>,
+    last_in_use: BTreeMap<String, Arc<Node>>,
 }
 
 /// One attachment as the VolumeAttachments show it.
@@ -111,15 +130,18 @@ struct Actual {
 }
 
 impl Reconcile for Adc {
-    type Event = ();
+    /// Whether the change can move the desired or actual state.
+    type Event = bool;
     type Error = kube::Error;
 
     fn queue(&mut self) -> &mut WorkQueue {
         &mut self.queue
     }
 
-    fn handle(&mut self, _: ()) {
-        self.queue.add(all_key());
+    fn handle(&mut self, relevant: bool) {
+        if relevant {
+            self.queue.add(all_key());
+        }
     }
 
     async fn reconcile(&mut self, _key: ObjKey) -> Result<(), kube::Error> {
@@ -136,9 +158,9 @@ impl Adc {
 
     async fn sync(&mut self) -> Result<(), kube::Error> {
         let now = self.clock.now();
-        let pods = self.pods.list();
+        let pods = self.pods.by_index(POD_CLAIMS, "");
         let pod_refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
-        let claims: BTreeMap<(String, String), PersistentVolumeClaim> = self
+        let claims: BTreeMap<(String, String), Arc<PersistentVolumeClaim>> = self
             .claims
             .list()
             .iter()
@@ -148,15 +170,15 @@ impl Adc {
                         c.metadata.namespace.clone().unwrap_or_default(),
                         c.metadata.name.clone().unwrap_or_default(),
                     ),
-                    (**c).clone(),
+                    c.clone(),
                 )
             })
             .collect();
-        let volumes: BTreeMap<String, PersistentVolume> = self
+        let volumes: BTreeMap<String, Arc<PersistentVolume>> = self
             .volumes
             .list()
-            .iter()
-            .map(|v| (v.metadata.name.clone().unwrap_or_default(), (**v).clone()))
+            .into_iter()
+            .map(|v| (v.metadata.name.clone().unwrap_or_default(), v))
             .collect();
         let desired = {
             let req = |d: &str| self.attach_required(d);
@@ -165,7 +187,7 @@ impl Adc {
         // Remember each node's last state, so a deleted node's volumesInUse still counts.
         for n in self.nodes.list() {
             self.last_in_use
-                .insert(n.metadata.name.clone().unwrap_or_default(), (*n).clone());
+                .insert(n.metadata.name.clone().unwrap_or_default(), n);
         }
         let mut actual: BTreeMap<(String, String), Actual> = BTreeMap::new();
         for va in self.attachments.list() {
@@ -201,10 +223,10 @@ impl Adc {
             let t0 = *self.detach_requested.entry(key.clone()).or_insert(now);
             let live = self.nodes.get(&(String::new(), node_name.clone()));
             let node = live.as_deref();
-            let last = self.last_in_use.get(node_name);
+            let last = self.last_in_use.get(node_name).map(|n| n.as_ref());
             let unique = volumes
                 .get(pv_name)
-                .and_then(decide::csi_source)
+                .and_then(|v| decide::csi_source(v))
                 .map(|(d, h)| decide::unique_volume_name(&d, &h))
                 .unwrap_or_default();
             let input = DetachInput {
@@ -329,7 +351,7 @@ impl Adc {
         node: &str,
         actual: &BTreeMap<(String, String), Actual>,
         detaching: &BTreeSet<(String, String)>,
-        volumes: &BTreeMap<String, PersistentVolume>,
+        volumes: &BTreeMap<String, Arc<PersistentVolume>>,
     ) -> Result<(), kube::Error> {
         let Some(current) = self.nodes.get(&(String::new(), node.to_string())) else {
             return Ok(());
@@ -337,7 +359,7 @@ impl Adc {
         let want: Vec<String> = actual
             .iter()
             .filter(|(k, a)| k.1 == node && a.attached && !detaching.contains(*k))
-            .filter_map(|((pv, _), _)| volumes.get(pv).and_then(decide::csi_source))
+            .filter_map(|((pv, _), _)| volumes.get(pv).and_then(|v| decide::csi_source(v)))
             .map(|(d, h)| decide::unique_volume_name(&d, &h))
             .collect::<BTreeSet<_>>()
             .into_iter()
