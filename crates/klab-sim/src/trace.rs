@@ -1062,7 +1062,12 @@ impl World {
                             );
                         }
                         if !p.deleting && v.deleting {
-                            let who = if by_user {
+                            // A force delete (grace 0) marks the pod and removes it in one
+                            // request whose response carries only the removal's revision: a
+                            // grace-0 mark of a pod kubectl force-deleted is that kubectl's.
+                            let forced =
+                                v.grace == Some(0) && attr.user_force_deleted.contains(&key);
+                            let who = if by_user || forced {
                                 COMPONENT_KUBECTL
                             } else if let Some(c) =
                                 v.disruption.as_deref().and_then(disruption_component)
@@ -1086,10 +1091,13 @@ impl World {
                             // the out-of-service taint, or deleted) Failed before deleting it,
                             // touching only the phase: READY stays. A kubelet coming back also
                             // writes before its node is Ready again, but reports containers.
-                            let node_down = match self.nodes.get(&v.node) {
-                                Some(n) => !n.status.starts_with("Ready"),
-                                None => self.deleted_nodes.contains(&v.node),
-                            };
+                            // A pod never bound has no kubelet: only the collector's
+                            // unscheduled-terminating pass writes it Failed.
+                            let node_down = v.node.is_empty()
+                                || match self.nodes.get(&v.node) {
+                                    Some(n) => !n.status.starts_with("Ready"),
+                                    None => self.deleted_nodes.contains(&v.node),
+                                };
                             let who = if by_user {
                                 COMPONENT_KUBECTL
                             } else if node_down && v.status == "Failed" && p.ready == v.ready {
@@ -1484,6 +1492,59 @@ mod tests {
                 "360.000s taint-eviction-controller Pod default/web-a 1/1 Terminating 0 n1 (grace 30s)",
                 "400.000s kubectl Pod default/web-a deleted",
             ]
+        );
+    }
+
+    #[test]
+    fn a_force_deletes_mark_is_kubectls() {
+        let mut marked = pod("1/1", "Terminating", 0, "n1");
+        marked.deleting = true;
+        marked.grace = Some(0);
+        let p = |view: Option<PodView>| Change::Pod {
+            namespace: "d".into(),
+            name: "web".into(),
+            view,
+        };
+        let records = vec![
+            rec(0, 1, p(Some(pod("1/1", "Running", 0, "n1")))),
+            rec(30, 2, p(Some(marked))),
+            rec(30, 3, p(None)),
+        ];
+        let attr = Attribution {
+            user_force_deleted: [("d".to_string(), "web".to_string())].into(),
+            ..Default::default()
+        };
+        let who: Vec<String> = replay(&records, &attr)
+            .iter()
+            .skip(1)
+            .map(|l| format!("{} {}", l.component, l.text))
+            .collect();
+        assert_eq!(
+            who,
+            vec!["kubectl 1/1 Terminating 0 n1 (grace 0s)", "kubectl deleted"]
+        );
+        // Without the force delete the owner's controller is named, as before.
+        let who = replay(&records, &Attribution::default());
+        assert_eq!(who[1].component, "replicaset-controller");
+    }
+
+    #[test]
+    fn an_unbound_pod_marked_failed_is_the_pod_garbage_collector() {
+        // Public vector CP-53: a terminating pod that was never scheduled is patched Failed by
+        // pod GC; no kubelet writes the status of a pod bound to no node.
+        let p = |status: &str| Change::Pod {
+            namespace: "d".into(),
+            name: "u".into(),
+            view: Some(pod("0/1", status, 0, "")),
+        };
+        let records = vec![rec(0, 1, p("Terminating")), rec(20, 2, p("Failed"))];
+        let who: Vec<String> = replay(&records, &Attribution::default())
+            .iter()
+            .map(|l| format!("{} {}", l.component, l.text))
+            .collect();
+        assert_eq!(
+            who.last().unwrap(),
+            "pod-garbage-collector 0/1 Failed 0 <none>"
         );
     }
 
