@@ -87,6 +87,12 @@ impl<K> Default for SharedInformer<K> {
     }
 }
 
+/// An object without its managedFields (kept only by the API server).
+fn trim<K: Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj
+}
+
 impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         // The lock is never held across a panic point that matters: a poisoned lock still holds
@@ -160,7 +166,16 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
     }
 
     /// Applies one watcher event to the store and tells every subscriber what changed.
+    ///
+    /// `metadata.managedFields` is dropped on the way in, as kube-controller-manager's informer
+    /// factory trims it: no controller reads it, it is a large share of every object, and a
+    /// write from a cached copy without it keeps the stored field managers.
     pub fn apply(&self, ev: watcher::Event<K>) {
+        let ev = match ev {
+            watcher::Event::Apply(o) => watcher::Event::Apply(trim(o)),
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(trim(o)),
+            other => other,
+        };
         let mut st = self.lock();
         match ev {
             watcher::Event::Apply(obj) => {

@@ -122,6 +122,36 @@ fn indexes_follow_updates_deletions_and_relists() {
 }
 
 #[test]
+fn cached_objects_carry_no_managed_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let inf = SharedInformer::<Pod>::default();
+    let with_fields = |rv: &str| {
+        let mut p = pod("a", "x", rv, Some("n1"), None);
+        p.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubelet".into()),
+            ..Default::default()
+        }]);
+        p
+    };
+    let mut sub = inf.subscribe();
+    inf.apply(Event::Init);
+    inf.apply(Event::InitApply(with_fields("1")));
+    inf.apply(Event::InitDone);
+    inf.apply(Event::Apply(with_fields("2")));
+    let held = inf.get(&("a".into(), "x".into())).expect("cached");
+    assert_eq!(held.metadata.resource_version.as_deref(), Some("2"));
+    assert!(held.metadata.managed_fields.is_none());
+    // Subscribers see the same trimmed objects.
+    while let Some(n) = sub.try_recv() {
+        if let Notice::Changed((old, new)) = n {
+            for o in old.iter().chain(new.iter()) {
+                assert!(o.metadata.managed_fields.is_none());
+            }
+        }
+    }
+}
+
+#[test]
 fn reads_are_counted_by_kind() {
     let inf = SharedInformer::<Pod>::default();
     inf.add_index(POD_NODE_NAME, index::pod_node_name);
