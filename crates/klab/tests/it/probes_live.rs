@@ -39,7 +39,8 @@ fn probes_in_describe_and_get_scripted_live_by_annotation() {
     let k = Klab::start(&["--speed", "10"]);
     k.kubectl_stdin(33, &["apply", "-f", "-"], Some(POD));
     k.wait_for("the container running", Duration::from_secs(60), || {
-        (get(&k, "{.status.containerStatuses[0].state.running.startedAt}") != "").then_some(())
+        (!get(&k, "{.status.containerStatuses[0].state.running.startedAt}").is_empty())
+            .then_some(())
     });
     // The startup probe answers 503: running, not started, not ready, no restart.
     k.wait_for(
