@@ -11,6 +11,7 @@ pub mod duration;
 pub mod names;
 pub mod nodeaffinity;
 pub mod order;
+pub mod probe_script;
 pub mod rbac;
 pub mod resource_metrics;
 pub mod rng;

@@ -955,6 +955,86 @@ fn validate_config_keys(obj: &Value, secret: bool, errs: &mut Errs) {
 
 /// Upstream `ValidatePodSpec` (the parts klab's users hit). `path` is `spec` or
 /// `spec.template.spec`.
+/// A container's probes as upstream's validateContainers checks them: one handler each, no
+/// negative timing or threshold, a positive probe-level grace (not on readiness probes), and
+/// `successThreshold` 1 for liveness and startup probes (their results decide a kill, which
+/// must not wait for a run of successes).
+fn validate_probes(c: &Value, path: &str, errs: &mut Errs) {
+    for field in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(probe) = c.get(field).filter(|v| v.is_object()) else {
+            continue;
+        };
+        let p = format!("{path}.{field}");
+        let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
+            .into_iter()
+            .filter(|h| probe.get(*h).is_some_and(|v| !v.is_null()))
+            .collect();
+        match handlers.as_slice() {
+            [] => errs.push(FieldError::required(&p, "must specify a handler type")),
+            [_] => {}
+            [_, rest @ ..] => {
+                for h in rest {
+                    errs.push(FieldError::forbidden(
+                        format!("{p}.{h}"),
+                        "may not specify more than 1 handler type",
+                    ));
+                }
+            }
+        }
+        for f in [
+            "initialDelaySeconds",
+            "timeoutSeconds",
+            "periodSeconds",
+            "successThreshold",
+            "failureThreshold",
+        ] {
+            if let Some(n) = probe.get(f).and_then(Value::as_i64)
+                && n < 0
+            {
+                errs.push(FieldError::invalid(
+                    format!("{p}.{f}"),
+                    n.into(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        let tgps = probe
+            .get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        if let Some(g) = tgps
+            && g <= 0
+        {
+            errs.push(FieldError::invalid(
+                format!("{p}.terminationGracePeriodSeconds"),
+                g.into(),
+                "must be greater than 0",
+            ));
+        }
+        if field == "readinessProbe" {
+            if let Some(g) = tgps {
+                errs.push(FieldError::invalid(
+                    format!("{p}.terminationGracePeriodSeconds"),
+                    g.into(),
+                    "must not be set for readinessProbes",
+                ));
+            }
+        } else {
+            // Defaulting sets 1 before validation; an absent value is the default.
+            let st = probe
+                .get("successThreshold")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if st != 1 {
+                errs.push(FieldError::invalid(
+                    format!("{p}.successThreshold"),
+                    st.into(),
+                    "must be 1",
+                ));
+            }
+        }
+    }
+}
+
 fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errs) {
     let mut volumes = BTreeSet::new();
     for (i, v) in arr(spec, "volumes").iter().enumerate() {
@@ -985,6 +1065,9 @@ fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errs) {
         for (i, c) in list.iter().enumerate() {
             let p = format!("{path}.{field}[{i}]");
             validate_container(c, &p, &volumes, errs);
+            if field == "containers" {
+                validate_probes(c, &p, errs);
+            }
             let name = s_or_empty(c, "name");
             if !name.is_empty() && !names.insert(name.to_string()) {
                 errs.push(FieldError::duplicate(format!("{p}.name"), jstr(name)));
@@ -2489,6 +2572,38 @@ mod tests {
                         .remove("name");
                 }),
                 vec!["spec.containers[0].name: Required value"],
+            ),
+            (
+                "liveness and startup probes need successThreshold 1",
+                pods,
+                pod(),
+                Box::new(|p| {
+                    p["spec"]["containers"][0]["livenessProbe"] =
+                        json!({"httpGet": {"port": 80}, "successThreshold": 2});
+                    p["spec"]["containers"][0]["startupProbe"] =
+                        json!({"exec": {"command": ["true"]}, "successThreshold": 3});
+                    p["spec"]["containers"][0]["readinessProbe"] =
+                        json!({"tcpSocket": {"port": 80}, "successThreshold": 2});
+                }),
+                vec![
+                    "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+                    "spec.containers[0].startupProbe.successThreshold: Invalid value: 3: must be 1",
+                ],
+            ),
+            (
+                "a probe has exactly one handler and no negative timing",
+                pods,
+                pod(),
+                Box::new(|p| {
+                    p["spec"]["containers"][0]["livenessProbe"] = json!({"periodSeconds": -1});
+                    p["spec"]["containers"][0]["readinessProbe"] = json!({"exec": {"command": ["true"]}, "httpGet": {"port": 80}, "terminationGracePeriodSeconds": 5});
+                }),
+                vec![
+                    "spec.containers[0].livenessProbe: Required value: must specify a handler type",
+                    "spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0",
+                    "spec.containers[0].readinessProbe.httpGet: Forbidden: may not specify more than 1 handler type",
+                    "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
+                ],
             ),
             (
                 "container without an image",

@@ -248,6 +248,8 @@ pub struct ContainerView {
     pub last: Option<Terminated>,
     pub restart_count: i32,
     pub ready: bool,
+    /// Running, and its startup probe (if any) succeeded: containerStatuses[].started.
+    pub started: bool,
     /// An init container with `restartPolicy: Always` (a sidecar).
     pub sidecar: bool,
 }
@@ -404,7 +406,7 @@ fn to_api_status(c: &ContainerView) -> ContainerStatus {
         container_id: c.container_id.clone(),
         ready: c.ready,
         restart_count: c.restart_count,
-        started: Some(matches!(c.state, CState::Running { .. })),
+        started: Some(c.started),
         state: Some(to_api_state(&c.state)),
         last_state: Some(c.last.as_ref().map_or_else(ContainerState::default, |t| {
             ContainerState {
@@ -704,6 +706,7 @@ mod tests {
             last,
             restart_count: 0,
             ready,
+            started: ready,
             sidecar: false,
         }
     }

@@ -26,7 +26,7 @@ use crate::pod_status::{
     self, CState, ContainerView, PodFacts, Rejection, admit, generate_status, is_terminal_phase,
     normalize_image,
 };
-use crate::probes::{Instance, ProbeKind, ProbeParams, ProbeWorker};
+use crate::probes::{Instance, ProbeKind, ProbeParams, ProbeWorker, Target};
 use crate::program::Program;
 use crate::runtime::{Machine, RtContainer, RtState, Terminated, after, sd};
 use crate::shutdown::{self, PriorityGroup};
@@ -1107,7 +1107,7 @@ impl PodManager {
                         .and_then(|rp| rp.containers.get(c))
                         .is_some_and(|r| r.is_running());
                     if running {
-                        best = min_opt(best, Some(p.next_tick));
+                        best = min_opt(best, Some(p.next_wake()));
                     }
                 }
             }
@@ -1258,7 +1258,8 @@ impl PodManager {
                 })
     }
 
-    /// Readiness and liveness probe ticks due by `now`; a liveness failure stops the container.
+    /// Startup, readiness and liveness probe answers due by `now`; a liveness or startup failure
+    /// stops the container.
     fn run_probes(
         &mut self,
         uid: &str,
@@ -1276,39 +1277,60 @@ impl PodManager {
             .spec
             .as_ref()
             .and_then(|s| s.termination_grace_period_seconds);
+        // The address probes go to (hostNetwork pods share the node's).
+        let host_network = w
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.host_network)
+            .unwrap_or(false);
+        let pod_ip = if host_network {
+            self.host_ip.clone()
+        } else {
+            machine
+                .pods
+                .get(uid)
+                .map(|p| p.pod_ip.clone())
+                .unwrap_or_default()
+        };
         for c in containers {
+            let inst = machine
+                .pods
+                .get(uid)
+                .and_then(|p| p.containers.get(&c.name))
+                .map(|r| match &r.state {
+                    RtState::Running { started_at, .. } => Instance {
+                        container_id: r.container_id.clone(),
+                        started_at: *started_at,
+                        finished_at: None,
+                    },
+                    RtState::Exited(t) => Instance {
+                        container_id: r.container_id.clone(),
+                        started_at: t.started_at,
+                        finished_at: Some(t.finished_at),
+                    },
+                });
+            // Without a startup probe a container counts as started when it starts; with one,
+            // when that probe succeeded (the startup worker runs first and says when).
+            let mut started_since = inst.as_ref().map(|i| i.started_at);
             for (kind, probe) in [
+                (ProbeKind::Startup, &c.startup_probe),
                 (ProbeKind::Readiness, &c.readiness_probe),
                 (ProbeKind::Liveness, &c.liveness_probe),
             ] {
                 let Some(probe) = probe else { continue };
-                let mut params = ProbeParams::from_probe(probe);
-                // A scripted result (a scenario's `probe` step) overrides the modelled one.
+                let Some(target) = Target::of(probe, &c, &pod_ip) else {
+                    continue;
+                };
+                let params = ProbeParams::from_probe(probe);
+                // A scripted answer (the pod's annotation, a scenario's `probe` step) overrides
+                // the modelled one.
                 let scripted = crate::probes::scripted_result(
                     self.workers[uid].pod.metadata.annotations.as_ref(),
                     &c.name,
                     kind,
                 );
-                if let Some((ok, _)) = &scripted {
-                    params.succeeds = *ok;
-                }
-                let output = scripted.map(|(_, o)| o).unwrap_or_default();
-                let inst = machine
-                    .pods
-                    .get(uid)
-                    .and_then(|p| p.containers.get(&c.name))
-                    .map(|r| match &r.state {
-                        RtState::Running { started_at, .. } => Instance {
-                            container_id: r.container_id.clone(),
-                            started_at: *started_at,
-                            finished_at: None,
-                        },
-                        RtState::Exited(t) => Instance {
-                            container_id: r.container_id.clone(),
-                            started_at: t.started_at,
-                            finished_at: Some(t.finished_at),
-                        },
-                    });
+                let ans = crate::probes::answer(&target, scripted.as_ref(), params.timeout);
                 let first = match &self.probe_jitter {
                     Some((start, rng)) if now.duration_since(*start) < sd(params.period) => {
                         after(added, params.period.mul_f64(rng.unit()))
@@ -1320,7 +1342,13 @@ impl PodManager {
                     .probes
                     .entry((c.name.clone(), kind))
                     .or_insert_with(|| ProbeWorker::new(kind, first));
-                let outcomes = worker.advance(&params, now, inst.as_ref());
+                let outcomes = worker.advance(&params, &ans, now, inst.as_ref(), started_since);
+                if kind == ProbeKind::Startup {
+                    started_since = match &inst {
+                        Some(i) if worker.succeeded_for(&i.container_id) => worker.success_at,
+                        _ => None,
+                    };
+                }
                 let w = &self.workers[uid];
                 for o in outcomes {
                     if o.failed {
@@ -1328,10 +1356,18 @@ impl PodManager {
                             Some((false, &c.name)),
                             names::EVENT_WARNING,
                             "Unhealthy",
-                            format!("{} probe failed: {output}", kind.label()),
+                            format!("{} probe failed: {}", kind.label(), ans.output),
                         ));
                     }
-                    if kind == ProbeKind::Liveness
+                    if o.warned {
+                        out.writes.push(w.event(
+                            Some((false, &c.name)),
+                            names::EVENT_WARNING,
+                            "ProbeWarning",
+                            format!("{} probe warning: {}", kind.label(), ans.output),
+                        ));
+                    }
+                    if kind != ProbeKind::Readiness
                         && o.flipped_to == Some(false)
                         && machine
                             .pods
@@ -1344,8 +1380,9 @@ impl PodManager {
                             names::EVENT_NORMAL,
                             "Killing",
                             format!(
-                                "Container {} failed liveness probe, will be restarted",
-                                c.name
+                                "Container {} failed {} probe, will be restarted",
+                                c.name,
+                                kind.key()
                             ),
                         ));
                         // Grace: the probe's own terminationGracePeriodSeconds, else the pod's
@@ -1979,12 +2016,23 @@ impl PodManager {
                     (state, last, r.restart_count, Some(r.container_id.clone()))
                 }
             };
+            // Started: running, and its startup probe (if any) succeeded for this instance;
+            // not started, never ready (the prober manager's UpdatePodStatus).
+            let running = matches!(state, CState::Running { .. });
+            // (Probes run for regular containers only: a sidecar counts as started running.)
+            let started = running
+                && (init
+                    || c.startup_probe.is_none()
+                    || container_id.as_deref().is_some_and(|id| {
+                        w.probes
+                            .get(&(c.name.clone(), ProbeKind::Startup))
+                            .is_some_and(|p| p.succeeded_for(id))
+                    }));
             let probed_ready = c.readiness_probe.is_none()
                 || w.probes
                     .get(&(c.name.clone(), ProbeKind::Readiness))
-                    .is_some_and(|p| p.result);
-            let ready =
-                !init && matches!(state, CState::Running { .. }) && !terminal && probed_ready;
+                    .is_some_and(|p| p.succeeded());
+            let ready = !init && started && !terminal && probed_ready;
             ContainerView {
                 sidecar: init && c.restart_policy.as_deref() == Some("Always"),
                 name: c.name.clone(),
@@ -1999,6 +2047,7 @@ impl PodManager {
                 last,
                 restart_count,
                 ready,
+                started,
             }
         };
         let init: Vec<ContainerView> = w
@@ -2835,10 +2884,142 @@ mod tests {
         };
         let c = &mut p.spec.as_mut().unwrap().containers[0];
         match kind {
+            ProbeKind::Startup => c.startup_probe = Some(probe),
             ProbeKind::Readiness => c.readiness_probe = Some(probe),
             ProbeKind::Liveness => c.liveness_probe = Some(probe),
         }
         p
+    }
+
+    fn started_flag(h: &Harness, name: &str) -> Option<bool> {
+        h.status(name).container_statuses.unwrap()[0].started
+    }
+
+    #[test]
+    fn startup_probe_gates_liveness_and_readiness_then_kills() {
+        // A startup probe that never succeeds: no liveness or readiness probe runs (their
+        // commands would fail / succeed), the container is neither started nor ready, and the
+        // third failure (ticks 10, 20, 30 s; the container started at 3.5 s) kills it.
+        let mut h = Harness::new();
+        let p = with_probe(
+            pod("web", "Always", &[], None),
+            ProbeKind::Startup,
+            &["false"],
+        );
+        let p = with_probe(p, ProbeKind::Liveness, &["false"]);
+        let p = with_probe(p, ProbeKind::Readiness, &["true"]);
+        h.add(p);
+        h.run_until(25_000);
+        assert_eq!(started_flag(&h, "web"), Some(false));
+        assert_eq!(ready_at(&h), vec![(0, false)]);
+        h.run_until(31_000);
+        let ev = h.events();
+        let probes: Vec<(i64, String)> = ev
+            .iter()
+            .filter(|(_, r, _)| r == "Unhealthy" || r == "Killing")
+            .map(|(t, _, m)| (*t, m.clone()))
+            .collect();
+        assert_eq!(
+            probes,
+            vec![
+                (10_000, "Startup probe failed: ".to_string()),
+                (20_000, "Startup probe failed: ".to_string()),
+                (30_000, "Startup probe failed: ".to_string()),
+                (
+                    30_000,
+                    "Container app failed startup probe, will be restarted".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn startup_success_starts_the_container_and_the_other_probes() {
+        // Started at 3.5 s, the startup probe succeeds at its 10 s tick: started, the readiness
+        // probe runs at once (its tick at 10 s) and the container is ready; the liveness probe
+        // fails from then on and kills the container at its third failure (30 s).
+        let mut h = Harness::new();
+        let p = with_probe(
+            pod("web", "Always", &[], None),
+            ProbeKind::Startup,
+            &["true"],
+        );
+        let p = with_probe(p, ProbeKind::Readiness, &["true"]);
+        let p = with_probe(p, ProbeKind::Liveness, &["false"]);
+        h.add(p);
+        h.run_until(9_000);
+        assert_eq!(started_flag(&h, "web"), Some(false));
+        h.run_until(15_000);
+        assert_eq!(started_flag(&h, "web"), Some(true));
+        assert_eq!(ready_at(&h), vec![(0, false), (10_000, true)]);
+        h.run_until(30_000);
+        let unhealthy: Vec<(i64, String)> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "Unhealthy" || r == "Killing")
+            .map(|(t, _, m)| (t, m))
+            .collect();
+        assert_eq!(
+            unhealthy,
+            vec![
+                (10_000, "Liveness probe failed: ".to_string()),
+                (20_000, "Liveness probe failed: ".to_string()),
+                (30_000, "Liveness probe failed: ".to_string()),
+                (
+                    30_000,
+                    "Container app failed liveness probe, will be restarted".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_scripted_timeout_answers_timeout_seconds_after_the_tick() {
+        // An httpGet liveness probe (timeoutSeconds 3) scripted to time out: each failure is
+        // recorded 3 s after its tick with Go's client timeout text, the kill at the third.
+        let mut h = Harness::new();
+        let mut p = pod("web", "Always", &[], None);
+        p.metadata.annotations = Some(
+            [(
+                "probe.klab.dev/app.liveness".to_string(),
+                "timeout".to_string(),
+            )]
+            .into(),
+        );
+        p.spec.as_mut().unwrap().containers[0].liveness_probe =
+            Some(k8s_openapi::api::core::v1::Probe {
+                http_get: Some(k8s_openapi::api::core::v1::HTTPGetAction {
+                    path: Some("/healthz".into()),
+                    port: k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8080),
+                    ..Default::default()
+                }),
+                timeout_seconds: Some(3),
+                ..Default::default()
+            });
+        h.add(p);
+        h.run_until(34_000);
+        let ip = h.status("web").pod_ip.unwrap();
+        let msg = format!(
+            "Liveness probe failed: Get \"http://{ip}:8080/healthz\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+        );
+        let ev: Vec<(i64, String, String)> = h
+            .events()
+            .into_iter()
+            .filter(|(_, r, _)| r == "Unhealthy" || r == "Killing")
+            .collect();
+        assert_eq!(
+            ev,
+            vec![
+                (13_000, "Unhealthy".to_string(), msg.clone()),
+                (23_000, "Unhealthy".to_string(), msg.clone()),
+                (33_000, "Unhealthy".to_string(), msg),
+                (
+                    33_000,
+                    "Killing".to_string(),
+                    "Container app failed liveness probe, will be restarted".to_string()
+                ),
+            ]
+        );
     }
 
     fn ready_at(h: &Harness) -> Vec<(i64, bool)> {

@@ -131,15 +131,16 @@ pub enum Action {
         labels: Option<BTreeMap<String, String>>,
     },
     /// `kubectl annotate pod POD|-l SELECTOR --overwrite probe.klab.dev/CONTAINER.KIND=RESULT`: a
-    /// container's readiness or liveness probe answers RESULT from its next tick on.
+    /// container's startup, readiness or liveness probe answers RESULT from its next tick on.
     Probe {
         namespace: String,
         pod: Option<String>,
         selector: Option<String>,
         container: String,
-        /// `readiness` or `liveness`.
+        /// `startup`, `readiness` or `liveness`.
         kind: String,
-        /// `success`, `failure` or `failure: <output>`.
+        /// The annotation value (`klab_api::probe_script`): `success`, `failure: <output>`,
+        /// `exit: 1`, `http: 500`, `grpc: NOT_SERVING`, `refused`, `timeout`.
         value: String,
     },
     /// `klab node rejoin`: the kubelet restarts and registers again (`Cluster::rejoin_node`).
@@ -598,6 +599,100 @@ impl fmt::Display for TaintSpec {
 
 /// `Kind ns/name` (or `Kind name` for a cluster-scoped object), as trace lines name objects.
 /// The trace text of `kubectl annotate` on one pod, or on the pods a selector picks.
+/// A `probe` step's result must fit the probe it scripts: the step's pod (by name or selector)
+/// is looked up among the scenario's manifests (pods and workload templates, at start or applied
+/// by a step); where the container is found, it must have that probe, and the result must suit
+/// its handler (an exit code for `exec`, a status code for `httpGet`, …). Pods the scenario does
+/// not define are not checked.
+fn check_probe_steps(cx: &Cx, steps: &[Step], manifests: &[Manifest]) -> Result<(), ScenarioError> {
+    use klab_api::probe_script::{Handler, parse};
+    let applied = steps.iter().flat_map(|s| match &s.action {
+        Action::Apply { manifests } => manifests.as_slice(),
+        _ => &[],
+    });
+    let all: Vec<&Manifest> = manifests.iter().chain(applied).collect();
+    for step in steps {
+        let Action::Probe {
+            namespace,
+            pod,
+            selector,
+            container,
+            kind,
+            value,
+        } = &step.action
+        else {
+            continue;
+        };
+        let Ok(scripted) = parse(value) else { continue };
+        let sel = selector
+            .as_deref()
+            .and_then(|s| LabelSelector::parse(s).ok());
+        for m in &all {
+            if m.namespace() != Some(namespace.as_str()) {
+                continue;
+            }
+            let (labels, spec) = match m.kind() {
+                "Pod" => ("/metadata/labels", "/spec"),
+                "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job" => {
+                    ("/spec/template/metadata/labels", "/spec/template/spec")
+                }
+                _ => continue,
+            };
+            let matched = match (pod, &sel) {
+                (Some(p), _) => match m.kind() {
+                    "Pod" => m.name() == p,
+                    // StatefulSet pods are NAME-ORDINAL; the others NAME-suffix.
+                    "StatefulSet" => p
+                        .strip_prefix(m.name())
+                        .and_then(|r| r.strip_prefix('-'))
+                        .is_some_and(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit())),
+                    _ => p.strip_prefix(m.name()).is_some_and(|r| r.starts_with('-')),
+                },
+                (None, Some(sel)) => sel.matches_json(m.object.pointer(labels)),
+                (None, None) => false,
+            };
+            if !matched {
+                continue;
+            }
+            let Some(c) = m
+                .object
+                .pointer(&format!("{spec}/containers"))
+                .and_then(|v| v.as_array())
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.get("name").and_then(|n| n.as_str()) == Some(container))
+                })
+            else {
+                continue;
+            };
+            let what = format!(
+                "container {container} of {} {} ({})",
+                m.kind(),
+                m.name(),
+                m.source
+            );
+            let Some(probe) = c.get(format!("{kind}Probe")) else {
+                return Err(cx.at(step.line, format!("{what} has no {kind} probe")));
+            };
+            let handler = [
+                ("exec", Handler::Exec),
+                ("httpGet", Handler::HttpGet),
+                ("tcpSocket", Handler::TcpSocket),
+                ("grpc", Handler::Grpc),
+            ]
+            .into_iter()
+            .find(|(k, _)| probe.get(k).is_some())
+            .map(|(_, h)| h);
+            if let Some(h) = handler
+                && let Err(e) = scripted.fits(h)
+            {
+                return Err(cx.at(step.line, format!("{kind} probe of {what}: {e}")));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn annotate_text(namespace: &str, pod: Option<&str>, selector: Option<&str>, kv: &str) -> String {
     match (pod, selector) {
         (Some(p), _) => format!("Pod {namespace}/{p} kubectl annotate pod {p} --overwrite {kv}"),
@@ -1072,7 +1167,8 @@ struct RawStep {
     message: Option<String>,
     /// `image-pull-fail` / `image-pull-heal`: the image as pods name it.
     image: Option<String>,
-    /// `probe`: `readiness` or `liveness`, and what it answers (`success`, `failure`).
+    /// `probe`: `startup`, `readiness` or `liveness`, and what it answers (`success`, `failure`,
+    /// `exit: 1`, `http: 500`, `grpc: NOT_SERVING`, `refused`, `timeout`).
     probe: Option<String>,
     result: Option<String>,
     /// `reboot`: the machine's new capacity and `--node-labels`.
@@ -1326,6 +1422,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         }
     }
     steps.sort_by_key(|s| s.at); // stable: file order within one instant
+    check_probe_steps(&cx, &steps, &manifests)?;
 
     let mut expectations = Vec::new();
     for e in &raw.expect {
@@ -1747,38 +1844,41 @@ impl Cx {
                         .clone()
                         .ok_or_else(|| self.at(line, "probe needs `container`".into()))?;
                     let kind = match s.probe.as_deref() {
-                        Some(k @ ("readiness" | "liveness")) => k.to_string(),
+                        Some(k) if klab_api::probe_script::PROBE_KINDS.contains(&k) => {
+                            k.to_string()
+                        }
                         Some(other) => {
                             return Err(self.at(
                                 line,
-                                format!("invalid probe {other:?} (readiness or liveness)"),
+                                format!("invalid probe {other:?} (startup, readiness or liveness)"),
                             ));
                         }
                         None => {
-                            return Err(
-                                self.at(line, "probe needs `probe: readiness|liveness`".into())
-                            );
+                            return Err(self.at(
+                                line,
+                                "probe needs `probe: startup|readiness|liveness`".into(),
+                            ));
                         }
                     };
-                    let value = match (s.result.as_deref(), &s.message) {
-                        (Some("success"), None) => "success".to_string(),
-                        (Some("success"), Some(_)) => {
+                    // `result` is what the annotation says (`success`, `exit: 1`, `http: 500`,
+                    // `refused`, `timeout`, …); `message` is a failure's output.
+                    let Some(result) = s.result.as_deref() else {
+                        return Err(self.at(
+                            line,
+                            "probe needs `result` (success, failure, exit: <code>, http: <status>, grpc: <status>, refused or timeout)".into(),
+                        ));
+                    };
+                    let value = match (result.trim(), &s.message) {
+                        ("failure", Some(m)) => format!("failure: {m}"),
+                        (_, Some(_)) => {
                             return Err(self.at(
                                 line,
                                 "a probe's `message` goes with `result: failure`".into(),
                             ));
                         }
-                        (Some("failure"), None) => "failure".to_string(),
-                        (Some("failure"), Some(m)) => format!("failure: {m}"),
-                        (other, _) => {
-                            return Err(self.at(
-                                line,
-                                format!(
-                                    "probe needs `result: success|failure`, got {:?}",
-                                    other.unwrap_or("")
-                                ),
-                            ));
-                        }
+                        (r, None) => klab_api::probe_script::parse(r)
+                            .map_err(|e| self.at(line, e))?
+                            .annotation_value(),
                     };
                     let (namespace, pod, selector) = match (s.pod.as_deref(), s.selector.as_deref())
                     {
@@ -2965,6 +3065,93 @@ expect:
     }
 
     #[test]
+    fn probe_results_must_fit_the_probes_handler() {
+        let head = r#"run-for: 10m
+cluster:
+  nodes:
+    - name: n1
+manifests:
+  - inline: |
+      apiVersion: v1
+      kind: Pod
+      metadata: {name: web, labels: {app: web}}
+      spec:
+        containers:
+          - name: c
+            image: nginx
+            livenessProbe: {httpGet: {path: /healthz, port: 80}}
+            startupProbe: {exec: {command: [cat, /tmp/started]}}
+      ---
+      apiVersion: apps/v1
+      kind: StatefulSet
+      metadata: {name: db}
+      spec:
+        selector: {matchLabels: {app: db}}
+        serviceName: db
+        template:
+          metadata: {labels: {app: db}}
+          spec:
+            containers:
+              - name: pg
+                image: postgres
+                readinessProbe: {tcpSocket: {port: 5432}}
+faults:
+"#;
+        // Fitting results load, with the annotation value they set.
+        let ok = format!(
+            "{head}  - {{at: 1m, fault: probe, pod: web, container: c, probe: liveness, result: \"http: 500\"}}\n  - {{at: 1m, fault: probe, pod: web, container: c, probe: startup, result: \"exit: 1\"}}\n  - {{at: 1m, fault: probe, selector: app=db, container: pg, probe: readiness, result: refused}}\n  - {{at: 1m, fault: probe, pod: db-0, container: pg, probe: readiness, result: timeout}}\n  - {{at: 1m, fault: probe, pod: other, container: x, probe: liveness, result: \"grpc: NOT_SERVING\"}}\n"
+        );
+        let sc = parse(&ok, Path::new("s.yaml")).unwrap();
+        let values: Vec<String> = sc.steps.iter().map(|s| s.action.describe()).collect();
+        assert_eq!(
+            values,
+            [
+                "Pod default/web kubectl annotate pod web --overwrite probe.klab.dev/c.liveness=\"http: 500\"",
+                "Pod default/web kubectl annotate pod web --overwrite probe.klab.dev/c.startup=\"exit: 1\"",
+                "kubectl annotate pods -n default -l app=db --overwrite probe.klab.dev/pg.readiness=\"refused\"",
+                "Pod default/db-0 kubectl annotate pod db-0 --overwrite probe.klab.dev/pg.readiness=\"timeout\"",
+                "Pod default/other kubectl annotate pod other --overwrite probe.klab.dev/x.liveness=\"grpc: NOT_SERVING\"",
+            ]
+        );
+        let cases: &[(&str, &str)] = &[
+            (
+                "  - {at: 1m, fault: probe, pod: web, container: c, probe: liveness, result: \"exit: 1\"}\n",
+                "s.yaml:31: liveness probe of container c of Pod web (s.yaml:7): an exit code (exit: 1) does not fit the probe's handler httpGet",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: web, container: c, probe: startup, result: refused}\n",
+                "s.yaml:31: startup probe of container c of Pod web (s.yaml:7): a refused connection (refused) does not fit the probe's handler exec",
+            ),
+            (
+                "  - {at: 1m, fault: probe, selector: app=db, container: pg, probe: readiness, result: \"http: 503\"}\n",
+                "s.yaml:31: readiness probe of container pg of StatefulSet db (s.yaml:17): an HTTP status code (http: 503) does not fit the probe's handler tcpSocket",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: db-1, container: pg, probe: liveness, result: success}\n",
+                "s.yaml:31: container pg of StatefulSet db (s.yaml:17) has no liveness probe",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: web, container: c, probe: liveness, result: \"http: 5000\"}\n",
+                "s.yaml:31: invalid HTTP status code \"5000\": an integer from 100 to 599",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: web, container: c, probe: liveness, result: \"exit: 1\", message: m}\n",
+                "s.yaml:31: a probe's `message` goes with `result: failure`",
+            ),
+            (
+                "  - {at: 1m, fault: probe, pod: web, container: c, probe: liveness}\n",
+                "s.yaml:31: probe needs `result` (success, failure, exit: <code>, http: <status>, grpc: <status>, refused or timeout)",
+            ),
+        ];
+        for (step, want) in cases {
+            let e = parse(&format!("{head}{step}"), Path::new("s.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(e, *want, "{step}");
+        }
+    }
+
+    #[test]
     fn node_condition_and_image_pull_faults_parse_and_bad_ones_name_their_line() {
         let text = r#"run-for: 10m
 cluster:
@@ -3022,12 +3209,12 @@ faults:
                 "s.yaml:6: unknown node \"n9\" (nodes: n1)",
             ),
             (
-                "  - {at: 1m, fault: probe, pod: p, container: c, probe: startup, result: failure}\n",
-                "s.yaml:6: invalid probe \"startup\" (readiness or liveness)",
+                "  - {at: 1m, fault: probe, pod: p, container: c, probe: ready, result: failure}\n",
+                "s.yaml:6: invalid probe \"ready\" (startup, readiness or liveness)",
             ),
             (
                 "  - {at: 1m, fault: probe, pod: p, container: c, probe: liveness, result: flaky}\n",
-                "s.yaml:6: probe needs `result: success|failure`, got \"flaky\"",
+                "s.yaml:6: invalid probe result \"flaky\": success, failure, failure: <output>, exit: <code>, http: <status>, grpc: <status>, refused or timeout",
             ),
             (
                 "  - {at: 1m, fault: probe, pod: p, container: c, probe: liveness, result: success, message: m}\n",

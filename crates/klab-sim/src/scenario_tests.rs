@@ -379,6 +379,87 @@ expect:
 }
 
 #[test]
+fn probe_expectations_that_do_not_hold_say_what_was_found() {
+    // A startup probe scripted (in the pod's own annotations) to fail: with period 5 s and
+    // failureThreshold 3 the container is killed at its third failure and restarted; it never
+    // starts and is never ready, and no liveness probe runs. Expectations claiming otherwise fail
+    // with what the cluster shows.
+    let text = r#"run-for: 1m
+cluster:
+  nodes:
+    - name: n1
+manifests:
+  - inline: |
+      apiVersion: v1
+      kind: Pod
+      metadata:
+        name: p
+        annotations: {probe.klab.dev/c.startup: "http: 500"}
+      spec:
+        terminationGracePeriodSeconds: 1
+        containers:
+          - name: c
+            image: "nginx:1.27"
+            startupProbe: {httpGet: {path: /started, port: 80}, periodSeconds: 5, failureThreshold: 3}
+            livenessProbe: {httpGet: {path: /healthz, port: 80}, periodSeconds: 5}
+expect:
+  - {at: 40s, pod: p, ready: 1/1}
+  - {at: 40s, pod: p, restarts: 0}
+  - {at: 40s, object: {kind: Pod, name: p}, jsonpath: '{.status.containerStatuses[0].started}', equals: "true"}
+  - {at: 40s, trace: "Liveness probe failed"}
+  - {trace: "Startup probe failed: HTTP probe failed with statuscode: 500", absent: true}
+"#;
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    let trace = trace::format_text(&o.lines);
+    let first = o
+        .lines
+        .iter()
+        .map(|l| l.plain())
+        .find(|l| l.contains("Startup probe failed"))
+        .unwrap_or_default();
+    assert_eq!(got.len(), 5, "{got:?}\n{trace}");
+    assert_eq!(
+        got[..3],
+        [
+            (20, "pod default/p READY is 0/1, expected 1/1".to_string()),
+            (21, "pod default/p RESTARTS is 1, expected 0".to_string()),
+            (
+                22,
+                "Pod default/p: {.status.containerStatuses[0].started} is \"false\", expected \"true\""
+                    .to_string()
+            ),
+        ],
+        "{trace}"
+    );
+    assert_eq!(
+        got[3],
+        (
+            23,
+            "no trace line matching \"Liveness probe failed\" between 0.000s and 40.000s"
+                .to_string()
+        ),
+        "{trace}"
+    );
+    assert_eq!(
+        got[4],
+        (
+            24,
+            format!(
+                "unexpected trace line matching \"Startup probe failed: HTTP probe failed with statuscode: 500\": {first}"
+            )
+        ),
+        "{trace}"
+    );
+}
+
+#[test]
 fn until_stops_early_and_skips_later_expectations() {
     let sc = scenario::load(&fixture("actions.yaml")).unwrap();
     let o = run_blocking(

@@ -21,6 +21,7 @@ mod logs_exec_live;
 mod node_lifecycle_live;
 mod openapi_live;
 mod priority_live;
+mod probes_live;
 mod protobuf_live;
 mod report_browser;
 mod seed000_live;
