@@ -713,8 +713,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Component(a) => {
-            let data_dir = a.cluster.data_dir.clone();
-            let admin = crate::node_cmd::Admin::find(a.cluster.kubeconfig(), &data_dir);
+            let admin = crate::node_cmd::Admin::find(a.cluster.kubeconfig());
             let rt = client_runtime()?;
             match (a.action.as_str(), a.name.as_deref()) {
                 ("list", _) => rt.block_on(crate::node_cmd::list_components(&admin)),

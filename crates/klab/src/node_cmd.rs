@@ -274,22 +274,20 @@ pub async fn remove(kubeconfig: &Path, node: &str) -> anyhow::Result<ExitCode> {
 }
 
 /// How `klab component` reaches the admin endpoint: the running `klab up`'s Unix socket when
-/// there is one (beside the kubeconfig, else in the data directory) — reachable while the API
-/// server, and so its TLS port, is stopped — else through the kubeconfig's server.
+/// there is one beside the kubeconfig (the data directory's own kubeconfig: the administrator's)
+/// — reachable while the API server, and so its TLS port, is stopped — else through the
+/// kubeconfig's server. Another user's kubeconfig elsewhere never borrows the socket.
 pub struct Admin {
     pub kubeconfig: std::path::PathBuf,
     pub socket: Option<std::path::PathBuf>,
 }
 
 impl Admin {
-    pub fn find(kubeconfig: std::path::PathBuf, data_dir: &Path) -> Admin {
-        let beside = kubeconfig
+    pub fn find(kubeconfig: std::path::PathBuf) -> Admin {
+        let socket = kubeconfig
             .parent()
-            .map(|d| d.join(klab_server::up::ADMIN_SOCKET));
-        let socket = beside
-            .into_iter()
-            .chain([data_dir.join(klab_server::up::ADMIN_SOCKET)])
-            .find(|p| p.exists());
+            .map(|d| d.join(klab_server::up::ADMIN_SOCKET))
+            .filter(|p| p.exists());
         Admin { kubeconfig, socket }
     }
 
