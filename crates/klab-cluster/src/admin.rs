@@ -5,7 +5,10 @@
 //! fault (`stop-kubelet`, `power-off`, `memory-pressure?available=80Mi`, `relieve`, …) or restarts the kubelet so that it registers again
 //! (`rejoin`); `POST /klab/v1/nodes` with `{"name": …, "zone": …}` adds a machine and
 //! `DELETE /klab/v1/nodes/{name}` removes one for good; `POST /klab/v1/nodes/{name}/clock-skew?offset=-2m`
-//! offsets the machine's clock. `GET /klab/v1/components` lists the supervised
+//! offsets the machine's clock; `POST /klab/v1/nodes/{name}/condition?type=Ready&status=False&reason=…&message=…`
+//! (and `clear-condition?type=…`), `image-pull-fail?image=…` / `image-pull-heal?image=…` and
+//! `reboot?cpu=8&memory=16Gi&labels=k=v` apply the scenario language's node faults with the same
+//! cluster calls; `POST /klab/v1/images/{fail|heal}?image=…` does it on every node. `GET /klab/v1/components` lists the supervised
 //! components; `POST /klab/v1/components/{name}/panic` makes one panic;
 //! `POST /klab/v1/components/{name}/{stop|start|restart}` stops, starts or restarts the API server,
 //! the controller manager, one controller or the scheduler; `POST
@@ -107,6 +110,9 @@ async fn fault(
             Err(e) => cluster_error(e),
         };
     }
+    if let Some(r) = node_fault_with_args(&c, &name, &fault, &q).await {
+        return r;
+    }
     let result = if fault == "rejoin" {
         c.rejoin_node(&name)
     } else if fault == "relieve" || crate::pressure_signal(&fault).is_some() {
@@ -126,6 +132,137 @@ async fn fault(
     };
     match result {
         Ok(s) => Json(state_json(&s)).into_response(),
+        Err(e) => cluster_error(e),
+    }
+}
+
+/// The node faults that take arguments, as the scenario runner applies them (the same
+/// `Cluster` calls): `condition?type=T&status=S[&reason=R][&message=M]`,
+/// `clear-condition?type=T`, `image-pull-fail?image=I[&message=E]`, `image-pull-heal?image=I`
+/// and `reboot?cpu=C&memory=M&labels=k=v,k2=v2` (a plain `reboot` has no query). `None` when
+/// `fault` is none of them.
+async fn node_fault_with_args(
+    c: &Cluster,
+    name: &str,
+    fault: &str,
+    q: &std::collections::BTreeMap<String, String>,
+) -> Option<Response> {
+    let bad = |m: String| Some(status(400, "BadRequest", m));
+    let allowed: &[&str] = match fault {
+        "condition" => &["type", "status", "reason", "message"],
+        "clear-condition" => &["type"],
+        "image-pull-fail" => &["image", "message"],
+        "image-pull-heal" => &["image"],
+        "reboot" if !q.is_empty() => &["cpu", "memory", "labels"],
+        _ => return None,
+    };
+    if let Some(k) = q.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return bad(format!("{fault} takes {}, not {k:?}", allowed.join(", ")));
+    }
+    let result = match fault {
+        "condition" | "clear-condition" => {
+            let Some(type_) = q.get("type") else {
+                return bad(format!("{fault} needs ?type=CONDITION"));
+            };
+            let report = if fault == "condition" {
+                let Some(st) = q.get("status") else {
+                    return bad("condition needs ?status=True|False|Unknown".into());
+                };
+                Some(crate::ConditionOverride {
+                    status: st.clone(),
+                    reason: q.get("reason").cloned(),
+                    message: q.get("message").cloned(),
+                })
+            } else {
+                None
+            };
+            c.set_node_condition(name, type_, report)
+        }
+        "image-pull-fail" | "image-pull-heal" => {
+            let Some(image) = q.get("image") else {
+                return bad(format!("{fault} needs ?image=IMAGE"));
+            };
+            c.image_pull_fault(
+                Some(name),
+                image,
+                fault == "image-pull-fail",
+                q.get("message").map(String::as_str),
+            )
+            .and_then(|_| c.node_state(name))
+        }
+        _ => {
+            let labels = match q.get("labels").map(|l| parse_labels(l)).transpose() {
+                Ok(l) => l,
+                Err(e) => return bad(e),
+            };
+            c.reboot_node_with(
+                name,
+                q.get("cpu").map(String::as_str),
+                q.get("memory").map(String::as_str),
+                labels,
+            )
+            .await
+        }
+    };
+    Some(match result {
+        Ok(s) => Json(state_json(&s)).into_response(),
+        Err(e) => cluster_error(e),
+    })
+}
+
+/// `k=v,k2=v2` (as kubelet's `--node-labels`); the values are checked by the cluster.
+fn parse_labels(l: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    l.split(',')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("invalid label {kv:?}: expected key=value"))
+        })
+        .collect()
+}
+
+/// `POST /klab/v1/images/{fail|heal}?image=I[&message=E]`: pulls of one image fail (or work
+/// again) on every node, present and to come.
+async fn images(
+    State(c): State<Arc<Cluster>>,
+    identity: Option<Extension<Identity>>,
+    Path(action): Path<String>,
+    Query(q): Query<std::collections::BTreeMap<String, String>>,
+) -> Response {
+    if let Some(refused) = refuse_unauthorized(&identity) {
+        return refused;
+    }
+    let fail = match action.as_str() {
+        "fail" => true,
+        "heal" => false,
+        other => {
+            return status(
+                400,
+                "BadRequest",
+                format!("unknown image action {other:?}: one of fail, heal"),
+            );
+        }
+    };
+    let Some(image) = q.get("image") else {
+        return status(
+            400,
+            "BadRequest",
+            format!("image {action} needs ?image=IMAGE"),
+        );
+    };
+    if let Some(k) = q
+        .keys()
+        .find(|k| !["image", "message"].contains(&k.as_str()))
+    {
+        return status(
+            400,
+            "BadRequest",
+            format!("image {action} takes image, message, not {k:?}"),
+        );
+    }
+    match c.image_pull_fault(None, image, fail, q.get("message").map(String::as_str)) {
+        Ok(nodes) => Json(json!({"image": image, "failed": fail, "nodes": nodes})).into_response(),
         Err(e) => cluster_error(e),
     }
 }
@@ -161,8 +298,12 @@ async fn volume(
 fn cluster_error(e: ClusterError) -> Response {
     match e {
         e @ ClusterError::UnknownVolume(_) => status(404, "NotFound", e.to_string()),
+        // As kube-apiserver answers a GET of a missing Node.
         ClusterError::UnknownNode(n) => {
-            status(404, "NotFound", format!("node {n:?} is not a klab node"))
+            let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("nodes {n:?} not found"), "reason": "NotFound",
+                "details": {"name": n, "kind": "nodes"}, "code": 404});
+            (StatusCode::NOT_FOUND, Json(body)).into_response()
         }
         ClusterError::Transition(m) => status(409, "Conflict", m),
         e @ ClusterError::NodeExists(_) => status(409, "AlreadyExists", e.to_string()),
@@ -371,6 +512,7 @@ pub fn admin_router(cluster: Arc<Cluster>) -> Router {
         .route("/klab/v1/nodes/{name}", axum::routing::delete(remove))
         .route("/klab/v1/nodes/{name}/{fault}", post(fault))
         .route("/klab/v1/volumes/{name}/{action}", post(volume))
+        .route("/klab/v1/images/{action}", post(images))
         .route("/klab/v1/components", get(components))
         .route("/klab/v1/components/{*name}", post(inject_panic_path))
         .with_state(cluster)

@@ -318,6 +318,11 @@ impl ControlPlane {
         self.tx.borrow().clone()
     }
 
+    /// The API path's state as it changes (what `klab up`'s listener follows).
+    pub fn subscribe(&self) -> watch::Receiver<PlaneState> {
+        self.tx.subscribe()
+    }
+
     /// Stops, starts or restarts the API server.
     pub fn api_server(&self, op: ComponentOp) -> Result<(), String> {
         let next = next_plane(&self.tx.borrow(), op)?;

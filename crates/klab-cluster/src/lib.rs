@@ -544,6 +544,12 @@ impl Cluster {
         self.plane.state()
     }
 
+    /// The API path's state as it changes: `klab up` closes its listener while the API server
+    /// is stopped and ends every open connection when it stops or restarts.
+    pub fn watch_plane(&self) -> tokio::sync::watch::Receiver<control::PlaneState> {
+        self.plane.subscribe()
+    }
+
     /// Metrics of the controller manager's controllers.
     pub fn controller_metrics(&self) -> &ControllerMetrics {
         &self.controller_metrics
@@ -578,6 +584,19 @@ impl Cluster {
     /// An in-process client acting as the cluster administrator (what a kubectl user is).
     pub fn admin_client(&self) -> kube::Client {
         self.client(Identity::admin())
+    }
+
+    /// The administrator's client through the API path's gate, as a kubectl user reaches the
+    /// API server: refused (`connection refused`) while `kube-apiserver` is stopped, its open
+    /// watches ended when it stops. A scenario's kubectl steps use it; the observer that records
+    /// the trace uses [`Cluster::admin_client`], which sees the store whatever the API server's
+    /// state.
+    pub fn kubectl_client(&self) -> kube::Client {
+        kube::Client::new(
+            self.plane
+                .gate(self.api.router_as(Identity::admin()), "kubectl"),
+            "default",
+        )
     }
 
     /// Applies a fault to one node's agent and machine, refusing transitions that make no sense
@@ -705,7 +724,7 @@ impl Cluster {
 
     /// `reboot` into changed hardware or `--node-labels`: the machine powers off, comes back
     /// with the new capacity (`cpu`, `memory` quantities) and labels, and its kubelet
-    /// re-registers (`SimNode::reboot_with`). Bad quantities change nothing.
+    /// re-registers (`SimNode::reboot_with`). Bad quantities or labels change nothing.
     pub async fn reboot_node_with(
         &self,
         node: &str,
@@ -729,6 +748,16 @@ impl Cluster {
                     .ok_or_else(|| invalid(format!("bad memory quantity {m:?}")))
             })
             .transpose()?;
+        for (k, v) in labels.iter().flatten() {
+            let mut errs = klab_api::selector::is_qualified_name(k);
+            errs.extend(klab_api::selector::is_valid_label_value(v));
+            if !errs.is_empty() {
+                return Err(invalid(format!(
+                    "invalid label {k}={v}: {}",
+                    errs.join("; ")
+                )));
+            }
+        }
         let cell = self.node(node)?;
         let mut n = cell.lock().unwrap_or_else(|p| p.into_inner());
         check_transition(&n.state(), NodeFault::Reboot).map_err(ClusterError::Transition)?;
@@ -1724,6 +1753,76 @@ mod tests {
                 .to_string(),
             "node n1 is powered off"
         );
+    }
+
+    /// The kubectl client is refused while the API server is stopped and served again once it
+    /// starts, the store untouched; the trace's observer (the plain admin client) is not gated.
+    /// A resized reboot with a bad label or quantity changes nothing.
+    #[tokio::test(start_paused = true)]
+    async fn the_kubectl_client_is_refused_while_the_api_server_is_stopped() {
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        let kubectl: kube::Api<Node> = kube::Api::all(cluster.kubectl_client());
+        let observer: kube::Api<Node> = kube::Api::all(cluster.admin_client());
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        assert_eq!(
+            kubectl.list(&Default::default()).await.unwrap().items.len(),
+            1
+        );
+        cluster
+            .control_component("kube-apiserver", ComponentOp::Stop)
+            .unwrap();
+        let err = kubectl.list(&Default::default()).await.unwrap_err();
+        assert!(err.to_string().contains("connection refused"), "{err}");
+        assert_eq!(
+            observer
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
+            1
+        );
+        cluster
+            .control_component("apiserver", ComponentOp::Start)
+            .unwrap();
+        assert_eq!(
+            kubectl.list(&Default::default()).await.unwrap().items.len(),
+            1
+        );
+
+        let before = cluster.node_state("n1").unwrap();
+        let bad_label = [("a b".to_string(), "c".to_string())].into();
+        let err = cluster
+            .reboot_node_with("n1", None, None, Some(bad_label))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid node \"n1\": invalid label a b=c: "),
+            "{err}"
+        );
+        let err = cluster
+            .reboot_node_with("n1", Some("lots"), None, None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "invalid node \"n1\": bad cpu quantity \"lots\"");
+        assert!(matches!(
+            cluster.reboot_node_with("n9", Some("8"), None, None).await,
+            Err(ClusterError::UnknownNode(_))
+        ));
+        assert_eq!(cluster.node_state("n1").unwrap().boot_id, before.boot_id);
     }
 
     #[tokio::test(start_paused = true)]

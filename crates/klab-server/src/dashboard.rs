@@ -187,7 +187,7 @@ mod router_tests {
         )
         .await;
         assert_eq!(code, StatusCode::NOT_FOUND);
-        assert!(body.contains(r#"node \"n9\" is not a klab node"#), "{body}");
+        assert!(body.contains(r#"nodes \"n9\" not found"#), "{body}");
         let (code, _, body) = call(
             &router,
             req("POST", "/klab/v1/nodes/n1/explode", true, None),

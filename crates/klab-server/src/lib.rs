@@ -15,4 +15,4 @@ pub mod up;
 
 pub use kubeconfig::write_kubeconfig;
 pub use pki::Pki;
-pub use serve::{ServeConfig, ServeError, serve_tls, serve_tls_with};
+pub use serve::{ServeConfig, ServeError, serve_tls, serve_tls_with, serve_unix};

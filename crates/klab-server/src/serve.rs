@@ -113,6 +113,10 @@ pub struct ServeConfig {
     /// Connections served at once; beyond it new ones wait in the kernel's accept queue until
     /// one closes (they are not refused).
     pub max_connections: usize,
+    /// End every open connection (a watch mid-stream included) when serving stops, as a
+    /// process that exits drops its sockets — `klab up` stopping the API server on purpose.
+    /// Off, open connections finish on their own.
+    pub end_connections_on_shutdown: bool,
 }
 
 impl Default for ServeConfig {
@@ -121,6 +125,7 @@ impl Default for ServeConfig {
             tls_handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             max_connections: 4096,
+            end_connections_on_shutdown: false,
         }
     }
 }
@@ -155,6 +160,8 @@ pub async fn serve_tls_with(
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections.max(1)));
     let mut backoff: Option<Duration> = None;
+    // Connections that end with the server: dropping the set (on any return) aborts them.
+    let mut owned = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -189,8 +196,9 @@ pub async fn serve_tls_with(
         };
         let acceptor = acceptor.clone();
         let router = router.clone();
+        let end_with_server = cfg.end_connections_on_shutdown;
         let cfg = cfg.clone();
-        tokio::spawn(async move {
+        let connection = async move {
             let _permit = permit;
             let tls =
                 match tokio::time::timeout(cfg.tls_handshake_timeout, acceptor.accept(tcp)).await {
@@ -258,6 +266,52 @@ pub async fn serve_tls_with(
                 .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
+            }
+        };
+        if end_with_server {
+            while owned.try_join_next().is_some() {}
+            owned.spawn(connection);
+        } else {
+            tokio::spawn(connection);
+        }
+    }
+}
+
+/// Serves `router` in plain HTTP on a Unix socket whose file only its owner may open (the data
+/// directory's owner, who holds the administrator's key anyway): every request acts as the
+/// cluster administrator. `klab up` serves its admin endpoint there, so that `klab component
+/// start kube-apiserver` reaches a cluster whose API server is stopped.
+pub async fn serve_unix(
+    listener: tokio::net::UnixListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!("admin socket accept error: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            let svc = tower::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let mut req = req.map(Body::new);
+                req.extensions_mut().insert(Identity::admin());
+                router.clone().oneshot(req)
+            });
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn =
+                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
+            if let Err(e) = conn.await {
+                tracing::debug!("admin socket connection ended: {e}");
             }
         });
     }

@@ -18,7 +18,7 @@ use klab_apiserver::ApiServer;
 use klab_cluster::{Cluster, ClusterConfig};
 use klab_store::redb_store::RedbStore;
 
-use crate::{Pki, kubeconfig::write_kubeconfig, serve::tls_config, serve_tls};
+use crate::{Pki, kubeconfig::write_kubeconfig, serve::tls_config, serve_tls_with};
 
 /// Options of `klab up`.
 #[derive(Debug, Clone)]
@@ -229,7 +229,39 @@ pub async fn start(
     })?;
     let dashboard_url = format!("{server_url}/ui/?token={token}");
     let router = crate::dashboard::router(cluster.clone(), token).merge(api.router());
-    let handle = tokio::spawn(serve_tls(listener, tls, router, shutdown));
+    // The admin endpoint on a Unix socket as well: the one way in while the API server (and so
+    // its TLS listener) is stopped.
+    let socket = dir.join(ADMIN_SOCKET);
+    let _ = std::fs::remove_file(&socket);
+    let admin = tokio::net::UnixListener::bind(&socket).map_err(|source| UpError::Io {
+        path: socket.clone(),
+        source,
+    })?;
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|source| UpError::Io {
+            path: socket.clone(),
+            source,
+        })?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut admin_stop = stop_rx.clone();
+    tokio::spawn(crate::serve_unix(
+        admin,
+        klab_cluster::admin::admin_router(cluster.clone()),
+        async move {
+            let _ = admin_stop.wait_for(|s| *s).await;
+        },
+    ));
+    let handle = tokio::spawn(serve_api(
+        listener,
+        local_addr,
+        tls,
+        router,
+        async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        },
+        cluster.watch_plane(),
+    ));
     Ok((
         Running {
             cluster,
@@ -241,6 +273,65 @@ pub async fn start(
         },
         handle,
     ))
+}
+
+/// The admin endpoint's Unix socket in the data directory (`klab component` uses it when it is
+/// there, so that a stopped API server can be started again).
+pub const ADMIN_SOCKET: &str = "admin.sock";
+
+/// Serves the API on `listener` as a kube-apiserver process would be there: while the API
+/// server is stopped (`klab component stop kube-apiserver`) the port is closed — connections
+/// are refused and every open one (watches included) was ended — and it is bound again on the
+/// same address when it starts, the store as it was; a restart ends every open connection.
+async fn serve_api(
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    mut plane: tokio::sync::watch::Receiver<klab_cluster::control::PlaneState>,
+) -> Result<(), crate::ServeError> {
+    let cfg = crate::ServeConfig {
+        end_connections_on_shutdown: true,
+        ..Default::default()
+    };
+    tokio::pin!(shutdown);
+    let mut listener = Some(listener);
+    loop {
+        if let Some(l) = listener.take() {
+            let epoch = plane.borrow_and_update().epoch;
+            let mut p = plane.clone();
+            let stops = async move {
+                let _ = p.wait_for(|s| s.api_down || s.epoch != epoch).await;
+            };
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                r = serve_tls_with(l, tls.clone(), router.clone(), stops, cfg.clone()) => r?,
+            }
+        }
+        // Stopped (the listener is dropped) or restarted: wait until it runs, then bind again.
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = plane.wait_for(|s| !s.api_down) => if r.is_err() { return Ok(()) },
+        }
+        let mut delay = Duration::from_millis(10);
+        loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => {
+                    listener = Some(l);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("binding {addr} again: {e}; retrying in {delay:?}");
+                    tokio::select! {
+                        _ = &mut shutdown => return Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = delay.saturating_mul(2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
 }
 
 /// Runs `klab up` until Ctrl-C.

@@ -295,3 +295,77 @@ expect:
     );
     assert_eq!(a.verdict.passed, 1);
 }
+
+/// A kubectl step while the API server is stopped would be refused, as kubectl is by a stopped
+/// kube-apiserver: the plan is refused when it loads, at the step's line, naming the stop.
+/// Machine and component faults and a `wait-for` still run; a start or restart (by any alias)
+/// lets kubectl in again, and a step in the stop's instant but before it in the file runs first.
+#[test]
+fn kubectl_steps_while_the_api_server_is_stopped_are_refused_with_their_line() {
+    let refused: &[(&str, &str)] = &[
+        (
+            "faults:\n  - {at: 30s, fault: component-stop, component: kube-apiserver}\n  - {at: 40s, fault: cordon, node: n1}\n",
+            "s.yaml:8: \"Node n1 kubectl cordon\" needs the API server, which is stopped at 30.000s (line 7): kubectl would fail with \"The connection to the server was refused\"; start kube-apiserver first (component-start)",
+        ),
+        (
+            "faults:\n  - {at: 30s, fault: component-stop, component: apiserver}\n  - {at: 30s, fault: delete-pod, selector: app=web}\n",
+            "s.yaml:8: \"",
+        ),
+        (
+            "faults:\n  - {at: 30s, fault: component-stop, component: kube-apiserver}\n  - {at: 35s, fault: stop-kubelet, node: n2}\n  - {at: 40s, fault: drain, node: n2}\n  - {at: 50s, fault: component-start, component: kube-apiserver}\n",
+            "s.yaml:9: \"Node n2 kubectl drain n2\" needs the API server, which is stopped at 30.000s (line 7)",
+        ),
+    ];
+    for (extra, want) in refused {
+        let text = format!("{BASE}{extra}");
+        let err = scenario::parse(&text, Path::new("s.yaml"))
+            .expect_err(extra)
+            .to_string();
+        assert!(
+            err.starts_with(want),
+            "{extra:?}\n got: {err}\nwant: {want}"
+        );
+    }
+    let allowed = [
+        "faults:\n  - {at: 30s, fault: cordon, node: n1}\n  - {at: 30s, fault: component-stop, component: kube-apiserver}\n  - {at: 40s, fault: stop-kubelet, node: n2}\n  - {at: 41s, fault: node-condition, node: n1, condition: Ready=False}\n  - {at: 42s, fault: image-pull-fail, image: x}\n  - {at: 43s, fault: brownout, component: kube-scheduler, latency: 1s}\n  - {at: 50s, fault: component-start, component: apiserver}\n  - {at: 50s, fault: uncordon, node: n1}\n",
+        "faults:\n  - {at: 30s, fault: component-stop, component: kube-apiserver}\n  - {at: 40s, fault: component-restart, component: kube-apiserver}\n  - {at: 41s, fault: cordon, node: n1}\n",
+    ];
+    for extra in allowed {
+        let text = format!("{BASE}{extra}");
+        scenario::parse(&text, Path::new("s.yaml")).unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+    }
+}
+
+/// The API server stopped from 10 s to 40 s and a cordon in the instant it starts: the cordon
+/// lands only then; an expectation that it held before says what the node showed.
+#[test]
+fn a_cordon_waits_for_the_api_server_and_a_failing_expectation_shows_the_node_before() {
+    let text = format!(
+        "{BASE}faults:
+  - {{at: 10s, fault: component-stop, component: kube-apiserver}}
+  - {{at: 40s, fault: component-start, component: kube-apiserver}}
+  - {{at: 40s, fault: cordon, node: n1}}
+expect:
+  - {{at: 39s, node: n1, status: \"Ready,SchedulingDisabled\"}}
+  - {{at: 41s, node: n1, status: \"Ready,SchedulingDisabled\"}}
+"
+    );
+    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            11,
+            "node n1 STATUS is Ready, expected Ready,SchedulingDisabled".into()
+        )],
+        "{}",
+        trace::format_text(&o.lines)
+    );
+    assert_eq!(o.verdict.passed, 1);
+}

@@ -459,6 +459,10 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
         hook(&cluster);
     }
     let client = cluster.admin_client();
+    // The steps' requests go through the API path as a kubectl's do: refused while the API
+    // server is stopped (`check_api_down_steps` refuses such plans up front; a drain started
+    // before the stop runs on and sees its requests refused).
+    let kubectl = cluster.kubectl_client();
     // The API server's request log is kept only when an expectation counts writes (it grows
     // with every request of the run).
     let waits = sc.steps.iter().filter_map(|s| match &s.action {
@@ -561,7 +565,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
                 waits.push(outcome);
                 continue;
             }
-            execute(&cluster, &client, &rec, &step.action)
+            execute(&cluster, &kubectl, &rec, &step.action)
                 .await
                 .map_err(|msg| SimError::Step {
                     file: sc.path.display().to_string(),

@@ -265,7 +265,81 @@ pub enum Action {
     },
 }
 
+/// A client's step while `kube-apiserver` is stopped would be refused, as kubectl is by a
+/// stopped API server ("The connection to the server … was refused"): refused when the scenario
+/// loads, with the line of the step and of the stop. The plan's order is the order of `at`
+/// (a `wait-for` shifts every later step alike), so the check is a walk over the sorted steps.
+pub fn check_api_down_steps(steps: &[Step]) -> Result<(), (u64, String)> {
+    let mut stopped: Option<&Step> = None;
+    for step in steps {
+        match &step.action {
+            Action::Component { component, op }
+                if component == klab_cluster::control::APISERVER =>
+            {
+                stopped = match op {
+                    ComponentOp::Stop => Some(step),
+                    ComponentOp::Start | ComponentOp::Restart => None,
+                };
+            }
+            a if a.needs_api() => {
+                if let Some(stop) = stopped {
+                    return Err((
+                        step.line,
+                        format!(
+                            "{:?} needs the API server, which is stopped at {} (line {}): kubectl would fail with \"The connection to the server was refused\"; start kube-apiserver first (component-start)",
+                            a.describe(),
+                            klab_api::clock::format_elapsed(stop.at),
+                            stop.line
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Action {
+    /// Whether the step is a client's request to the API server (kubectl's verbs, a drain, an
+    /// annotation): a client that a stopped `kube-apiserver` refuses. Node, machine and
+    /// component faults act at the cluster's seams (`klab node …`, `klab component …`, which
+    /// stay reachable), and a `wait-for` watches the trace, so they run while it is stopped.
+    /// Exhaustive on purpose: a new action must say which it is.
+    pub fn needs_api(&self) -> bool {
+        match self {
+            Action::Taint { .. }
+            | Action::Untaint { .. }
+            | Action::Cordon { .. }
+            | Action::Drain { .. }
+            | Action::DeleteNode { .. }
+            | Action::Probe { .. }
+            | Action::DeletePod { .. }
+            | Action::DeletePods { .. }
+            | Action::Scale { .. }
+            | Action::Patch { .. }
+            | Action::Delete { .. }
+            | Action::Evict { .. }
+            | Action::Apply { .. }
+            | Action::Usage { .. }
+            | Action::Logs { .. }
+            | Action::Exec { .. } => true,
+            Action::Fault { .. }
+            | Action::Pressure { .. }
+            | Action::NodeCondition { .. }
+            | Action::ImagePull { .. }
+            | Action::RebootWith { .. }
+            | Action::Rejoin { .. }
+            | Action::AddNode { .. }
+            | Action::RemoveNode { .. }
+            | Action::WaitFor { .. }
+            | Action::VolumeFault { .. }
+            | Action::Component { .. }
+            | Action::Brownout { .. }
+            | Action::ClockSkew { .. } => false,
+        }
+    }
+
     /// The kubectl-like description printed in the trace (component `sim`).
     pub fn describe(&self) -> String {
         match self {
@@ -1423,6 +1497,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
     }
     steps.sort_by_key(|s| s.at); // stable: file order within one instant
     check_probe_steps(&cx, &steps, &manifests)?;
+    check_api_down_steps(&steps).map_err(|(line, msg)| cx.at(line, msg))?;
 
     let mut expectations = Vec::new();
     for e in &raw.expect {

@@ -33,6 +33,10 @@ pub struct SwarmConfig {
     /// Random node-side operations during the chaos window (pressure, graceful shutdown, Node
     /// deletion and rejoin, machines added and removed, volume backend failures).
     pub node_operations: usize,
+    /// Random control-plane and kubelet-level operations during the chaos window: components
+    /// stopped and started or restarted (the API server, the controller manager, the
+    /// scheduler, one controller), brownouts, clock skews, node conditions, image pull failures.
+    pub control_operations: usize,
     pub chaos_for: Duration,
     /// Time to converge after every fault is healed.
     pub settle_for: Duration,
@@ -45,6 +49,7 @@ impl Default for SwarmConfig {
             zones: 2,
             operations: 30,
             node_operations: 10,
+            control_operations: 8,
             chaos_for: Duration::from_secs(600),
             // Long enough for the DaemonSet controller's failed-pod backoff and the longest
             // default toleration after the last heal.
@@ -72,6 +77,9 @@ struct NodeModel {
     removed: bool,
     /// A graceful shutdown is under way until this instant (ms): the machine powers off by then.
     busy_until: u64,
+    /// A control-plane step names it until this instant (ms): a clearing condition, a skew
+    /// reset, a brownout's end. It is not removed before then.
+    pinned_until: u64,
 }
 
 impl NodeModel {
@@ -89,6 +97,7 @@ impl NodeModel {
             deleted: false,
             removed: false,
             busy_until: 0,
+            pinned_until: 0,
         }
     }
 
@@ -299,23 +308,47 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
     // stream earlier swarm versions drew, so old seeds keep most of their cases) and the node-
     // side ones (pressure, shutdown, Node deletion, machines added and removed, volumes).
     let extra_rng = DetRng::seeded(seed ^ 0x4e4f_4445);
+    // A third plan on a stream of its own: control-plane and kubelet-level faults.
+    let control_rng = DetRng::seeded(seed ^ 0x4354_524c);
     let window = cfg.chaos_for.as_millis().max(5_001) as u64;
-    let mut plan: Vec<(u64, bool)> = (0..cfg.operations)
-        .map(|_| (rng.range(5_000, window), false))
-        .chain((0..cfg.node_operations).map(|_| (extra_rng.range(5_000, window), true)))
+    let mut plan: Vec<(u64, Plan)> = (0..cfg.operations)
+        .map(|_| (rng.range(5_000, window), Plan::Ordinary))
+        .chain((0..cfg.node_operations).map(|_| (extra_rng.range(5_000, window), Plan::Node)))
+        .chain(
+            (0..cfg.control_operations).map(|_| (control_rng.range(5_000, window), Plan::Control)),
+        )
         .collect();
     plan.sort_unstable();
     let first = nodes.len();
     let mut revision = 0u32;
     let mut extra = Extra::default();
-    for (t, is_extra) in plan {
-        let at = secs(Duration::from_millis(t));
-        if is_extra {
-            if let Some(step) = extra_step(&extra_rng, &mut nodes, &mut extra, t, cfg) {
-                let _ = writeln!(y, "  - {step}");
+    let mut control = Control::default();
+    for (t, which) in plan {
+        match which {
+            Plan::Node => {
+                if let Some(step) = extra_step(
+                    &extra_rng,
+                    &mut nodes,
+                    &mut extra,
+                    t,
+                    cfg,
+                    &control.api_down,
+                ) {
+                    let _ = writeln!(y, "  - {step}");
+                }
+                continue;
             }
-            continue;
+            Plan::Control => {
+                for step in control_steps(&control_rng, &mut nodes, &mut control, t, first, cfg) {
+                    let _ = writeln!(y, "  - {step}");
+                }
+                continue;
+            }
+            Plan::Ordinary => {}
         }
+        let at = secs(Duration::from_millis(t));
+        // kubectl's steps wait for a stopped API server to start; node faults do not.
+        let kubectl_at = secs(Duration::from_millis(api_up_at(&control.api_down, t)));
         let step = match rng.range(0, 16) {
             0..=2 => {
                 let (target, max) = *pick(
@@ -333,7 +366,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                     rng.range(0, max + 1)
                 };
                 Some(format!(
-                    "{{at: {at}, fault: scale, target: {target}, replicas: {replicas}}}"
+                    "{{at: {kubectl_at}, fault: scale, target: {target}, replicas: {replicas}}}"
                 ))
             }
             3 | 4 => {
@@ -348,7 +381,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                     ],
                 );
                 Some(format!(
-                    "{{at: {at}, fault: patch, target: {target}, patch: {{spec: {{template: {{metadata: {{annotations: {{swarm.klab.dev/revision: \"{revision}\"}}}}}}}}}}}}"
+                    "{{at: {kubectl_at}, fault: patch, target: {target}, patch: {{spec: {{template: {{metadata: {{annotations: {{swarm.klab.dev/revision: \"{revision}\"}}}}}}}}}}}}"
                 ))
             }
             5..=7 => {
@@ -367,7 +400,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                     String::new()
                 };
                 Some(format!(
-                    "{{at: {at}, fault: delete-pod, selector: app={app}{on_node}{how}}}"
+                    "{{at: {kubectl_at}, fault: delete-pod, selector: app={app}{on_node}{how}}}"
                 ))
             }
             8..=12 => {
@@ -389,12 +422,12 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                     n.out_of_service = !n.out_of_service;
                     if n.out_of_service {
                         Some(format!(
-                            "{{at: {at}, fault: taint, node: {}, taint: \"{OUT_OF_SERVICE}\"}}",
+                            "{{at: {kubectl_at}, fault: taint, node: {}, taint: \"{OUT_OF_SERVICE}\"}}",
                             n.name
                         ))
                     } else {
                         Some(format!(
-                            "{{at: {at}, fault: untaint, node: {}, taint: \"node.kubernetes.io/out-of-service:NoExecute\"}}",
+                            "{{at: {kubectl_at}, fault: untaint, node: {}, taint: \"node.kubernetes.io/out-of-service:NoExecute\"}}",
                             n.name
                         ))
                     }
@@ -402,12 +435,12 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                     n.tainted = !n.tainted;
                     if n.tainted {
                         Some(format!(
-                            "{{at: {at}, fault: taint, node: {}, taint: \"{CUSTOM_TAINT}\"}}",
+                            "{{at: {kubectl_at}, fault: taint, node: {}, taint: \"{CUSTOM_TAINT}\"}}",
                             n.name
                         ))
                     } else {
                         Some(format!(
-                            "{{at: {at}, fault: untaint, node: {}, taint: \"swarm.klab.dev/maintenance:NoSchedule\"}}",
+                            "{{at: {kubectl_at}, fault: untaint, node: {}, taint: \"swarm.klab.dev/maintenance:NoSchedule\"}}",
                             n.name
                         ))
                     }
@@ -425,7 +458,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                 n.object_ok().then(|| {
                     n.cordoned = true;
                     format!(
-                        "{{at: {at}, fault: drain, node: {}, ignore-daemonsets: true, timeout: 90s{skip}}}",
+                        "{{at: {kubectl_at}, fault: drain, node: {}, ignore-daemonsets: true, timeout: 90s{skip}}}",
                         n.name
                     )
                 })
@@ -436,7 +469,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
                 n.object_ok().then(|| {
                     n.cordoned = !n.cordoned;
                     let verb = if n.cordoned { "cordon" } else { "uncordon" };
-                    format!("{{at: {at}, fault: {verb}, node: {}}}", n.name)
+                    format!("{{at: {kubectl_at}, fault: {verb}, node: {}}}", n.name)
                 })
             }
         };
@@ -482,6 +515,28 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
             let _ = writeln!(y, "  - {{at: {at}, {s}, node: {}}}", n.name);
         }
     }
+    for n in nodes.iter().filter(|n| !n.removed) {
+        if let Some(type_) = control.conditions.get(&n.name) {
+            let _ = writeln!(
+                y,
+                "  - {{at: {at}, fault: clear-node-condition, node: {}, condition: {type_}}}",
+                n.name
+            );
+        }
+        if control.skewed.contains(&n.name) {
+            let _ = writeln!(
+                y,
+                "  - {{at: {at}, fault: clock-skew, node: {}, offset: 0s}}",
+                n.name
+            );
+        }
+    }
+    for image in &control.failing_images {
+        let _ = writeln!(
+            y,
+            "  - {{at: {at}, fault: image-pull-heal, image: \"{image}\"}}"
+        );
+    }
     if extra.volume_failed {
         let _ = writeln!(
             y,
@@ -522,8 +577,11 @@ fn extra_step(
     extra: &mut Extra,
     t: u64,
     cfg: &SwarmConfig,
+    api_down: &[(u64, u64)],
 ) -> Option<String> {
     let at = secs(Duration::from_millis(t));
+    // kubectl's steps wait for a stopped API server to start (the plan refuses them otherwise).
+    let kubectl_at = secs(Duration::from_millis(api_up_at(api_down, t)));
     let kind = rng.range(0, 7);
     // Nodes a machine fault may name now, and one of them drawn (always drawn, so that the
     // stream does not depend on how many qualify).
@@ -560,7 +618,7 @@ fn extra_step(
         // A container's working set beyond its node's memory: the eviction manager must rank
         // and evict it without its arithmetic overflowing.
         1 => Some(format!(
-            "{{at: {at}, fault: usage, selector: app=batch, container: worker, usage: \"memory=70Gi\"}}"
+            "{{at: {kubectl_at}, fault: usage, selector: app=batch, container: worker, usage: \"memory=70Gi\"}}"
         )),
         2 => {
             let n = &mut nodes[chosen?];
@@ -577,7 +635,11 @@ fn extra_step(
         }
         3 => {
             let n = &mut nodes[chosen?];
-            if !n.deleted {
+            if !n.deleted && api_up_at(api_down, t) != t {
+                // The Node's deletion is kubectl's: not while the API server is stopped (a
+                // deferred one could land after a rejoin the model already counted).
+                None
+            } else if !n.deleted {
                 n.deleted = true;
                 n.tainted = false;
                 n.out_of_service = false;
@@ -606,6 +668,9 @@ fn extra_step(
         }
         5 if extra.removed < 1 && nodes.iter().filter(|n| !n.removed).count() > 3 => {
             let n = &mut nodes[chosen?];
+            if n.pinned_until > t {
+                return None;
+            }
             extra.removed += 1;
             n.removed = true;
             Some(format!(
@@ -624,6 +689,211 @@ fn extra_step(
         }
         _ => None,
     }
+}
+
+/// Which of the three plans a drawn instant belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Plan {
+    Ordinary,
+    Node,
+    Control,
+}
+
+/// What the control-plane plan has done so far.
+#[derive(Debug, Default)]
+struct Control {
+    /// Windows (ms, start inclusive, end exclusive) in which the API server is stopped.
+    api_down: Vec<(u64, u64)>,
+    /// Until when (ms) a component is stopped: stops and restarts never overlap, so no
+    /// transition is refused (the controller manager stops as a whole with its controllers).
+    components_busy_until: u64,
+    /// Until when (ms) a brownout runs (one at a time per client is what the plan keeps).
+    brownout_until: std::collections::BTreeMap<String, u64>,
+    /// Conditions reported by kubelets, cleared at the end of the chaos window.
+    conditions: std::collections::BTreeMap<String, String>,
+    /// Machines whose clocks are off, put right at the end of the chaos window.
+    skewed: std::collections::BTreeSet<String>,
+    /// Images whose pulls fail, healed at the end of the chaos window.
+    failing_images: std::collections::BTreeSet<&'static str>,
+}
+
+/// When a kubectl step drawn at `t` runs: at `t`, or when the API server stopped at `t` starts
+/// again (in that instant, after the start step, which is written first).
+fn api_up_at(windows: &[(u64, u64)], t: u64) -> u64 {
+    windows
+        .iter()
+        .find(|(from, to)| *from <= t && t < *to)
+        .map_or(t, |(_, to)| *to)
+}
+
+/// Components a swarm stops, starts or restarts (by the names and aliases users type).
+const SWARM_COMPONENTS: &[&str] = &[
+    "kube-controller-manager",
+    "kube-scheduler",
+    "nodelifecycle",
+    "replicaset",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "taint-eviction-controller",
+    "endpointslice",
+    "garbagecollector",
+    "podgc",
+    "metrics-server",
+];
+
+/// The images of the swarm's workloads, whose pulls may fail.
+const SWARM_IMAGES: &[&str] = &["nginx:1.27", "busybox:1.36", "mysql:8.4", "fluent-bit:3.2"];
+
+/// The control-plane plan's steps at `t` (a fault and, for windows, its end), or none when the
+/// drawn operation cannot run now. Every fault it leaves on is undone by the end of the chaos
+/// window.
+fn control_steps(
+    rng: &DetRng,
+    nodes: &mut [NodeModel],
+    c: &mut Control,
+    t: u64,
+    first: usize,
+    cfg: &SwarmConfig,
+) -> Vec<String> {
+    let chaos = cfg.chaos_for.as_millis() as u64;
+    let at = secs(Duration::from_millis(t));
+    let kind = rng.range(0, 8);
+    // Always drawn, so the stream does not depend on which branch runs.
+    let length = rng.range(5_000, 60_000);
+    let until = t.saturating_add(length);
+    let node_i = rng.range(0, first as u64) as usize;
+    let variant = rng.range(0, 4);
+    let mut out = Vec::new();
+    match kind {
+        // A component stopped for a while, then started.
+        0 | 1 if t >= c.components_busy_until && until < chaos => {
+            let name = *pick(rng, SWARM_COMPONENTS);
+            c.components_busy_until = until;
+            out.push(format!(
+                "{{at: {at}, fault: component-stop, component: {name}}}"
+            ));
+            out.push(format!(
+                "{{at: {}, fault: component-start, component: {name}}}",
+                secs(Duration::from_millis(until))
+            ));
+        }
+        // The API server stopped for a while: clients relist when it is back.
+        2 if t >= c.components_busy_until && until < chaos => {
+            c.components_busy_until = until;
+            c.api_down.push((t, until));
+            out.push(format!(
+                "{{at: {at}, fault: component-stop, component: kube-apiserver}}"
+            ));
+            out.push(format!(
+                "{{at: {}, fault: component-start, component: kube-apiserver}}",
+                secs(Duration::from_millis(until))
+            ));
+        }
+        3 if t >= c.components_busy_until => {
+            let name = if variant == 0 {
+                "kube-apiserver"
+            } else {
+                *pick(rng, SWARM_COMPONENTS)
+            };
+            out.push(format!(
+                "{{at: {at}, fault: component-restart, component: {name}}}"
+            ));
+        }
+        // A brownout of a client, ending by itself before the end of the chaos window.
+        4 if until < chaos => {
+            let n = &mut nodes[node_i];
+            let who = match variant {
+                0 if n.machine_ok(t) => format!("kubelet/{}", n.name),
+                0 | 1 => "kube-controller-manager".to_string(),
+                2 => "kube-scheduler".to_string(),
+                _ => "metrics-server".to_string(),
+            };
+            if c.brownout_until.get(&who).is_some_and(|&u| u > t) {
+                return out;
+            }
+            if who.starts_with("kubelet/") {
+                n.pinned_until = n.pinned_until.max(until);
+            }
+            c.brownout_until.insert(who.clone(), until);
+            let code = *pick(rng, &[500u16, 503, 429]);
+            let rate = rng.range(0, 101);
+            let latency = rng.range(0, 3_000);
+            out.push(format!(
+                "{{at: {at}, fault: brownout, component: {who}, latency: {latency}ms, error-rate: {}.{:02}, code: {code}, duration: {}}}",
+                rate / 100,
+                rate % 100,
+                secs(Duration::from_millis(length))
+            ));
+        }
+        // A machine's clock off by up to three minutes, put right at the end.
+        5 => {
+            let n = &mut nodes[node_i];
+            if !n.machine_ok(t) {
+                return out;
+            }
+            let offset = rng.range(0, 360_001);
+            let sign = if offset < 180_000 { "-" } else { "" };
+            let ms = offset.abs_diff(180_000);
+            n.pinned_until = chaos;
+            c.skewed.insert(n.name.clone());
+            out.push(format!(
+                "{{at: {at}, fault: clock-skew, node: {}, offset: {sign}{ms}ms}}",
+                n.name
+            ));
+        }
+        // The running kubelet reports a failure: cleared after a while or at the end.
+        6 => {
+            let n = &mut nodes[node_i];
+            if !n.machine_ok(t) || c.conditions.contains_key(&n.name) {
+                return out;
+            }
+            let (cond, extra) = match variant {
+                0 | 1 => (
+                    "Ready=False",
+                    ", reason: KubeletNotReady, message: \"container runtime is down\"",
+                ),
+                2 => ("NetworkUnavailable=True", ", reason: NoRouteCreated"),
+                _ => (
+                    "MemoryPressure=True",
+                    ", reason: KubeletHasInsufficientMemory",
+                ),
+            };
+            let type_ = cond.split('=').next().unwrap_or(cond);
+            out.push(format!(
+                "{{at: {at}, fault: node-condition, node: {}, condition: {cond}{extra}}}",
+                n.name
+            ));
+            if until < chaos {
+                out.push(format!(
+                    "{{at: {}, fault: clear-node-condition, node: {}, condition: {type_}}}",
+                    secs(Duration::from_millis(until)),
+                    n.name
+                ));
+                n.pinned_until = n.pinned_until.max(until);
+            } else {
+                c.conditions.insert(n.name.clone(), type_.to_string());
+                n.pinned_until = chaos;
+            }
+        }
+        // Pulls of a workload's image fail, on one node or on all; healed at the end.
+        7 => {
+            let image = *pick(rng, SWARM_IMAGES);
+            let n = &mut nodes[node_i];
+            let on = if variant < 2 && n.machine_ok(t) {
+                n.pinned_until = chaos;
+                format!(", node: {}", n.name)
+            } else {
+                String::new()
+            };
+            c.failing_images.insert(image);
+            out.push(format!(
+                "{{at: {at}, fault: image-pull-fail, image: \"{image}\"{on}}}"
+            ));
+        }
+        _ => {}
+    }
+    out
 }
 
 /// A failed swarm case: its seed, its scenario and what went wrong.
@@ -698,6 +968,60 @@ mod tests {
             }
         }
         assert_ne!(generate(1, &cfg), generate(2, &cfg));
+    }
+
+    /// The control-plane plan draws every kind of its faults over a few seeds, and each case
+    /// still parses: no kubectl step falls in a window where the API server is stopped (the plan
+    /// would be refused), every window and condition ends, every skew is put right.
+    #[test]
+    fn generated_cases_draw_control_plane_faults_and_undo_them() {
+        let cfg = SwarmConfig {
+            control_operations: 40,
+            ..SwarmConfig::default()
+        };
+        let mut all = String::new();
+        for seed in 0..40 {
+            let text = generate(seed, &cfg);
+            scenario::parse(&text, Path::new("swarm.yaml"))
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+            let count = |p: &str| text.matches(p).count();
+            assert_eq!(
+                count("component-stop, component: kube-apiserver"),
+                count("component-start, component: kube-apiserver"),
+                "seed {seed}"
+            );
+            assert_eq!(
+                count("fault: component-stop"),
+                count("fault: component-start")
+            );
+            for l in text.lines().filter(|l| l.contains("fault: clock-skew")) {
+                let node = l.split("node: ").nth(1).and_then(|r| r.split(',').next());
+                let reset = format!(
+                    "fault: clock-skew, node: {}, offset: 0s}}",
+                    node.unwrap_or("?")
+                );
+                assert!(text.contains(&reset), "seed {seed}: a skew left on: {l}");
+            }
+            if count("fault: image-pull-fail") > 0 {
+                assert!(count("fault: image-pull-heal") > 0, "seed {seed}");
+            }
+            all.push_str(&text);
+        }
+        for want in [
+            "fault: component-stop, component: kube-apiserver",
+            "fault: component-stop, component: kube-controller-manager",
+            "fault: component-restart, component: kube-apiserver",
+            "fault: component-stop, component: nodelifecycle",
+            "fault: brownout, component: kubelet/",
+            "fault: brownout, component: kube-scheduler",
+            "fault: clock-skew",
+            "condition: Ready=False",
+            "condition: NetworkUnavailable=True",
+            "fault: clear-node-condition",
+            "fault: image-pull-fail",
+        ] {
+            assert!(all.contains(want), "no {want:?} in 40 seeds");
+        }
     }
 
     /// A few seeds in every test run (the release swarm bench runs thousands): no component

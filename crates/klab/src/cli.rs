@@ -133,10 +133,40 @@ pub struct NodeArgs {
     /// writes fail) and heal-lease-updates|heal-status-updates, rejoin (restart the kubelet: it
     /// registers again), add (a new machine joins), remove
     /// (the machine is powered off for good and its Node deleted), clock-skew (with --offset:
-    /// the machine's clock runs ahead or behind)
+    /// the machine's clock runs ahead or behind), condition (with --type, --status, --reason,
+    /// --message: the running kubelet reports that condition) and clear-condition (--type),
+    /// image-pull-fail|image-pull-heal (NAME IMAGE, or --all IMAGE: pulls of the image fail /
+    /// work again), reboot with --cpu/--memory/--label (the machine boots resized or relabelled)
     pub action: String,
-    /// The node (not needed for `list`).
+    /// The node (not needed for `list`; with `image-pull-fail|heal --all`, the image).
     pub name: Option<String>,
+    /// `image-pull-fail|image-pull-heal NAME IMAGE`: the image, as pods name it.
+    pub image: Option<String>,
+    /// `condition`, `clear-condition`: the condition type (Ready, NetworkUnavailable, …).
+    #[arg(long = "type")]
+    pub type_: Option<String>,
+    /// `condition`: True, False or Unknown.
+    #[arg(long)]
+    pub status: Option<String>,
+    /// `condition`: the condition's reason (e.g. KubeletNotReady).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// `condition`: the condition's message; `image-pull-fail`: the runtime's pull error
+    /// (default: containerd's not-found answer).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// `image-pull-fail|image-pull-heal`: on every node.
+    #[arg(long)]
+    pub all: bool,
+    /// `reboot`: the machine's CPU capacity after the reboot (e.g. 8).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// `reboot`: the machine's memory capacity after the reboot (e.g. 16Gi).
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// `reboot`: the kubelet's `--node-labels` after the reboot, key=value (repeatable).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
     /// `add` only: the new node's `topology.kubernetes.io/zone`.
     #[arg(long)]
     pub zone: Option<String>,
@@ -558,6 +588,73 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (action, _) if a.offset.is_some() => {
                     anyhow::bail!("--offset is only for `klab node clock-skew`, not {action:?}")
                 }
+                (action, _) if a.image.is_some() && !action.starts_with("image-pull-") => {
+                    anyhow::bail!(
+                        "an image argument is only for `klab node image-pull-fail|image-pull-heal`"
+                    )
+                }
+                (action, _) if a.all && !action.starts_with("image-pull-") => {
+                    anyhow::bail!("--all is only for `klab node image-pull-fail|image-pull-heal`")
+                }
+                (action, _)
+                    if (a.type_.is_some()
+                        && !matches!(action, "condition" | "clear-condition"))
+                        || ((a.status.is_some() || a.reason.is_some())
+                            && action != "condition")
+                        || (a.message.is_some()
+                            && !matches!(action, "condition" | "image-pull-fail")) =>
+                {
+                    anyhow::bail!(
+                        "--type, --status and --reason are for `klab node condition` (--type also for clear-condition), --message for condition and image-pull-fail"
+                    )
+                }
+                (action, _)
+                    if (a.cpu.is_some() || a.memory.is_some() || !a.labels.is_empty())
+                        && action != "reboot" =>
+                {
+                    anyhow::bail!("--cpu, --memory and --label are only for `klab node reboot`")
+                }
+                ("condition" | "clear-condition", Some(name)) => {
+                    let Some(type_) = a.type_.as_deref() else {
+                        anyhow::bail!("`klab node {}` needs --type (e.g. Ready)", a.action)
+                    };
+                    let report = if a.action == "condition" {
+                        let Some(st) = a.status.as_deref() else {
+                            anyhow::bail!("`klab node condition` needs --status True|False|Unknown")
+                        };
+                        Some((st, a.reason.as_deref(), a.message.as_deref()))
+                    } else {
+                        None
+                    };
+                    rt.block_on(crate::node_cmd::condition(&kubeconfig, name, type_, report))
+                }
+                (action @ ("image-pull-fail" | "image-pull-heal"), name) => {
+                    let (node, image) = match (a.all, name, a.image.as_deref()) {
+                        (true, Some(image), None) => (None, image),
+                        (false, Some(node), Some(image)) => (Some(node), image),
+                        _ => anyhow::bail!(
+                            "usage: `klab node {action} NAME IMAGE` or `klab node {action} --all IMAGE`"
+                        ),
+                    };
+                    rt.block_on(crate::node_cmd::image_pull(
+                        &kubeconfig,
+                        node,
+                        image,
+                        action == "image-pull-fail",
+                        a.message.as_deref(),
+                    ))
+                }
+                ("reboot", Some(name))
+                    if a.cpu.is_some() || a.memory.is_some() || !a.labels.is_empty() =>
+                {
+                    rt.block_on(crate::node_cmd::reboot_with(
+                        &kubeconfig,
+                        name,
+                        a.cpu.as_deref(),
+                        a.memory.as_deref(),
+                        &a.labels,
+                    ))
+                }
                 ("add", Some(name)) => {
                     rt.block_on(crate::node_cmd::add(&kubeconfig, name, a.zone.as_deref()))
                 }
@@ -568,14 +665,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     rt.block_on(crate::node_cmd::fault(&kubeconfig, action, name))
                 }
                 (action, None)
-                    if matches!(action, "rejoin" | "add" | "remove" | "relieve")
-                        || klab_cluster::parse_fault(action).is_some()
+                    if matches!(
+                        action,
+                        "rejoin" | "add" | "remove" | "relieve" | "condition" | "clear-condition"
+                    ) || klab_cluster::parse_fault(action).is_some()
                         || klab_cluster::pressure_signal(action).is_some() =>
                 {
                     anyhow::bail!("`klab node {action}` needs a node name")
                 }
                 (action, _) => anyhow::bail!(
-                    "unknown node action {action:?}: one of list, {}, memory-pressure, disk-pressure, pid-pressure, relieve, rejoin, add, remove",
+                    "unknown node action {action:?}: one of list, {}, memory-pressure, disk-pressure, pid-pressure, relieve, rejoin, add, remove, clock-skew, condition, clear-condition, image-pull-fail, image-pull-heal",
                     klab_cluster::FAULT_NAMES.join(", ")
                 ),
             }
@@ -614,15 +713,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Component(a) => {
-            let (kubeconfig, rt) = (a.cluster.kubeconfig(), client_runtime()?);
+            let admin = crate::node_cmd::Admin::find(a.cluster.kubeconfig());
+            let rt = client_runtime()?;
             match (a.action.as_str(), a.name.as_deref()) {
-                ("list", _) => rt.block_on(crate::node_cmd::list_components(&kubeconfig)),
+                ("list", _) => rt.block_on(crate::node_cmd::list_components(&admin)),
                 ("panic", Some(name)) => {
-                    rt.block_on(crate::node_cmd::panic_component(&kubeconfig, name))
+                    rt.block_on(crate::node_cmd::panic_component(&admin, name))
                 }
-                ("stop" | "start" | "restart", Some(name)) => rt.block_on(
-                    crate::node_cmd::control_component(&kubeconfig, name, &a.action),
-                ),
+                ("stop" | "start" | "restart", Some(name)) => {
+                    rt.block_on(crate::node_cmd::control_component(&admin, name, &a.action))
+                }
                 ("brownout", Some(name)) => {
                     let mut q = Vec::new();
                     if a.end {
@@ -637,7 +737,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             q.push(format!("{k}={v}"));
                         }
                     }
-                    rt.block_on(crate::node_cmd::brownout(&kubeconfig, name, &q.join("&")))
+                    rt.block_on(crate::node_cmd::brownout(&admin, name, &q.join("&")))
                 }
                 (action @ ("panic" | "stop" | "start" | "restart" | "brownout"), None) => {
                     anyhow::bail!("`klab component {action}` needs a component name")

@@ -18,6 +18,7 @@ mod harness;
 mod kubectl_basics;
 mod kubectl_verbs;
 mod logs_exec_live;
+mod node_faults_live;
 mod node_lifecycle_live;
 mod openapi_live;
 mod priority_live;
