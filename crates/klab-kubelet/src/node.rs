@@ -129,12 +129,17 @@ impl SimNode {
         let make_client: ClientFactory =
             Arc::new(move || kube::Client::new(layer.layer(make_service()), "default"));
         let last_octet = spec.node_ip.rsplit('.').next().unwrap_or("1").to_string();
-        let machine = Machine::new(
+        let mut machine = Machine::new(
             rng.uid(),
             rng.hex32(),
             rng.uid(),
             format!("10.244.{last_octet}"),
         );
+        machine.system = crate::usage::SystemDaemons::from_reserved(
+            cfg.reserved_cpu_millis,
+            cfg.reserved_memory,
+        );
+        machine.booted_at = Some(clock.now());
         let machine = Arc::new(Mutex::new(machine));
         let endpoint = KubeletEndpoint {
             machine: machine.clone(),
@@ -146,7 +151,6 @@ impl SimNode {
                 name: name.to_string(),
                 memory_bytes: spec.memory_bytes,
                 ephemeral_storage_bytes: spec.ephemeral_storage_bytes,
-                reserved_memory: cfg.reserved_memory,
             }),
         };
         SimNode {
@@ -322,7 +326,10 @@ impl SimNode {
             NodeFault::PowerOn => {
                 if !self.machine().powered {
                     let boot = self.rng.uid();
-                    self.machine().power_on(boot);
+                    let mut m = self.machine();
+                    m.power_on(boot);
+                    m.booted_at = Some(now);
+                    drop(m);
                     self.start_kubelet();
                 }
             }
