@@ -648,7 +648,8 @@ mod tests {
             memory_bytes: 1 << 30,
             ephemeral_storage_bytes: 1 << 30,
         };
-        // Passes of the log manager every 10 s for 2 minutes: 4 rotated 10Mi files are kept.
+        // Passes of the log manager every 10 s for 2 minutes: 4 rotated 10Mi files are kept,
+        // three of them gzipped (1Mi each), and 5Mi of the current file.
         for pass in 1..=12 {
             m.rotate_logs(t(pass * 10_000), crate::usage::LogRotation::default());
         }
@@ -656,9 +657,9 @@ mod tests {
         let sum = summary(&info, &m, &s);
         let c = &sum["pods"][0]["containers"][0];
         assert_eq!(c["rootfs"]["usedBytes"], 4 * MI);
-        assert_eq!(c["logs"]["usedBytes"], 45 * MI);
-        assert_eq!(sum["pods"][0]["ephemeral-storage"]["usedBytes"], 49 * MI);
-        assert_eq!(sum["node"]["fs"]["usedBytes"], 49 * MI);
-        assert_eq!(m.disk_used(t(125_000)), 49 * MI);
+        assert_eq!(c["logs"]["usedBytes"], 18 * MI);
+        assert_eq!(sum["pods"][0]["ephemeral-storage"]["usedBytes"], 22 * MI);
+        assert_eq!(sum["node"]["fs"]["usedBytes"], 22 * MI);
+        assert_eq!(m.disk_used(t(125_000)), 22 * MI);
     }
 }
