@@ -114,8 +114,11 @@ fn kubectl_top_on_a_live_cluster() {
     // Before any pod: every Ready node has usage, its system daemons' (50m and 256Mi by
     // default, docs/usage.md), as a real node has from its OS, kubelet and runtime.
     let idle = k.wait_for("every idle node with metrics", BOUND, || {
-        let t = rows(&k.ok(33, &["top", "nodes", "--no-headers"]));
-        (t.len() == 3 && !t.iter().flatten().any(|c| c == "<unknown>")).then_some(t)
+        // `error: metrics not available yet` until the first nodes have two scrapes.
+        let o = k.kubectl(33, &["top", "nodes", "--no-headers"]);
+        let t = rows(&String::from_utf8_lossy(&o.stdout));
+        (o.status.success() && t.len() == 3 && !t.iter().flatten().any(|c| c == "<unknown>"))
+            .then_some(t)
     });
     for r in &idle {
         assert_eq!((milli(&r[1]), mib(&r[3])), (50, 256), "{r:?}");
