@@ -473,7 +473,16 @@ impl SimNode {
 
     /// Replaces the machine with one saved earlier (a control-plane restart of `klab up`: the
     /// machines kept running, with their containers, boot ids and images). Call before `start`.
-    pub fn restore_machine(&mut self, machine: Machine) {
+    pub fn restore_machine(&mut self, mut machine: Machine) {
+        // The system daemons' usage follows this start's kubelet configuration; a machine saved
+        // without a boot time (before the model had one) counts their CPU from now.
+        machine.system = crate::usage::SystemDaemons::from_reserved(
+            self.cfg.reserved_cpu_millis,
+            self.cfg.reserved_memory,
+        );
+        if machine.powered && machine.booted_at.is_none() {
+            machine.booted_at = Some(self.clock.now());
+        }
         *self.machine() = machine;
     }
 
