@@ -81,7 +81,8 @@ async fn timeline() -> Vec<(u64, String)> {
 #[tokio::test(start_paused = true)]
 async fn node_metrics_appear_after_two_scrapes_in_virtual_time() {
     let a = timeline().await;
-    let usage = "Some(Usage { cpu_nanocores: 200000000, memory_bytes: 52428800 })";
+    // The node: the pod's 200m and 50Mi beside its system daemons' 50m and 256Mi.
+    let usage = "Some(Usage { cpu_nanocores: 250000000, memory_bytes: 320864256 })";
     let containers =
         "Some([(\"app\", Usage { cpu_nanocores: 200000000, memory_bytes: 52428800 })])";
     assert_eq!(

@@ -680,8 +680,8 @@ async fn pod_loop(s: Arc<Shared>) {
     }
 }
 
-/// What an eviction signal observes on the machine now: the usage model (capacity less the
-/// reservation and what containers, volumes and images use) unless a node fault fixes it.
+/// What an eviction signal observes on the machine now: the usage model (capacity less what the
+/// system daemons, containers, volumes and images use) unless a node fault fixes it.
 fn observe_signal(
     ctx: &KubeletContext,
     machine: &crate::runtime::Machine,
@@ -693,7 +693,8 @@ fn observe_signal(
     let storage_used = machine.disk_used(now);
     let memory_capacity = ctx.spec.memory_bytes;
     let storage_capacity = ctx.spec.ephemeral_storage_bytes;
-    let reserved_memory = ctx.cfg.reserved_memory;
+    // The root cgroup's working set holds the system daemons' beside the containers'.
+    let system_memory = machine.system.total().memory;
     move |sig: Signal| {
         let capacity = match sig {
             Signal::MemoryAvailable => memory_capacity,
@@ -705,7 +706,7 @@ fn observe_signal(
         let modelled = crate::usage::available(
             sig,
             capacity,
-            reserved_memory,
+            system_memory,
             memory_used,
             storage_used,
             pids_used,

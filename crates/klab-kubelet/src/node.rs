@@ -129,12 +129,17 @@ impl SimNode {
         let make_client: ClientFactory =
             Arc::new(move || kube::Client::new(layer.layer(make_service()), "default"));
         let last_octet = spec.node_ip.rsplit('.').next().unwrap_or("1").to_string();
-        let machine = Machine::new(
+        let mut machine = Machine::new(
             rng.uid(),
             rng.hex32(),
             rng.uid(),
             format!("10.244.{last_octet}"),
         );
+        machine.system = crate::usage::SystemDaemons::from_reserved(
+            cfg.reserved_cpu_millis,
+            cfg.reserved_memory,
+        );
+        machine.booted_at = Some(clock.now());
         let machine = Arc::new(Mutex::new(machine));
         let endpoint = KubeletEndpoint {
             machine: machine.clone(),
@@ -146,7 +151,6 @@ impl SimNode {
                 name: name.to_string(),
                 memory_bytes: spec.memory_bytes,
                 ephemeral_storage_bytes: spec.ephemeral_storage_bytes,
-                reserved_memory: cfg.reserved_memory,
             }),
         };
         SimNode {
@@ -322,7 +326,10 @@ impl SimNode {
             NodeFault::PowerOn => {
                 if !self.machine().powered {
                     let boot = self.rng.uid();
-                    self.machine().power_on(boot);
+                    let mut m = self.machine();
+                    m.power_on(boot);
+                    m.booted_at = Some(now);
+                    drop(m);
                     self.start_kubelet();
                 }
             }
@@ -466,7 +473,16 @@ impl SimNode {
 
     /// Replaces the machine with one saved earlier (a control-plane restart of `klab up`: the
     /// machines kept running, with their containers, boot ids and images). Call before `start`.
-    pub fn restore_machine(&mut self, machine: Machine) {
+    pub fn restore_machine(&mut self, mut machine: Machine) {
+        // The system daemons' usage follows this start's kubelet configuration; a machine saved
+        // without a boot time (before the model had one) counts their CPU from now.
+        machine.system = crate::usage::SystemDaemons::from_reserved(
+            self.cfg.reserved_cpu_millis,
+            self.cfg.reserved_memory,
+        );
+        if machine.powered && machine.booted_at.is_none() {
+            machine.booted_at = Some(self.clock.now());
+        }
         *self.machine() = machine;
     }
 

@@ -30,10 +30,10 @@ pub struct ContainerSample {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Samples {
     pub at: Timestamp,
-    /// Cumulative CPU of every container instance the machine ran, nanoseconds.
+    /// Cumulative CPU of every container instance the machine ran and of its system daemons,
+    /// nanoseconds.
     pub node_cpu_ns: u64,
-    /// Σ running containers' working sets (`/metrics/resource` adds the system daemons', the
-    /// kubelet's reserved memory, as `/stats/summary` does).
+    /// The node's working set: Σ running containers' and the system daemons'.
     pub node_memory: u64,
     /// Sorted by namespace, pod, container.
     pub containers: Vec<ContainerSample>,
@@ -67,12 +67,21 @@ pub fn samples(machine: &mut Machine, now: Timestamp) -> Samples {
     containers.sort_by(|a, b| {
         (&a.namespace, &a.pod, &a.container).cmp(&(&b.namespace, &b.pod, &b.container))
     });
+    // The system daemons run while the machine is up, pods or not: a node always has usage.
+    let system_memory = if machine.powered {
+        machine.system.total().memory
+    } else {
+        0
+    };
     let node_memory = containers
         .iter()
-        .fold(0u64, |a, c| a.saturating_add(c.memory));
+        .fold(system_memory, |a, c| a.saturating_add(c.memory));
     Samples {
         at: now,
-        node_cpu_ns: machine.cpu_ns_retired.saturating_add(running_cpu),
+        node_cpu_ns: machine
+            .cpu_ns_retired
+            .saturating_add(running_cpu)
+            .saturating_add(machine.system_cpu_ns_at(now)),
         node_memory,
         containers,
     }
@@ -84,13 +93,13 @@ pub struct NodeInfo {
     pub name: String,
     pub memory_bytes: u64,
     pub ephemeral_storage_bytes: u64,
-    /// The kubelet's reserved memory: the system daemons' working set in the model.
-    pub reserved_memory: u64,
 }
 
-/// The Summary API document: the node (CPU, memory, filesystem, PIDs) and each pod with a
-/// running container (its containers' CPU, memory and ephemeral storage, its totals). CPU is
-/// constant in the model, so `usageNanoCores` is the modelled rate.
+/// The Summary API document: the node (CPU, memory, filesystem, PIDs, with the system daemons'
+/// usage in its totals and its `systemContainers` `kubelet`, `runtime` and `pods` as a kubeadm
+/// node reports them) and each pod with a running container (its containers' CPU, memory and
+/// ephemeral storage, its totals). CPU is constant in the model, so `usageNanoCores` is the
+/// modelled rate.
 pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::Value {
     use serde_json::json;
     let time = s.at.to_string();
@@ -175,7 +184,41 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
             pod
         })
         .collect();
-    let node_ws = s.node_memory.saturating_add(node.reserved_memory);
+    let node_ws = s.node_memory;
+    // The system daemons' share of the node's totals, and the `pods` cgroup (kubepods): Σ pods.
+    let (system, booted) = match machine.booted_at.filter(|_| machine.powered) {
+        Some(b) => (machine.system, b),
+        None => (Default::default(), s.at),
+    };
+    let up_ms = u64::try_from(s.at.duration_since(booted).as_millis().max(0)).unwrap_or(u64::MAX);
+    let pods_nanocores = node_nanocores;
+    node_nanocores =
+        node_nanocores.saturating_add(system.total().cpu_millis.saturating_mul(1_000_000));
+    let (pods_cpu_ns, pods_memory) = pod_meta.values().fold((0u64, 0u64), |(c, m), p| {
+        (c.saturating_add(p.2), m.saturating_add(p.3))
+    });
+    let system_container = |name: &str, nanocores: u64, cpu_ns: u64, memory: u64| {
+        json!({
+            "name": name,
+            "startTime": booted.to_string(),
+            "cpu": {"time": time, "usageNanoCores": nanocores, "usageCoreNanoSeconds": cpu_ns},
+            "memory": {"time": time, "usageBytes": memory, "workingSetBytes": memory,
+                       "rssBytes": memory, "pageFaults": 0, "majorPageFaults": 0},
+        })
+    };
+    let daemon = |name: &str, d: crate::usage::DaemonUsage| {
+        system_container(
+            name,
+            d.cpu_millis.saturating_mul(1_000_000),
+            crate::usage::SystemDaemons::cpu_ns(d, up_ms),
+            d.memory,
+        )
+    };
+    let system_containers = vec![
+        daemon("kubelet", system.kubelet),
+        daemon("runtime", system.runtime),
+        system_container("pods", pods_nanocores, pods_cpu_ns, pods_memory),
+    ];
     // One disk holds the containers' storage and the images: both filesystems report its
     // capacity and what is free on it; the image filesystem's used bytes are the images'.
     let images = machine.images.total_bytes();
@@ -196,6 +239,8 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
     json!({
         "node": {
             "nodeName": node.name,
+            "systemContainers": system_containers,
+            "startTime": booted.to_string(),
             "cpu": {"time": time, "usageNanoCores": node_nanocores, "usageCoreNanoSeconds": s.node_cpu_ns},
             "memory": {"time": time,
                        "availableBytes": node.memory_bytes.saturating_sub(node_ws),
@@ -426,7 +471,6 @@ mod tests {
             name: "n1".into(),
             memory_bytes: 1 << 30,
             ephemeral_storage_bytes: 10 << 30,
-            reserved_memory: 0,
         };
         let sum = summary(&info, &m, &s);
         assert_eq!(sum["node"]["nodeName"], "n1");
@@ -460,6 +504,84 @@ mod tests {
     }
 
     #[test]
+    fn the_system_daemons_are_in_the_node_totals() {
+        const MI: u64 = 1 << 20;
+        let mut m = Machine::new("b".into(), "m".into(), "s".into(), "10.244.1".into());
+        m.system = crate::usage::SystemDaemons::from_reserved(0, 0);
+        m.booted_at = Some(t(0));
+        let info = NodeInfo {
+            name: "n1".into(),
+            memory_bytes: 2048 * MI,
+            ephemeral_storage_bytes: 10 << 30,
+        };
+        // No pod at all: 50m for a minute and 256Mi, so metrics-server keeps the node point.
+        let s = samples(&mut m, t(60_000));
+        assert!(s.containers.is_empty());
+        assert_eq!((s.node_cpu_ns, s.node_memory), (3_000_000_000, 256 * MI));
+        let text = render(&s);
+        assert!(text.contains("node_cpu_usage_seconds_total 3 1767225660000\n"));
+        assert!(text.contains("node_memory_working_set_bytes 2.68435456e+08 1767225660000\n"));
+        let sum = summary(&info, &m, &s);
+        assert_eq!(sum["node"]["memory"]["workingSetBytes"], 256 * MI);
+        assert_eq!(sum["node"]["memory"]["availableBytes"], 1792 * MI);
+        assert_eq!(sum["node"]["cpu"]["usageNanoCores"], 50_000_000u64);
+        assert_eq!(sum["node"]["startTime"], t(0).to_string());
+        let names: Vec<&str> = sum["node"]["systemContainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["kubelet", "runtime", "pods"]);
+        let sc = &sum["node"]["systemContainers"];
+        assert_eq!(sc[0]["memory"]["workingSetBytes"], 64 * MI);
+        assert_eq!(sc[0]["cpu"]["usageNanoCores"], 25_000_000u64);
+        assert_eq!(sc[0]["cpu"]["usageCoreNanoSeconds"], 1_500_000_000u64);
+        assert_eq!(sc[1]["memory"]["workingSetBytes"], 48 * MI);
+        assert_eq!(sc[2]["memory"]["workingSetBytes"], 0u64);
+
+        // A pod: in the node's totals and in the `pods` cgroup, beside the daemons.
+        m.run_sandbox("u", "ns", "web", t(60_000), std::time::Duration::ZERO);
+        let p = crate::program::Program::from_command(&[], &[]);
+        m.start_container("u", "app", "nginx", p, 1, "id".into(), t(60_000));
+        m.set_usage(
+            "u",
+            "app",
+            Model::new(
+                UsageSpec {
+                    memory: 100 * MI,
+                    cpu_millis: 250,
+                    ..Default::default()
+                },
+                t(60_000),
+                None,
+            ),
+        );
+        let s = samples(&mut m, t(120_000));
+        assert_eq!(s.node_memory, 356 * MI);
+        assert_eq!(s.node_cpu_ns, 6_000_000_000 + 15_000_000_000);
+        let sum = summary(&info, &m, &s);
+        assert_eq!(sum["node"]["cpu"]["usageNanoCores"], 300_000_000u64);
+        assert_eq!(sum["node"]["memory"]["availableBytes"], 1692 * MI);
+        let pods = &sum["node"]["systemContainers"][2];
+        assert_eq!(pods["memory"]["workingSetBytes"], 100 * MI);
+        assert_eq!(pods["cpu"]["usageNanoCores"], 250_000_000u64);
+        assert_eq!(pods["cpu"]["usageCoreNanoSeconds"], 15_000_000_000u64);
+
+        // Powered off: nothing runs, the counter keeps what was used and never goes back.
+        m.power_off(t(180_000));
+        let s = samples(&mut m, t(240_000));
+        assert_eq!(s.node_memory, 0);
+        assert_eq!(s.node_cpu_ns, 9_000_000_000 + 30_000_000_000);
+        // Booted again: the daemons count from the boot on.
+        m.power_on("b-2".into());
+        m.booted_at = Some(t(300_000));
+        let s = samples(&mut m, t(360_000));
+        assert_eq!(s.node_memory, 256 * MI);
+        assert_eq!(s.node_cpu_ns, 12_000_000_000 + 30_000_000_000);
+    }
+
+    #[test]
     fn summary_counts_images_and_empty_dirs_on_the_disk() {
         const GI: u64 = 1 << 30;
         let mut m = Machine::new("b".into(), "m".into(), "s".into(), "10.244.1".into());
@@ -481,7 +603,6 @@ mod tests {
             name: "n1".into(),
             memory_bytes: GI,
             ephemeral_storage_bytes: 10 * GI,
-            reserved_memory: 0,
         };
         let s = samples(&mut m, t(2000));
         let sum = summary(&info, &m, &s);
@@ -526,9 +647,9 @@ mod tests {
             name: "n1".into(),
             memory_bytes: 1 << 30,
             ephemeral_storage_bytes: 1 << 30,
-            reserved_memory: 0,
         };
-        // Passes of the log manager every 10 s for 2 minutes: 4 rotated 10Mi files are kept.
+        // Passes of the log manager every 10 s for 2 minutes: 4 rotated 10Mi files are kept,
+        // three of them gzipped (1Mi each), and 5Mi of the current file.
         for pass in 1..=12 {
             m.rotate_logs(t(pass * 10_000), crate::usage::LogRotation::default());
         }
@@ -536,9 +657,9 @@ mod tests {
         let sum = summary(&info, &m, &s);
         let c = &sum["pods"][0]["containers"][0];
         assert_eq!(c["rootfs"]["usedBytes"], 4 * MI);
-        assert_eq!(c["logs"]["usedBytes"], 45 * MI);
-        assert_eq!(sum["pods"][0]["ephemeral-storage"]["usedBytes"], 49 * MI);
-        assert_eq!(sum["node"]["fs"]["usedBytes"], 49 * MI);
-        assert_eq!(m.disk_used(t(125_000)), 49 * MI);
+        assert_eq!(c["logs"]["usedBytes"], 18 * MI);
+        assert_eq!(sum["pods"][0]["ephemeral-storage"]["usedBytes"], 22 * MI);
+        assert_eq!(sum["node"]["fs"]["usedBytes"], 22 * MI);
+        assert_eq!(m.disk_used(t(125_000)), 22 * MI);
     }
 }

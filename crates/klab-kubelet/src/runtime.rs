@@ -169,6 +169,13 @@ pub struct Machine {
     /// with the error the runtime answers.
     #[serde(default)]
     pub pull_failures: BTreeMap<String, String>,
+    /// What the system daemons use while the machine is up (none unless the node sets it).
+    #[serde(default)]
+    pub system: crate::usage::SystemDaemons,
+    /// When the machine last booted (`None` while off or before the node set it): the system
+    /// daemons have used CPU since.
+    #[serde(default)]
+    pub booted_at: Option<Timestamp>,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -196,6 +203,8 @@ impl Machine {
             condition_overrides: BTreeMap::new(),
             cleared_conditions: Default::default(),
             pull_failures: BTreeMap::new(),
+            system: Default::default(),
+            booted_at: None,
             next_ip: 2,
             ip_prefix,
         }
@@ -653,8 +662,22 @@ impl Machine {
                 }
             }
         }
+        // The system daemons' CPU is kept in the node's counter, which never goes back.
+        let system = self.system_cpu_ns_at(now);
+        self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(system);
+        self.booted_at = None;
         self.powered = false;
         self.frozen_since = None;
+    }
+
+    /// Cumulative CPU the system daemons used since the machine booted, nanoseconds.
+    pub fn system_cpu_ns_at(&self, now: Timestamp) -> u64 {
+        let Some(booted) = self.booted_at.filter(|_| self.powered) else {
+            return 0;
+        };
+        let elapsed = now.duration_since(booted).as_millis().max(0);
+        let elapsed = u64::try_from(elapsed).unwrap_or(u64::MAX);
+        crate::usage::SystemDaemons::cpu_ns(self.system.total(), elapsed)
     }
 
     /// Boot with a new boot id. Sandboxes of the previous boot are dead; container records remain.

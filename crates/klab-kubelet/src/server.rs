@@ -181,12 +181,7 @@ async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
     // scrapes (metrics-server's CPU) is exact.
     let now = s.endpoint.clock.now();
     let now = jiff::Timestamp::from_millisecond(now.as_millisecond()).unwrap_or(now);
-    let mut samples = crate::resource_metrics::samples(&mut lock(&s.endpoint.machine), now);
-    // The node's working set includes the system daemons' (the reserved memory), as
-    // `/stats/summary` reports it.
-    samples.node_memory = samples
-        .node_memory
-        .saturating_add(s.endpoint.node.reserved_memory);
+    let samples = crate::resource_metrics::samples(&mut lock(&s.endpoint.machine), now);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::resource_metrics::render(&samples),

@@ -973,6 +973,31 @@ async fn memory_pressure_evicts_one_pod_per_round_and_reports_the_condition() {
     );
 }
 
+/// A machine saved by an earlier `klab up` (before the usage model had system daemons, or under
+/// another reservation) gets this start's daemons, their CPU counted from the restore.
+#[tokio::test(start_paused = true)]
+async fn a_restored_machine_gets_the_system_daemons_of_this_start() {
+    let cfg = KubeletConfig {
+        reserved_memory: 512 << 20,
+        ..Default::default()
+    };
+    let mut c = cluster_cfg(model(), cfg).await;
+    let mut saved = c.node.machine_snapshot();
+    assert_eq!(saved.system.total().memory, 512 << 20);
+    assert_eq!(saved.booted_at, Some(c.ts(0)));
+    saved.system = Default::default();
+    saved.booted_at = None;
+    c.at(30.0).await;
+    c.node.restore_machine(saved);
+    let m = c.node.machine_snapshot();
+    assert_eq!(
+        (m.system.total().cpu_millis, m.system.total().memory),
+        (crate::usage::SYSTEM_CPU_MILLIS, 512 << 20)
+    );
+    assert_eq!(m.booted_at, Some(c.ts(30)));
+    assert_eq!(m.system_cpu_ns_at(c.ts(40)), 500_000_000);
+}
+
 /// The kubelet registers its CSINode (owned by its Node, with the csi.klab.dev entry) and the
 /// Node's `csi.volume.kubernetes.io/nodeid` annotation right after the Node; a CSINode left by an
 /// earlier Node of the same name is taken over rather than left to the garbage collector.

@@ -238,6 +238,93 @@ pub const IDLE_MEMORY_BYTES: u64 = 1 << 20;
 /// `kubectl top` prints above zero.
 pub const IDLE_CPU_MILLIS: u64 = 1;
 
+/// Memory the system daemons of a node use when the kubelet reserves none (`kubeReserved` and
+/// `systemReserved` unset): 256Mi, the order of an idle kubeadm or kind worker's root-cgroup
+/// working set with no pods (the kubelet and containerd some tens of MiB each, systemd, journald
+/// and the rest of the OS, plus the kernel's active page cache), and what managed offerings
+/// reserve for the kubelet on small machines (GKE: 255Mi).
+pub const SYSTEM_MEMORY_BYTES: u64 = 256 << 20;
+/// CPU the system daemons use when none is reserved: 50m (the kubelet's housekeeping, status
+/// and probe loops, the runtime and the OS on an idle node).
+pub const SYSTEM_CPU_MILLIS: u64 = 50;
+
+/// One system daemon's (or group's) constant usage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonUsage {
+    pub cpu_millis: u64,
+    pub memory: u64,
+}
+
+/// What a node's system daemons use, outside every pod, for as long as the machine is up: the
+/// Summary API's `systemContainers` `kubelet` and `runtime`, and the rest of the OS (systemd,
+/// journald, sshd, the kernel's page cache), which upstream's summary shows only in the node's
+/// totals (`misc` needs `--system-cgroups`, which kubeadm does not set). It counts in the node's
+/// working set and cumulative CPU (`/stats/summary`, `/metrics/resource`, so `kubectl top
+/// nodes` shows a node without pods) and in `memory.available`, as the root cgroup's working set
+/// does on a real node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemDaemons {
+    pub kubelet: DaemonUsage,
+    pub runtime: DaemonUsage,
+    pub other: DaemonUsage,
+}
+
+impl SystemDaemons {
+    /// From the kubelet's reservation (`kubeReserved` + `systemReserved`), taken as what its
+    /// daemons use — an operator sizes a reservation to that — each of CPU and memory on its own,
+    /// else [`SYSTEM_CPU_MILLIS`] / [`SYSTEM_MEMORY_BYTES`]. Split in fixed shares: CPU half to
+    /// the kubelet, a fifth to the runtime, the rest to the OS; memory a quarter to the kubelet,
+    /// three sixteenths to the runtime, the rest to the OS (64Mi, 48Mi and 144Mi of the default).
+    pub fn from_reserved(reserved_cpu_millis: u64, reserved_memory: u64) -> SystemDaemons {
+        let cpu = if reserved_cpu_millis > 0 {
+            reserved_cpu_millis
+        } else {
+            SYSTEM_CPU_MILLIS
+        };
+        let memory = if reserved_memory > 0 {
+            reserved_memory
+        } else {
+            SYSTEM_MEMORY_BYTES
+        };
+        let kubelet = DaemonUsage {
+            cpu_millis: cpu / 2,
+            memory: memory / 4,
+        };
+        let runtime = DaemonUsage {
+            cpu_millis: cpu / 5,
+            memory: (memory / 16).saturating_mul(3),
+        };
+        let other = DaemonUsage {
+            cpu_millis: cpu
+                .saturating_sub(kubelet.cpu_millis)
+                .saturating_sub(runtime.cpu_millis),
+            memory: memory
+                .saturating_sub(kubelet.memory)
+                .saturating_sub(runtime.memory),
+        };
+        SystemDaemons {
+            kubelet,
+            runtime,
+            other,
+        }
+    }
+
+    /// Σ of the three: the node's usage outside its pods.
+    pub fn total(&self) -> DaemonUsage {
+        let all = [self.kubelet, self.runtime, self.other];
+        DaemonUsage {
+            cpu_millis: all.iter().fold(0u64, |a, d| a.saturating_add(d.cpu_millis)),
+            memory: all.iter().fold(0u64, |a, d| a.saturating_add(d.memory)),
+        }
+    }
+
+    /// Cumulative CPU of a daemon that has run `elapsed_ms`, nanoseconds (millicores × ms =
+    /// 1000 ns, as a container's).
+    pub fn cpu_ns(d: DaemonUsage, elapsed_ms: u64) -> u64 {
+        d.cpu_millis.saturating_mul(elapsed_ms).saturating_mul(1000)
+    }
+}
+
 /// The documented defaults plus the annotation's values. A request of zero counts as none (the
 /// container still runs, so it uses the idle baseline); a memory limit below the baseline caps
 /// it, so the default never starts a container above its limit.
@@ -329,8 +416,19 @@ impl LogRotation {
     }
 }
 
+/// How much smaller gzip makes a rotated log file: container logs are repetitive text (the
+/// same lines with new timestamps, JSON with the same keys), which gzip's default level commonly
+/// shrinks 5 to 20 times; the model takes 10 (a 10Mi file keeps 1Mi on disk).
+pub const LOG_COMPRESSION_RATIO: u64 = 10;
+
+/// A rotated file's size on disk once the log manager has gzipped it (`<log>.<timestamp>.gz`).
+pub fn compressed_size(bytes: u64) -> u64 {
+    bytes / LOG_COMPRESSION_RATIO
+}
+
 /// A container instance's log files: the current file began when `current_start` bytes had been
-/// written; `rotated` are the sizes of the rotated files kept, oldest first.
+/// written; `rotated` are the sizes on disk of the rotated files kept, oldest first — every one
+/// gzipped but the newest, as the log manager leaves them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogFiles {
     pub current_start: u64,
@@ -350,7 +448,9 @@ impl LogFiles {
     /// One pass of the log manager over this container (`processContainer` then `rotateLog`): a
     /// current file of `max_size` or more is rotated after the oldest rotated files beyond
     /// `max_files − 2` are removed (the new current file and the one just rotated make up the
-    /// rest). Returns whether it rotated.
+    /// rest) and the rotated ones left uncompressed — the newest, rotated at the previous
+    /// rotation — are gzipped; the file just rotated stays uncompressed until the next
+    /// rotation. Returns whether it rotated.
     pub fn rotate(&mut self, written: u64, policy: LogRotation) -> bool {
         if !policy.enabled() {
             return false;
@@ -362,6 +462,11 @@ impl LogFiles {
         let keep = usize::try_from(policy.max_files.saturating_sub(2)).unwrap_or(usize::MAX);
         let excess = self.rotated.len().saturating_sub(keep);
         self.rotated.drain(..excess);
+        // Only the newest rotated file is still uncompressed: the others were gzipped at the
+        // rotations that followed them.
+        if let Some(newest) = self.rotated.last_mut() {
+            *newest = compressed_size(*newest);
+        }
         self.rotated.push(current);
         self.current_start = written;
         true
@@ -489,14 +594,15 @@ impl Model {
 }
 
 /// What an eviction signal observes on a node from the usage model: memory is the capacity less
-/// the system's reservation (`--system-reserved`/`--kube-reserved`, standing for the system
-/// daemons' own working set) and the containers' working sets; the node filesystem (which also
+/// the system daemons' working set ([`SystemDaemons`]) and the containers' working sets — the
+/// root cgroup's working set, as upstream's `makeSignalObservations` reads it from the summary's
+/// node memory; the node filesystem (which also
 /// holds the image filesystem in klab's single-disk model) less the containers' writable layers
 /// and logs; PIDs less the containers' processes. Inodes are not used by the model.
 pub fn available(
     signal: crate::eviction::Signal,
     capacity: u64,
-    reserved_memory: u64,
+    system_memory: u64,
     memory_used: u64,
     storage_used: u64,
     pids_used: u64,
@@ -504,7 +610,7 @@ pub fn available(
     use crate::eviction::Signal;
     match signal {
         Signal::MemoryAvailable => capacity
-            .saturating_sub(reserved_memory)
+            .saturating_sub(system_memory)
             .saturating_sub(memory_used),
         Signal::NodeFsAvailable | Signal::ImageFsAvailable => capacity.saturating_sub(storage_used),
         Signal::PidAvailable => capacity.saturating_sub(pids_used),
@@ -741,10 +847,72 @@ mod tests {
     }
 
     #[test]
+    fn system_daemons_from_the_reservation_or_the_default() {
+        let d = |cpu, memory| DaemonUsage {
+            cpu_millis: cpu,
+            memory,
+        };
+        // (reserved cpu, reserved memory) → (kubelet, runtime, other).
+        type Split = (DaemonUsage, DaemonUsage, DaemonUsage);
+        let cases: &[((u64, u64), Split)] = &[
+            // Nothing reserved: 50m and 256Mi.
+            ((0, 0), (d(25, 64 * MI), d(10, 48 * MI), d(15, 144 * MI))),
+            // kubeReserved {cpu: 500m, memory: 1Gi} + systemReserved {memory: 512Mi}.
+            (
+                (500, 1536 * MI),
+                (d(250, 384 * MI), d(100, 288 * MI), d(150, 864 * MI)),
+            ),
+            // Only memory reserved: CPU keeps its default, and the other way round.
+            (
+                (0, 512 * MI),
+                (d(25, 128 * MI), d(10, 96 * MI), d(15, 288 * MI)),
+            ),
+            (
+                (1000, 0),
+                (d(500, 64 * MI), d(200, 48 * MI), d(300, 144 * MI)),
+            ),
+            // Amounts that do not divide: the OS takes the remainder, nothing is lost.
+            ((7, 10), (d(3, 2), d(1, 0), d(3, 8))),
+            // The largest reservation saturates instead of overflowing.
+            (
+                (u64::MAX, u64::MAX),
+                (
+                    d(u64::MAX / 2, u64::MAX / 4),
+                    d(u64::MAX / 5, (u64::MAX / 16) * 3),
+                    d(
+                        u64::MAX - u64::MAX / 2 - u64::MAX / 5,
+                        u64::MAX - u64::MAX / 4 - (u64::MAX / 16) * 3,
+                    ),
+                ),
+            ),
+        ];
+        for ((cpu, memory), (kubelet, runtime, other)) in cases {
+            let s = SystemDaemons::from_reserved(*cpu, *memory);
+            assert_eq!(
+                (s.kubelet, s.runtime, s.other),
+                (*kubelet, *runtime, *other),
+                "{cpu} {memory}"
+            );
+            let total = s.total();
+            if *cpu > 0 && *memory > 0 {
+                assert_eq!((total.cpu_millis, total.memory), (*cpu, *memory));
+            }
+        }
+        let default = SystemDaemons::from_reserved(0, 0).total();
+        assert_eq!(
+            (default.cpu_millis, default.memory),
+            (SYSTEM_CPU_MILLIS, SYSTEM_MEMORY_BYTES)
+        );
+        // 50m for a minute: 3 core-seconds.
+        assert_eq!(SystemDaemons::cpu_ns(default, 60_000), 3_000_000_000);
+        assert_eq!(SystemDaemons::cpu_ns(d(u64::MAX, 0), 2), u64::MAX);
+    }
+
+    #[test]
     fn node_signals_from_usage() {
         use crate::eviction::Signal;
         let gi = 1u64 << 30;
-        // 8Gi, 512Mi reserved, 7Gi of working sets: 512Mi available.
+        // 8Gi, 512Mi of system daemons, 7Gi of working sets: 512Mi available.
         assert_eq!(
             available(Signal::MemoryAvailable, 8 * gi, 512 * MI, 7 * gi, 0, 0),
             512 * MI
@@ -825,12 +993,29 @@ mod tests {
         assert!(f.rotate(12 * MI, policy));
         assert_eq!(f.rotated, vec![12 * MI]);
         assert_eq!(f.used(13 * MI), 13 * MI);
+        // The next rotation gzips the file rotated before (a tenth of it on disk).
+        let gz = 12 * MI / 10;
         assert!(f.rotate(24 * MI, policy));
-        assert_eq!(f.rotated, vec![12 * MI, 12 * MI]);
-        // max_files 3: one old rotated file kept (3 − 2) before the current one is rotated.
+        assert_eq!(f.rotated, vec![gz, 12 * MI]);
+        assert_eq!(f.used(24 * MI), gz + 12 * MI);
+        // max_files 3: one old rotated file kept (3 − 2) before the current one is rotated; it
+        // is the newest, so it is gzipped now.
         assert!(f.rotate(36 * MI, policy));
-        assert_eq!(f.rotated, vec![12 * MI, 12 * MI]);
-        assert_eq!(f.used(40 * MI), 28 * MI);
+        assert_eq!(f.rotated, vec![gz, 12 * MI]);
+        assert_eq!(f.used(40 * MI), gz + 16 * MI);
+        // A file already gzipped is not compressed again.
+        let mut five = LogFiles::default();
+        let policy5 = LogRotation {
+            max_size: 10 * MI as i64,
+            max_files: 5,
+        };
+        for w in [10, 20, 30] {
+            assert!(five.rotate(w * MI, policy5));
+        }
+        assert_eq!(five.rotated, vec![MI, MI, 10 * MI]);
+        assert_eq!(compressed_size(0), 0);
+        assert_eq!(compressed_size(9), 0);
+        assert_eq!(compressed_size(u64::MAX), u64::MAX / 10);
         // Rotation off: the log only grows.
         let mut off = LogFiles::default();
         let no = LogRotation {
@@ -854,7 +1039,8 @@ mod tests {
     #[test]
     fn chatty_container_logs_over_time() {
         // 1Mi/s with the default policy: each 10 s pass rotates a 10Mi file; the usage levels
-        // off at four rotated files and the growing current one.
+        // off at four rotated files — three gzipped to 1Mi, the newest 10Mi — and the growing
+        // current one.
         let mut m = Model::new(
             UsageSpec {
                 ephemeral_storage: 5 * MI,
@@ -872,9 +1058,9 @@ mod tests {
             m.rotate_logs(at, LogRotation::default());
             peak = peak.max(m.logs_at(t(pass * 10_000 + 9_999)));
         }
-        assert_eq!(m.logs.rotated.len(), 4);
-        assert_eq!(m.logs_at(t(300_000)), 40 * MI);
-        assert!(peak < 50 * MI, "{peak}");
+        assert_eq!(m.logs.rotated, vec![MI, MI, MI, 10 * MI]);
+        assert_eq!(m.logs_at(t(300_000)), 13 * MI);
+        assert!(peak < 23 * MI, "{peak}");
         assert_eq!(m.rootfs_at(t(300_000)), 5 * MI);
         // Rotation off: 5 minutes at 1Mi/s all kept.
         let mut off = m.clone();
@@ -891,7 +1077,7 @@ mod tests {
         let mut s = m.spec.clone();
         s.log_growth = None;
         let r = m.reanchor(s, t(300_000));
-        assert_eq!(r.logs_at(t(900_000)), 40 * MI);
+        assert_eq!(r.logs_at(t(900_000)), 13 * MI);
         assert_eq!(r.log_written_at(t(900_000)), 300 * MI);
     }
 

@@ -252,7 +252,9 @@ spec:
 /// OOM kills as kubectl 1.33 prints them: a container whose working set grows past its memory
 /// limit is killed by the memory cgroup (`OOMKilled`, exit 137). With `restartPolicy: Never` the
 /// pod ends there and `kubectl get pods` shows `OOMKilled`; with `Always` it is restarted and
-/// `kubectl describe pod` shows the kill as the last state, with the restart counted.
+/// `kubectl describe pod` shows the kill as the last state, with the restart counted, and
+/// `kubectl logs --previous` (1.27 and 1.33) what the killed instance printed — or upstream's
+/// error when there is no previous instance.
 #[test]
 fn oom_killed_pods_as_kubectl_prints_them() {
     let k = Klab::start(&["--speed", "5"]);
@@ -269,7 +271,7 @@ spec:
   containers:
     - name: app
       image: busybox
-      command: [sleep, \"3600\"]
+      command: [sh, -c, \"echo started; while true; do echo tick; sleep 5; done\"]
       resources: {{limits: {{memory: 32Mi}}}}
 "
         )
@@ -302,6 +304,33 @@ spec:
             && flat.contains("Restart Count: 1"))
         .then_some(())
     });
+    // Each instance lives 24 s: `started` and a tick at once, then a tick every 5 s until the
+    // kill. The previous instance's log is kept; the current one starts over.
+    for minor in [27, 33] {
+        assert_eq!(
+            k.ok(minor, &["logs", "again", "--previous"]),
+            "started\ntick\ntick\ntick\ntick\ntick\n",
+            "1.{minor}"
+        );
+        assert!(
+            k.ok(minor, &["logs", "again"])
+                .starts_with("started\ntick\n"),
+            "1.{minor}"
+        );
+        // `once` was never restarted: its only instance is the current one (terminated).
+        assert_eq!(
+            k.ok(minor, &["logs", "once"]),
+            "started\ntick\ntick\ntick\ntick\ntick\n",
+            "1.{minor}"
+        );
+        let o = k.kubectl(minor, &["logs", "once", "--previous"]);
+        assert!(!o.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr).trim(),
+            "Error from server (BadRequest): previous terminated container \"app\" in pod \"once\" not found",
+            "1.{minor}"
+        );
+    }
 }
 
 /// Container logs in the kubelet's Summary API, as kubectl reads it through the node proxy:

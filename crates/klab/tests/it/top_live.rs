@@ -111,6 +111,18 @@ fn mib(mem: &str) -> u64 {
 #[test]
 fn kubectl_top_on_a_live_cluster() {
     let k = Klab::start(&["--speed", "20"]);
+    // Before any pod: every Ready node has usage, its system daemons' (50m and 256Mi by
+    // default, docs/usage.md), as a real node has from its OS, kubelet and runtime.
+    let idle = k.wait_for("every idle node with metrics", BOUND, || {
+        // `error: metrics not available yet` until the first nodes have two scrapes.
+        let o = k.kubectl(33, &["top", "nodes", "--no-headers"]);
+        let t = rows(&String::from_utf8_lossy(&o.stdout));
+        (o.status.success() && t.len() == 3 && !t.iter().flatten().any(|c| c == "<unknown>"))
+            .then_some(t)
+    });
+    for r in &idle {
+        assert_eq!((milli(&r[1]), mib(&r[3])), (50, 256), "{r:?}");
+    }
     let out = k.kubectl_stdin(33, &["apply", "-f", "-"], Some(MANIFESTS));
     assert!(out.status.success(), "{}", stderr(&out));
 
@@ -130,11 +142,11 @@ fn kubectl_top_on_a_live_cluster() {
         .map(|l| l.trim_start_matches("node/").to_string())
         .collect();
     assert_eq!(nodes.len(), 3);
-    // A node's usage is the sum of its pods' (no system daemons are modelled).
+    // A node's usage is its system daemons' (50m, 256Mi) and the sum of its pods'.
     let mut expected: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for (pod, node) in &pods {
         if let Some((c, m)) = model(pod) {
-            let e = expected.entry(node.as_str()).or_default();
+            let e = expected.entry(node.as_str()).or_insert((50, 256));
             e.0 += c;
             e.1 += m;
         }
