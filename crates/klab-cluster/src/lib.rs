@@ -23,6 +23,23 @@ pub mod control;
 #[cfg(test)]
 mod proxy_tests;
 
+/// A one-node cluster (`n1`) on a memory store and a paused virtual clock, for tests.
+#[cfg(test)]
+async fn one_node_cluster(seed: u64) -> Cluster {
+    let config = ClusterConfig {
+        nodes: vec![NodeSpec::new("n1")],
+        ..Default::default()
+    };
+    Cluster::start(
+        klab_store::memory::MemoryStore::new(),
+        Clock::virtual_default(),
+        DetRng::seeded(seed),
+        config,
+    )
+    .await
+    .expect("a one-node cluster starts")
+}
+
 #[cfg(test)]
 mod metrics_tests;
 
@@ -1699,18 +1716,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn pressure_faults_refuse_bad_input_and_change_nothing() {
-        let config = ClusterConfig {
-            nodes: vec![NodeSpec::new("n1")],
-            ..Default::default()
-        };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = one_node_cluster(3).await;
         let overrides = |c: &Cluster| c.machines()["n1"].available_override.clone();
         assert!(matches!(
             cluster.apply_pressure("n9", "memory-pressure", Some("80Mi")),
@@ -1760,18 +1766,7 @@ mod tests {
     /// A resized reboot with a bad label or quantity changes nothing.
     #[tokio::test(start_paused = true)]
     async fn the_kubectl_client_is_refused_while_the_api_server_is_stopped() {
-        let config = ClusterConfig {
-            nodes: vec![NodeSpec::new("n1")],
-            ..Default::default()
-        };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = one_node_cluster(3).await;
         let kubectl: kube::Api<Node> = kube::Api::all(cluster.kubectl_client());
         let observer: kube::Api<Node> = kube::Api::all(cluster.admin_client());
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
@@ -2030,18 +2025,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn rejoin_kills_containers_of_pods_that_no_longer_exist() {
         use k8s_openapi::api::core::v1::Pod;
-        let config = ClusterConfig {
-            nodes: vec![NodeSpec::new("n1")],
-            ..Default::default()
-        };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(5),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = one_node_cluster(5).await;
         let pods: Api<Pod> = Api::namespaced(cluster.admin_client(), "default");
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web"},

@@ -4,6 +4,7 @@
 //! node whose kubelet stops is gone at the next scrape. The same run twice gives the same answers
 //! at the same instants.
 
+use crate::one_node_cluster;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -104,18 +105,7 @@ async fn node_metrics_appear_after_two_scrapes_in_virtual_time() {
 
 #[tokio::test(start_paused = true)]
 async fn metrics_api_serves_the_store() {
-    let config = ClusterConfig {
-        nodes: vec![NodeSpec::new("n1")],
-        ..Default::default()
-    };
-    let cluster = Cluster::start(
-        klab_store::memory::MemoryStore::new(),
-        Clock::virtual_default(),
-        DetRng::seeded(7),
-        config,
-    )
-    .await
-    .unwrap();
+    let cluster = one_node_cluster(7).await;
     // Nothing yet: metrics-server's 404 for a node that exists, the lister's for one that does
     // not, and an empty list.
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -10,18 +10,7 @@ use kube::api::{Api, LogParams, PostParams};
 use super::*;
 
 async fn cluster() -> Cluster {
-    let config = ClusterConfig {
-        nodes: vec![NodeSpec::new("n1")],
-        ..Default::default()
-    };
-    Cluster::start(
-        klab_store::memory::MemoryStore::new(),
-        Clock::virtual_default(),
-        DetRng::seeded(7),
-        config,
-    )
-    .await
-    .unwrap()
+    one_node_cluster(7).await
 }
 
 fn pod(name: &str, script: &str) -> Pod {
