@@ -5,24 +5,11 @@
 //! an impossible transition refused with the admin endpoint's Status; a machine's clock skewed by
 //! two minutes, seen in its Lease's renewTime next to another node's.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::harness::Klab;
 
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: waiting}\nspec:\n  containers: [{name: c, image: nginx}]\n";
-
-/// Runs `klab ARGS` against the cluster expecting it to fail; returns its stderr.
-fn klab_fails(k: &Klab, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .output()
-        .expect("run klab");
-    assert!(!o.status.success(), "klab {args:?} succeeded");
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A node's Lease renewTime, in seconds since the epoch.
 fn renew_time(k: &Klab, node: &str) -> i64 {
@@ -90,7 +77,7 @@ fn stopped_scheduler_restarted_controller_and_skewed_clock_on_a_live_cluster() {
         ],
     );
     assert_eq!(pod, "Pending/");
-    let stopped_again = klab_fails(&k, &["component", "stop", "kube-scheduler"]);
+    let stopped_again = k.klab_fails(&["component", "stop", "kube-scheduler"]);
     assert!(
         stopped_again.contains("component kube-scheduler is already stopped"),
         "{stopped_again}"
@@ -115,7 +102,7 @@ fn stopped_scheduler_restarted_controller_and_skewed_clock_on_a_live_cluster() {
         k.klab(&["component", "restart", "nodelifecycle"]),
         "component/kube-controller-manager/node-lifecycle-controller: restarted\n"
     );
-    let unknown = klab_fails(&k, &["component", "stop", "etcd"]);
+    let unknown = k.klab_fails(&["component", "stop", "etcd"]);
     assert!(
         unknown.contains("unknown component \"etcd\": one of kube-apiserver, kube-controller-manager, kube-scheduler"),
         "{unknown}"
@@ -139,7 +126,7 @@ fn stopped_scheduler_restarted_controller_and_skewed_clock_on_a_live_cluster() {
         (100..=140).contains(&ahead).then_some(ahead)
     });
     assert!(skewed >= 100, "{skewed}");
-    let bad = klab_fails(&k, &["node", "clock-skew", names[1], "--offset", "soon"]);
+    let bad = k.klab_fails(&["node", "clock-skew", names[1], "--offset", "soon"]);
     assert!(bad.contains("invalid duration"), "{bad}");
     // The skewed node stays Ready: its heartbeats are seen when they arrive.
     std::thread::sleep(Duration::from_secs(4));

@@ -4,7 +4,6 @@
 //! input refused with nothing changed; the node's images in `node.status.images` and a local
 //! ephemeral-storage limit eviction.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::harness::Klab;
@@ -27,17 +26,6 @@ spec:
     )
 }
 
-fn klab_fails(k: &Klab, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .output()
-        .expect("run klab");
-    assert!(!o.status.success(), "klab {args:?} succeeded");
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn memory_pressure_evicts_on_a_live_cluster() {
     let k = Klab::start(&["--speed", "5"]);
@@ -50,24 +38,18 @@ fn memory_pressure_evicts_on_a_live_cluster() {
     });
 
     // Bad input changes nothing.
-    let err = klab_fails(
-        &k,
-        &["node", "memory-pressure", NODE, "--available", "lots"],
-    );
+    let err = k.klab_fails(&["node", "memory-pressure", NODE, "--available", "lots"]);
     assert!(
         err.contains("quantities must match the regular expression"),
         "{err}"
     );
-    let err = klab_fails(
-        &k,
-        &[
-            "node",
-            "memory-pressure",
-            "no-such-node",
-            "--available",
-            "80Mi",
-        ],
-    );
+    let err = k.klab_fails(&[
+        "node",
+        "memory-pressure",
+        "no-such-node",
+        "--available",
+        "80Mi",
+    ]);
     assert!(err.contains("no-such-node"), "{err}");
 
     let out = k.klab(&["node", "memory-pressure", NODE, "--available", "80Mi"]);

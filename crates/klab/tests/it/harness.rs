@@ -168,6 +168,18 @@ impl Klab {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// Runs the `klab` binary against this cluster expecting it to fail; returns its stderr.
+    pub fn klab_fails(&self, args: &[&str]) -> String {
+        let o = Command::new(env!("CARGO_BIN_EXE_klab"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .output()
+            .expect("run klab");
+        assert!(!o.status.success(), "klab {args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
     /// Polls `check` until it returns Some, or fails after `bound`. End-to-end tests run a real
     /// process on the wall clock, so the bound is wall time.
     #[allow(clippy::disallowed_methods)]

@@ -9,18 +9,6 @@ use std::time::Duration;
 
 use crate::harness::Klab;
 
-/// Runs `klab ARGS` against the cluster expecting it to fail; returns its stderr.
-fn klab_fails(k: &Klab, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .output()
-        .expect("run klab");
-    assert!(!o.status.success(), "klab {args:?} succeeded");
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn taints(k: &Klab, node: &str) -> String {
     k.ok(
         33,
@@ -50,58 +38,49 @@ fn node_condition_image_pull_failure_and_resized_reboot_on_a_live_cluster() {
     let (n1, n2) = (names[0], names[1]);
 
     // Bad input: refused with a Status, nothing changed.
-    let unknown = klab_fails(
-        &k,
-        &[
-            "node",
-            "condition",
-            "n9",
-            "--type",
-            "Ready",
-            "--status",
-            "False",
-        ],
-    );
+    let unknown = k.klab_fails(&[
+        "node",
+        "condition",
+        "n9",
+        "--type",
+        "Ready",
+        "--status",
+        "False",
+    ]);
     assert!(unknown.contains("nodes \"n9\" not found"), "{unknown}");
-    let bad_status = klab_fails(
-        &k,
-        &[
-            "node",
-            "condition",
-            n1,
-            "--type",
-            "Ready",
-            "--status",
-            "Maybe",
-        ],
-    );
+    let bad_status = k.klab_fails(&[
+        "node",
+        "condition",
+        n1,
+        "--type",
+        "Ready",
+        "--status",
+        "Maybe",
+    ]);
     assert!(
         bad_status.contains("the status must be True, False or Unknown"),
         "{bad_status}"
     );
-    let bad_type = klab_fails(
-        &k,
-        &[
-            "node",
-            "condition",
-            n1,
-            "--type",
-            "not-a-type",
-            "--status",
-            "True",
-        ],
-    );
+    let bad_type = k.klab_fails(&[
+        "node",
+        "condition",
+        n1,
+        "--type",
+        "not-a-type",
+        "--status",
+        "True",
+    ]);
     assert!(
         bad_type.contains("a condition type is letters and digits"),
         "{bad_type}"
     );
-    let no_status = klab_fails(&k, &["node", "condition", n1, "--type", "Ready"]);
+    let no_status = k.klab_fails(&["node", "condition", n1, "--type", "Ready"]);
     assert!(no_status.contains("needs --status"), "{no_status}");
-    let bad_label = klab_fails(&k, &["node", "reboot", n2, "--label", "a b=c"]);
+    let bad_label = k.klab_fails(&["node", "reboot", n2, "--label", "a b=c"]);
     assert!(bad_label.contains("invalid label"), "{bad_label}");
-    let bad_cpu = klab_fails(&k, &["node", "reboot", n2, "--cpu", "lots"]);
+    let bad_cpu = k.klab_fails(&["node", "reboot", n2, "--cpu", "lots"]);
     assert!(bad_cpu.contains("bad cpu quantity"), "{bad_cpu}");
-    let no_image = klab_fails(&k, &["node", "image-pull-fail", n2]);
+    let no_image = k.klab_fails(&["node", "image-pull-fail", n2]);
     assert!(
         no_image.contains("usage: `klab node image-pull-fail NAME IMAGE`"),
         "{no_image}"
@@ -286,7 +265,7 @@ fn a_stopped_api_server_refuses_connections_and_comes_back_with_its_store() {
         .find(|l| l.starts_with("kube-apiserver "))
         .unwrap_or_else(|| panic!("{list}"));
     assert!(line.contains(" stopped "), "{line}");
-    let again = klab_fails(&k, &["component", "stop", "kube-apiserver"]);
+    let again = k.klab_fails(&["component", "stop", "kube-apiserver"]);
     assert!(
         again.contains("component kube-apiserver is already stopped"),
         "{again}"

@@ -3,7 +3,6 @@
 //! Ready=False `node is shutting down`, the pod marked `Terminated` with its upstream reason and
 //! message as kubectl prints them, the machine off afterwards — and refused transitions.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::harness::Klab;
@@ -21,17 +20,6 @@ spec:
       image: busybox
       command: [sleep, \"3600\"]
 ";
-
-fn klab_fails(k: &Klab, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_klab"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .output()
-        .expect("run klab");
-    assert!(!o.status.success(), "klab {args:?} succeeded");
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn graceful_shutdown_on_a_live_cluster() {
@@ -110,11 +98,11 @@ fn graceful_shutdown_on_a_live_cluster() {
             .any(|l| l.starts_with(NODE) && l.split_whitespace().nth(1) == Some("off"))
             .then_some(())
     });
-    let err = klab_fails(&k, &["node", "shutdown-cancel", NODE]);
+    let err = k.klab_fails(&["node", "shutdown-cancel", NODE]);
     assert!(
         err.contains(&format!("node {NODE} is powered off")),
         "{err}"
     );
-    let err = klab_fails(&k, &["node", "shutdown", "no-such-node"]);
+    let err = k.klab_fails(&["node", "shutdown", "no-such-node"]);
     assert!(err.contains("no-such-node"), "{err}");
 }
