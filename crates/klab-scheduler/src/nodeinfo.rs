@@ -2,6 +2,7 @@
 //! summed requests (actual and "non-zero" for scoring) and the host ports they hold.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -135,9 +136,9 @@ pub fn ports_conflict(a: &HostPort, b: &HostPort) -> bool {
 /// A node and the scheduler's accounting of the pods on it.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
-    pub node: Node,
+    pub node: Arc<Node>,
     /// Non-terminal pods bound (or assumed bound) to the node, sorted by namespace/name.
-    pub pods: Vec<Pod>,
+    pub pods: Vec<Arc<Pod>>,
     pub requested: Resources,
     pub non_zero_requested: Resources,
     pub allocatable: Resources,
@@ -146,7 +147,12 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
-    pub fn new(node: Node, mut pods: Vec<Pod>) -> Self {
+    pub fn new(node: Node, pods: Vec<Pod>) -> Self {
+        Self::shared(Arc::new(node), pods.into_iter().map(Arc::new).collect())
+    }
+
+    /// The info of a node and its pods as the scheduler's cache holds them (shared, not copied).
+    pub fn shared(node: Arc<Node>, mut pods: Vec<Arc<Pod>>) -> Self {
         pods.sort_by(|a, b| {
             (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
                 .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))

@@ -4,6 +4,7 @@
 //! `Scheduled` / `FailedScheduling` events and sets `PodScheduled=False` (reason `Unschedulable`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -104,10 +105,11 @@ pub fn pod_removal_may_help(rejectors: &BTreeSet<Plugin>) -> bool {
 /// whose Node object or pods changed are recomputed), so a scheduling cycle costs no full copy.
 #[derive(Debug, Default)]
 pub struct Cache {
-    nodes: BTreeMap<String, Node>,
-    /// Non-terminal pods with a node (bound, or assumed by us).
-    assigned: BTreeMap<PodKey, Pod>,
-    by_node: BTreeMap<String, BTreeMap<PodKey, Pod>>,
+    nodes: BTreeMap<String, Arc<Node>>,
+    /// Non-terminal pods with a node (bound, or assumed by us), shared with the node infos: a
+    /// binding recomputes its node's info, which must not copy every pod there.
+    assigned: BTreeMap<PodKey, Arc<Pod>>,
+    by_node: BTreeMap<String, BTreeMap<PodKey, Arc<Pod>>>,
     /// Unbound pods this scheduler is responsible for.
     pub pending: BTreeMap<PodKey, Pod>,
     infos: Vec<NodeInfo>,
@@ -117,7 +119,7 @@ pub struct Cache {
 }
 
 impl Cache {
-    fn pods_on(&self, node: &str) -> Vec<Pod> {
+    fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
         self.by_node
             .get(node)
             .map(|m| m.values().cloned().collect())
@@ -128,12 +130,12 @@ impl Cache {
     pub fn node_info(&self, name: &str) -> Option<NodeInfo> {
         self.nodes
             .get(name)
-            .map(|n| NodeInfo::new(n.clone(), self.pods_on(name)))
+            .map(|n| NodeInfo::shared(n.clone(), self.pods_on(name)))
     }
 
     pub fn set_node(&mut self, node: Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        if self.nodes.insert(name.clone(), node).is_none() {
+        if self.nodes.insert(name.clone(), Arc::new(node)).is_none() {
             self.structure_dirty = true;
         }
         self.dirty.insert(name);
@@ -159,6 +161,7 @@ impl Cache {
 
     /// Records a pod bound (or assumed bound) to its `spec.nodeName`.
     pub fn set_assigned(&mut self, key: PodKey, pod: Pod) {
+        let pod = Arc::new(pod);
         let node = node_name(&pod).unwrap_or("").to_string();
         if let Some(old) = self.assigned.insert(key.clone(), pod.clone()) {
             let old_node = node_name(&old).unwrap_or("").to_string();
@@ -176,7 +179,7 @@ impl Cache {
         self.dirty.insert(node);
     }
 
-    pub fn remove_assigned(&mut self, key: &str) -> Option<Pod> {
+    pub fn remove_assigned(&mut self, key: &str) -> Option<Arc<Pod>> {
         let old = self.assigned.remove(key)?;
         let node = node_name(&old).unwrap_or("").to_string();
         if let Some(m) = self.by_node.get_mut(&node) {
@@ -192,7 +195,7 @@ impl Cache {
             self.infos = self
                 .nodes
                 .iter()
-                .map(|(n, node)| NodeInfo::new(node.clone(), self.pods_on(n)))
+                .map(|(n, node)| NodeInfo::shared(node.clone(), self.pods_on(n)))
                 .collect();
             self.index = self
                 .nodes
@@ -205,7 +208,7 @@ impl Cache {
         } else {
             for name in std::mem::take(&mut self.dirty) {
                 if let (Some(&i), Some(node)) = (self.index.get(&name), self.nodes.get(&name)) {
-                    self.infos[i] = NodeInfo::new(node.clone(), self.pods_on(&name));
+                    self.infos[i] = NodeInfo::shared(node.clone(), self.pods_on(&name));
                 }
             }
         }
@@ -472,7 +475,7 @@ impl Scheduler {
         }
         let mut keys: BTreeSet<volume_filters::ClaimKey> = mine.into_iter().collect();
         for ni in self.cache.snapshot() {
-            keys.extend(ni.pods.iter().flat_map(volume_filters::pod_claims));
+            keys.extend(ni.pods.iter().flat_map(|p| volume_filters::pod_claims(p)));
         }
         let pvs: BTreeMap<String, PersistentVolume> =
             Api::<PersistentVolume>::all(self.client.clone())

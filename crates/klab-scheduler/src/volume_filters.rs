@@ -79,7 +79,7 @@ pub fn rwop_conflicts(pod: &Pod, nodes: &[NodeInfo], facts: &VolumeFacts) -> usi
         .iter()
         .flat_map(|ni| ni.pods.iter())
         .filter(|p| (&p.metadata.namespace, &p.metadata.name) != me)
-        .flat_map(pod_claims)
+        .flat_map(|p| pod_claims(p))
         .collect();
     rwop.intersection(&used).count()
 }
