@@ -1,6 +1,7 @@
 //! The attach/detach controller (shell; decisions in decide.rs). One reconcile of the whole
-//! world, queued by any change of pods, nodes, claims, volumes, CSI drivers or
-//! VolumeAttachments and by detach timers:
+//! world, queued by any change of a pod that uses a claim (those pods are indexed; other pods
+//! never reach it), of nodes, claims, volumes, CSI drivers or VolumeAttachments, and by detach
+//! timers:
 //!
 //! 1. the desired state from scheduled, non-terminated pods;
 //! 2. every attachment (VolumeAttachment of an attach-required CSI driver) no longer desired is
