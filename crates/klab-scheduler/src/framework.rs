@@ -135,42 +135,17 @@ pub fn num_feasible_nodes_to_find(num_all: usize) -> usize {
     n.max(MIN_FEASIBLE)
 }
 
-/// Owner used for default topology spreading: the controlling ReplicaSet, StatefulSet or
-/// ReplicationController (upstream's `DefaultSelector` uses their selectors; klab matches by owner).
-fn spread_owner(pod: &Pod) -> Option<(String, String, String)> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))?;
-    if !matches!(
-        owner.kind.as_str(),
-        "ReplicaSet" | "StatefulSet" | "ReplicationController"
-    ) {
-        return None;
-    }
-    Some((
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        owner.kind.clone(),
-        owner.name.clone(),
-    ))
-}
-
-fn count_owned(ni: &NodeInfo, owner: &(String, String, String)) -> i64 {
-    ni.pods
-        .iter()
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none() && spread_owner(p).as_ref() == Some(owner)
-        })
-        .count() as i64
+/// Pods on the node with the same spreading owner (the node info counts them once when it is
+/// built, so scoring does not walk every pod of every node for every pod it schedules).
+fn count_owned(ni: &NodeInfo, owner: &str) -> i64 {
+    ni.spread_counts.get(owner).copied().unwrap_or(0)
 }
 
 /// PodTopologySpread with the system default constraints (`kubernetes.io/hostname` maxSkew 3 and
 /// `topology.kubernetes.io/zone` maxSkew 5, both ScheduleAnyway), score + normalisation.
 /// Returns `None` when the plugin is skipped (no owner to spread by).
 fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Option<Vec<i64>> {
-    let owner = spread_owner(pod)?;
+    let owner = crate::nodeinfo::spread_key(pod)?;
     let constraints: [(&str, i64); 2] = [
         (klab_api::names::LABEL_HOSTNAME, 3),
         (klab_api::names::LABEL_ZONE, 5),

@@ -144,6 +144,33 @@ pub struct NodeInfo {
     pub allocatable: Resources,
     pub allowed_pods: i64,
     pub used_ports: Vec<HostPort>,
+    /// Pods not being deleted, by spreading owner ([`spread_key`]): what default topology
+    /// spreading counts on each node.
+    pub spread_counts: BTreeMap<String, i64>,
+}
+
+/// The owner a pod is spread by under the default topology spreading constraints, as
+/// `namespace/Kind/name`: its controlling ReplicaSet, StatefulSet or ReplicationController
+/// (upstream's `DefaultSelector` uses their selectors; klab matches by owner).
+pub(crate) fn spread_key(pod: &Pod) -> Option<String> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    if !matches!(
+        owner.kind.as_str(),
+        "ReplicaSet" | "StatefulSet" | "ReplicationController"
+    ) {
+        return None;
+    }
+    Some(format!(
+        "{}/{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        owner.kind,
+        owner.name
+    ))
 }
 
 impl NodeInfo {
@@ -160,7 +187,14 @@ impl NodeInfo {
         let mut requested = Resources::default();
         let mut non_zero_requested = Resources::default();
         let mut used_ports = Vec::new();
+        let mut spread_counts: BTreeMap<String, i64> = BTreeMap::new();
         for p in &pods {
+            if p.metadata.deletion_timestamp.is_none()
+                && let Some(k) = spread_key(p)
+            {
+                let n = spread_counts.entry(k).or_insert(0);
+                *n = n.saturating_add(1);
+            }
             requested.add(pod_requests(p, false));
             non_zero_requested.add(pod_requests(p, true));
             used_ports.extend(host_ports(p));
@@ -188,6 +222,7 @@ impl NodeInfo {
             allocatable,
             allowed_pods,
             used_ports,
+            spread_counts,
         }
     }
 
