@@ -430,15 +430,26 @@ pub const KUBELET_OWNED: &[&str] = &[
 /// Generates the pod's status (`generateAPIPodStatus` + the status manager's merge): phase, the
 /// kubelet-owned conditions after the conditions others own, container statuses. A terminal phase
 /// already in `old` is never left.
+///
+/// `old` is the status to merge into (the API object's, or the last write with the conditions
+/// others own taken from the API object); it is taken by value so that nothing of the pod is
+/// copied beyond the status itself.
 pub fn generate_status(
-    pod: &Pod,
+    spec: Option<&PodSpec>,
+    old: PodStatus,
     init: &[ContainerView],
     regular: &[ContainerView],
     facts: &PodFacts,
     now: &Time,
 ) -> PodStatus {
-    let old = pod.status.clone().unwrap_or_default();
-    let spec = pod.spec.clone().unwrap_or_default();
+    let no_spec;
+    let spec = match spec {
+        Some(s) => s,
+        None => {
+            no_spec = PodSpec::default();
+            &no_spec
+        }
+    };
     let policy = spec
         .restart_policy
         .clone()
@@ -742,7 +753,8 @@ mod tests {
         );
         let p = pod("Never", &["app"], &["log"]);
         let s = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[sidecar(running("log"))],
             &[running("app")],
             &facts(true, false),
@@ -947,7 +959,8 @@ mod tests {
     fn conditions_through_a_pods_life() {
         let mut p = pod("Always", &["app"], &[]);
         let s0 = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[],
             &[creating("app")],
             &facts(false, false),
@@ -976,7 +989,8 @@ mod tests {
         );
         p.status = Some(s0.clone());
         let s1 = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[],
             &[running("app")],
             &facts(true, false),
@@ -1013,7 +1027,8 @@ mod tests {
         });
         p.status = Some(s1b);
         let s2 = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[],
             &[exited("app", 137)],
             &facts(true, true),
@@ -1027,7 +1042,8 @@ mod tests {
         // Terminal is never left.
         p.status = Some(s2);
         let s3 = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[],
             &[running("app")],
             &facts(true, false),
@@ -1040,7 +1056,8 @@ mod tests {
     fn succeeded_and_init_conditions() {
         let p = pod("Never", &["app"], &[]);
         let s = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[],
             &[exited("app", 0)],
             &facts(true, false),
@@ -1059,7 +1076,8 @@ mod tests {
             None,
         );
         let s = generate_status(
-            &p,
+            p.spec.as_ref(),
+            p.status.clone().unwrap_or_default(),
             &[exited("init", 1)],
             &[waiting],
             &facts(true, false),

@@ -431,28 +431,42 @@ impl PodManager {
         if !matches!(w.life, Lifecycle::Syncing) {
             return;
         }
-        let containers: Vec<(bool, Container)> = w
-            .spec_containers(true)
-            .into_iter()
+        // The pod is shared: walk its containers in place (this runs at every sync).
+        let pod = Arc::clone(&w.pod);
+        let spec = pod.spec.as_ref();
+        let init_containers = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
+        let regular = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
+        let containers = init_containers
+            .iter()
             .map(|c| (true, c))
-            .chain(w.spec_containers(false).into_iter().map(|c| (false, c)))
-            .collect();
+            .chain(regular.iter().map(|c| (false, c)));
         for (init, c) in containers {
+            let running = |m: &Machine| {
+                m.pods
+                    .get(uid)
+                    .and_then(|p| p.containers.get(&c.name))
+                    .filter(|rc| rc.is_running())
+                    .and_then(|rc| rc.usage.as_ref())
+                    .is_some()
+            };
+            if !running(machine) {
+                continue;
+            }
+            let (spec, refused, event) = self.usage_spec(uid, c, init);
+            out.writes.extend(event);
             let Some(current) = machine
                 .pods
                 .get(uid)
                 .and_then(|p| p.containers.get(&c.name))
-                .filter(|rc| rc.is_running())
-                .and_then(|rc| rc.usage.clone())
+                .and_then(|rc| rc.usage.as_ref())
             else {
                 continue;
             };
-            let (spec, refused, event) = self.usage_spec(uid, &c, init);
-            out.writes.extend(event);
             if refused || spec == current.spec {
                 continue;
             }
-            machine.set_usage(uid, &c.name, current.reanchor(spec, now));
+            let reanchored = current.reanchor(spec, now);
+            machine.set_usage(uid, &c.name, reanchored);
         }
         self.follow_volume_usage(uid, now, machine, out);
     }
@@ -474,7 +488,14 @@ impl PodManager {
         let Some(rp) = machine.pods.get_mut(uid) else {
             return;
         };
-        let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+        // The pod is shared: hold it, not a copy of its annotations (this runs at every sync).
+        let pod = Arc::clone(&w.pod);
+        let no_annotations = BTreeMap::new();
+        let annotations = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(&no_annotations);
         let empty_dirs: Vec<String> = w
             .pod
             .spec
@@ -1132,6 +1153,7 @@ impl PodManager {
 
     fn step(&mut self, uid: &str, now: Timestamp, machine: &mut Machine, out: &mut SyncOutput) {
         // Several transitions can be due at one instant (exit 1, restart at once): iterate until stable.
+        // The state before is copied once; after the step it is compared in place.
         for _ in 0..16 {
             let before = (
                 self.workers
@@ -1141,13 +1163,12 @@ impl PodManager {
             );
             self.step_once(uid, now, machine, out);
             machine.advance(now);
-            let after = (
-                self.workers
-                    .get(uid)
-                    .map(|w| (w.life.clone(), w.starting.clone())),
-                machine.pods.get(uid).cloned(),
-            );
-            if before == after {
+            let worker_same = match (self.workers.get(uid), &before.0) {
+                (Some(w), Some((life, starting))) => w.life == *life && w.starting == *starting,
+                (None, None) => true,
+                _ => false,
+            };
+            if worker_same && machine.pods.get(uid) == before.1.as_ref() {
                 break;
             }
         }
@@ -2080,29 +2101,32 @@ impl PodManager {
         };
         // The base for merging: our last write, with the conditions other components own taken
         // from the API object.
-        let mut base = (*w.pod).clone();
-        if let Some(sent) = &w.status_sent {
-            let mut s = sent.clone();
-            let foreign: Vec<_> = w
-                .pod
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .filter(|c| !pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
-                .cloned()
-                .collect();
-            let own: Vec<_> = sent
-                .conditions
-                .iter()
-                .flatten()
-                .filter(|c| pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
-                .cloned()
-                .collect();
-            s.conditions = Some(foreign.into_iter().chain(own).collect());
-            base.status = Some(s);
-        }
+        let base = match &w.status_sent {
+            None => w.pod.status.clone().unwrap_or_default(),
+            Some(sent) => {
+                let mut s = sent.clone();
+                let foreign: Vec<_> = w
+                    .pod
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .filter(|c| !pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
+                    .cloned()
+                    .collect();
+                let own: Vec<_> = sent
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .filter(|c| pod_status::KUBELET_OWNED.contains(&c.type_.as_str()))
+                    .cloned()
+                    .collect();
+                s.conditions = Some(foreign.into_iter().chain(own).collect());
+                s
+            }
+        };
         let mut status = generate_status(
-            &base,
+            w.pod.spec.as_ref(),
+            base,
             &init,
             &regular,
             &facts,
