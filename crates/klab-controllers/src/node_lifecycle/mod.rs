@@ -399,7 +399,6 @@ impl Controller {
                 self.retry.remove(&name);
                 continue;
             };
-            let pods: Vec<Pod> = self.pods_on(&name);
             self.process_taint_based_eviction(&node, &eval.observed.status, now)
                 .await;
 
@@ -421,7 +420,14 @@ impl Controller {
                     )
                     .await;
             }
-            if mark && self.mark_pods_not_ready(&pods, &name, now).await.is_err() {
+            // The node's pods are gathered only when they are to be marked: a pass over every
+            // node must not copy every pod.
+            if mark
+                && self
+                    .mark_pods_not_ready(&self.pods_on(&name), &name, now)
+                    .await
+                    .is_err()
+            {
                 self.retry.insert(name);
                 continue;
             }
