@@ -434,7 +434,9 @@ impl PodManager {
         // The pod is shared: walk its containers in place (this runs at every sync).
         let pod = Arc::clone(&w.pod);
         let spec = pod.spec.as_ref();
-        let init_containers = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
+        let init_containers = spec
+            .and_then(|s| s.init_containers.as_deref())
+            .unwrap_or(&[]);
         let regular = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
         let containers = init_containers
             .iter()
@@ -491,11 +493,7 @@ impl PodManager {
         // The pod is shared: hold it, not a copy of its annotations (this runs at every sync).
         let pod = Arc::clone(&w.pod);
         let no_annotations = BTreeMap::new();
-        let annotations = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .unwrap_or(&no_annotations);
+        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_annotations);
         let empty_dirs: Vec<String> = w
             .pod
             .spec
