@@ -63,7 +63,7 @@ struct Shared {
     ctx: KubeletContext,
     recorder: Recorder,
     /// The Node as last read or written by this process (`None` before registration).
-    node: Mutex<Option<Node>>,
+    node: Mutex<Option<Arc<Node>>>,
     /// `spec.unschedulable` as last observed (starts at `!registerSchedulable`).
     last_unschedulable: Mutex<bool>,
     /// `status.volumesInUse` as the volume manager last computed it.
@@ -86,7 +86,8 @@ impl Shared {
         }
     }
 
-    fn cached_node(&self) -> Option<Node> {
+    /// The cached Node, shared (the pod loop reads it at every pass: no copy).
+    fn cached_node(&self) -> Option<Arc<Node>> {
         self.node.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -99,14 +100,14 @@ impl Shared {
                 .as_deref()
                 .and_then(|v| v.parse::<u64>().ok())
         };
-        let stale = match (g.as_ref().and_then(rv), rv(&n)) {
+        let stale = match (g.as_deref().and_then(rv), rv(&n)) {
             (Some(old), Some(new)) => {
                 new < old && g.as_ref().map(|o| &o.metadata.uid) == Some(&n.metadata.uid)
             }
             _ => false,
         };
         if !stale {
-            *g = Some(n);
+            *g = Some(Arc::new(n));
         }
     }
 
@@ -621,15 +622,17 @@ async fn pod_loop(s: Arc<Shared>) {
             }
         }
         let node = s.cached_node().unwrap_or_else(|| {
-            initial_node(
-                &ctx.name,
-                &ctx.spec,
-                &ctx.cfg,
-                &s.identity(),
-                &NodeHealth::default(),
-                &ctx.clock.now_time(),
+            Arc::new(
+                initial_node(
+                    &ctx.name,
+                    &ctx.spec,
+                    &ctx.cfg,
+                    &s.identity(),
+                    &NodeHealth::default(),
+                    &ctx.clock.now_time(),
+                )
+                .0,
             )
-            .0
         });
         let alloc = node_status::allocatable(&ctx.spec, &ctx.cfg);
         let now = ctx.clock.now();

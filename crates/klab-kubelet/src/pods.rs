@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use klab_api::duration::format_go_duration;
 use klab_api::names;
@@ -543,12 +543,14 @@ impl PodManager {
         now: Timestamp,
     ) -> Vec<(String, eviction::PodUsage, eviction::PodStorage)> {
         let candidates = self.eviction_candidates(eviction::Signal::NodeFsAvailable, machine, now);
+        // Every pod is looked at every 10 s: read its spec in place.
+        let no_spec = PodSpec::default();
         candidates
             .into_iter()
             .filter_map(|(uid, usage)| {
                 let w = self.workers.get(&uid)?;
                 let rp = machine.pods.get(&uid)?;
-                let spec = w.pod.spec.clone().unwrap_or_default();
+                let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
                 let containers = spec
                     .containers
                     .iter()
