@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 use klab_sim::runner::Progress;
 use klab_sim::{RunOptions, run_blocking, scenario};
 
+/// The allocator of the `klab` binary (see its `main.rs`), so that the numbers are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Prints the run's virtual time every 10 s of wall time; past `cap` seconds, prints how far the
 /// run got and ends the process (a case too slow to finish still reports its pace).
 fn watch_progress(name: &str, t0: Instant, p: Arc<Progress>, cap: Option<f64>) {
