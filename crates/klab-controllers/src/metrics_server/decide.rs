@@ -290,10 +290,15 @@ pub fn resource_usage(last: &Point, prev: &Point) -> Option<(Usage, Timestamp, D
     }
     let window = last.timestamp.duration_since(prev.timestamp);
     let window = Duration::try_from(window).ok().filter(|w| !w.is_zero())?;
-    let cpu = last.cpu_ns.saturating_sub(prev.cpu_ns) as f64 / window.as_secs_f64();
+    // Nanocores = CPU nanoseconds per second of window, in exact integer arithmetic: upstream
+    // divides in float64, whose rounding truncates an exact 250m over a 14.085 s window to
+    // 249999999n (the nanosecond timestamps of a real node seldom give such round values).
+    let cpu = u128::from(last.cpu_ns.saturating_sub(prev.cpu_ns))
+        .saturating_mul(1_000_000_000)
+        .checked_div(window.as_nanos())?;
     Some((
         Usage {
-            cpu_nanocores: cpu as u64,
+            cpu_nanocores: u64::try_from(cpu).unwrap_or(u64::MAX),
             memory_bytes: last.memory,
         },
         last.timestamp,

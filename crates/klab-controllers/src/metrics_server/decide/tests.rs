@@ -247,6 +247,32 @@ fn restarts_and_young_containers() {
     };
     assert_eq!(resource_usage(&last, &prev), None);
     assert_eq!(resource_usage(&last, &last), None, "no time passed");
+    // A quarter of a core over a window whose float division rounds below the exact value
+    // (3 521 250 000 ns / 14.085 s is 249 999 999.99999997 in float64): exactly 250m.
+    let prev = Point {
+        start: None,
+        timestamp: t(15),
+        cpu_ns: 1_000,
+        memory: 1,
+    };
+    let last = Point {
+        timestamp: t(15) + jiff::SignedDuration::from_millis(14_085),
+        cpu_ns: 1_000 + 3_521_250_000,
+        ..prev
+    };
+    let (u, _, window) = resource_usage(&last, &prev).unwrap();
+    assert_eq!(window, Duration::from_millis(14_085));
+    assert_eq!(u.cpu_nanocores, 250_000_000);
+    // A counter that grew by more than fits a u64 of nanocores over 1 ns saturates.
+    let last = Point {
+        timestamp: t(15) + jiff::SignedDuration::from_nanos(1),
+        cpu_ns: u64::MAX,
+        ..prev
+    };
+    assert_eq!(
+        resource_usage(&last, &prev).unwrap().0.cpu_nanocores,
+        u64::MAX
+    );
 }
 
 #[test]
