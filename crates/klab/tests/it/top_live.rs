@@ -157,11 +157,24 @@ fn kubectl_top_on_a_live_cluster() {
     for minor in [27u32, 30, 33] {
         // top nodes: every node with its pods' sums and percentages of allocatable.
         // A scrape that misses its deadline on a loaded machine forgets the node until it has
-        // answered twice again (`<unknown>`), as metrics-server does: wait for every node.
-        let t = k.wait_for("every node with metrics", Duration::from_secs(90), || {
-            let t = rows(&k.ok(minor, &["top", "nodes"]));
-            (!t.iter().flatten().any(|c| c == "<unknown>")).then_some(t)
-        });
+        // answered twice again (`<unknown>`), as metrics-server does: wait for every node. A
+        // node's window that began before one of its pods' containers started averages in less
+        // than that pod's rate (pods are listed after their own two points, which can both fall
+        // inside the node's window): wait for a window that lies wholly after the starts too.
+        let t = k.wait_for(
+            "every node with metrics over a window after its pods started",
+            Duration::from_secs(90),
+            || {
+                let t = rows(&k.ok(minor, &["top", "nodes"]));
+                // `<unknown>` first: it is no number of millicores.
+                let settled = !t.iter().flatten().any(|c| c == "<unknown>")
+                    && t.len() == 4
+                    && t[1..]
+                        .iter()
+                        .all(|r| expected.get(r[0].as_str()).map(|e| e.0) == Some(milli(&r[1])));
+                settled.then_some(t)
+            },
+        );
         let cpu_pct = if minor >= 33 { "CPU(%)" } else { "CPU%" };
         let mem_pct = if minor >= 33 { "MEMORY(%)" } else { "MEMORY%" };
         assert_eq!(
