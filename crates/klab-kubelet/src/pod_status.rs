@@ -442,14 +442,8 @@ pub fn generate_status(
     facts: &PodFacts,
     now: &Time,
 ) -> PodStatus {
-    let no_spec;
-    let spec = match spec {
-        Some(s) => s,
-        None => {
-            no_spec = PodSpec::default();
-            &no_spec
-        }
-    };
+    let no_spec = PodSpec::default();
+    let spec = spec.unwrap_or(&no_spec);
     let policy = spec
         .restart_policy
         .clone()

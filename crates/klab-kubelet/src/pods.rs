@@ -443,27 +443,17 @@ impl PodManager {
             .map(|c| (true, c))
             .chain(regular.iter().map(|c| (false, c)));
         for (init, c) in containers {
-            let running = |m: &Machine| {
-                m.pods
-                    .get(uid)
-                    .and_then(|p| p.containers.get(&c.name))
-                    .filter(|rc| rc.is_running())
-                    .and_then(|rc| rc.usage.as_ref())
-                    .is_some()
-            };
-            if !running(machine) {
-                continue;
-            }
-            let (spec, refused, event) = self.usage_spec(uid, c, init);
-            out.writes.extend(event);
             let Some(current) = machine
                 .pods
                 .get(uid)
                 .and_then(|p| p.containers.get(&c.name))
+                .filter(|rc| rc.is_running())
                 .and_then(|rc| rc.usage.as_ref())
             else {
                 continue;
             };
+            let (spec, refused, event) = self.usage_spec(uid, c, init);
+            out.writes.extend(event);
             if refused || spec == current.spec {
                 continue;
             }
