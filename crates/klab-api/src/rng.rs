@@ -41,6 +41,14 @@ impl DetRng {
         }
     }
 
+    /// An independent copy at this sequence's current position: it yields what this one would
+    /// yield next, without drawing from it (a dry run that must not shift the real draws).
+    pub fn snapshot(&self) -> DetRng {
+        DetRng {
+            inner: Arc::new(Mutex::new(self.with(|r| r.clone()))),
+        }
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut ChaCha8Rng) -> T) -> T {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut g)

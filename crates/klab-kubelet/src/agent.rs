@@ -559,6 +559,8 @@ async fn pod_loop(s: Arc<Shared>) {
             }
         };
         let mut watch_failed = false;
+        // A pod event or a timer lets the next pass sync just the pods it concerns.
+        let mut pods_or_timer = false;
         tokio::select! {
             biased;
             _ = net_change => {}
@@ -578,6 +580,7 @@ async fn pod_loop(s: Arc<Shared>) {
                     synced = true;
                 }
                 Some(Ok(watcher::Event::Apply(p))) => {
+                    pods_or_timer = true;
                     // The watch can deliver the echo of a write after the PATCH response that
                     // superseded it was stored: never go back to an older version, or the next sync
                     // would recompute transition times against a stale status and flip them.
@@ -589,6 +592,7 @@ async fn pod_loop(s: Arc<Shared>) {
                     }
                 }
                 Some(Ok(watcher::Event::Delete(p))) => {
+                    pods_or_timer = true;
                     if let Some(uid) = p.metadata.uid.clone() {
                         pods.remove(&uid);
                     }
@@ -599,7 +603,7 @@ async fn pod_loop(s: Arc<Shared>) {
                 }
                 None => return,
             },
-            _ = wake => {}
+            _ = wake => pods_or_timer = true,
         }
         if watch_failed {
             // The watcher retries on the next poll; pace it (no busy loop in virtual time).
@@ -608,6 +612,9 @@ async fn pod_loop(s: Arc<Shared>) {
         if ctx.net.state().frozen {
             // Nothing on a frozen machine progresses; resume (and resync) on thaw.
             ctx.net.wait_thawed().await;
+        }
+        if !pods_or_timer {
+            mgr.resync_all();
         }
         if !synced {
             continue;
@@ -650,6 +657,7 @@ async fn pod_loop(s: Arc<Shared>) {
                 now,
                 crate::images::IMAGE_GC_PERIOD,
             ));
+            mgr.resync_all();
             let events = image_gc_round(&s, &mut image_gc_failed, now);
             if !events.is_empty() {
                 s.node_events(&events).await;
@@ -661,6 +669,7 @@ async fn pod_loop(s: Arc<Shared>) {
                 now,
                 crate::eviction::MONITORING_PERIOD,
             ));
+            mgr.resync_all();
             let (out, event) = eviction_round(&s, &mut mgr, &thresholds, &mut eviction_state, now);
             if let Some(e) = event {
                 s.node_events(&[e]).await;
@@ -965,7 +974,7 @@ async fn resolve_volumes(
             out.push(crate::volumes::Resolved { name: vol, unique });
         }
         if out.len() == crate::volumes::claim_volumes(pod).len() {
-            mgr.volumes.set_resolved(uid, out);
+            mgr.set_volumes_resolved(uid, out);
         }
     }
 }

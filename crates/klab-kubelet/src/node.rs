@@ -186,8 +186,12 @@ impl SimNode {
         self.apply(NodeFault::StartKubelet);
     }
 
+    /// The machine, for a change from outside the kubelet (a fault): counted, so that the pod
+    /// loop's next pass looks at every pod.
     fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
-        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+        let mut m = self.machine.lock().unwrap_or_else(|p| p.into_inner());
+        m.outside_changes = m.outside_changes.wrapping_add(1);
+        m
     }
 
     fn kubelet_running(&self) -> bool {
@@ -483,7 +487,9 @@ impl SimNode {
         if machine.powered && machine.booted_at.is_none() {
             machine.booted_at = Some(self.clock.now());
         }
-        *self.machine() = machine;
+        let mut m = self.machine();
+        machine.outside_changes = m.outside_changes.wrapping_add(1);
+        *m = machine;
     }
 
     /// A copy of the machine's state, to save across a control-plane restart.

@@ -258,7 +258,7 @@ impl Worker {
 }
 
 /// The kubelet's pod-side state; lost when the kubelet process stops (the machine keeps the rest).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PodManager {
     node_name: String,
     host_ip: String,
@@ -273,6 +273,28 @@ pub struct PodManager {
     shutdown: Option<ShutdownRun>,
     /// The node conditions the eviction manager reports (admission reads them).
     pressures: Vec<eviction::Pressure>,
+    /// What the last pass saw besides the pods: a pass whose other inputs are all unchanged
+    /// steps only the pods whose own inputs changed (upstream's pod workers are per pod).
+    last_pass: Option<PassMark>,
+    /// Pods whose input changed since the last pass outside their API object (a status write
+    /// answered or failed, their volumes resolved).
+    dirty: BTreeSet<String>,
+    /// An input of every pod may have changed (a timer, the network, logind, an eviction or
+    /// image GC round, a pressure change): the next pass steps every pod.
+    resync_all: bool,
+    /// Pod steps taken, for tests that a change re-steps only its pod.
+    steps: u64,
+}
+
+/// What one pass saw of the inputs shared by all pods.
+#[derive(Clone, Debug)]
+struct PassMark {
+    /// When it ran: every pod instant up to it was handled.
+    now: Timestamp,
+    /// [`Machine::outside_changes`] after the pass.
+    outside_changes: u64,
+    /// The volumes the Node showed attached.
+    attached: BTreeSet<String>,
 }
 
 /// The node shutdown manager's walk through its priority groups, lowest priority first.
@@ -359,7 +381,28 @@ impl PodManager {
             volumes: Default::default(),
             shutdown: None,
             pressures: Vec::new(),
+            last_pass: None,
+            dirty: BTreeSet::new(),
+            resync_all: false,
+            steps: 0,
         }
+    }
+
+    /// An input besides the pod objects may have changed (the shell woke for a timer, the
+    /// network or logind, or ran an eviction or image GC round): the next pass steps every pod.
+    pub fn resync_all(&mut self) {
+        self.resync_all = true;
+    }
+
+    /// Pod steps taken so far (each is one pod worker's sync).
+    pub fn steps_taken(&self) -> u64 {
+        self.steps
+    }
+
+    /// The volume manager resolved a pod's claims: that pod is synced again at the next pass.
+    pub fn set_volumes_resolved(&mut self, uid: &str, vols: Vec<crate::volumes::Resolved>) {
+        self.volumes.set_resolved(uid, vols);
+        self.dirty.insert(uid.to_string());
     }
 
     /// A pod's `terminationGracePeriodSeconds`.
@@ -590,6 +633,9 @@ impl PodManager {
 
     /// The eviction manager's current conditions, for admission.
     pub fn set_pressures(&mut self, pressures: Vec<eviction::Pressure>) {
+        if self.pressures != pressures {
+            self.resync_all = true;
+        }
         self.pressures = pressures;
     }
 
@@ -683,6 +729,8 @@ impl PodManager {
         if !matches!(w.life, Lifecycle::Syncing) {
             return out;
         }
+        self.resync_all = true;
+        let w = self.workers.get_mut(uid).expect("worker");
         w.evicted = Some((message.clone(), disruption_target));
         out.writes.push(w.event(
             None,
@@ -701,6 +749,7 @@ impl PodManager {
     /// are killed group by group (`table`: the effective priority table, sorted, non-empty).
     pub fn begin_shutdown(&mut self, table: Vec<PriorityGroup>) {
         if self.shutdown.is_none() && !table.is_empty() {
+            self.resync_all = true;
             self.shutdown = Some(ShutdownRun {
                 table,
                 group: 0,
@@ -711,7 +760,9 @@ impl PodManager {
 
     /// `PrepareForShutdown(false)`: admission opens again; pods already killed stay killed.
     pub fn cancel_shutdown(&mut self) {
-        self.shutdown = None;
+        if self.shutdown.take().is_some() {
+            self.resync_all = true;
+        }
     }
 
     /// Whether a node shutdown is in progress (`ShutdownStatus()` is an error).
@@ -811,6 +862,7 @@ impl PodManager {
         if let Some(w) = self.workers.get_mut(uid) {
             w.status_sent = None;
             w.server_form = None;
+            self.dirty.insert(uid.to_string());
         }
     }
 
@@ -818,6 +870,7 @@ impl PodManager {
     pub fn status_written(&mut self, uid: &str, stored: Option<PodStatus>) {
         if let Some(w) = self.workers.get_mut(uid) {
             w.server_form = stored;
+            self.dirty.insert(uid.to_string());
         }
     }
 
@@ -835,8 +888,15 @@ impl PodManager {
             .collect()
     }
 
-    /// One pass over every pod at `now`. `api_pods`: the pods bound to this node as last seen (by
-    /// UID); `node`: this kubelet's Node as last seen (for admission).
+    /// One pass at `now`. `api_pods`: the pods bound to this node as last seen (by UID); `node`:
+    /// this kubelet's Node as last seen (for admission).
+    ///
+    /// Each pod's worker is synced when its own input changed: its API object, a timer of its
+    /// own, its status write answered. Anything shared by all pods (a timer wake, the machine
+    /// changed from outside, the attached volumes, a shutdown, the pressures) syncs them all,
+    /// as does the first pass. A pod whose inputs did not change would be stepped to the very
+    /// state it has, so skipping it is exact; debug builds check this on every partial pass
+    /// against a full pass on a copy.
     pub fn sync(
         &mut self,
         now: Timestamp,
@@ -846,23 +906,148 @@ impl PodManager {
         alloc: &Allocatable,
         _cfg: &KubeletConfig,
     ) -> SyncOutput {
-        let mut out = SyncOutput::default();
         if machine.frozen() || !machine.powered {
-            return out;
+            return SyncOutput::default();
         }
+        let attached: BTreeSet<String> = node
+            .status
+            .as_ref()
+            .and_then(|s| s.volumes_attached.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|v| v.name.clone())
+            .collect();
+        let only = self.changed_pods(now, machine, api_pods, &attached);
         machine.advance(now);
-        self.volumes.set_attached(
-            node.status
-                .as_ref()
-                .and_then(|s| s.volumes_attached.as_ref())
-                .into_iter()
-                .flatten()
-                .map(|v| v.name.clone())
-                .collect(),
+        #[cfg(debug_assertions)]
+        let copy = only.as_ref().map(|_| (self.dry_copy(), machine.clone()));
+        let out = self.pass(
+            now,
+            machine,
+            api_pods,
+            node,
+            alloc,
+            &attached,
+            only.as_ref(),
         );
+        #[cfg(debug_assertions)]
+        if let Some((mut full, mut full_machine)) = copy {
+            let full_out = full.pass(
+                now,
+                &mut full_machine,
+                api_pods,
+                node,
+                alloc,
+                &attached,
+                None,
+            );
+            assert_eq!(
+                (&out, self.state_debug(), format!("{machine:?}")),
+                (&full_out, full.state_debug(), format!("{full_machine:?}")),
+                "a partial pass at {now} over {only:?} differs from a full pass"
+            );
+        }
+        self.last_pass = Some(PassMark {
+            now,
+            outside_changes: machine.outside_changes,
+            attached,
+        });
+        self.dirty.clear();
+        self.resync_all = false;
+        out
+    }
+
+    /// The pods whose own input changed since the last pass, or `None` when every pod must be
+    /// synced (see [`Self::sync`]). Called before the machine advances to `now`.
+    fn changed_pods(
+        &self,
+        now: Timestamp,
+        machine: &Machine,
+        api_pods: &BTreeMap<String, Arc<Pod>>,
+        attached: &BTreeSet<String>,
+    ) -> Option<BTreeSet<String>> {
+        let last = self.last_pass.as_ref()?;
+        if self.resync_all
+            || self.shutdown.is_some()
+            || self.volumes.any_waiting()
+            || last.outside_changes != machine.outside_changes
+            || last.attached != *attached
+            || last.now > now
+        {
+            return None;
+        }
+        let mut changed: BTreeSet<String> = self
+            .dirty
+            .iter()
+            .filter(|uid| self.workers.contains_key(*uid))
+            .cloned()
+            .collect();
+        // A pod instant after the last pass and up to now: its worker's timer fired.
+        let fired = |t: Timestamp| last.now < t && t <= now;
+        for (uid, w) in &self.workers {
+            if self.worker_instants(uid, w, machine).any(fired)
+                || machine
+                    .pods
+                    .get(uid)
+                    .and_then(|rp| rp.next_transition())
+                    .is_some_and(fired)
+            {
+                changed.insert(uid.clone());
+            }
+        }
+        for (uid, pod) in api_pods {
+            match self.workers.get(uid) {
+                Some(w) if w.in_api && Arc::ptr_eq(&w.pod, pod) => {}
+                _ => {
+                    changed.insert(uid.clone());
+                }
+            }
+        }
+        for (uid, w) in &self.workers {
+            if w.in_api && !api_pods.contains_key(uid) {
+                changed.insert(uid.clone());
+            }
+        }
+        Some(changed)
+    }
+
+    /// A copy whose probe jitter draws from a snapshot of the random sequence, not from it.
+    #[cfg(debug_assertions)]
+    fn dry_copy(&self) -> Self {
+        let mut copy = self.clone();
+        if let Some((_, rng)) = copy.probe_jitter.as_mut() {
+            *rng = rng.snapshot();
+        }
+        copy
+    }
+
+    /// Everything a pass may change, for comparing a partial pass with a full one.
+    #[cfg(debug_assertions)]
+    fn state_debug(&self) -> String {
+        format!(
+            "{:?} {:?} {:?} {:?} {:?}",
+            self.workers, self.backoff, self.volumes, self.shutdown, self.pressures
+        )
+    }
+
+    /// The pass itself: every pod, or only the pods in `only`.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &mut self,
+        now: Timestamp,
+        machine: &mut Machine,
+        api_pods: &BTreeMap<String, Arc<Pod>>,
+        node: &Node,
+        alloc: &Allocatable,
+        attached: &BTreeSet<String>,
+        only: Option<&BTreeSet<String>>,
+    ) -> SyncOutput {
+        let mut out = SyncOutput::default();
+        let selected = |uid: &String| only.is_none_or(|o| o.contains(uid));
+        self.volumes.set_attached(attached.clone());
 
         // 1. Workers follow the API objects.
-        for (uid, pod) in api_pods {
+        for (uid, pod) in api_pods.iter().filter(|(uid, _)| selected(uid)) {
             match self.workers.get_mut(uid) {
                 Some(w) => {
                     // Someone else wrote the status (a controller marking Ready=False): send ours
@@ -908,7 +1093,12 @@ impl PodManager {
         }
 
         // Usage annotations changed since a container started re-anchor its model now.
-        let uids: Vec<String> = self.workers.keys().cloned().collect();
+        let uids: Vec<String> = self
+            .workers
+            .keys()
+            .filter(|k| selected(k))
+            .cloned()
+            .collect();
         for uid in &uids {
             self.follow_usage(uid, now, machine, &mut out);
         }
@@ -936,6 +1126,7 @@ impl PodManager {
         let mut order: Vec<(String, String, String)> = self
             .workers
             .iter()
+            .filter(|(uid, _)| selected(uid))
             .map(|(uid, w)| (w.ns(), w.name(), uid.clone()))
             .collect();
         order.sort();
@@ -1094,6 +1285,38 @@ impl PodManager {
         }
     }
 
+    /// Every instant at which a worker's own timers fire (pull or create done, back-off over,
+    /// pull retry, probe tick, preStop over, sandbox ready), past or future.
+    fn worker_instants<'a>(
+        &'a self,
+        uid: &'a str,
+        w: &'a Worker,
+        machine: &'a Machine,
+    ) -> impl Iterator<Item = Timestamp> + 'a {
+        let stage = w.starting.as_ref().map(|s| match s.stage {
+            Stage::Pulling { until } | Stage::Creating { until } => until,
+        });
+        let backoff = w.backoff_wait.values().map(|(until, _)| *until);
+        let probes = w.probes.values().map(|p| p.next_wake());
+        let hooks = match &w.life {
+            Lifecycle::Terminating(t) => Some(t.hooks.values().map(|h| h.sigterm_at)),
+            _ => None,
+        };
+        let sandbox = machine
+            .pods
+            .get(uid)
+            .and_then(|p| p.sandbox.as_ref())
+            .filter(|sb| sb.boot_id == machine.boot_id)
+            .map(|sb| sb.ready_at);
+        stage
+            .into_iter()
+            .chain(backoff)
+            .chain(w.pull_retry_at)
+            .chain(probes)
+            .chain(hooks.into_iter().flatten())
+            .chain(sandbox)
+    }
+
     fn next_due(&self, machine: &Machine, now: Timestamp) -> Option<Timestamp> {
         let mut best = None;
         for (uid, w) in &self.workers {
@@ -1142,6 +1365,7 @@ impl PodManager {
     }
 
     fn step(&mut self, uid: &str, now: Timestamp, machine: &mut Machine, out: &mut SyncOutput) {
+        self.steps = self.steps.wrapping_add(1);
         // Several transitions can be due at one instant (exit 1, restart at once): iterate until stable.
         // The state before is copied once; after the step it is compared in place.
         for _ in 0..16 {
@@ -2234,7 +2458,9 @@ mod tests {
     struct Harness {
         mgr: PodManager,
         machine: Machine,
-        api: BTreeMap<String, Pod>,
+        /// The pods as the API holds them; a pod's `Arc` is replaced only when it changes, as
+        /// the pod loop's view, so that passes sync only the pods that changed.
+        api: BTreeMap<String, Arc<Pod>>,
         node: Node,
         alloc: Allocatable,
         now: Timestamp,
@@ -2262,14 +2488,11 @@ mod tests {
             }
         }
         fn add(&mut self, p: Pod) {
-            self.api.insert(p.metadata.uid.clone().unwrap(), p);
+            self.api
+                .insert(p.metadata.uid.clone().unwrap(), Arc::new(p));
         }
         fn sync(&mut self) -> Option<Timestamp> {
-            let api: BTreeMap<String, Arc<Pod>> = self
-                .api
-                .iter()
-                .map(|(k, p)| (k.clone(), Arc::new(p.clone())))
-                .collect();
+            let api = self.api.clone();
             let out = self.mgr.sync(
                 self.now,
                 &mut self.machine,
@@ -2282,7 +2505,7 @@ mod tests {
                 match &w {
                     PodWrite::Status { uid, status, .. } => {
                         if let Some(p) = self.api.get_mut(uid) {
-                            p.status = Some((**status).clone());
+                            Arc::make_mut(p).status = Some((**status).clone());
                         }
                     }
                     PodWrite::Delete { uid, .. } => {
@@ -2334,7 +2557,7 @@ mod tests {
             v
         }
         fn delete(&mut self, name: &str, grace: i64) {
-            let p = self.api.get_mut(&format!("uid-{name}")).unwrap();
+            let p = Arc::make_mut(self.api.get_mut(&format!("uid-{name}")).unwrap());
             p.metadata.deletion_timestamp =
                 Some(Time(self.now + jiff::SignedDuration::from_secs(grace)));
             p.metadata.deletion_grace_period_seconds = Some(grace);
@@ -2396,6 +2619,40 @@ mod tests {
             .clone()
             .unwrap();
         assert_eq!(w.reason.as_deref(), Some("ContainerCreating"));
+    }
+
+    #[test]
+    fn a_pass_steps_only_the_pods_whose_input_changed() {
+        let mut h = Harness::new();
+        for name in ["a", "b", "c"] {
+            h.add(pod(name, "Always", &[], None));
+        }
+        h.run_until(10_000);
+        for name in ["a", "b", "c"] {
+            assert_eq!(h.status(name).phase.as_deref(), Some("Running"));
+        }
+        // Nothing changed: a pass at a later instant with no timer due steps no pod.
+        let before = h.mgr.steps_taken();
+        h.now = at(12_000);
+        assert_eq!(h.sync(), None);
+        assert_eq!(h.mgr.steps_taken(), before);
+        // One pod's API object changed: only its worker is synced, and it begins terminating.
+        h.delete("b", 30);
+        assert_eq!(h.sync(), None, "b's container exits on SIGTERM at once");
+        assert_eq!(h.mgr.steps_taken(), before + 1);
+        assert!(!h.api.contains_key("uid-b"), "b's final DELETE was sent");
+        assert_eq!(h.status("a").phase.as_deref(), Some("Running"));
+        assert_eq!(h.status("c").phase.as_deref(), Some("Running"));
+        // Any change from outside the pod loop (a fault) also syncs every pod.
+        let before = h.mgr.steps_taken();
+        h.machine.outside_changes += 1;
+        h.now = at(30_000);
+        h.sync();
+        assert_eq!(
+            h.mgr.steps_taken() - before,
+            3,
+            "a, c and b's finished worker"
+        );
     }
 
     #[test]

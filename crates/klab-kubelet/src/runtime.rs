@@ -129,6 +129,36 @@ impl RuntimePod {
     pub fn any_running(&self) -> bool {
         self.containers.values().any(RtContainer::is_running)
     }
+
+    /// The earliest pending transition of this pod's containers (see [`Machine::advance`]).
+    pub fn next_transition(&self) -> Option<Timestamp> {
+        let mut best: Option<Timestamp> = None;
+        let mut consider = |t: Timestamp| best = Some(best.map_or(t, |b: Timestamp| b.min(t)));
+        for c in self.containers.values() {
+            if let RtState::Running {
+                natural_exit,
+                stopping,
+                ..
+            } = &c.state
+            {
+                if let Some((t, _)) = natural_exit {
+                    consider(*t);
+                }
+                if let Some(s) = stopping {
+                    if let Some((t, _)) = s.term_exit {
+                        consider(t);
+                    }
+                    if let Some(t) = s.kill_at {
+                        consider(t);
+                    }
+                }
+                if let Some(t) = c.usage.as_ref().and_then(crate::usage::Model::oom_at) {
+                    consider(t);
+                }
+            }
+        }
+        best
+    }
 }
 
 /// The simulated machine.
@@ -176,6 +206,11 @@ pub struct Machine {
     /// daemons have used CPU since.
     #[serde(default)]
     pub booted_at: Option<Timestamp>,
+    /// Bumped by whoever changes the machine outside the kubelet's pod loop (a fault, an exec
+    /// signalling PID 1): the pod loop's next pass then looks at every pod, not only at those
+    /// whose API object changed.
+    #[serde(skip)]
+    pub outside_changes: u64,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -205,6 +240,7 @@ impl Machine {
             pull_failures: BTreeMap::new(),
             system: Default::default(),
             booted_at: None,
+            outside_changes: 0,
             next_ip: 2,
             ip_prefix,
         }
@@ -275,34 +311,10 @@ impl Machine {
         if self.frozen() || !self.powered {
             return None;
         }
-        let mut best: Option<Timestamp> = None;
-        let mut consider = |t: Timestamp| best = Some(best.map_or(t, |b: Timestamp| b.min(t)));
-        for pod in self.pods.values() {
-            for c in pod.containers.values() {
-                if let RtState::Running {
-                    natural_exit,
-                    stopping,
-                    ..
-                } = &c.state
-                {
-                    if let Some((t, _)) = natural_exit {
-                        consider(*t);
-                    }
-                    if let Some(s) = stopping {
-                        if let Some((t, _)) = s.term_exit {
-                            consider(t);
-                        }
-                        if let Some(t) = s.kill_at {
-                            consider(t);
-                        }
-                    }
-                    if let Some(t) = c.usage.as_ref().and_then(crate::usage::Model::oom_at) {
-                        consider(t);
-                    }
-                }
-            }
-        }
-        best
+        self.pods
+            .values()
+            .filter_map(RuntimePod::next_transition)
+            .min()
     }
 
     /// Seeds the runtime's memory of a pod whose containers ran before the machine lost its state:

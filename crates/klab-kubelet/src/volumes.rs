@@ -94,6 +94,11 @@ impl VolumeManager {
         self.waits.remove(uid);
     }
 
+    /// Whether any pod's gate is still closed (mount pending or attach awaited).
+    pub fn any_waiting(&self) -> bool {
+        !self.waits.is_empty()
+    }
+
     /// Whether any pod still waits for an attach (the agent then polls the Node).
     pub fn waiting_for_attach(&self) -> bool {
         self.waits.values().any(|w| w.mounted_at.is_none())
