@@ -266,11 +266,32 @@ fn strip_ignored(ri: &ResourceInfo, sub: Option<&str>, set: &mut Set) {
 }
 
 fn without_managed_fields(obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-    }
-    o
+    without_fields(obj, &[])
+}
+
+/// A copy of `obj` without `metadata.managedFields` and without the top-level fields `skip`,
+/// neither of which is copied first (a pod's spec is most of it).
+fn without_fields(obj: &Value, skip: &[&str]) -> Value {
+    let Value::Object(top) = obj else {
+        return obj.clone();
+    };
+    let copy = top
+        .iter()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| {
+            let v = match v {
+                Value::Object(meta) if k == "metadata" => Value::Object(
+                    meta.iter()
+                        .filter(|(mk, _)| *mk != "managedFields")
+                        .map(|(mk, mv)| (mk.clone(), mv.clone()))
+                        .collect(),
+                ),
+                _ => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    Value::Object(copy)
 }
 
 fn set_managed_fields(obj: &mut Value, managers: &Managers) {
@@ -307,10 +328,20 @@ fn compare_managed(
     live: &Value,
     new: &Value,
 ) -> typed::Comparison {
+    // Whole top-level fields the comparison ignores (a status write's spec) are left out of it
+    // before, not stripped from its result after: the same sets, without copying them.
+    let ignored = schema::ignored_paths(ri, sub);
+    let skip: Vec<&str> = ignored
+        .iter()
+        .filter_map(|p| match p.as_slice() {
+            [field] => Some(*field),
+            _ => None,
+        })
+        .collect();
     // Both sides as Go would hold them: the zero value's structs are never absent.
-    let zero = schema::zero_object(ri);
-    let mut lhs = without_managed_fields(live);
-    let mut rhs = without_managed_fields(new);
+    let zero = without_fields(&schema::zero_object(ri), &skip);
+    let mut lhs = without_fields(live, &skip);
+    let mut rhs = without_fields(new, &skip);
     fill_zero(&zero, &mut lhs);
     fill_zero(&zero, &mut rhs);
     let mut c = typed::compare(ri, &lhs, &rhs);
