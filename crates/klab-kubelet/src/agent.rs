@@ -657,7 +657,8 @@ async fn pod_loop(s: Arc<Shared>) {
                 now,
                 crate::images::IMAGE_GC_PERIOD,
             ));
-            mgr.resync_all();
+            // Removing unused images changes no pod's status: a pod pulls again only when a
+            // timer or change of its own makes it start a container.
             let events = image_gc_round(&s, &mut image_gc_failed, now);
             if !events.is_empty() {
                 s.node_events(&events).await;
@@ -669,7 +670,8 @@ async fn pod_loop(s: Arc<Shared>) {
                 now,
                 crate::eviction::MONITORING_PERIOD,
             ));
-            mgr.resync_all();
+            // A round that evicts or changes the pressures makes the next pass sync every pod
+            // (`PodManager::evict`, `set_pressures`); rotating logs changes no pod's status.
             let (out, event) = eviction_round(&s, &mut mgr, &thresholds, &mut eviction_state, now);
             if let Some(e) = event {
                 s.node_events(&[e]).await;

@@ -279,8 +279,8 @@ pub struct PodManager {
     /// Pods whose input changed since the last pass outside their API object (a status write
     /// answered or failed, their volumes resolved).
     dirty: BTreeSet<String>,
-    /// An input of every pod may have changed (a timer, the network, logind, an eviction or
-    /// image GC round, a pressure change): the next pass steps every pod.
+    /// An input of every pod may have changed (the network, logind, a watch restart, an
+    /// eviction, a pressure change): the next pass steps every pod.
     resync_all: bool,
     /// Pod steps taken, for tests that a change re-steps only its pod.
     steps: u64,
@@ -388,8 +388,8 @@ impl PodManager {
         }
     }
 
-    /// An input besides the pod objects may have changed (the shell woke for a timer, the
-    /// network or logind, or ran an eviction or image GC round): the next pass steps every pod.
+    /// An input besides the pod objects may have changed (the shell woke for the network,
+    /// logind or a watch restart): the next pass steps every pod.
     pub fn resync_all(&mut self) {
         self.resync_all = true;
     }
