@@ -228,7 +228,7 @@ impl Container for ExecTarget {
         let m = self.machine();
         let mut m = lock(&m);
         m.signal_pid1(&self.uid, &self.container, signal, now);
-        m.outside_changes = m.outside_changes.wrapping_add(1);
+        m.changes = m.changes.wrapping_add(1);
         true
     }
 

@@ -190,7 +190,7 @@ impl SimNode {
     /// loop's next pass looks at every pod.
     fn machine(&self) -> std::sync::MutexGuard<'_, Machine> {
         let mut m = self.machine.lock().unwrap_or_else(|p| p.into_inner());
-        m.outside_changes = m.outside_changes.wrapping_add(1);
+        m.changes = m.changes.wrapping_add(1);
         m
     }
 
@@ -488,7 +488,7 @@ impl SimNode {
             machine.booted_at = Some(self.clock.now());
         }
         let mut m = self.machine();
-        machine.outside_changes = m.outside_changes.wrapping_add(1);
+        machine.changes = m.changes.wrapping_add(1);
         *m = machine;
     }
 

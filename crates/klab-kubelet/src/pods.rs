@@ -291,8 +291,8 @@ pub struct PodManager {
 struct PassMark {
     /// When it ran: every pod instant up to it was handled.
     now: Timestamp,
-    /// [`Machine::outside_changes`] after the pass.
-    outside_changes: u64,
+    /// [`Machine::changes`] after the pass.
+    machine_changes: u64,
     /// The volumes the Node showed attached.
     attached: BTreeSet<String>,
 }
@@ -892,9 +892,9 @@ impl PodManager {
     /// this kubelet's Node as last seen (for admission).
     ///
     /// Each pod's worker is synced when its own input changed: its API object, a timer of its
-    /// own, its status write answered. Anything shared by all pods (a timer wake, the machine
-    /// changed from outside, the attached volumes, a shutdown, the pressures) syncs them all,
-    /// as does the first pass. A pod whose inputs did not change would be stepped to the very
+    /// own, its status write answered. Anything shared by all pods (a change to the machine
+    /// between passes, the network, logind, the attached volumes, a shutdown, an eviction or a
+    /// pressure change) syncs them all, as does the first pass. A pod whose inputs did not change would be stepped to the very
     /// state it has, so skipping it is exact; debug builds check this on every partial pass
     /// against a full pass on a copy.
     pub fn sync(
@@ -949,7 +949,7 @@ impl PodManager {
         }
         self.last_pass = Some(PassMark {
             now,
-            outside_changes: machine.outside_changes,
+            machine_changes: machine.changes,
             attached,
         });
         self.dirty.clear();
@@ -970,7 +970,7 @@ impl PodManager {
         if self.resync_all
             || self.shutdown.is_some()
             || self.volumes.any_waiting()
-            || last.outside_changes != machine.outside_changes
+            || last.machine_changes != machine.changes
             || last.attached != *attached
             || last.now > now
         {
@@ -2645,7 +2645,7 @@ mod tests {
         assert_eq!(h.status("c").phase.as_deref(), Some("Running"));
         // Any change from outside the pod loop (a fault) also syncs every pod.
         let before = h.mgr.steps_taken();
-        h.machine.outside_changes += 1;
+        h.machine.changes += 1;
         h.now = at(30_000);
         h.sync();
         assert_eq!(
@@ -2653,6 +2653,27 @@ mod tests {
             3,
             "a, c and b's finished worker"
         );
+    }
+
+    #[test]
+    fn an_exit_applied_outside_the_pod_loop_is_seen_by_the_next_pass() {
+        let mut h = Harness::new();
+        h.add(pod("job", "Never", &["sh", "-c", "sleep 5; exit 3"], None));
+        h.add(pod("web", "Always", &[], None));
+        h.run_until(4_000);
+        let exit = h.machine.next_transition().expect("job's exit is due");
+        // A log or stats read at the exit instant advances the machine first: the exit is
+        // applied outside the pod loop, and the pod's own instant is no longer pending.
+        h.now = exit;
+        h.machine.advance(exit);
+        assert!(
+            h.machine
+                .pods
+                .values()
+                .all(|p| p.next_transition().is_none())
+        );
+        h.sync();
+        assert_eq!(h.status("job").phase.as_deref(), Some("Failed"));
     }
 
     #[test]

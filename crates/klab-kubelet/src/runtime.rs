@@ -206,11 +206,13 @@ pub struct Machine {
     /// daemons have used CPU since.
     #[serde(default)]
     pub booted_at: Option<Timestamp>,
-    /// Bumped by whoever changes the machine outside the kubelet's pod loop (a fault, an exec
-    /// signalling PID 1): the pod loop's next pass then looks at every pod, not only at those
-    /// whose API object changed.
+    /// A count of changes: bumped when time changes a container's state ([`Machine::advance`])
+    /// and by whoever changes the machine from outside the kubelet's pod loop (a fault, an exec
+    /// signalling PID 1). The pod loop notes it after each pass; a change between two passes
+    /// (even a container's exit applied by a log or stats read that advanced the machine) makes
+    /// the next pass look at every pod, not only at those whose own input changed.
     #[serde(skip)]
-    pub outside_changes: u64,
+    pub changes: u64,
     next_ip: u32,
     ip_prefix: String,
 }
@@ -240,7 +242,7 @@ impl Machine {
             pull_failures: BTreeMap::new(),
             system: Default::default(),
             booted_at: None,
-            outside_changes: 0,
+            changes: 0,
             next_ip: 2,
             ip_prefix,
         }
@@ -284,6 +286,7 @@ impl Machine {
                     if let Some(&(at, code, oom)) = candidates.iter().min_by_key(|(t, _, _)| *t)
                         && at <= now
                     {
+                        self.changes = self.changes.wrapping_add(1);
                         let used = c.usage.as_ref().map_or(0, |u| u.cpu_ns_at(at));
                         self.cpu_ns_retired = self.cpu_ns_retired.saturating_add(used);
                         c.state = RtState::Exited(Terminated {
