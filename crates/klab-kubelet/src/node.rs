@@ -487,8 +487,9 @@ impl SimNode {
         if machine.powered && machine.booted_at.is_none() {
             machine.booted_at = Some(self.clock.now());
         }
+        // `machine()` counts this change; the restored machine carries the count on.
         let mut m = self.machine();
-        machine.changes = m.changes.wrapping_add(1);
+        machine.changes = m.changes;
         *m = machine;
     }
 
