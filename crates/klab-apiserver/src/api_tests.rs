@@ -583,6 +583,92 @@ async fn list_selectors_and_pagination() {
     );
 }
 
+/// Pages of a filtered list follow upstream's etcd3 list: a page ends once it holds `limit`
+/// matches, any key after that means a continue token (even when nothing further matches, so the
+/// last page may be empty), and there is no `remainingItemCount` (a count of keys left would
+/// include objects that do not match). A `spec.nodeName` list skips other nodes' pods without
+/// decoding them, and still returns exactly the matching pods: not a pod that merely mentions
+/// the node in an annotation, and, for `spec.nodeName=`, the pods no node has.
+#[tokio::test(start_paused = true)]
+async fn filtered_list_pages_and_node_name_lists() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    for (i, node) in ["n1", "n2", "n1", "n2", "n2", ""].iter().enumerate() {
+        let mut p = bound_pod(&format!("p{i}"), node);
+        if node.is_empty() {
+            p.spec.as_mut().unwrap().node_name = None;
+        }
+        if i == 3 {
+            p.metadata.annotations = Some([("nodeName".to_string(), "n1".to_string())].into());
+        }
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let names = |l: &kube::core::ObjectList<Pod>| {
+        l.items
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let on = |f: &str| ListParams::default().fields(f);
+    assert_eq!(
+        names(&pods.list(&on("spec.nodeName=n1")).await.unwrap()),
+        ["p0", "p2"]
+    );
+    assert_eq!(
+        names(&pods.list(&on("spec.nodeName=n2")).await.unwrap()),
+        ["p1", "p3", "p4"]
+    );
+    assert_eq!(
+        names(&pods.list(&on("spec.nodeName=")).await.unwrap()),
+        ["p5"]
+    );
+    assert_eq!(
+        names(&pods.list(&on("spec.host=n1")).await.unwrap()),
+        ["p0", "p2"]
+    );
+    assert!(
+        pods.list(&on("spec.nodeName=n9"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        names(&pods.list(&on("metadata.name=p4")).await.unwrap()),
+        ["p4"]
+    );
+
+    // n1 has two pods, p0 and p2: a page of two ends at p2 and, with keys after it, goes on.
+    let first = pods.list(&on("spec.nodeName=n1").limit(2)).await.unwrap();
+    assert_eq!(names(&first), ["p0", "p2"]);
+    assert_eq!(first.metadata.remaining_item_count, None);
+    let token = first.metadata.continue_.clone().expect("keys follow p2");
+    let last = pods
+        .list(&on("spec.nodeName=n1").limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert!(last.items.is_empty(), "{:?}", names(&last));
+    assert!(last.metadata.continue_.as_deref().unwrap_or("").is_empty());
+    // A page that is not full is the last one.
+    let one = pods.list(&on("spec.nodeName=n2").limit(5)).await.unwrap();
+    assert_eq!(names(&one), ["p1", "p3", "p4"]);
+    assert!(one.metadata.continue_.as_deref().unwrap_or("").is_empty());
+    // Unfiltered pages count what is left.
+    let page = pods.list(&ListParams::default().limit(4)).await.unwrap();
+    assert_eq!(names(&page), ["p0", "p1", "p2", "p3"]);
+    assert_eq!(page.metadata.remaining_item_count, Some(2));
+    let rest = pods
+        .list(
+            &ListParams::default()
+                .limit(4)
+                .continue_token(page.metadata.continue_.as_ref().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(&rest), ["p4", "p5"]);
+    assert_eq!(rest.metadata.remaining_item_count, None);
+}
+
 #[tokio::test(start_paused = true)]
 async fn watch_sees_changes_and_resumes_without_loss() {
     let api = memory_server().await;

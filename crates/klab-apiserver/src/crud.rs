@@ -290,6 +290,11 @@ impl Selectors {
         Ok(Selectors { labels, fields })
     }
 
+    /// No label or field requirement: every object matches.
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_everything() && self.fields.is_everything()
+    }
+
     pub fn matches(&self, ri: &ResourceInfo, obj: &Value) -> bool {
         self.labels
             .matches_json(obj.get("metadata").and_then(|m| m.get("labels")))
@@ -444,36 +449,50 @@ pub(crate) async fn list_objects(
             opts.revision = Some(rv);
         }
     }
+    let limit = query_i64(ctx, "limit")?
+        .filter(|l| *l > 0)
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    // Without selectors the store stops at the limit and counts the rest, so a page decodes only
+    // its own objects (a paginated list of 150 000 pods reads 500 per page, not all of them).
+    let everything = sel.is_everything();
+    if everything {
+        opts.limit = limit;
+    }
     let res = match ctx.inner.store.list(&prefix, opts.clone()).await {
         Err(StoreError::Compacted { .. }) if opts.start_key.is_some() => {
             return Err(ApiError::new(410, "Expired", CONTINUE_EXPIRED));
         }
         other => other?,
     };
-    let limit = query_i64(ctx, "limit")?
-        .filter(|l| *l > 0)
-        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    let could_match = crate::watch::list_prefilter(ri, sel);
     let mut items = Vec::new();
-    let mut next: Option<String> = None;
-    let mut matched_after = 0u64;
+    let mut last_key: Option<&str> = None;
+    let mut more = everything && res.remaining > 0;
     for kv in &res.kvs {
+        // As upstream's etcd3 list: once the page is full, any further key means more pages,
+        // whether or not it would match.
+        if limit.is_some_and(|l| items.len() >= l) {
+            more = true;
+            break;
+        }
         // A namespaced prefix for all namespaces also covers every namespace; nothing else shares it.
-        let obj = decode_kv(ri, kv)?;
-        if !sel.matches(ri, &obj) {
+        last_key = Some(&kv.key);
+        if !could_match(&kv.key, &kv.value) {
             continue;
         }
-        match limit {
-            Some(l) if items.len() >= l => {
-                if next.is_none() {
-                    next = Some(kv.key.clone());
-                }
-                matched_after += 1;
-            }
-            _ => items.push(obj),
+        let obj = decode_kv(ri, kv)?;
+        if sel.matches(ri, &obj) {
+            items.push(obj);
         }
     }
-    let token = next.map(|k| encode_continue(res.revision, &k));
-    let remaining = token.as_ref().map(|_| matched_after);
+    // The next page starts just after the last key this one examined (upstream's
+    // `lastKey + "\x00"`).
+    let token = more
+        .then(|| last_key.map(|k| encode_continue(res.revision, &format!("{k}\0"))))
+        .flatten();
+    // upstream sets remainingItemCount only for a list without selectors (with one, the count
+    // of keys left would include objects that do not match).
+    let remaining = (everything && token.is_some()).then_some(res.remaining);
     Ok((items, res.revision, token, remaining))
 }
 
@@ -497,11 +516,7 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
         return Ok(json_response(StatusCode::OK, &t));
     }
     if crate::table::wants_partial_metadata(accept).is_some() {
-        let items: Vec<Value> = items
-            .iter()
-            .map(crate::table::partial_object_metadata)
-            .collect();
-        let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        let body = crate::table::partial_object_metadata_list(&items, meta);
         if crate::protobuf::wants_protobuf_metadata(accept)
             && let Some(resp) = crate::protobuf::response(StatusCode::OK, &body)
         {
@@ -509,7 +524,12 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
         }
         return Ok(json_response(StatusCode::OK, &body));
     }
-    let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": meta, "items": items});
+    let body = object::fields([
+        ("kind", ri.list_kind().into()),
+        ("apiVersion", ri.api_version().into()),
+        ("metadata", meta),
+        ("items", Value::Array(items)),
+    ]);
     if crate::protobuf::wants_protobuf(accept)
         && let Some(resp) = crate::protobuf::response(StatusCode::OK, &body)
     {

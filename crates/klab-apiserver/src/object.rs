@@ -4,6 +4,18 @@
 use serde_json::{Map, Value, json};
 
 /// `metadata` as a mutable map, created if missing or not an object.
+/// A JSON object of these fields, moved in. (`json!` would copy each non-literal value through
+/// `serde_json::to_value`, which for a list's items or a Table's rows is a deep copy of the whole
+/// response.)
+pub fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});

@@ -168,22 +168,28 @@ pub fn wants_partial_metadata(accept: &str) -> Option<bool> {
 
 /// `meta.k8s.io/v1` `PartialObjectMetadata` carrying the object's full `metadata`.
 pub fn partial_object_metadata(obj: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+    crate::object::fields([
+        ("kind", "PartialObjectMetadata".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        (
+            "metadata",
+            obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        ),
+    ])
 }
 
 /// `meta.k8s.io/v1` `PartialObjectMetadataList` for a list response (`list_meta` is the list's
 /// `metadata`: resourceVersion, continue, remainingItemCount).
 pub fn partial_object_metadata_list(items: &[Value], list_meta: Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadataList",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": list_meta,
-        "items": items.iter().map(partial_object_metadata).collect::<Vec<_>>(),
-    })
+    crate::object::fields([
+        ("kind", "PartialObjectMetadataList".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        ("metadata", list_meta),
+        (
+            "items",
+            Value::Array(items.iter().map(partial_object_metadata).collect()),
+        ),
+    ])
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -206,13 +212,18 @@ pub fn table(
         .iter()
         .map(|obj| table_row(ri, obj, include, now))
         .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": list_meta,
-        "columnDefinitions": if with_columns { Value::Array(column_definitions(ri)) } else { Value::Null },
-        "rows": rows,
-    })
+    let columns = if with_columns {
+        Value::Array(column_definitions(ri))
+    } else {
+        Value::Null
+    };
+    crate::object::fields([
+        ("kind", "Table".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        ("metadata", list_meta),
+        ("columnDefinitions", columns),
+        ("rows", Value::Array(rows)),
+    ])
 }
 
 /// One `TableRow`: cells, optional conditions, and the object as `include` asks.

@@ -256,12 +256,13 @@ impl Storage for MemoryStore {
             .take_while(|(k, _)| k.starts_with(prefix));
         for (key, versions) in range {
             let idx = versions.partition_point(|v| v.rev <= at);
-            let Some(kv) = idx.checked_sub(1).and_then(|i| kv_of(key, &versions[i])) else {
+            let Some(v) = idx.checked_sub(1).map(|i| &versions[i]) else {
                 continue;
             };
+            // Past the limit a live key is only counted, not copied out.
             if out.kvs.len() < limit {
-                out.kvs.push(kv);
-            } else {
+                out.kvs.extend(kv_of(key, v));
+            } else if v.value.is_some() {
                 out.remaining += 1;
             }
         }
