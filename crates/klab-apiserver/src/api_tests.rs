@@ -669,6 +669,89 @@ async fn filtered_list_pages_and_node_name_lists() {
     assert_eq!(rest.metadata.remaining_item_count, None);
 }
 
+/// A status patch that touches only `status` (a kubelet's) is normalised through the status's
+/// typed model alone, with the same results as the whole object's (debug builds check every such
+/// write against it): unknown status fields are dropped, a wrong type is a 400 that stores
+/// nothing, a null status removes it, and a patch that also touches other fields goes the whole
+/// way (its labels ignored, as for any status write).
+#[tokio::test(start_paused = true)]
+async fn status_only_patches_normalise_the_status() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    pods.create(&PostParams::default(), &bound_pod("a", "n1"))
+        .await
+        .unwrap();
+    let uid = pods.get("a").await.unwrap().metadata.uid.unwrap();
+    let pp = PatchParams::default();
+    let p = pods
+        .patch_status(
+            "a",
+            &pp,
+            &Patch::Strategic(json!({"metadata": {"uid": uid},
+                "status": {"phase": "Running", "bogus": 1,
+                    "conditions": [{"type": "Ready", "status": "True", "extra": "x"}]}})),
+        )
+        .await
+        .unwrap();
+    let status = serde_json::to_value(p.status.unwrap()).unwrap();
+    assert_eq!(
+        status,
+        json!({"phase": "Running", "qosClass": "BestEffort",
+            "conditions": [{"type": "Ready", "status": "True"}]})
+    );
+    let rv = pods.get("a").await.unwrap().metadata.resource_version;
+    let e = api_err(
+        pods.patch_status(
+            "a",
+            &pp,
+            &Patch::Merge(json!({"status": {"containerStatuses": "x"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 400, "{e:?}");
+    assert!(
+        e.message
+            .starts_with("Pod in version \"v1\" cannot be handled as a Pod:"),
+        "{}",
+        e.message
+    );
+    assert_eq!(pods.get("a").await.unwrap().metadata.resource_version, rv);
+    let p = pods
+        .patch_status(
+            "a",
+            &pp,
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"x": "y"}}, "status": {"phase": "Failed"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Failed"));
+    assert_eq!(p.metadata.labels.unwrap().get("x"), None);
+    let p = pods
+        .patch_status("a", &pp, &Patch::Merge(json!({"status": null})))
+        .await
+        .unwrap();
+    assert!(
+        p.status.as_ref().is_none_or(|s| s.phase.is_none()),
+        "{:?}",
+        p.status
+    );
+    assert!(crate::crud::touches_only_status(
+        &json!({"metadata": {"uid": "u", "resourceVersion": "3"}, "status": {}})
+    ));
+    for doc in [
+        json!({"metadata": {"labels": {}}, "status": {}}),
+        json!({"metadata": {"uid": 1}, "status": {}}),
+        json!({"spec": {}, "status": {}}),
+        json!({"$patch": "replace", "status": {}}),
+        json!([{"op": "add", "path": "/status", "value": {}}]),
+    ] {
+        assert!(!crate::crud::touches_only_status(&doc), "{doc}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn watch_sees_changes_and_resumes_without_loss() {
     let api = memory_server().await;

@@ -167,6 +167,50 @@ pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiR
     Ok(pruned)
 }
 
+/// [`normalize`] of a merge patch's result when the patch could change only `status` (see
+/// [`touches_only_status`]) of a stored, hence normalised, object: only `status` is normalised.
+/// Debug builds check it against the whole normalisation.
+fn normalize_status_patch(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiResult<Value> {
+    if strict {
+        return normalize(ri, obj, strict);
+    }
+    #[cfg(debug_assertions)]
+    let whole = normalize(ri, obj.clone(), strict);
+    check_type_meta(ri, &mut obj)?;
+    let out = match crate::schema::prune_status(ri, &mut obj) {
+        Some(r) => r
+            .map(|()| obj)
+            .map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri)))),
+        None => normalize(ri, obj, strict),
+    };
+    #[cfg(debug_assertions)]
+    assert_eq!(
+        out.as_ref().map_err(ApiError::to_status),
+        whole.as_ref().map_err(ApiError::to_status),
+        "normalising only the status of a status patch's result differs from normalising it whole"
+    );
+    out
+}
+
+/// Whether a merge or strategic merge patch can change only `status`, besides the metadata a
+/// status writer sends as preconditions (a kubelet's `{"metadata":{"uid":…},"status":{…}}`).
+pub(crate) fn touches_only_status(doc: &Value) -> bool {
+    let Some(top) = doc.as_object() else {
+        return false;
+    };
+    top.iter().all(|(k, v)| match k.as_str() {
+        "status" => true,
+        "apiVersion" | "kind" => v.is_string(),
+        "metadata" => v.as_object().is_some_and(|m| {
+            m.iter().all(|(k, v)| {
+                matches!(k.as_str(), "uid" | "resourceVersion" | "name" | "namespace")
+                    && v.is_string()
+            })
+        }),
+        _ => false,
+    })
+}
+
 /// Returns an object as clients see it: type meta set, resourceVersion stamped.
 pub(crate) fn present(ri: &ResourceInfo, mut obj: Value, rv: u64) -> Value {
     object::set_type_meta(&mut obj, &ri.api_version(), ri.kind);
@@ -1110,6 +1154,9 @@ pub(crate) struct WriteMode {
     pub dry_run: bool,
     /// `fieldValidation=Strict`: unknown fields are refused.
     pub strict: bool,
+    /// A status write whose client object differs from the stored one only in `status` (a merge
+    /// patch that [`touches_only_status`]): only `status` is normalised.
+    pub status_patch: bool,
 }
 
 /// The outcome of a guarded write.
@@ -1154,6 +1201,7 @@ where
         scope,
         dry_run,
         strict,
+        status_patch,
     } = mode;
     let key = conversion::storage_resource(ri).key(namespace, name);
     let _alloc = if is_service(ri) && scope == WriteScope::Main {
@@ -1163,7 +1211,11 @@ where
     };
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
-        let proposed = normalize(ri, mutate(&current)?, strict)?;
+        let proposed = if status_patch && scope == WriteScope::Status {
+            normalize_status_patch(ri, mutate(&current)?, strict)?
+        } else {
+            normalize(ri, mutate(&current)?, strict)?
+        };
         if object::name(&proposed) != name && !object::name(&proposed).is_empty() {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -1295,6 +1347,7 @@ pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope: WriteScope::of(ctx),
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
+            status_patch: false,
         },
         &Recording::Update(manager),
         |_| Ok(new.clone()),
@@ -1323,6 +1376,8 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope: WriteScope::of(ctx),
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
+            status_patch: matches!(kind, PatchKind::Merge | PatchKind::Strategic)
+                && touches_only_status(&patch_doc),
         },
         &Recording::Update(manager),
         |current| {
@@ -1353,6 +1408,7 @@ async fn server_side_apply(ctx: &Ctx, manager: FieldManager, config: Value) -> A
         scope: WriteScope::of(ctx),
         dry_run: ctx.dry_run(),
         strict: ctx.strict(),
+        status_patch: false,
     };
     let inner = &ctx.inner;
     let updated = guarded_update_as(

@@ -86,6 +86,17 @@ pub fn visit_kind<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
     })
 }
 
+/// The typed model of `status` alone, for the kinds whose status is written most (every kubelet
+/// patches its pods' and its node's).
+fn visit_status<V: KindVisitor>(ri: &ResourceInfo, v: V) -> Option<V::Out> {
+    use k8s_openapi::api::core;
+    Some(match (ri.group, ri.kind) {
+        ("", "Pod") => v.visit::<core::v1::PodStatus>(),
+        ("", "Node") => v.visit::<core::v1::NodeStatus>(),
+        _ => return None,
+    })
+}
+
 struct RoundTrip<'a>(&'a Value);
 
 impl KindVisitor for RoundTrip<'_> {
@@ -104,6 +115,18 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
     unknown_fields(obj, &out, String::new(), &mut unknown);
     drop_empty_metadata_collections(&mut out);
     Ok((out, unknown))
+}
+
+/// [`prune`] of an object whose every part but `status` is already normalised (a status patch's
+/// result: the stored object with the patch's status): only `status` goes through its typed
+/// model, which gives the same object as the whole model would, without copying the spec twice.
+/// `None` (and `obj` untouched) when the kind has no status model here or `status` is not an
+/// object; the caller then prunes the whole object. Unknown fields are not listed: the caller
+/// uses this only when they would not be reported.
+pub fn prune_status(ri: &ResourceInfo, obj: &mut Value) -> Option<Result<(), String>> {
+    let status = obj.get_mut("status").filter(|s| s.is_object())?;
+    let normalized = visit_status(ri, RoundTrip(status))?;
+    Some(normalized.map(|s| *status = s))
 }
 
 /// ObjectMeta's maps and lists are `omitempty` in Go, so an empty one (`kubectl diff` and

@@ -260,6 +260,7 @@ impl ApiServer {
             scope: WriteScope::Main,
             dry_run: false,
             strict: false,
+            status_patch: false,
         };
         for (plural, obj) in crate::rbac::bootstrap::objects() {
             let ri = registry::lookup(crate::rbac::GROUP, "v1", plural).expect("served");

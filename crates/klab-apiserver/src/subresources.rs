@@ -123,6 +123,7 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
             scope: WriteScope::Main,
             dry_run: ctx.dry_run(),
             strict: false,
+            status_patch: false,
         },
         &crud::Recording::Update(manager),
         |current| {
@@ -171,7 +172,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let pod_name = name(ctx).to_string();
     let now = format_time(ctx.inner.clock.now());
     let ri = t.ri;
-    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false }, |current| {
+    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false, status_patch: false }, |current| {
         if object::deletion_timestamp(current).is_some() {
             return Err(ApiError::new(
                 409,
@@ -432,6 +433,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
                 scope: WriteScope::Status,
                 dry_run: false,
                 strict: false,
+                status_patch: false,
             },
             check,
         )
@@ -523,6 +525,7 @@ async fn delete_evicted(
                 scope: WriteScope::Status,
                 dry_run: false,
                 strict: false,
+                status_patch: false,
             },
             |cur| {
                 if let Some(uid) = &pinned_uid
@@ -575,6 +578,7 @@ async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope: WriteScope::Main,
             dry_run: ctx.dry_run(),
             strict: false,
+            status_patch: false,
         },
         |cur| {
             let mut next = cur.clone();
