@@ -246,25 +246,20 @@ impl Recorder {
         &self,
         ri: &'static ResourceInfo,
         what: Watched,
-        obj: &DynamicObject,
+        value: Value,
         deleted: bool,
         modified: bool,
     ) {
-        let rv = obj
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0);
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let namespace = obj.metadata.namespace.clone().unwrap_or_default();
-        let value = match serde_json::to_value(obj) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("sim: cannot serialize a watched object: {e}");
-                return;
-            }
+        let rv = rv_num(&value);
+        let meta = |k: &str| {
+            value
+                .pointer(&format!("/metadata/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
         };
+        let name = meta("name");
+        let namespace = meta("namespace");
         if self
             .full_kinds
             .iter()
@@ -329,7 +324,8 @@ fn resource(api_version: &str, kind: &str) -> &'static ResourceInfo {
     registry::lookup_kind(api_version, kind).expect("klab serves every kind the runner watches")
 }
 
-/// Lists, then watches one resource across all namespaces until aborted.
+/// Lists, then watches one resource across all namespaces until aborted. Objects are read as
+/// JSON values, as the recorder uses them (no typed or `DynamicObject` decode in between).
 async fn watch_loop(
     client: kube::Client,
     ri: &'static ResourceInfo,
@@ -337,28 +333,45 @@ async fn watch_loop(
     rec: Recorder,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client, &api_resource(ri));
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(ri));
+    let request = kube::core::Request::new(api.resource_url());
     let mut ready = Some(ready);
     let mut rv = String::new();
     let mut seen = 0u64;
     loop {
         if rv.is_empty() {
-            match api.list(&ListParams::default()).await {
-                Ok(list) => {
-                    let mut items = list.items;
-                    items.sort_by(|a, b| {
-                        (&a.metadata.namespace, &a.metadata.name)
-                            .cmp(&(&b.metadata.namespace, &b.metadata.name))
-                    });
-                    for o in &items {
+            let list = match request.list(&ListParams::default()) {
+                Ok(req) => client.request::<Value>(req).await,
+                Err(e) => Err(kube::Error::BuildRequest(e)),
+            };
+            match list {
+                Ok(mut list) => {
+                    let mut items = match list.get_mut("items").map(Value::take) {
+                        Some(Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    };
+                    let key = |o: &Value| {
+                        let m = |k: &str| {
+                            o.pointer(&format!("/metadata/{k}"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        };
+                        (m("namespace"), m("name"))
+                    };
+                    items.sort_by_cached_key(key);
+                    for o in items {
                         // After a 410 relist, only what changed since the last event is new
                         // (objects deleted in the gap are not seen; the store's history is long
                         // enough in sim that this does not happen).
-                        if rv_num(o) > seen {
+                        if rv_num(&o) > seen {
                             rec.observe(ri, what, o, false, false);
                         }
                     }
-                    rv = list.metadata.resource_version.unwrap_or_default();
+                    rv = list
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                 }
                 Err(e) => {
                     tracing::warn!("sim: listing {} failed: {e}", ri.plural);
@@ -370,7 +383,11 @@ async fn watch_loop(
                 let _ = tx.send(());
             }
         }
-        let stream = match api.watch(&WatchParams::default().timeout(290), &rv).await {
+        let stream = match request.watch(&WatchParams::default().timeout(290), &rv) {
+            Ok(req) => client.request_events::<Value>(req).await,
+            Err(e) => Err(kube::Error::BuildRequest(e)),
+        };
+        let stream = match stream {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("sim: watching {} failed: {e}", ri.plural);
@@ -390,35 +407,14 @@ async fn watch_loop(
                     break;
                 }
             };
-            if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &ev {
-                seen = seen.max(rv_num(o));
-            }
-            match ev {
-                WatchEvent::Added(o) => {
-                    rv = o
-                        .metadata
-                        .resource_version
-                        .clone()
-                        .unwrap_or_else(|| rv.clone());
-                    rec.observe(ri, what, &o, false, false);
+            let (o, deleted, modified) = match ev {
+                WatchEvent::Added(o) => (o, false, false),
+                WatchEvent::Modified(o) => (o, false, true),
+                WatchEvent::Deleted(o) => (o, true, false),
+                WatchEvent::Bookmark(b) => {
+                    rv = b.metadata.resource_version;
+                    continue;
                 }
-                WatchEvent::Modified(o) => {
-                    rv = o
-                        .metadata
-                        .resource_version
-                        .clone()
-                        .unwrap_or_else(|| rv.clone());
-                    rec.observe(ri, what, &o, false, true);
-                }
-                WatchEvent::Deleted(o) => {
-                    rv = o
-                        .metadata
-                        .resource_version
-                        .clone()
-                        .unwrap_or_else(|| rv.clone());
-                    rec.observe(ri, what, &o, true, false);
-                }
-                WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
                 WatchEvent::Error(e) => {
                     tracing::warn!("sim: watch of {} ended: {}", ri.plural, e.message);
                     if e.code == 410 {
@@ -426,15 +422,22 @@ async fn watch_loop(
                     }
                     break;
                 }
+            };
+            seen = seen.max(rv_num(&o));
+            if let Some(r) = o
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+            {
+                rv = r.to_string();
             }
+            rec.observe(ri, what, o, deleted, modified);
         }
     }
 }
 
-fn rv_num(o: &DynamicObject) -> u64 {
-    o.metadata
-        .resource_version
-        .as_deref()
+fn rv_num(o: &Value) -> u64 {
+    o.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
