@@ -415,8 +415,9 @@ impl<K: Resource + Clone + Send + Sync + 'static> Subscription<K> {
     /// This subscription as the event stream of a kube-runtime watcher (`Init`, `InitApply`…,
     /// `InitDone`, then `Apply`/`Delete`), for a component that keeps its own view of the objects
     /// (with writes of its own applied ahead of the watch) but shares the informer's one watch.
-    /// Later relists of the informer arrive as the individual changes they amount to.
-    pub fn into_watch_events(self) -> impl futures::Stream<Item = watcher::Event<K>> + Send {
+    /// Later relists of the informer arrive as the individual changes they amount to. Objects
+    /// are the informer's own `Arc`s: a component's view holds them without copying them.
+    pub fn into_watch_events(self) -> impl futures::Stream<Item = watcher::Event<Arc<K>>> + Send {
         futures::stream::unfold((self, Phase::Start), |(mut sub, phase)| async move {
             loop {
                 if phase == Phase::Start {
@@ -427,12 +428,10 @@ impl<K: Resource + Clone + Send + Sync + 'static> Subscription<K> {
                         return Some((watcher::Event::InitDone, (sub, Phase::Watching)));
                     }
                     (Notice::Synced, _) => continue,
-                    (Notice::Changed((_, Some(n))), Phase::Listing) => {
-                        watcher::Event::InitApply((*n).clone())
-                    }
-                    (Notice::Changed((_, Some(n))), _) => watcher::Event::Apply((*n).clone()),
+                    (Notice::Changed((_, Some(n))), Phase::Listing) => watcher::Event::InitApply(n),
+                    (Notice::Changed((_, Some(n))), _) => watcher::Event::Apply(n),
                     (Notice::Changed((Some(o), None)), Phase::Watching) => {
-                        watcher::Event::Delete((*o).clone())
+                        watcher::Event::Delete(o)
                     }
                     // Before its first `Synced` an informer only sends the additions of its
                     // first list (its store was empty), so there is no deletion to pass on.

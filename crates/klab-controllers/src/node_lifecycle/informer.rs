@@ -1,10 +1,12 @@
 //! The own caches of the node-failure controllers (NLC, TEC, PodGC), which apply their writes
-//! ahead of the watch: a `BTreeMap` fed by a shared informer's subscription (`shared_watch`),
+//! ahead of the watch: a `BTreeMap` of the shared informer's `Arc`s (no copy of an object until
+//! a controller records a write of its own into it) fed by its subscription (`shared_watch`),
 //! turned into add/update/delete changes (a relist is diffed against the cache, like client-go's
 //! DeltaFIFO `Replace`), plus the "settle" rule used to schedule periodic passes.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -34,17 +36,17 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
 pub enum Change<K> {
     /// Added (`old == None`) or updated.
     Applied {
-        old: Option<K>,
-        new: K,
+        old: Option<Arc<K>>,
+        new: Arc<K>,
     },
-    Deleted(K),
+    Deleted(Arc<K>),
 }
 
 /// Objects by key, in key order.
 #[derive(Clone, Debug)]
 pub struct Cache<K> {
-    objects: BTreeMap<String, K>,
-    relist: Option<BTreeMap<String, K>>,
+    objects: BTreeMap<String, Arc<K>>,
+    relist: Option<BTreeMap<String, Arc<K>>>,
     synced: bool,
 }
 
@@ -65,18 +67,18 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
     }
 
     pub fn get(&self, key: &str) -> Option<&K> {
-        self.objects.get(key)
+        self.objects.get(key).map(Arc::as_ref)
     }
 
     /// The cached object, to record a write this controller made before the watch confirms it
-    /// (the watch event replaces it when it arrives).
+    /// (the watch event replaces it when it arrives). Copied from the informer's on first write.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut K> {
-        self.objects.get_mut(key)
+        self.objects.get_mut(key).map(Arc::make_mut)
     }
 
     /// All objects in key order (namespace/name).
     pub fn values(&self) -> impl Iterator<Item = &K> {
-        self.objects.values()
+        self.objects.values().map(Arc::as_ref)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &String> {
@@ -92,10 +94,10 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
     }
 
     /// Applies one watcher event; returns the resulting changes (none while a relist is buffering).
-    pub fn apply(&mut self, event: Event<K>) -> Vec<Change<K>> {
+    pub fn apply(&mut self, event: Event<Arc<K>>) -> Vec<Change<K>> {
         match event {
             Event::Apply(obj) => {
-                let key = key_of(&obj);
+                let key = key_of(obj.as_ref());
                 let old = self.objects.insert(key, obj.clone());
                 if old.as_ref() == Some(&obj) {
                     Vec::new()
@@ -104,7 +106,7 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
                 }
             }
             Event::Delete(obj) => {
-                let key = key_of(&obj);
+                let key = key_of(obj.as_ref());
                 let old = self.objects.remove(&key);
                 vec![Change::Deleted(old.unwrap_or(obj))]
             }
@@ -113,7 +115,7 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
                 Vec::new()
             }
             Event::InitApply(obj) => {
-                let key = key_of(&obj);
+                let key = key_of(obj.as_ref());
                 self.relist
                     .get_or_insert_with(BTreeMap::new)
                     .insert(key, obj);
@@ -145,7 +147,7 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
 
     /// Stores an object we just wrote (read-your-writes before the watch event arrives).
     pub fn store(&mut self, obj: K) {
-        self.objects.insert(key_of(&obj), obj);
+        self.objects.insert(key_of(&obj), Arc::new(obj));
     }
 }
 
@@ -180,7 +182,10 @@ pub fn log_watch_error(what: &str, e: &watcher::Error) {
 }
 
 /// Drains a stream item: `Some(event)` for a good event, `None` for an error (logged).
-pub fn ok_event<K>(what: &str, item: Option<Result<Event<K>, watcher::Error>>) -> Option<Event<K>> {
+pub fn ok_event<K>(
+    what: &str,
+    item: Option<Result<Event<Arc<K>>, watcher::Error>>,
+) -> Option<Event<Arc<K>>> {
     match item {
         Some(Ok(ev)) => Some(ev),
         Some(Err(e)) => {
@@ -192,7 +197,8 @@ pub fn ok_event<K>(what: &str, item: Option<Result<Event<K>, watcher::Error>>) -
 }
 
 /// Boxes a watch stream so it can live in a struct or a `select!`.
-pub type WatchStream<K> = futures::stream::BoxStream<'static, Result<Event<K>, watcher::Error>>;
+pub type WatchStream<K> =
+    futures::stream::BoxStream<'static, Result<Event<Arc<K>>, watcher::Error>>;
 
 /// The event stream of a shared informer, for a controller that keeps its own cache.
 pub fn shared_watch<K>(informer: &klab_runtime::SharedInformer<K>) -> WatchStream<K>
@@ -208,15 +214,15 @@ mod tests {
     use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn node(name: &str, label: &str) -> Node {
-        Node {
+    fn node(name: &str, label: &str) -> Arc<Node> {
+        Arc::new(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([("l".to_string(), label.to_string())].into_iter().collect()),
                 ..Default::default()
             },
             ..Default::default()
-        }
+        })
     }
 
     #[test]

@@ -202,7 +202,8 @@ impl Controller {
                 .and_then(|o| o.spec.as_ref())
                 .and_then(|s| s.node_name.clone());
             if !node.is_empty() && old_node.as_deref() != Some(node.as_str()) {
-                self.process_pod(&informer::key_of(&new), &node).await;
+                self.process_pod(&informer::key_of(new.as_ref()), &node)
+                    .await;
             }
         }
     }
