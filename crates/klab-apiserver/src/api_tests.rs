@@ -2154,6 +2154,74 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     );
 }
 
+/// A change's previous state is the kept state of the key's last change, not decoded again: an
+/// update's for matching only, a deletion's stamped with the deletion's revision. Watches see
+/// exactly what they saw before: a pod leaving a label selector is DELETED, one entering it
+/// ADDED, and the DELETED object of a deletion carries the deletion's resourceVersion.
+#[tokio::test(start_paused = true)]
+async fn previous_states_come_from_the_last_change() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let watch = |labels: &str| {
+        let pods = pods.clone();
+        let wp = WatchParams::default().labels(labels).timeout(60);
+        async move { pods.watch(&wp, "0").await.unwrap().boxed() }
+    };
+    let mut web = watch("app=web").await;
+    let mut all = watch("").await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let before = api.inner.decoded.reused();
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let relabel = |app: &str| Patch::Merge(json!({"metadata": {"labels": {"app": app}}}));
+    pods.patch("a", &PatchParams::default(), &relabel("db"))
+        .await
+        .unwrap();
+    pods.patch("a", &PatchParams::default(), &relabel("web"))
+        .await
+        .unwrap();
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let events = |w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>| {
+        let mut out = Vec::new();
+        while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(w.next()) {
+            let (ty, p) = match ev {
+                WatchEvent::Added(p) => ("ADDED", p),
+                WatchEvent::Modified(p) => ("MODIFIED", p),
+                WatchEvent::Deleted(p) => ("DELETED", p),
+                _ => continue,
+            };
+            out.push((ty, p.metadata.resource_version.unwrap_or_default()));
+        }
+        out
+    };
+    let web = events(&mut web);
+    let all = events(&mut all);
+    fn types(e: &[(&'static str, String)]) -> Vec<&'static str> {
+        e.iter().map(|(t, _)| *t).collect()
+    }
+    // The deletion first sets deletionTimestamp (MODIFIED), then removes the pod.
+    assert_eq!(
+        types(&web),
+        ["ADDED", "DELETED", "ADDED", "MODIFIED", "DELETED"]
+    );
+    assert_eq!(
+        types(&all),
+        ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
+    );
+    let rvs: Vec<u64> = all.iter().map(|(_, rv)| rv.parse().unwrap()).collect();
+    assert!(rvs.windows(2).all(|w| w[0] < w[1]), "{rvs:?}");
+    assert_eq!(web[4].1, all[4].1, "the deletion's revision");
+    assert_eq!(
+        api.inner.decoded.reused() - before,
+        4,
+        "three updates and the deletion reused the previous change's state"
+    );
+}
+
 /// A server whose watches use store triggers.
 async fn triggered_server() -> ApiServer {
     crate::testing::memory_server_with(

@@ -133,7 +133,8 @@ fn encode_frame(ty: &str, obj: &Value) -> Bytes {
 }
 
 /// A change as watches see it: the new and the previous object, decoded, converted to the
-/// watched resource's version and stamped with the change's revision.
+/// watched resource's version and stamped with the change's revision (an update's previous
+/// object, never sent, may carry its own).
 type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
 
 /// Recent store changes decoded once for every watch that examines them (the first half of
@@ -153,10 +154,30 @@ pub(crate) struct DecodedEvents {
     decodes: std::sync::atomic::AtomicU64,
     /// Changes examined by watches (one per watch a change reached), for tests and benchmarks.
     examined: std::sync::atomic::AtomicU64,
+    /// Previous states taken from the kept state of the key's last change, for tests.
+    reused: std::sync::atomic::AtomicU64,
 }
 
-/// (revision, resource address) → the keys changed in it with their decoded states.
-type DecodedWindow = BTreeMap<(u64, usize), Vec<(String, Decoded)>>;
+/// The decoded changes kept, by (revision, resource address), and the newest kept state of each
+/// key with its stored bytes: the next change of that key has those bytes as its previous value
+/// (the store hands out the same buffer), so its previous state need not be decoded again.
+#[derive(Default)]
+struct DecodedWindow {
+    by_revision: BTreeMap<(u64, usize), Vec<(String, Decoded)>>,
+    latest: std::collections::HashMap<(usize, String), Latest>,
+}
+
+/// The newest kept state of a key: its revision, stored bytes and decoded state.
+struct Latest {
+    revision: u64,
+    bytes: Bytes,
+    state: Arc<Value>,
+}
+
+/// The same stored buffer (not merely equal bytes: a pointer check, so a miss costs nothing).
+fn same_buffer(a: &Bytes, b: &Bytes) -> bool {
+    a.as_ptr() == b.as_ptr() && a.len() == b.len()
+}
 
 /// How many recent (revision, resource) entries are kept decoded. Watches examine a change within
 /// moments of its commit, so a short window serves nearly every lookup; a watch that lags behind
@@ -168,6 +189,12 @@ impl DecodedEvents {
     #[cfg(test)]
     pub(crate) fn decodes(&self) -> u64 {
         self.decodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many previous states were the kept state of the key's last change (not decoded).
+    #[cfg(test)]
+    pub(crate) fn reused(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many changes reached a watch (each counted once per watch that examined it).
@@ -197,8 +224,9 @@ impl DecodedEvents {
             .get(&resource)
             .is_some_and(|n| *n > 1);
         let id = (ev.revision, resource);
-        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = map
+        let mut window = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = window
+            .by_revision
             .get(&id)
             .and_then(|v| v.iter().find(|(k, _)| *k == ev.key))
         {
@@ -215,14 +243,60 @@ impl DecodedEvents {
         };
         self.decodes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let d: Decoded = (
-            ev.value.as_ref().and_then(decode),
-            ev.prev_value.as_ref().and_then(decode),
-        );
+        let latest_key = (resource, ev.key.clone());
+        // The previous state is the kept state of the key's last change when the bytes are that
+        // change's. An update's previous state is only matched against selectors, so it keeps
+        // its own revision; a deletion sends it, stamped with the deletion's revision.
+        let prev = ev
+            .prev_value
+            .as_ref()
+            .and_then(|b| match window.latest.get(&latest_key) {
+                Some(l) if same_buffer(&l.bytes, b) => {
+                    self.reused
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Some(match ev.kind {
+                        EventKind::Delete => {
+                            let mut v = (*l.state).clone();
+                            object::set_resource_version(&mut v, ev.revision);
+                            Arc::new(v)
+                        }
+                        _ => l.state.clone(),
+                    })
+                }
+                _ => decode(b),
+            });
+        let d: Decoded = (ev.value.as_ref().and_then(decode), prev);
         if shared {
-            map.entry(id).or_default().push((ev.key.clone(), d.clone()));
-            while map.len() > DECODED_EVENTS_KEPT {
-                map.pop_first();
+            window
+                .by_revision
+                .entry(id)
+                .or_default()
+                .push((ev.key.clone(), d.clone()));
+            match (&ev.value, &d.0) {
+                (Some(bytes), Some(state)) => {
+                    window.latest.insert(
+                        latest_key,
+                        Latest {
+                            revision: ev.revision,
+                            bytes: bytes.clone(),
+                            state: state.clone(),
+                        },
+                    );
+                }
+                _ => {
+                    window.latest.remove(&latest_key);
+                }
+            }
+            while window.by_revision.len() > DECODED_EVENTS_KEPT {
+                let Some(((rev, res), keys)) = window.by_revision.pop_first() else {
+                    break;
+                };
+                for (key, _) in keys {
+                    let k = (res, key);
+                    if window.latest.get(&k).is_some_and(|l| l.revision == rev) {
+                        window.latest.remove(&k);
+                    }
+                }
             }
         }
         d
