@@ -2222,6 +2222,74 @@ async fn previous_states_come_from_the_last_change() {
     );
 }
 
+/// A metadata watch and list (`as=PartialObjectMetadata`, a metadata informer's, as the garbage
+/// collector's) get each object as a `meta.k8s.io/v1` PartialObjectMetadata with its full
+/// metadata and nothing else.
+#[tokio::test(start_paused = true)]
+async fn metadata_watches_send_partial_object_metadata() {
+    use kube::core::PartialObjectMeta;
+    let api = memory_server().await;
+    let c = client(&api);
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let meta: Api<PartialObjectMeta<Pod>> = Api::default_namespaced(c);
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let list = meta.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("a"));
+    let mut w = meta
+        .watch(&WatchParams::default().timeout(60), "0")
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match w.next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) => {
+                let t = o.types.clone().unwrap();
+                assert_eq!(
+                    (t.kind.as_str(), t.api_version.as_str()),
+                    ("PartialObjectMetadata", "meta.k8s.io/v1")
+                );
+                assert_eq!(o.metadata.labels.unwrap()["app"], "web");
+                assert!(o.metadata.uid.is_some() && o.metadata.resource_version.is_some());
+                seen.push(o.metadata.name.unwrap());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(seen, ["a", "b"]);
+    // The raw line carries no spec or status.
+    let (code, _) = raw(
+        &api,
+        "GET",
+        "/api/v1/namespaces/default/pods",
+        "",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let req = axum::http::Request::builder()
+        .uri("/api/v1/namespaces/default/pods?watch=true&resourceVersion=0&timeoutSeconds=1")
+        .header(
+            "accept",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(api.router(), req).await.unwrap();
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let first: Value = serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata");
+    assert!(first["object"].get("spec").is_none() && first["object"].get("status").is_none());
+}
+
 /// A server whose watches use store triggers.
 async fn triggered_server() -> ApiServer {
     crate::testing::memory_server_with(

@@ -48,6 +48,9 @@ enum Render {
     },
     /// Length-prefixed protobuf `WatchEvent` frames (`…protobuf;stream=watch`).
     Protobuf,
+    /// `as=PartialObjectMetadata`: each object as a `meta.k8s.io/v1` `PartialObjectMetadata`
+    /// (a metadata informer's watch, as the garbage collector's).
+    PartialMetadata,
 }
 
 struct Encoder {
@@ -61,6 +64,7 @@ impl Encoder {
     fn line(&mut self, ty: &str, obj: &Value) -> Bytes {
         let object = match &self.render {
             Render::Object => return encode_line(ty, obj),
+            Render::PartialMetadata => table::partial_object_metadata(obj),
             Render::Protobuf => return encode_frame(ty, obj),
             Render::Table { include } => {
                 let rv = object::resource_version(obj).unwrap_or("").to_string();
@@ -84,8 +88,11 @@ impl Encoder {
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object =
-            json!({"kind": self.ri.kind, "apiVersion": self.ri.api_version(), "metadata": meta});
+        let object = if matches!(self.render, Render::PartialMetadata) {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
+        } else {
+            json!({"kind": self.ri.kind, "apiVersion": self.ri.api_version(), "metadata": meta})
+        };
         if matches!(self.render, Render::Protobuf) {
             return encode_frame("BOOKMARK", &object);
         }
@@ -451,6 +458,8 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         && crate::protobuf::supports(ctx.target.ri)
     {
         Render::Protobuf
+    } else if table::wants_partial_metadata(ctx.accept()).is_some() {
+        Render::PartialMetadata
     } else {
         Render::Object
     };

@@ -1,7 +1,8 @@
 //! The garbage collector (shell): a graph of every watched object keyed by UID with its
 //! ownerReferences; dependents of vanished owners are deleted, owners being deleted with
 //! `foregroundDeletion` wait for their blocking dependents, owners with `orphan` release theirs.
-//! Decisions live in `decide.rs`; every action is re-checked against a live read first, as
+//! Objects are watched as metadata only, as upstream's metadata informers. Decisions live in
+//! `decide.rs`; every action is re-checked against a live read first, as
 //! upstream does, so a lagging cache never deletes a live object's dependents.
 //!
 //! What the API server must do on DELETE (the collector only removes finalizers and dependents):
@@ -32,6 +33,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     Preconditions, PropagationPolicy,
 };
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -43,7 +45,10 @@ use crate::replicaset::{Error, api_error_text, is_not_found, set_owner_refs};
 use klab_runtime::WorkQueue as Queue;
 use klab_runtime::controller::sleep_until;
 
-type Stream = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+/// What the GC caches of an object: its metadata.
+type Meta = PartialObjectMeta<DynamicObject>;
+
+type Stream = BoxStream<'static, Result<watcher::Event<Meta>, watcher::Error>>;
 
 /// Work kinds, as the first half of queue keys.
 const ATTEMPT: &str = "attemptToDelete";
@@ -74,8 +79,10 @@ pub async fn run(
     let mut streams: Vec<Stream> = resources
         .iter()
         .map(|(_, ar)| {
+            // A metadata watch (`as=PartialObjectMetadata`), as upstream's GC uses metadata
+            // informers: the server sends metadata only, and it is all the graph reads.
             watcher(
-                Api::<DynamicObject>::all_with(client.clone(), ar),
+                Api::<Meta>::all_with(client.clone(), ar),
                 watcher::Config::default(),
             )
             .boxed()
@@ -153,7 +160,7 @@ struct Gc {
     client: kube::Client,
     clock: Clock,
     resources: Vec<(GcResource, ApiResource)>,
-    caches: Vec<informer::Cache<DynamicObject>>,
+    caches: Vec<informer::Cache<Meta>>,
     synced: Vec<bool>,
     /// uid → item
     items: BTreeMap<String, Item>,
@@ -167,11 +174,7 @@ fn uid_of(m: &ObjectMeta) -> String {
 }
 
 impl Gc {
-    async fn on_event(
-        &mut self,
-        i: usize,
-        p: informer::Polled<DynamicObject>,
-    ) -> Result<(), Error> {
+    async fn on_event(&mut self, i: usize, p: informer::Polled<Meta>) -> Result<(), Error> {
         match p {
             informer::Polled::Event(ev) => {
                 let changes = self.caches[i].apply(ev);
