@@ -1266,7 +1266,7 @@ where
             crate::admission::keep_pod_priority(&mut next, &current);
             inner.config.default_toleration_seconds.admit_pod(&mut next);
         }
-        crate::validation::validate_update(ri, &next, &current)
+        crate::validation::validate_defaulted_update(ri, &next, &current)
             .map_err(|errs| validation_error(ri, name, errs))?;
         if _alloc.is_some() {
             let in_use = services_in_use(inner, Some((namespace.unwrap_or(""), name))).await?;

@@ -2277,6 +2277,37 @@ fn spec_ptr<'a>(v: &'a Value, ptr: &str) -> Option<&'a Value> {
 
 /// Validates an update (after defaulting): everything a create checks, plus immutability.
 pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<(), Vec<FieldError>> {
+    let mut new_defaulted = obj.clone();
+    crate::defaults::default_object(ri, &mut new_defaulted);
+    validate_defaulted_update(ri, &new_defaulted, old)
+}
+
+/// [`validate_update`] of an object the caller has already defaulted (the write path's).
+///
+/// Upstream decodes the stored object with defaulting too, so the comparison is against a
+/// defaulted copy of `old`: an object stored before a default existed must not look "changed" by
+/// it. Defaulting only fills absent fields, so an update that passes against `old` as stored
+/// passes against its defaulted copy too (a field `old` lacks and `obj` has already differs);
+/// the copy is made only when the stored form reports errors.
+pub fn validate_defaulted_update(
+    ri: &ResourceInfo,
+    obj: &Value,
+    old: &Value,
+) -> Result<(), Vec<FieldError>> {
+    let errs = validate_update_against(ri, obj, old);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let mut old_defaulted = old.clone();
+    crate::defaults::default_object(ri, &mut old_defaulted);
+    if old_defaulted == *old {
+        return Err(errs);
+    }
+    let errs = validate_update_against(ri, obj, &old_defaulted);
+    if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
+
+fn validate_update_against(ri: &ResourceInfo, obj: &Value, old: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if !obj.is_object() {
         errs.push(FieldError::invalid(
@@ -2284,17 +2315,8 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
             obj.clone(),
             "must be a JSON object",
         ));
-        return Err(errs);
+        return errs;
     }
-    // Upstream decodes the stored object with defaulting too, so compare against a defaulted
-    // copy: an object stored before a default existed must not look "changed" by it.
-    // (The new object is defaulted again too, idempotently, so both sides agree.)
-    let mut old_defaulted = old.clone();
-    crate::defaults::default_object(ri, &mut old_defaulted);
-    let old = &old_defaulted;
-    let mut new_defaulted = obj.clone();
-    crate::defaults::default_object(ri, &mut new_defaulted);
-    let obj = &new_defaulted;
     validate_object_meta(ri, obj, &mut errs);
     validate_object_meta_update(obj, old, &mut errs);
     kind_rules(ri, obj, &mut errs);
@@ -2441,7 +2463,7 @@ pub fn validate_update(ri: &ResourceInfo, obj: &Value, old: &Value) -> Result<()
         }
         _ => {}
     }
-    result(errs)
+    errs
 }
 
 #[cfg(test)]
@@ -3052,6 +3074,34 @@ mod tests {
             Ok(()) => vec![],
             Err(errs) => errs.iter().map(FieldError::message).collect(),
         }
+    }
+
+    /// A pod stored before a default existed (no `enableServiceLinks`, no container
+    /// `terminationMessagePolicy`) is compared as upstream decodes it, defaulted: the same pod
+    /// with the defaults is not a change of its spec, while a real change still is.
+    #[test]
+    fn an_update_is_compared_against_the_defaulted_stored_object() {
+        let pods = ri("v1", "Pod");
+        let mut stored = pod();
+        stored["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("terminationMessagePolicy");
+        stored["spec"].as_object_mut().unwrap().remove("dnsPolicy");
+        let mut new = stored.clone();
+        crate::defaults::default_object(pods, &mut new);
+        assert_ne!(new, stored, "defaulting fills the absent fields");
+        assert_eq!(validate_defaulted_update(pods, &new, &stored), Ok(()));
+        new["spec"]["restartPolicy"] = json!("Never");
+        let errs = validate_defaulted_update(pods, &new, &stored).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0]
+                .message()
+                .starts_with("spec: Forbidden: pod updates may not change fields other than"),
+            "{}",
+            errs[0].message()
+        );
     }
 
     #[test]
