@@ -226,6 +226,14 @@ pub(crate) fn effective_limit(limit: Option<usize>) -> usize {
     }
 }
 
+impl MemoryStore {
+    /// Distinct prefixes of the watchers without a trigger (tests).
+    #[cfg(test)]
+    fn hub_prefixes(&self) -> usize {
+        self.lock().hub.plain_prefixes()
+    }
+}
+
 #[async_trait::async_trait]
 impl Storage for MemoryStore {
     fn current_revision(&self) -> Revision {
@@ -539,6 +547,67 @@ mod tests {
             index: NODE,
             value: node.to_string(),
         })
+    }
+
+    /// A change is offered only to the watchers of its key's prefixes (found by prefix, not by
+    /// visiting every watcher): a Lease renewal reaches the Lease and whole-store watchers, not
+    /// the pod watchers; a pod change reaches the pod, its namespace's and the whole-store ones.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_is_offered_only_to_the_watchers_of_its_prefixes() {
+        let store = MemoryStore::new();
+        let mut pods: Vec<_> = (0..3)
+            .map(|_| store.watch("/registry/core/pods/", 0).unwrap())
+            .collect();
+        let mut ns1 = store.watch("/registry/core/pods/ns1/", 0).unwrap();
+        let mut leases = store.watch("/registry/leases/", 0).unwrap();
+        let mut everything = store.watch("/", 0).unwrap();
+        let before = store.offered_events();
+        store
+            .create("/registry/leases/n1", Bytes::from_static(b"l"))
+            .await
+            .unwrap();
+        assert_eq!(store.offered_events() - before, 2);
+        store
+            .create("/registry/core/pods/ns1/p", Bytes::from_static(b"p"))
+            .await
+            .unwrap();
+        store
+            .create("/registry/core/pods/ns10/q", Bytes::from_static(b"q"))
+            .await
+            .unwrap();
+        assert_eq!(store.offered_events() - before, 2 + 5 + 4);
+        let key = |e: Option<Result<crate::Event>>| e.unwrap().unwrap().key;
+        assert_eq!(key(leases.next().await), "/registry/leases/n1");
+        assert_eq!(key(ns1.next().await), "/registry/core/pods/ns1/p");
+        for k in [
+            "/registry/leases/n1",
+            "/registry/core/pods/ns1/p",
+            "/registry/core/pods/ns10/q",
+        ] {
+            assert_eq!(key(everything.next().await), k);
+        }
+        for w in &mut pods {
+            assert_eq!(key(w.next().await), "/registry/core/pods/ns1/p");
+            assert_eq!(key(w.next().await), "/registry/core/pods/ns10/q");
+        }
+        // A dropped watcher is forgotten when an event under its prefix reaches it, and its
+        // prefix with it once it was the last.
+        assert_eq!(store.hub_prefixes(), 4);
+        drop((ns1, leases));
+        store
+            .create("/registry/leases/n2", Bytes::from_static(b"l"))
+            .await
+            .unwrap();
+        assert_eq!(store.hub_prefixes(), 3, "the Lease prefix is gone");
+        store
+            .create("/registry/core/pods/ns1/r", Bytes::from_static(b"r"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.hub_prefixes(),
+            2,
+            "the pods and whole-store prefixes remain"
+        );
     }
 
     /// A watcher with a trigger is offered only the changes whose old or new value files under

@@ -61,8 +61,13 @@ struct TriggerGroup {
 #[derive(Default)]
 pub(crate) struct Hub {
     subscribers: BTreeMap<u64, Subscriber>,
-    /// Registration numbers of the watchers without a trigger.
-    plain: BTreeSet<u64>,
+    /// Registration numbers of the watchers without a trigger, by the prefix they watch: an
+    /// event is offered only to the watchers of its key's prefixes, found by looking the key's
+    /// first `n` bytes up for each length `n` some prefix has, so a Lease renewal never visits
+    /// the 5 000 kubelets' pod watches.
+    plain: BTreeMap<String, BTreeSet<u64>>,
+    /// The lengths of the prefixes in `plain`, with how many prefixes have each.
+    plain_lengths: BTreeMap<usize, usize>,
     /// (prefix, index name) → the watchers with that trigger.
     triggered: BTreeMap<(String, &'static str), TriggerGroup>,
     next: u64,
@@ -115,7 +120,11 @@ impl Hub {
                 group.all.insert(seq);
             }
             None => {
-                self.plain.insert(seq);
+                let seqs = self.plain.entry(prefix.to_owned()).or_default();
+                if seqs.is_empty() {
+                    *self.plain_lengths.entry(prefix.len()).or_default() += 1;
+                }
+                seqs.insert(seq);
             }
         }
         self.subscribers.insert(
@@ -132,7 +141,20 @@ impl Hub {
 
     /// Delivers one committed event to every matching watcher; callers publish in revision order.
     pub(crate) fn publish(&mut self, event: &Arc<Event>) {
-        let mut targets: Vec<u64> = self.plain.iter().copied().collect();
+        let key = event.key.as_str();
+        let mut targets: Vec<u64> = Vec::new();
+        for &len in self.plain_lengths.keys() {
+            let Some(head) = key.get(..len) else {
+                // Longer than the key (lengths ascend), or not at a character boundary.
+                if len > key.len() {
+                    break;
+                }
+                continue;
+            };
+            if let Some(seqs) = self.plain.get(head) {
+                targets.extend(seqs.iter().copied());
+            }
+        }
         for ((prefix, _), group) in &self.triggered {
             if !event.key.starts_with(prefix.as_str()) {
                 continue;
@@ -189,7 +211,18 @@ impl Hub {
         let Some(s) = self.subscribers.remove(&seq) else {
             return;
         };
-        self.plain.remove(&seq);
+        if let Some(seqs) = self.plain.get_mut(&s.prefix)
+            && seqs.remove(&seq)
+            && seqs.is_empty()
+        {
+            self.plain.remove(&s.prefix);
+            if let Some(n) = self.plain_lengths.get_mut(&s.prefix.len()) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.plain_lengths.remove(&s.prefix.len());
+                }
+            }
+        }
         if let Some((prefix, name, value)) = s.trigger {
             let key = (prefix, name);
             if let Some(group) = self.triggered.get_mut(&key) {
@@ -226,6 +259,13 @@ impl Hub {
             .values()
             .filter(|s| !s.tx.is_closed())
             .count()
+    }
+
+    /// Distinct prefixes of the watchers without a trigger (tests).
+    #[cfg(test)]
+    pub(crate) fn plain_prefixes(&self) -> usize {
+        debug_assert_eq!(self.plain_lengths.values().sum::<usize>(), self.plain.len());
+        self.plain.len()
     }
 
     /// Registrations held, closed ones not yet swept included (tests).
