@@ -47,9 +47,10 @@ pub struct ApiServerConfig {
     pub token_auth: Option<Arc<crate::token_file::StaticTokens>>,
     /// Watches whose field selector pins `spec.nodeName` (pods) or `metadata.name` wait on a
     /// store trigger (upstream's watch cache trigger functions): a change is offered only to the
-    /// watches waiting for its node or name. Off by default for now: it sends the same events,
-    /// but wakes kubelets in the order of the changes instead of the order of their watches, which
-    /// reorders lines within one virtual instant of the shipped scenarios' goldens.
+    /// watches waiting for its node or name. On in `klab up`; off by default (sim) for now: it
+    /// sends the same events, but wakes kubelets in the order of the changes instead of the order
+    /// of their watches, which reorders lines within one virtual instant of the shipped
+    /// scenarios' goldens.
     pub watch_triggers: bool,
 }
 
