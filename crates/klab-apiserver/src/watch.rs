@@ -163,6 +163,8 @@ pub(crate) struct DecodedEvents {
     examined: std::sync::atomic::AtomicU64,
     /// Previous states taken from the kept state of the key's last change, for tests.
     reused: std::sync::atomic::AtomicU64,
+    /// Replayed changes skipped unread (neither state's bytes could match), for tests.
+    skipped: std::sync::atomic::AtomicU64,
 }
 
 /// The decoded changes kept, by (revision, resource address), and the newest kept state of each
@@ -202,6 +204,12 @@ impl DecodedEvents {
     #[cfg(test)]
     pub(crate) fn reused(&self) -> u64 {
         self.reused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many replayed changes were skipped without decoding.
+    #[cfg(test)]
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many changes reached a watch (each counted once per watch that examined it).
@@ -390,6 +398,9 @@ fn trigger_for(ri: &'static ResourceInfo, sel: &Selectors) -> Option<klab_store:
     })
 }
 
+/// Whether a stored object (key and bytes) could match a watch's selector ([`list_prefilter`]).
+type CouldMatch = dyn Fn(&str, &[u8]) -> bool + Sync;
+
 /// For a list: whether a stored object (key and bytes) could match `sel`, read without decoding
 /// it. False only when the selector's pinned field (a pod's `spec.nodeName`, an object's name;
 /// the same as the watch triggers) has another value, so a list of one node's pods among 150 000
@@ -397,7 +408,7 @@ fn trigger_for(ri: &'static ResourceInfo, sel: &Selectors) -> Option<klab_store:
 pub(crate) fn list_prefilter(
     ri: &'static ResourceInfo,
     sel: &Selectors,
-) -> impl Fn(&str, &[u8]) -> bool + use<> {
+) -> impl Fn(&str, &[u8]) -> bool + Send + Sync + use<> {
     let trigger = trigger_for(ri, sel);
     // Stored objects are compact JSON written by serde_json, so a pod on node `n` holds the
     // bytes `"nodeName":"n"` (the value escaped as serde_json escapes it); bytes without them
@@ -487,6 +498,13 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         first_table: true,
         clock: inner.clock.clone(),
     };
+    // Changes already committed when the watch starts (its initial state, or the history it
+    // replays from an older resourceVersion) are mostly outside the decode window: those whose
+    // stored bytes cannot match the selector's pinned field are skipped unread, so 5 000
+    // kubelets re-watching their node's pods do not each decode every pod change of the last
+    // minute. Live changes go through the window as before.
+    let could_match = list_prefilter(ri, &sel);
+    let replayed_through = inner.store.current_revision();
 
     // Everything that can fail with a plain HTTP error happens before the 200 is sent.
     let mut initial: Vec<Bytes> = Vec::new();
@@ -496,6 +514,9 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         } => {
             let res = inner.store.list(&prefix, ListOptions::default()).await?;
             for kv in &res.kvs {
+                if !could_match(&kv.key, &kv.value) {
+                    continue;
+                }
                 let obj = crate::crud::decode_kv(ri, kv)?;
                 if sel.matches(ri, &obj) {
                     initial.push(enc.line("ADDED", &obj));
@@ -545,7 +566,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
                 item = stream.next() => {
-                    if forward(item, &mut enc, &sel, &tx, &inner, &mut last_rv).await.is_err() {
+                    if forward(item, &mut enc, &sel, (&could_match, replayed_through), &tx, &inner, &mut last_rv).await.is_err() {
                         return;
                     }
                 }
@@ -558,7 +579,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                     // examined them all and may claim `current` without skipping an event.
                     let current = store.current_revision();
                     while let Some(item) = stream.next().now_or_never() {
-                        if forward(item, &mut enc, &sel, &tx, &inner, &mut last_rv).await.is_err() {
+                        if forward(item, &mut enc, &sel, (&could_match, replayed_through), &tx, &inner, &mut last_rv).await.is_err() {
                             return;
                         }
                     }
@@ -586,6 +607,7 @@ async fn forward(
     item: Option<Result<klab_store::Event, StoreError>>,
     enc: &mut Encoder,
     sel: &Selectors,
+    (could_match, replayed_through): (&CouldMatch, u64),
     tx: &mpsc::Sender<Result<Bytes, Infallible>>,
     inner: &Inner,
     last_rv: &mut u64,
@@ -611,6 +633,14 @@ async fn forward(
     decoded
         .examined
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let may_match = |b: &Option<Bytes>| b.as_ref().is_some_and(|b| could_match(&ev.key, b));
+    if ev.revision <= replayed_through && !may_match(&ev.value) && !may_match(&ev.prev_value) {
+        // Neither state can match: `event_line` would send nothing.
+        decoded
+            .skipped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Ok(());
+    }
     if let Some(line) = event_line(enc, sel, decoded, &ev) {
         metrics.watch_event(enc.ri);
         if tx.send(Ok(line)).await.is_err() {
