@@ -2154,6 +2154,22 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     );
 }
 
+/// The watch events already delivered on `w`, as (type, object); bookmarks and errors left out.
+fn ready_events(
+    w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>,
+) -> Vec<(&'static str, Pod)> {
+    let mut out = Vec::new();
+    while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(w.next()) {
+        out.push(match ev {
+            WatchEvent::Added(p) => ("ADDED", p),
+            WatchEvent::Modified(p) => ("MODIFIED", p),
+            WatchEvent::Deleted(p) => ("DELETED", p),
+            _ => continue,
+        });
+    }
+    out
+}
+
 /// A change's previous state is the kept state of the key's last change, not decoded again: an
 /// update's for matching only, a deletion's stamped with the deletion's revision. Watches see
 /// exactly what they saw before: a pod leaving a label selector is DELETED, one entering it
@@ -2185,18 +2201,11 @@ async fn previous_states_come_from_the_last_change() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let events = |w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>| {
-        let mut out = Vec::new();
-        while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(w.next()) {
-            let (ty, p) = match ev {
-                WatchEvent::Added(p) => ("ADDED", p),
-                WatchEvent::Modified(p) => ("MODIFIED", p),
-                WatchEvent::Deleted(p) => ("DELETED", p),
-                _ => continue,
-            };
-            out.push((ty, p.metadata.resource_version.unwrap_or_default()));
-        }
-        out
+    let events = |w: &mut _| {
+        ready_events(w)
+            .into_iter()
+            .map(|(ty, p)| (ty, p.metadata.resource_version.unwrap_or_default()))
+            .collect::<Vec<_>>()
     };
     let web = events(&mut web);
     let all = events(&mut all);
@@ -2474,17 +2483,11 @@ async fn a_node_watch_examines_only_its_nodes_pods() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    let kinds = |w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>| {
-        let mut out = Vec::new();
-        while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(w.next()) {
-            out.push(match ev {
-                WatchEvent::Added(_) => "ADDED",
-                WatchEvent::Modified(_) => "MODIFIED",
-                WatchEvent::Deleted(_) => "DELETED",
-                _ => "other",
-            });
-        }
-        out
+    let kinds = |w: &mut _| {
+        ready_events(w)
+            .into_iter()
+            .map(|(ty, _)| ty)
+            .collect::<Vec<_>>()
     };
     let n1_kinds = kinds(&mut n1);
     assert_eq!(n1_kinds.first(), Some(&"ADDED"), "{n1_kinds:?}");
