@@ -1502,17 +1502,23 @@ async fn send_initial_events_ends_with_a_bookmark_and_bookmarks_follow() {
         .body(axum::body::Body::empty())
         .unwrap();
     let resp = api.router().oneshot(req).await.unwrap();
+    let start = tokio::time::Instant::now();
     let mut body = resp.into_body().into_data_stream();
     let mut lines: Vec<Value> = Vec::new();
+    let mut at = Vec::new();
     let mut buf = Vec::new();
-    while lines.len() < 3 {
-        let chunk = body.next().await.expect("stream open").unwrap();
-        buf.extend_from_slice(&chunk);
+    while let Some(chunk) = body.next().await {
+        buf.extend_from_slice(&chunk.unwrap());
         while let Some(i) = buf.iter().position(|b| *b == b'\n') {
             lines.push(serde_json::from_slice(&buf[..i]).unwrap());
+            at.push(start.elapsed().as_secs());
             buf.drain(..=i);
         }
     }
+    // The stream ends at its 90 s deadline; its bookmarks came every minute and 2 s before it.
+    assert_eq!(start.elapsed().as_secs(), 90);
+    assert_eq!(at, vec![0, 0, 60, 88], "{lines:?}");
+    assert_eq!(lines[3]["type"], "BOOKMARK");
     assert_eq!(lines[0]["type"], "ADDED");
     assert_eq!(lines[1]["type"], "BOOKMARK");
     assert_eq!(

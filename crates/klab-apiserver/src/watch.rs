@@ -9,7 +9,9 @@
 //!   `k8s.io/initial-events-end`.
 //! * Bookmarks carry the store's current revision once every change up to it has been examined
 //!   (delivered or filtered out), as upstream's watch cache does: an idle watch keeps up with
-//!   compaction, and a client resuming from a bookmark cannot skip an event.
+//!   compaction, and a client resuming from a bookmark cannot skip an event. They come every
+//!   minute and 2 s before the watch's deadline (upstream's schedule), so a watch that times out
+//!   resumes from a revision seconds old and replays little history.
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
 //! * With `ApiServerConfig::watch_triggers`, a selector that pins `spec.nodeName` (pods) or
@@ -21,6 +23,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{StatusCode, header};
@@ -558,8 +561,10 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         let Some(mut stream) = stream else { return };
         let deadline = clock.sleep(timeout);
         tokio::pin!(deadline);
+        let deadline_at = clock.elapsed().saturating_add(timeout);
         let mut last_rv = after;
-        let mut next_bookmark = Box::pin(clock.sleep(bookmark_every));
+        let mut bookmark_due = next_bookmark_in(clock.elapsed(), deadline_at, bookmark_every);
+        let mut next_bookmark = Box::pin(clock.sleep(bookmark_due.unwrap_or(timeout)));
         loop {
             tokio::select! {
                 biased;
@@ -570,7 +575,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                         return;
                     }
                 }
-                _ = &mut next_bookmark, if allow_bookmarks => {
+                _ = &mut next_bookmark, if allow_bookmarks && bookmark_due.is_some() => {
                     // Upstream's watch cache bookmarks its current revision even when nothing
                     // matched this watch, so an idle watcher resumes from a recent revision
                     // instead of falling behind compaction and relisting. Every change up to
@@ -587,7 +592,8 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
                     if tx.send(Ok(enc.bookmark(last_rv, false))).await.is_err() {
                         return;
                     }
-                    next_bookmark = Box::pin(clock.sleep(bookmark_every));
+                    bookmark_due = next_bookmark_in(clock.elapsed(), deadline_at, bookmark_every);
+                    next_bookmark = Box::pin(clock.sleep(bookmark_due.unwrap_or(timeout)));
                 }
             }
         }
@@ -600,6 +606,24 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
         .body(body)
         .map_err(ApiError::internal)
 }
+
+/// How long until a watch's next bookmark, as upstream's cache watcher schedules them: every
+/// `every`, and 2 s before the watch's deadline, so that a client whose watch times out resumes
+/// from a revision seconds old instead of up to a minute old (a resumed watch replays the history
+/// since). `None` once that last one is past: the watch sends no more bookmarks.
+pub(crate) fn next_bookmark_in(
+    now: Duration,
+    deadline: Duration,
+    every: Duration,
+) -> Option<Duration> {
+    let heartbeat = now.saturating_add(every);
+    let at = heartbeat.min(deadline.checked_sub(PRE_TIMEOUT_BOOKMARK)?);
+    // Strictly later: the bookmark due now is the one being sent.
+    (at > now).then(|| at - now)
+}
+
+/// How long before its deadline a watch gets its last bookmark (upstream's cache watcher: 2 s).
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
 
 /// Sends what one item of the store's change feed means to this watcher: its line, if it matches,
 /// or the terminal error. `Err(())` ends the watch.
@@ -687,6 +711,31 @@ mod tests {
         Selectors {
             labels: LabelSelector::everything(),
             fields: FieldSelector::parse(fields).unwrap(),
+        }
+    }
+
+    #[test]
+    fn bookmarks_come_every_minute_and_two_seconds_before_the_deadline() {
+        let s = Duration::from_secs;
+        let minute = s(60);
+        // (now, deadline) → next bookmark in
+        let cases = [
+            ((s(0), s(1800)), Some(s(60))),
+            ((s(0), s(290)), Some(s(60))),
+            ((s(240), s(290)), Some(s(48))), // 288 s: before the 300 s heartbeat
+            ((s(287), s(290)), Some(s(1))),
+            ((s(288), s(290)), None), // just sent
+            ((s(289), s(290)), None), // the last one is past
+            ((s(0), s(1)), None),     // a watch shorter than 2 s gets none
+            ((s(0), Duration::MAX), Some(s(60))),
+            ((Duration::MAX, Duration::MAX), None),
+        ];
+        for ((now, deadline), want) in cases {
+            assert_eq!(
+                next_bookmark_in(now, deadline, minute),
+                want,
+                "now {now:?}, deadline {deadline:?}"
+            );
         }
     }
 
