@@ -291,24 +291,58 @@ pub(crate) async fn kubelet_location(ctx: &Ctx, node: &str) -> ApiResult<(String
         .get(&ri.key(None, node))
         .await?
         .ok_or_else(|| ApiError::not_found(ri, node))?;
-    let obj = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
-    let addrs = obj
-        .pointer("/status/addresses")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    locate(&kv.value, node).map_err(ApiError::internal)
+}
+
+/// The kubelet's host and port from a stored Node: its first InternalIP, ExternalIP or Hostname
+/// address (else the node's name) and `daemonEndpoints.kubeletEndpoint.Port` (else 10250).
+fn locate(stored: &[u8], node: &str) -> Result<(String, u16), serde_json::Error> {
+    // Only the addresses and the kubelet's port are read: every node proxy request (a
+    // metrics-server scrape of each node every resolution) would otherwise build the whole Node,
+    // images and all.
+    #[derive(serde::Deserialize)]
+    struct Located {
+        status: Option<LocatedStatus>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct LocatedStatus {
+        addresses: Option<Vec<Address>>,
+        daemon_endpoints: Option<Endpoints>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Address {
+        #[serde(rename = "type")]
+        ty: Option<String>,
+        address: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Endpoints {
+        kubelet_endpoint: Option<Port>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Port {
+        #[serde(rename = "Port")]
+        port: Option<Value>,
+    }
+    let status = serde_json::from_slice::<Located>(stored)?.status;
+    let (addrs, endpoints) = status.map_or((None, None), |s| (s.addresses, s.daemon_endpoints));
+    let addrs = addrs.unwrap_or_default();
     let host = ["InternalIP", "ExternalIP", "Hostname"]
         .iter()
         .find_map(|ty| {
             addrs
                 .iter()
-                .find(|a| a.get("type").and_then(Value::as_str) == Some(ty))
-                .and_then(|a| a.get("address").and_then(Value::as_str))
+                .find(|a| a.ty.as_deref() == Some(ty))
+                .and_then(|a| a.address.as_deref())
         })
         .unwrap_or(node)
         .to_string();
-    let port = obj
-        .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
+    let port = endpoints
+        .and_then(|d| d.kubelet_endpoint)
+        .and_then(|k| k.port)
+        .as_ref()
         .and_then(Value::as_u64)
         .and_then(|p| u16::try_from(p).ok())
         .filter(|p| *p != 0)
@@ -654,6 +688,52 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for StopOnDrop<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubelet_is_found_by_preferred_address_type_and_daemon_endpoint() {
+        let node = |status: Value| {
+            serde_json::to_vec(&json!({"metadata": {"name": "n"}, "status": status})).unwrap()
+        };
+        let addr = |ty: &str, a: &str| json!({"type": ty, "address": a});
+        let cases = [
+            (json!(null), ("n", 10250)),
+            (json!({}), ("n", 10250)),
+            (
+                json!({"addresses": null, "daemonEndpoints": null}),
+                ("n", 10250),
+            ),
+            (
+                json!({"addresses": [addr("Hostname", "h"), addr("ExternalIP", "1.2.3.4"), addr("InternalIP", "10.0.0.9")],
+                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10255}}}),
+                ("10.0.0.9", 10255),
+            ),
+            (
+                json!({"addresses": [addr("Hostname", "h"), addr("ExternalIP", "1.2.3.4")]}),
+                ("1.2.3.4", 10250),
+            ),
+            (
+                json!({"addresses": [{"type": "InternalIP"}, addr("Hostname", "h")]}),
+                ("h", 10250),
+            ),
+            (
+                json!({"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}}),
+                ("n", 10250),
+            ),
+            (
+                json!({"daemonEndpoints": {"kubeletEndpoint": {"Port": 70000}}}),
+                ("n", 10250),
+            ),
+            (
+                json!({"daemonEndpoints": {"kubeletEndpoint": {}}}),
+                ("n", 10250),
+            ),
+        ];
+        for (status, (host, port)) in cases {
+            let got = locate(&node(status.clone()), "n").unwrap();
+            assert_eq!(got, (host.to_string(), port), "{status}");
+        }
+        assert!(locate(b"not json", "n").is_err());
+    }
 
     #[test]
     fn kubelet_query_is_go_encoded() {
