@@ -823,7 +823,13 @@ async fn watch_sees_changes_and_resumes_without_loss() {
         vec!["ADDED c", "MODIFIED c grace Some(0)", "DELETED c"]
     );
     // Timeout ends the stream after the virtual 60 s.
+    // kube-rs asks for bookmarks: the last one comes 2 s before the deadline, as upstream's.
     let start = tokio::time::Instant::now();
+    assert!(matches!(
+        w2.try_next().await.unwrap(),
+        Some(WatchEvent::Bookmark(_))
+    ));
+    assert_eq!(start.elapsed(), Duration::from_secs(58));
     assert!(w2.try_next().await.unwrap().is_none());
     assert_eq!(start.elapsed(), Duration::from_secs(60));
 }
