@@ -232,10 +232,8 @@ pub async fn start(
             let (path, d, c) = (timeline.clone(), sdir.clone(), scluster.clone());
             let _ = tokio::task::spawn_blocking(move || {
                 let _ = crate::files::write_private(&path, now.as_bytes());
-                if save {
-                    if let Err(e) = save_machines(&d, &c) {
-                        tracing::warn!("saving the machines' state: {e}");
-                    }
+                if save && let Err(e) = save_machines(&d, &c) {
+                    tracing::warn!("saving the machines' state: {e}");
                 }
             })
             .await;
