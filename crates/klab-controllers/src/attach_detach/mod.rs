@@ -185,10 +185,18 @@ impl Adc {
             let req = |d: &str| self.attach_required(d);
             decide::desired_state(&pod_refs, &claims, &volumes, &req)
         };
-        // Remember each node's last state, so a deleted node's volumesInUse still counts.
+        // Remember each node's last state, so a deleted node's volumesInUse still counts. A sync
+        // runs every reconciler period: only a node whose object changed is stored again (no
+        // name copied per node per pass).
         for n in self.nodes.list() {
-            self.last_in_use
-                .insert(n.metadata.name.clone().unwrap_or_default(), n);
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            match self.last_in_use.get_mut(name) {
+                Some(kept) if Arc::ptr_eq(kept, &n) => {}
+                Some(kept) => *kept = n,
+                None => {
+                    self.last_in_use.insert(name.to_owned(), n);
+                }
+            }
         }
         let mut actual: BTreeMap<(String, String), Actual> = BTreeMap::new();
         for va in self.attachments.list() {
