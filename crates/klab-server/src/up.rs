@@ -239,7 +239,8 @@ pub async fn start(
             .await;
             if save {
                 let end = tokio::time::Instant::now();
-                next_save = end + (end - start).saturating_mul(SAVE_COST_FACTOR);
+                let wait = (end - start).saturating_mul(SAVE_COST_FACTOR);
+                next_save = end.checked_add(wait).unwrap_or(end);
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
