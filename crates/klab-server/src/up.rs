@@ -215,8 +215,8 @@ pub async fn start(
     // Persist the timeline every second so a restart never goes back in the objects' time;
     // crash-safe (a torn write would lose the timeline and jump back to the wall clock).
     // The machines' state is saved with it, so that a restart (even after a kill) finds them.
-    // Saving the machines costs time in proportion to the cluster (5 000 machines with their pods
-    // take a few hundred ms), so a save waits at least `SAVE_COST_FACTOR` times as long as the last
+    // Saving the machines costs time in proportion to the cluster (5 000 machines with 5 000 pods
+    // took over 100 ms), so a save waits at least `SAVE_COST_FACTOR` times as long as the last
     // one took: saving then never takes more than about 1/20 of a core, and a small cluster still
     // saves every second.
     const SAVE_COST_FACTOR: u32 = 20;
