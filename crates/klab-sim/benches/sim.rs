@@ -11,15 +11,18 @@
 //! manager's client rate (`kube-api-qps`), as large clusters are configured, so that pod creation is
 //! not what the run measures. `KLAB_BENCH_WALL_CAP=<seconds>` stops a case after that much wall
 //! time and prints how far it got in virtual time; every case prints its progress every 10 s and
-//! its trace hash (the same for the same seed).
+//! its trace hash (the same for the same seed). `KLAB_BENCH_REQUESTS=1` also prints the API
+//! server's request counts (`apiserver_request_total`) at the end of each round: where the work is.
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use klab_sim::runner::Progress;
+use klab_apiserver::metrics::SharedMetrics;
+use klab_cluster::Cluster;
+use klab_sim::runner::{Progress, StartHook};
 use klab_sim::{RunOptions, run_blocking, scenario};
 
 /// The allocator of the `klab` binary (see its `main.rs`), so that the numbers are the binary's.
@@ -58,11 +61,22 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         let t0 = Instant::now();
         let progress = Arc::new(Progress::default());
         watch_progress(name, t0, progress.clone(), cap);
+        let metrics: Arc<Mutex<Option<SharedMetrics>>> = Arc::default();
+        let keep = metrics.clone();
         let opts = RunOptions {
             progress: Some(progress),
+            on_start: std::env::var_os("KLAB_BENCH_REQUESTS").map(|_| {
+                let hook: StartHook = Arc::new(move |c: &Cluster| {
+                    *keep.lock().expect("not poisoned") = Some(c.api().metrics().clone());
+                });
+                hook
+            }),
             ..RunOptions::default()
         };
         let o = run_blocking(sc, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(m) = metrics.lock().expect("not poisoned").as_ref() {
+            print_requests(name, &m.render(&[]));
+        }
         best = best.min(t0.elapsed().as_secs_f64());
         lines = o.lines.len();
         records = o.records.len();
@@ -77,6 +91,24 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         best * 1e3,
         virt / best
     );
+}
+
+/// Prints the `apiserver_request_total` lines of a metrics text, largest first, and their sum.
+fn print_requests(name: &str, text: &str) {
+    let mut rows: Vec<(u64, &str)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("apiserver_request_total{"))
+        .filter_map(|l| {
+            let (labels, n) = l.rsplit_once("} ")?;
+            Some((n.parse().ok()?, labels))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    let total: u64 = rows.iter().map(|r| r.0).sum();
+    eprintln!("{name}: {total} API requests");
+    for (n, labels) in rows {
+        eprintln!("{n:>9} {labels}");
+    }
 }
 
 /// 100 nodes, a 3000-replica Deployment (30 pods per node: 100m cpu each on 4-cpu nodes), node
