@@ -2107,7 +2107,7 @@ async fn a_stalled_body_times_out() {
 /// watch cache), not once per watch.
 #[tokio::test(start_paused = true)]
 async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
-    let api = triggered_server().await;
+    let api = crate::testing::memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     let mut by_node = Vec::new();
     for n in 0..20 {
@@ -2385,23 +2385,10 @@ async fn a_replayed_history_skips_other_nodes_changes_unread() {
     assert_eq!(replay("spec.nodeName=n2").await, ["ADDED b", "ADDED c"]);
 }
 
-/// A server whose watches use store triggers.
-async fn triggered_server() -> ApiServer {
-    crate::testing::memory_server_with(
-        klab_api::Clock::virtual_default(),
-        klab_api::DetRng::seeded(1),
-        crate::ApiServerConfig {
-            watch_triggers: true,
-            ..Default::default()
-        },
-    )
-    .await
-}
-
-/// Without triggers every node watch examines every pod change (the default today): the
-/// counter the trigger test relies on does see the difference.
+/// A watch whose selector pins no node or name (here a label selector) has no trigger and
+/// examines every pod change: the counter the trigger tests rely on does count examinations.
 #[tokio::test(start_paused = true)]
-async fn without_triggers_every_node_watch_examines_every_pod_change() {
+async fn a_watch_without_a_pinned_field_examines_every_pod_change() {
     let api = memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     let mut watches = Vec::new();
@@ -2409,7 +2396,7 @@ async fn without_triggers_every_node_watch_examines_every_pod_change() {
         let w = pods
             .watch(
                 &WatchParams::default()
-                    .fields(&format!("spec.nodeName=n{n}"))
+                    .labels(&format!("app=a{n}"))
                     .timeout(60),
                 "0",
             )
@@ -2434,7 +2421,7 @@ async fn without_triggers_every_node_watch_examines_every_pod_change() {
 /// to match), MODIFIED, DELETED. A `metadata.name` watch examines only that object's changes.
 #[tokio::test(start_paused = true)]
 async fn a_node_watch_examines_only_its_nodes_pods() {
-    let api = triggered_server().await;
+    let api = crate::testing::memory_server().await;
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     let mut n1 = pods
         .watch(

@@ -45,13 +45,6 @@ pub struct ApiServerConfig {
     pub audit: Option<crate::audit::AuditConfig>,
     /// `--token-auth-file`: static bearer tokens.
     pub token_auth: Option<Arc<crate::token_file::StaticTokens>>,
-    /// Watches whose field selector pins `spec.nodeName` (pods) or `metadata.name` wait on a
-    /// store trigger (upstream's watch cache trigger functions): a change is offered only to the
-    /// watches waiting for its node or name. On in `klab up`; off by default (sim) for now: it
-    /// sends the same events, but wakes kubelets in the order of the changes instead of the order
-    /// of their watches, which reorders lines within one virtual instant of the shipped
-    /// scenarios' goldens.
-    pub watch_triggers: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -65,7 +58,6 @@ impl Default for ApiServerConfig {
             authorization_mode: Default::default(),
             audit: None,
             token_auth: None,
-            watch_triggers: false,
         }
     }
 }

@@ -14,7 +14,7 @@
 //!   resumes from a revision seconds old and replays little history.
 //! * `timeoutSeconds` ends the stream cleanly; the deadline runs on the `Clock`, so in sim it is
 //!   virtual.
-//! * With `ApiServerConfig::watch_triggers`, a selector that pins `spec.nodeName` (pods) or
+//! * A selector that pins `spec.nodeName` (pods) or
 //!   `metadata.name` gives the watch a store trigger (upstream's watch cache trigger functions): the store computes each change's node or
 //!   name once and offers the change only to the watches waiting for it, so a kubelet's watch of
 //!   its node's pods never looks at another node's pod changes. The watch's own selector still
@@ -489,11 +489,7 @@ pub(crate) async fn watch(ctx: Ctx) -> ApiResult<Response> {
     };
     let prefix =
         crate::conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
-    let trigger = if ctx.inner.config.watch_triggers {
-        trigger_for(ri, &sel)
-    } else {
-        None
-    };
+    let trigger = trigger_for(ri, &sel);
     let inner = ctx.inner.clone();
     let mut enc = Encoder {
         ri,

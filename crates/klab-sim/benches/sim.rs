@@ -16,8 +16,8 @@
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use klab_apiserver::metrics::SharedMetrics;

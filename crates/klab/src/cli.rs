@@ -532,13 +532,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         ..klab_cluster::NodeSpec::new(name)
                     })
                     .collect(),
-                apiserver: klab_apiserver::ApiServerConfig {
-                    // A live cluster files each kubelet's pod watch under its node, as upstream's
-                    // watch cache does, so a pod change wakes one kubelet, not all of them (sim
-                    // keeps them off: the same events, but its goldens keep their wake order).
-                    watch_triggers: true,
-                    ..a.apiserver.config()?
-                },
+                apiserver: a.apiserver.config()?,
                 ..Default::default()
             };
             for (name, value) in a.components.given() {
