@@ -66,6 +66,9 @@ pub struct RedbConfig {
     pub watch_buffer: usize,
     /// Most writes applied in one transaction (one fsync). Bounds transaction size and latency.
     pub max_batch: usize,
+    /// Bytes of store pages redb keeps in memory (reads beyond it go to the file, through the
+    /// OS page cache).
+    pub cache_bytes: usize,
 }
 
 impl Default for RedbConfig {
@@ -73,6 +76,11 @@ impl Default for RedbConfig {
         Self {
             watch_buffer: watch::DEFAULT_WATCH_BUFFER,
             max_batch: 1024,
+            // redb's own default is 1 GiB. Measured with `klab up --nodes 5000` (idle, 6 min):
+            // at 1 GiB the process grew with the store file (1.76 GB to 2.16 GB RSS), at 64 MiB
+            // it stayed at 1.5-1.6 GB, with the same CPU: reads past the cache are served from
+            // the OS page cache.
+            cache_bytes: 64 << 20,
         }
     }
 }
@@ -203,7 +211,12 @@ impl RedbStore {
     }
 
     pub fn open_with(path: impl AsRef<Path>, config: RedbConfig) -> Result<Arc<RedbStore>> {
-        let db = Arc::new(Database::create(path.as_ref()).map_err(io)?);
+        let db = Arc::new(
+            Database::builder()
+                .set_cache_size(config.cache_bytes)
+                .create(path.as_ref())
+                .map_err(io)?,
+        );
         let (rev, compacted) = init_tables(&db).map_err(|e| match e {
             InitError::Redb(e) => io(e),
             InitError::Store(e) => e,
