@@ -13,7 +13,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use jiff::Timestamp;
 use klab_api::DetRng;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use klab_api::clock::format_time;
 use klab_api::selector::LabelSelector;
@@ -1076,16 +1076,27 @@ impl WriteScope {
 fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -> Value {
     let mut out = match scope {
         WriteScope::Status => {
-            let mut o = old.clone();
-            match new.get("status") {
-                Some(s) => o["status"] = s.clone(),
-                None => {
-                    if let Some(m) = o.as_object_mut() {
-                        m.remove("status");
+            // The old object with the new status in the old one's place: the old status is not
+            // copied, and the new one is moved.
+            let mut new = new;
+            let mut status = new.as_object_mut().and_then(|m| m.remove("status"));
+            let Value::Object(fields) = old else {
+                return old.clone();
+            };
+            let mut o = Map::new();
+            for (k, v) in fields {
+                if k == "status" {
+                    if let Some(s) = status.take() {
+                        o.insert(k.clone(), s);
                     }
+                } else {
+                    o.insert(k.clone(), v.clone());
                 }
             }
-            o
+            if let Some(s) = status {
+                o.insert("status".into(), s);
+            }
+            Value::Object(o)
         }
         WriteScope::Main => {
             let mut o = new;
@@ -1103,7 +1114,7 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
         }
         WriteScope::Internal => new,
     };
-    let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
+    let old_meta = old.get("metadata");
     let m = meta_mut(&mut out);
     for k in [
         "uid",
@@ -1114,7 +1125,7 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
         "namespace",
         "name",
     ] {
-        match old_meta.get(k) {
+        match old_meta.and_then(|om| om.get(k)) {
             Some(v) => {
                 m.insert(k.into(), v.clone());
             }
@@ -1127,10 +1138,10 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -
     m.remove("selfLink");
     if ri.has_generation && scope == WriteScope::Main && old.get("spec") != out.get("spec") {
         let g = old_meta
-            .get("generation")
+            .and_then(|om| om.get("generation"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        meta_mut(&mut out).insert("generation".into(), json!(g + 1));
+        meta_mut(&mut out).insert("generation".into(), json!(g.saturating_add(1)));
     }
     out
 }

@@ -80,14 +80,35 @@ pub fn decode_stored(bytes: &[u8], rv: u64) -> Result<Value, serde_json::Error> 
     Ok(v)
 }
 
-/// Compares two objects ignoring their resourceVersion (no-op write detection).
+/// Compares two objects ignoring their resourceVersion and selfLink (no-op write detection):
+/// equal as `strip_for_storage` would leave them, without copying either (every update asks).
 pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        strip_for_storage(&mut v);
-        v
-    };
-    strip(a) == strip(b)
+    const NOT_STORED: &[&str] = &["resourceVersion", "selfLink"];
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            same_fields_except(a, b, &[], |k, va, vb| match (k, va, vb) {
+                ("metadata", Value::Object(ma), Value::Object(mb)) => {
+                    same_fields_except(ma, mb, NOT_STORED, |_, x, y| x == y)
+                }
+                _ => va == vb,
+            })
+        }
+        _ => a == b,
+    }
+}
+
+/// Two maps have the same keys outside `skip`, and `same` holds for each such key's values.
+fn same_fields_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: &[&str],
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip.contains(&k.as_str())).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .all(|(k, va)| b.get(k).is_some_and(|vb| same(k, va, vb)))
 }
 
 /// Sets `kind` and `apiVersion` (objects are always returned with both).
@@ -95,5 +116,70 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(api_version.into()));
         m.insert("kind".into(), Value::String(kind.into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `same_ignoring_rv` agrees with comparing the two objects as they would be stored.
+    #[test]
+    fn same_ignoring_rv_is_equality_after_strip_for_storage() {
+        let base = json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}}, "spec": {"n": 1}});
+        let cases = [
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "9", "labels": {"x": "1"}}, "spec": {"n": 1}}),
+                true,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"labels": {"x": "1"}, "name": "a"}, "spec": {"n": 1}}),
+                true,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "selfLink": "/x", "labels": {"x": "1"}}, "spec": {"n": 1}}),
+                true,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "2"}}, "spec": {"n": 1}}),
+                false,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}, "uid": "u"}, "spec": {"n": 1}}),
+                false,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "labels": {"x": "1"}}}),
+                false,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"n": 1}, "status": {}}),
+                false,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": null, "spec": {"n": 1}}),
+                false,
+            ),
+            (
+                json!({"kind": "Pod", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"n": 2}}),
+                false,
+            ),
+            (json!("Pod"), false),
+        ];
+        for (other, want) in cases {
+            let stored = |v: &Value| {
+                let mut v = v.clone();
+                strip_for_storage(&mut v);
+                v
+            };
+            assert_eq!(stored(&base) == stored(&other), want, "{other}");
+            assert_eq!(same_ignoring_rv(&base, &other), want, "{other}");
+            assert_eq!(same_ignoring_rv(&other, &base), want, "{other}");
+        }
+        assert!(same_ignoring_rv(&json!(null), &json!(null)));
+        assert!(same_ignoring_rv(
+            &json!({"metadata": 1}),
+            &json!({"metadata": 1})
+        ));
     }
 }
