@@ -103,7 +103,7 @@ fn print_requests(name: &str, text: &str) {
             Some((n.parse().ok()?, labels))
         })
         .collect();
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     let total: u64 = rows.iter().map(|r| r.0).sum();
     eprintln!("{name}: {total} API requests");
     for (n, labels) in rows {
