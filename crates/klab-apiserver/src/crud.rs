@@ -1824,3 +1824,76 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
     let body = json!({"kind": ri.list_kind(), "apiVersion": ri.api_version(), "metadata": {"resourceVersion": rev.to_string()}, "items": out});
     Ok(json_response(StatusCode::OK, &body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status write keeps everything of the stored object but its status, which it takes from
+    /// the request in the stored status's place (or drops, when the request has none); the
+    /// system-owned metadata comes from the stored object.
+    #[test]
+    fn a_status_write_takes_only_the_status_and_keeps_field_order() {
+        let ri = registry::lookup("", "v1", "pods").expect("served");
+        let old = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u1", "generation": 3, "labels": {"a": "1"}},
+            "status": {"phase": "Pending"},
+            "spec": {"nodeName": "n1"}
+        });
+        let new = json!({
+            "metadata": {"name": "p", "uid": "other", "labels": {"a": "2"}},
+            "spec": {"nodeName": "n2"},
+            "status": {"phase": "Running"}
+        });
+        let out = merge_update(ri, WriteScope::Status, &old, new);
+        let keys: Vec<&str> = out
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "status", "spec"]);
+        assert_eq!(out["status"], json!({"phase": "Running"}));
+        assert_eq!(out["spec"], json!({"nodeName": "n1"}));
+        assert_eq!(out["metadata"]["uid"], "u1");
+        assert_eq!(out["metadata"]["labels"], json!({"a": "1"}));
+        assert_eq!(out["metadata"]["generation"], 3);
+
+        let without = merge_update(ri, WriteScope::Status, &old, json!({"metadata": {}}));
+        assert!(without.get("status").is_none());
+        let added = merge_update(
+            ri,
+            WriteScope::Status,
+            &json!({"metadata": {"name": "p"}}),
+            json!({"status": {"phase": "Running"}}),
+        );
+        assert_eq!(added["status"], json!({"phase": "Running"}));
+        // A stored value that is not an object is returned as it is (never indexed into).
+        assert_eq!(
+            merge_update(ri, WriteScope::Status, &json!(null), json!({})),
+            json!(null)
+        );
+    }
+
+    /// A main write of a kind with generations bumps it when the spec changes, saturating.
+    #[test]
+    fn a_spec_change_bumps_the_generation_without_overflow() {
+        let ri = registry::lookup("apps", "v1", "deployments").expect("served");
+        let old =
+            json!({"metadata": {"name": "d", "generation": i64::MAX}, "spec": {"replicas": 1}});
+        let out = merge_update(
+            ri,
+            WriteScope::Main,
+            &old,
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}}),
+        );
+        assert_eq!(out["metadata"]["generation"], i64::MAX);
+        let old = json!({"metadata": {"name": "d", "generation": 4}, "spec": {"replicas": 1}});
+        let out = merge_update(
+            ri,
+            WriteScope::Main,
+            &old,
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}}),
+        );
+        assert_eq!(out["metadata"]["generation"], 5);
+    }
+}
