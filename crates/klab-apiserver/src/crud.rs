@@ -1073,12 +1073,11 @@ impl WriteScope {
 
 /// Builds the object to store from the client's new version and the stored one: server-managed
 /// metadata is kept, the spec/status split applied, generation bumped on spec change.
-fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, new: Value) -> Value {
+fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, mut new: Value) -> Value {
     let mut out = match scope {
         WriteScope::Status => {
             // The old object with the new status in the old one's place: the old status is not
             // copied, and the new one is moved.
-            let mut new = new;
             let mut status = new.as_object_mut().and_then(|m| m.remove("status"));
             let Value::Object(fields) = old else {
                 return old.clone();
