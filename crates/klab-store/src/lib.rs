@@ -20,6 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+mod key_index;
 pub mod memory;
 pub mod redb_store;
 mod watch;

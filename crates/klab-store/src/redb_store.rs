@@ -13,7 +13,9 @@
 //! sim` therefore uses the memory store; tests of this backend use un-paused runtimes.
 //!
 //! Reads: `get` runs inline (one short MVCC read transaction, microseconds); `list` runs under
-//! `spawn_blocking` because a large range scan must not stall the runtime thread. `watch` registers
+//! `spawn_blocking` because a large range scan must not stall the runtime thread. A list plans
+//! from the in-memory [`KeyIndex`] of retained versions (which keys its page holds at its
+//! revision, how many follow) and reads from the history table only its page's values. `watch` registers
 //! with the hub first, then opens a read snapshot and replays the persisted log from it in chunks;
 //! live events already covered by the snapshot are skipped (see `watch::feed`).
 //!
@@ -27,18 +29,24 @@
 //! `compact(c)` (queued like a write, so it is ordered with writes) removes log entries ≤ c and,
 //! for each key written in (old compacted, c], every version ≤ c but the newest, which is also
 //! removed if it is a tombstone — exactly the memory store's rule.
+//!
+//! The key index is updated by the writer after each commit and before the batch is published or
+//! acknowledged, under its lock; a list takes the lock and opens its read snapshot under it, so
+//! the snapshot holds every version the index names (commits precede their index update) and the
+//! index holds every acknowledged write.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Display;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::key_index::{KeyIndex, Version};
 use crate::memory::{effective_limit, range_start, read_revision};
 use crate::watch::{self, Hub, Replay};
 use crate::{
@@ -102,11 +110,17 @@ struct Shared {
     commits: AtomicU64,
     /// Watchers register and the writer publishes under this lock (no gap between the two).
     hub: Mutex<Hub>,
+    /// Which versions the history table holds (see the module docs for its ordering).
+    index: RwLock<KeyIndex>,
 }
 
 impl Shared {
     fn hub(&self) -> MutexGuard<'_, Hub> {
         self.hub.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn index(&self) -> std::sync::RwLockReadGuard<'_, KeyIndex> {
+        self.index.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -221,11 +235,15 @@ impl RedbStore {
             InitError::Redb(e) => io(e),
             InitError::Store(e) => e,
         })?;
+        let mut index = load_index(&db)?;
+        index.rev = rev;
+        index.compacted = compacted;
         let shared = Arc::new(Shared {
             current: AtomicU64::new(rev),
             compacted: AtomicU64::new(compacted),
             commits: AtomicU64::new(0),
             hub: Mutex::new(Hub::default()),
+            index: RwLock::new(index),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = Writer {
@@ -262,6 +280,17 @@ impl RedbStore {
         txn.open_table(HISTORY).map_err(io)?.len().map_err(io)
     }
 
+    /// Checks that the in-memory key index is what reading the history table back gives.
+    #[cfg(test)]
+    fn assert_index_mirrors_history(&self) {
+        let index = self.shared.index();
+        let mut loaded = load_index(&self.db).unwrap();
+        loaded.rev = index.rev;
+        loaded.compacted = index.compacted;
+        assert_eq!(*index, loaded);
+        assert_eq!(index.versions(), self.retained_versions().unwrap());
+    }
+
     async fn submit(&self, op: WriteOp) -> Result<Reply> {
         let (reply, rx) = oneshot::channel();
         let queue = self.queue.as_ref().ok_or(StoreError::Closed)?;
@@ -281,6 +310,24 @@ impl Drop for RedbStore {
             let _ = handle.join();
         }
     }
+}
+
+/// The key index of what the history table holds, read back at open.
+fn load_index(db: &Database) -> Result<KeyIndex> {
+    let txn = db.begin_read().map_err(io)?;
+    let table = txn.open_table(HISTORY).map_err(io)?;
+    let mut index = KeyIndex::default();
+    for entry in table.iter().map_err(io)? {
+        let (k, v) = entry.map_err(io)?;
+        let (key, rev) = k.value();
+        let put = match v.value().first() {
+            Some(1) => true,
+            Some(0) => false,
+            _ => return Err(corrupt("history tag")),
+        };
+        index.load(key, Version { rev, put });
+    }
+    Ok(index)
 }
 
 enum InitError {
@@ -339,6 +386,8 @@ struct BatchOutcome {
     compacted: Revision,
     results: Vec<Result<Reply>>,
     events: Vec<Arc<Event>>,
+    /// Each compaction's target and the newest revision ≤ it of every key it compacted.
+    compactions: Vec<(Revision, BTreeMap<String, Revision>)>,
 }
 
 impl Writer {
@@ -357,6 +406,30 @@ impl Writer {
                 Ok(out) => {
                     self.rev = out.rev;
                     self.compacted = out.compacted;
+                    // The index before anyone can learn of the commit: a list that sees an
+                    // acknowledged write's revision finds its version in the index.
+                    {
+                        let mut index = self
+                            .shared
+                            .index
+                            .write()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        for e in &out.events {
+                            let put = e.kind != EventKind::Delete;
+                            index.apply(
+                                &e.key,
+                                Version {
+                                    rev: e.revision,
+                                    put,
+                                },
+                            );
+                        }
+                        for (to, newest) in &out.compactions {
+                            index.compact(*to, newest);
+                        }
+                        index.rev = out.rev;
+                        index.compacted = out.compacted;
+                    }
                     // Publish before advancing the visible revision: whoever reads
                     // `current_revision() == r` can rely on every event up to r being queued for
                     // its watchers already.
@@ -391,7 +464,7 @@ impl Writer {
     fn apply(&self, ops: &[WriteOp]) -> Result<BatchOutcome, redb::Error> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        let (results, rev, compacted, events) = {
+        let (results, rev, compacted, events, compactions) = {
             let mut batch = Batch {
                 current: txn.open_table(CURRENT)?,
                 history: txn.open_table(HISTORY)?,
@@ -399,12 +472,19 @@ impl Writer {
                 rev: self.rev,
                 compacted: self.compacted,
                 events: Vec::new(),
+                compactions: Vec::new(),
             };
             let mut results = Vec::with_capacity(ops.len());
             for op in ops {
                 results.push(batch.apply(op)?);
             }
-            (results, batch.rev, batch.compacted, batch.events)
+            (
+                results,
+                batch.rev,
+                batch.compacted,
+                batch.events,
+                batch.compactions,
+            )
         };
         {
             let mut meta = txn.open_table(META)?;
@@ -417,6 +497,7 @@ impl Writer {
             compacted,
             results,
             events,
+            compactions,
         })
     }
 }
@@ -429,6 +510,7 @@ struct Batch<'txn> {
     rev: Revision,
     compacted: Revision,
     events: Vec<Arc<Event>>,
+    compactions: Vec<(Revision, BTreeMap<String, Revision>)>,
 }
 
 impl Batch<'_> {
@@ -472,7 +554,9 @@ impl Batch<'_> {
             WriteOp::Compact(target) => {
                 let target = (*target).min(self.rev);
                 if target > self.compacted {
-                    compact_range(&mut self.history, &mut self.log, self.compacted, target)?;
+                    let newest =
+                        compact_range(&mut self.history, &mut self.log, self.compacted, target)?;
+                    self.compactions.push((target, newest));
                     self.compacted = target;
                 }
                 Ok(Reply::Compacted)
@@ -530,13 +614,14 @@ impl Batch<'_> {
     }
 }
 
-/// Drops log entries in (from, to] and the history versions they make unreachable.
+/// Drops log entries in (from, to] and the history versions they make unreachable; returns the
+/// newest revision ≤ `to` of every key written in the range (what the key index drops by).
 fn compact_range(
     history: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
     log: &mut redb::Table<'_, u64, &'static str>,
     from: Revision,
     to: Revision,
-) -> Result<(), redb::Error> {
+) -> Result<BTreeMap<String, Revision>, redb::Error> {
     // The newest revision ≤ `to` of every key written in the range.
     let mut newest: BTreeMap<String, Revision> = BTreeMap::new();
     for entry in log.range((from + 1)..=to)? {
@@ -559,7 +644,7 @@ fn compact_range(
         }
     }
     log.retain_in((from + 1)..=to, |_, _| false)?;
-    Ok(())
+    Ok(newest)
 }
 
 // ---- reads ----------------------------------------------------------------------------------
@@ -574,101 +659,48 @@ fn read_meta(txn: &redb::ReadTransaction) -> Result<(Revision, Revision)> {
     Ok((rev, compacted))
 }
 
-/// The page being filled by a list: the first `limit` matches, then only a count.
-struct Page {
-    out: ListResult,
-    limit: usize,
-}
-
-impl Page {
-    fn full(&self) -> bool {
-        self.out.kvs.len() >= self.limit
-    }
-
-    fn push(&mut self, kv: KeyValue) {
-        if self.full() {
-            self.out.remaining += 1;
-        } else {
-            self.out.kvs.push(kv);
-        }
-    }
-}
-
-fn list_blocking(db: &Database, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
-    let txn = db.begin_read().map_err(io)?;
-    let (current_rev, compacted) = read_meta(&txn)?;
-    let at = read_revision(opts.revision, current_rev, compacted)?;
-    let start = range_start(prefix, opts.start_key.as_deref());
-    let mut page = Page {
-        out: ListResult {
-            kvs: Vec::new(),
-            revision: at,
-            remaining: 0,
-        },
-        limit: effective_limit(opts.limit),
+fn list_blocking(
+    db: &Database,
+    shared: &Shared,
+    prefix: &str,
+    opts: &ListOptions,
+) -> Result<ListResult> {
+    // Plan and open the snapshot under the index lock (see the module docs): the snapshot then
+    // holds every version the plan names.
+    let (txn, at, plan) = {
+        let index = shared.index();
+        let txn = db.begin_read().map_err(io)?;
+        let (_, snapshot_compacted) = read_meta(&txn)?;
+        // A compaction committed but not yet in the index already bounds what the snapshot holds.
+        let compacted = index.compacted.max(snapshot_compacted);
+        let at = read_revision(opts.revision, index.rev, compacted)?;
+        let start = range_start(prefix, opts.start_key.as_deref());
+        let plan = index.plan(prefix, start, at, effective_limit(opts.limit));
+        (txn, at, plan)
     };
-    if at == current_rev {
-        let table = txn.open_table(CURRENT).map_err(io)?;
-        for entry in table.range(start..).map_err(io)? {
-            let (k, v) = entry.map_err(io)?;
-            let key = k.value();
-            if !key.starts_with(prefix) {
-                break;
-            }
-            if page.full() {
-                page.out.remaining += 1; // past the page: count without decoding
-            } else {
-                page.push(decode_current(key, v.value())?);
-            }
-        }
-        return Ok(page.out);
-    }
-    // A past revision: scan every retained version in (key, rev) order and pick each key's newest
-    // version at or below `at`; only that one is decoded (one point read per listed key).
     let table = txn.open_table(HISTORY).map_err(io)?;
-    // (key, newest rev ≤ at, is that version a put)
-    let mut group: Option<(String, Option<(Revision, bool)>)> = None;
-    let finish =
-        |group: Option<(String, Option<(Revision, bool)>)>, page: &mut Page| -> Result<()> {
-            let Some((key, Some((rev, true)))) = group else {
-                return Ok(());
-            };
-            if page.full() {
-                page.out.remaining += 1;
-                return Ok(());
-            }
-            let raw = table
-                .get((key.as_str(), rev))
-                .map_err(io)?
-                .ok_or_else(|| corrupt("history entry vanished"))?;
-            let v = decode_history(raw.value())?;
-            let value = v.value.ok_or_else(|| corrupt("history tag"))?;
-            page.push(KeyValue {
-                key,
-                value,
-                create_revision: v.create_rev,
-                mod_revision: rev,
-            });
-            Ok(())
-        };
-    for entry in table.range((start, 0u64)..).map_err(io)? {
-        let (k, v) = entry.map_err(io)?;
-        let (key, rev) = k.value();
-        if !key.starts_with(prefix) {
-            break;
-        }
-        if group.as_ref().is_none_or(|(g, _)| g != key) {
-            finish(group.take(), &mut page)?;
-            group = Some((key.to_owned(), None));
-        }
-        if rev <= at
-            && let Some((_, best)) = group.as_mut()
-        {
-            *best = Some((rev, v.value().first() == Some(&1)));
-        }
+    let mut kvs = Vec::with_capacity(plan.page.len());
+    for (key, rev) in plan.page {
+        let raw = table
+            .get((key.as_str(), rev))
+            .map_err(io)?
+            .ok_or_else(|| corrupt("indexed version missing from history"))?;
+        let v = decode_history(raw.value())?;
+        let value = v
+            .value
+            .ok_or_else(|| corrupt("indexed put is a tombstone"))?;
+        kvs.push(KeyValue {
+            key,
+            value,
+            create_revision: v.create_rev,
+            mod_revision: rev,
+        });
     }
-    finish(group.take(), &mut page)?;
-    Ok(page.out)
+    Ok(ListResult {
+        kvs,
+        revision: at,
+        remaining: plan.remaining,
+    })
 }
 
 /// Replays the persisted log from one read snapshot, a chunk at a time.
@@ -771,8 +803,9 @@ impl Storage for RedbStore {
 
     async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
         let db = self.db.clone();
+        let shared = self.shared.clone();
         let prefix = prefix.to_owned();
-        tokio::task::spawn_blocking(move || list_blocking(&db, &prefix, &opts))
+        tokio::task::spawn_blocking(move || list_blocking(&db, &shared, &prefix, &opts))
             .await
             .map_err(io)?
     }
@@ -954,8 +987,10 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!((r4, r6), (4, 6));
+            s.assert_index_mirrors_history();
         }
         let s = RedbStore::open(&path).unwrap();
+        s.assert_index_mirrors_history();
         assert_eq!((s.current_revision(), s.compacted_revision()), (r6, 2));
         let a = s.get("/x/a").await.unwrap().unwrap();
         assert_eq!(
@@ -1111,9 +1146,76 @@ mod tests {
             if round % 3 == 2 {
                 s.compact(s.current_revision()).await.unwrap();
                 assert_eq!(s.retained_versions().unwrap(), nodes);
+                s.assert_index_mirrors_history();
             }
         }
         assert_eq!(s.retained_versions().unwrap(), 2 * nodes);
+        s.assert_index_mirrors_history();
+    }
+
+    /// Random creates, updates, deletes and compactions applied to this store and to the memory
+    /// store; after each, lists at random past revisions, starts and limits must read the same
+    /// (the key index plans them here, the memory store's versions there).
+    #[tokio::test]
+    async fn random_writes_and_compactions_list_as_the_memory_store_does() {
+        for seed in 1..=4u64 {
+            let dir = tempfile::tempdir().unwrap();
+            let store = RedbStore::open(dir.path().join("s.redb")).unwrap();
+            let redb: DynStorage = store.clone();
+            let memory: DynStorage = crate::MemoryStore::new();
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut rnd = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for step in 0..300 {
+                let key = format!("/{}/k{}", ["a", "b"][rnd(2) as usize], rnd(12));
+                let value = Bytes::from(format!("v{step}"));
+                let current = memory.get(&key).await.unwrap();
+                let (m, r) = match (rnd(10), current) {
+                    (0, _) => {
+                        let to = rnd(memory.current_revision() + 1);
+                        (
+                            memory.compact(to).await.map(|_| 0),
+                            redb.compact(to).await.map(|_| 0),
+                        )
+                    }
+                    (1..=2, Some(kv)) => (
+                        memory
+                            .delete(&key, Some(kv.mod_revision))
+                            .await
+                            .map(|r| r.0),
+                        redb.delete(&key, Some(kv.mod_revision)).await.map(|r| r.0),
+                    ),
+                    (_, Some(kv)) => (
+                        memory.update(&key, value.clone(), kv.mod_revision).await,
+                        redb.update(&key, value, kv.mod_revision).await,
+                    ),
+                    (_, None) => (
+                        memory.create(&key, value.clone()).await,
+                        redb.create(&key, value).await,
+                    ),
+                };
+                assert_eq!(m, r, "seed {seed} step {step}");
+                for _ in 0..3 {
+                    let prefix = ["/", "/a/", "/b/"][rnd(3) as usize];
+                    let rev = memory.current_revision();
+                    let opts = ListOptions {
+                        start_key: (rnd(2) == 0).then(|| format!("{prefix}k{}", rnd(12))),
+                        limit: (rnd(2) == 0).then(|| rnd(6) as usize),
+                        revision: (rnd(2) == 0).then(|| rnd(rev + 2)),
+                    };
+                    let (m, r) = (
+                        memory.list(prefix, opts.clone()).await,
+                        redb.list(prefix, opts.clone()).await,
+                    );
+                    assert_eq!(m, r, "seed {seed} step {step} {prefix} {opts:?}");
+                }
+            }
+            store.assert_index_mirrors_history();
+        }
     }
 
     #[test]
