@@ -591,7 +591,26 @@ async fn list_selectors_and_pagination() {
 /// the node in an annotation, and, for `spec.nodeName=`, the pods no node has.
 #[tokio::test(start_paused = true)]
 async fn filtered_list_pages_and_node_name_lists() {
-    let api = memory_server().await;
+    node_name_lists(memory_server().await).await;
+}
+
+/// The same on the durable store, which lists one node's pods from its index of pods by node.
+#[tokio::test]
+async fn filtered_list_pages_and_node_name_lists_on_redb() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = klab_store::RedbStore::open(dir.path().join("klab.redb")).unwrap();
+    let api = crate::ApiServer::new(
+        store,
+        klab_api::Clock::scaled(1.0),
+        klab_api::DetRng::seeded(1),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    node_name_lists(api).await;
+}
+
+async fn node_name_lists(api: ApiServer) {
     let pods: Api<Pod> = Api::default_namespaced(client(&api));
     for (i, node) in ["n1", "n2", "n1", "n2", "n2", ""].iter().enumerate() {
         let mut p = bound_pod(&format!("p{i}"), node);

@@ -501,6 +501,9 @@ pub(crate) async fn list_objects(
     let everything = sel.is_everything();
     if everything {
         opts.limit = limit;
+    } else {
+        // A store that indexes pods by node reads only the selected node's pods.
+        opts.index = crate::watch::trigger_for(ri, sel);
     }
     let res = match ctx.inner.store.list(&prefix, opts.clone()).await {
         Err(StoreError::Compacted { .. }) if opts.start_key.is_some() => {
@@ -528,6 +531,11 @@ pub(crate) async fn list_objects(
         if sel.matches(ri, &obj) {
             items.push(obj);
         }
+    }
+    // A store that read only an index's candidates says whether other keys follow the last one
+    // it returned: a page that filled up on that key is not the last either.
+    if !everything && limit.is_some_and(|l| items.len() >= l) && res.remaining > 0 {
+        more = true;
     }
     // The next page starts just after the last key this one examined (upstream's
     // `lastKey + "\x00"`).

@@ -21,6 +21,7 @@ pub mod discovery;
 pub mod error;
 pub mod health;
 pub mod identity;
+mod json_field;
 pub mod kubelet_proxy;
 pub mod metrics;
 pub mod metrics_api;

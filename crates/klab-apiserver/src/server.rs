@@ -173,6 +173,11 @@ impl ApiServer {
                 metrics_reader: Default::default(),
             }),
         };
+        // A durable store builds its index of pods by node now, not at the first kubelet's list.
+        api.inner
+            .store
+            .prepare_index(crate::watch::POD_NODE_NAME)
+            .await?;
         let ns = registry::lookup("", "v1", "namespaces").expect("namespaces are served");
         for name in BOOTSTRAP_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

@@ -344,30 +344,27 @@ impl Drop for OpenWatch {
 }
 
 /// Index of stored pods by `spec.nodeName` (missing: `""`, as the field selector reads it).
-const POD_NODE_NAME: klab_store::TriggerIndex = klab_store::TriggerIndex {
+pub(crate) const POD_NODE_NAME: klab_store::TriggerIndex = klab_store::TriggerIndex {
     name: "pods:spec.nodeName",
     func: pod_node_name,
+    prefix: Some(POD_PREFIX),
 };
+
+/// Where pods are stored (any namespace).
+const POD_PREFIX: &str = "/registry/core/pods/";
 
 /// Index of stored objects by name: the key's last segment, with no decoding.
 const OBJECT_NAME: klab_store::TriggerIndex = klab_store::TriggerIndex {
     name: "metadata.name",
     func: object_name,
+    prefix: None,
 };
 
 fn pod_node_name(_key: &str, value: &[u8]) -> Option<String> {
-    // Reads only the one field; serde skips the rest of the document without building it.
-    #[derive(serde::Deserialize)]
-    struct Pod {
-        spec: Option<Spec>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Spec {
-        #[serde(rename = "nodeName")]
-        node_name: Option<String>,
-    }
-    let pod: Pod = serde_json::from_slice(value).ok()?;
-    Some(pod.spec.and_then(|s| s.node_name).unwrap_or_default())
+    // Reads only the one field, skipping the rest of the document without decoding it.
+    crate::json_field::string_at(value, &["spec", "nodeName"])
+        .ok()
+        .map(Option::unwrap_or_default)
 }
 
 fn object_name(key: &str, _value: &[u8]) -> Option<String> {
@@ -377,7 +374,10 @@ fn object_name(key: &str, _value: &[u8]) -> Option<String> {
 /// The store trigger a watch of `ri` with `sel` may use: one only when the selector requires
 /// the indexed field to equal one value, so every change the trigger leaves out is one the
 /// selector would have dropped (neither its old nor its new state can match).
-fn trigger_for(ri: &'static ResourceInfo, sel: &Selectors) -> Option<klab_store::Trigger> {
+pub(crate) fn trigger_for(
+    ri: &'static ResourceInfo,
+    sel: &Selectors,
+) -> Option<klab_store::Trigger> {
     let storage = crate::conversion::storage_resource(ri);
     let equals = |field: &str| {
         sel.fields
@@ -788,5 +788,12 @@ mod tests {
             key,
             &stored(Some("n1"), NONE)
         ));
+    }
+
+    #[test]
+    fn the_pod_index_covers_where_pods_are_stored() {
+        let pods = crate::registry::lookup("", "v1", "pods").unwrap();
+        assert_eq!(pods.key_prefix(), POD_PREFIX);
+        assert_eq!(POD_NODE_NAME.prefix, Some(POD_PREFIX));
     }
 }

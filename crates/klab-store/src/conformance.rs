@@ -398,6 +398,7 @@ pub async fn list_pagination(s: &DynStorage) {
             start_key: Some(format!("{}\0", last.key)),
             limit: Some(3),
             revision: Some(pinned_rev),
+            ..Default::default()
         };
     }
     let want: Vec<String> = (0..10).map(|i| format!("/p/{i:02}")).collect();
@@ -411,6 +412,7 @@ pub async fn list_pagination(s: &DynStorage) {
                 start_key: Some("/".into()),
                 limit: Some(0),
                 revision: pinned,
+                ..Default::default()
             },
         )
         .await

@@ -10,10 +10,15 @@
 //! The index mirrors the history table exactly: every committed write adds its version, and a
 //! compaction drops the same versions as the table's (`compact_range`). It is rebuilt from the
 //! table when the store opens.
+//!
+//! It can also keep secondary indexes of the current state (a pod's `spec.nodeName`, from the
+//! API server's [`TriggerIndex`]), so that a list of one node's pods among 150 000 reads only that
+//! node's pods. Each is built once, by the writer, the first time a list asks for it, and kept up
+//! to date from every committed write's value.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::Revision;
+use crate::{Revision, Trigger, TriggerIndex};
 
 /// One retained version of a key: the revision that wrote it and whether it is a put (a
 /// tombstone otherwise).
@@ -39,6 +44,80 @@ pub(crate) struct KeyIndex {
     pub compacted: Revision,
     /// Retained versions of every key, oldest first.
     keys: BTreeMap<Box<str>, Vec<Version>>,
+    /// Secondary indexes of the current state, by index name.
+    secondary: BTreeMap<&'static str, Secondary>,
+}
+
+/// The current keys under an index's prefix, filed by the value its function gives their bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Secondary {
+    index: IndexKey,
+    /// Keys by value; `None` holds the keys whose bytes the function cannot read (every list
+    /// must consider them).
+    by_value: HashMap<Option<String>, BTreeSet<Box<str>>>,
+    /// Each key's value, to unfile it when it changes.
+    of_key: HashMap<Box<str>, Option<String>>,
+}
+
+/// A [`TriggerIndex`] compared by name and prefix (function pointers do not compare reliably).
+#[derive(Clone, Copy, Debug)]
+struct IndexKey(TriggerIndex);
+
+impl PartialEq for IndexKey {
+    fn eq(&self, other: &Self) -> bool {
+        (self.0.name, self.0.prefix) == (other.0.name, other.0.prefix)
+    }
+}
+
+impl Eq for IndexKey {}
+
+impl Secondary {
+    /// An empty index for `index`, which must have a prefix; fill it with [`Secondary::file`].
+    pub fn new(index: TriggerIndex) -> Secondary {
+        Secondary {
+            index: IndexKey(index),
+            by_value: HashMap::new(),
+            of_key: HashMap::new(),
+        }
+    }
+
+    /// The index's name.
+    pub fn name(&self) -> &'static str {
+        self.index.0.name
+    }
+
+    /// What the index indexes.
+    pub fn trigger_index(&self) -> TriggerIndex {
+        self.index.0
+    }
+
+    /// The prefix the index covers.
+    pub fn prefix(&self) -> &'static str {
+        self.index.0.prefix.unwrap_or_default()
+    }
+
+    /// Files `key` under what its new bytes give (`None`: deleted).
+    pub fn file(&mut self, key: &str, value: Option<&[u8]>) {
+        if !key.starts_with(self.prefix()) {
+            return;
+        }
+        if let Some(old) = self.of_key.remove(key)
+            && let Some(set) = self.by_value.get_mut(&old)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_value.remove(&old);
+            }
+        }
+        if let Some(bytes) = value {
+            let filed = (self.index.0.func)(key, bytes);
+            self.by_value
+                .entry(filed.clone())
+                .or_default()
+                .insert(key.into());
+            self.of_key.insert(key.into(), filed);
+        }
+    }
 }
 
 impl KeyIndex {
@@ -47,6 +126,23 @@ impl KeyIndex {
         let versions = self.keys.entry(key.into()).or_default();
         let at = versions.partition_point(|v| v.rev < version.rev);
         versions.insert(at, version);
+    }
+
+    /// Whether the secondary index named `name` is kept.
+    pub fn has_secondary(&self, name: &str) -> bool {
+        self.secondary.contains_key(name)
+    }
+
+    /// Keeps `secondary` from now on; it must hold the current state as of `self.rev`.
+    pub fn add_secondary(&mut self, secondary: Secondary) {
+        self.secondary.insert(secondary.index.0.name, secondary);
+    }
+
+    /// Files a committed write in the secondary indexes (`value: None` for a deletion).
+    pub fn file(&mut self, key: &str, value: Option<&[u8]>) {
+        for secondary in self.secondary.values_mut() {
+            secondary.file(key, value);
+        }
     }
 
     /// Records a committed write (revisions ascend across calls).
@@ -103,6 +199,82 @@ impl KeyIndex {
             }
         }
         plan
+    }
+
+    /// [`KeyIndex::plan`] of a list that wants only the keys filed under `trigger`: when its
+    /// secondary index is kept, covers `prefix` and `at` is the current revision, only the keys
+    /// filed under the trigger's value or unreadable are planned; otherwise every key is.
+    pub fn plan_filtered(
+        &self,
+        prefix: &str,
+        start: &str,
+        at: Revision,
+        limit: usize,
+        trigger: Option<&Trigger>,
+    ) -> Plan {
+        let secondary = trigger.and_then(|t| {
+            let s = self.secondary.get(t.index.name)?;
+            (s.index == IndexKey(t.index) && prefix.starts_with(s.prefix()) && at == self.rev)
+                .then_some((s, t))
+        });
+        let Some((secondary, trigger)) = secondary else {
+            return self.plan(prefix, start, at, limit);
+        };
+        let empty = BTreeSet::new();
+        let filed = secondary
+            .by_value
+            .get(&Some(trigger.value.clone()))
+            .unwrap_or(&empty);
+        let unreadable = secondary.by_value.get(&None).unwrap_or(&empty);
+        let mut candidates: Vec<&str> = filed
+            .iter()
+            .chain(unreadable)
+            .map(|k| &**k)
+            .filter(|k| k.starts_with(prefix) && *k >= start)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut plan = Plan::default();
+        for key in candidates {
+            // The secondary index holds current keys only, so each has a live newest version.
+            let Some(v) = self.keys.get(key).and_then(|v| v.last()).filter(|v| v.put) else {
+                continue;
+            };
+            if plan.page.len() < limit {
+                plan.page.push((key.to_string(), v.rev));
+            } else {
+                plan.remaining += 1;
+            }
+        }
+        if plan.remaining == 0 {
+            // Whether keys left out follow the last one planned (see `ListOptions::index`).
+            let after = plan
+                .page
+                .last()
+                .map_or(start.to_owned(), |(k, _)| format!("{k}\0"));
+            let follows = self
+                .keys
+                .range::<str, _>((
+                    std::ops::Bound::Included(after.as_str()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .any(|(_, v)| v.last().is_some_and(|v| v.put));
+            plan.remaining = u64::from(follows);
+        }
+        plan
+    }
+
+    /// Whether both hold the same versions of the same keys.
+    #[cfg(test)]
+    pub fn same_versions(&self, other: &KeyIndex) -> bool {
+        self.keys == other.keys
+    }
+
+    /// The secondary indexes kept, with what each indexes.
+    #[cfg(test)]
+    pub fn secondaries(&self) -> impl Iterator<Item = (TriggerIndex, &Secondary)> {
+        self.secondary.values().map(|s| (s.index.0, s))
     }
 
     /// Retained versions, tombstones included.

@@ -89,6 +89,13 @@ pub struct ListOptions {
     pub limit: Option<usize>,
     /// Read at this past revision (None = current). Older than the compacted revision → Compacted.
     pub revision: Option<Revision>,
+    /// A hint for a list without a `limit`: only keys whose value files under this trigger's
+    /// value (or whose bytes its function cannot read) are wanted. A backend that keeps the index
+    /// (see [`TriggerIndex::prefix`]) may leave the other keys out; one that does not returns
+    /// them all. Either way `remaining` is 1 when live keys follow the last key returned (left
+    /// out or not), 0 otherwise, so that the caller can tell whether a full page is the last as
+    /// if it had read every key. The caller still filters what it gets. Ignored with a `limit`.
+    pub index: Option<Trigger>,
 }
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -140,6 +147,10 @@ pub struct TriggerIndex {
     /// Watchers are grouped by this name; one name always means one function.
     pub name: &'static str,
     pub func: TriggerFn,
+    /// The key prefix of the objects `func` reads (a pod's `spec.nodeName`: the pods), under
+    /// which a store may keep the index for lists ([`ListOptions::index`]); `None` for functions
+    /// of the key alone, which a list evaluates as cheaply as an index would.
+    pub prefix: Option<&'static str>,
 }
 
 /// What a watcher waits for: only changes whose old or new object files under `value` in
@@ -191,6 +202,13 @@ pub trait Storage: Send + Sync + 'static {
     ) -> Result<WatchStream> {
         let _ = trigger;
         self.watch(prefix, after)
+    }
+
+    /// Has a backend that keeps list indexes ([`ListOptions::index`]) build `index` now rather
+    /// than at the first list that wants it. Others do nothing.
+    async fn prepare_index(&self, index: TriggerIndex) -> Result<()> {
+        let _ = index;
+        Ok(())
     }
 
     /// Live-change deliveries to watchers so far (an event queued for, or checked against the

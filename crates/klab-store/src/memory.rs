@@ -540,6 +540,7 @@ mod tests {
     const NODE: crate::TriggerIndex = crate::TriggerIndex {
         name: "node",
         func: node_of,
+        prefix: Some("/p/"),
     };
 
     fn on(node: &str) -> Option<crate::Trigger> {

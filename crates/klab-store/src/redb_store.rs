@@ -46,12 +46,12 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::key_index::{KeyIndex, Version};
+use crate::key_index::{KeyIndex, Secondary, Version};
 use crate::memory::{effective_limit, range_start, read_revision};
 use crate::watch::{self, Hub, Replay};
 use crate::{
     Event, EventKind, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StoreError,
-    WatchStream,
+    TriggerIndex, WatchStream,
 };
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -139,12 +139,19 @@ enum WriteOp {
         expected: Option<Revision>,
     },
     Compact(Revision),
+    /// Keeps a secondary index (see `key_index`) built from a read snapshot at revision `at`:
+    /// the writer files again the keys written since, from the log.
+    Index {
+        built: Box<Secondary>,
+        at: Revision,
+    },
 }
 
 enum Reply {
     Written(Revision),
     Deleted(Revision, KeyValue),
     Compacted,
+    Indexed,
 }
 
 struct Request {
@@ -284,11 +291,18 @@ impl RedbStore {
     #[cfg(test)]
     fn assert_index_mirrors_history(&self) {
         let index = self.shared.index();
-        let mut loaded = load_index(&self.db).unwrap();
-        loaded.rev = index.rev;
-        loaded.compacted = index.compacted;
-        assert_eq!(*index, loaded);
+        let loaded = load_index(&self.db).unwrap();
+        assert!(index.same_versions(&loaded), "{index:?}\n{loaded:?}");
         assert_eq!(index.versions(), self.retained_versions().unwrap());
+        // Each secondary index is what building it again from the current state gives.
+        let txn = self.db.begin_read().unwrap();
+        let current = txn.open_table(CURRENT).unwrap();
+        for (trigger_index, secondary) in index.secondaries() {
+            assert_eq!(
+                *secondary,
+                build_secondary(&current, trigger_index).unwrap()
+            );
+        }
     }
 
     async fn submit(&self, op: WriteOp) -> Result<Reply> {
@@ -388,6 +402,8 @@ struct BatchOutcome {
     events: Vec<Arc<Event>>,
     /// Each compaction's target and the newest revision ≤ it of every key it compacted.
     compactions: Vec<(Revision, BTreeMap<String, Revision>)>,
+    /// Secondary indexes built in the batch.
+    secondaries: Vec<Secondary>,
 }
 
 impl Writer {
@@ -402,7 +418,7 @@ impl Writer {
             }
             let (ops, replies): (Vec<WriteOp>, Vec<_>) =
                 batch.into_iter().map(|r| (r.op, r.reply)).unzip();
-            match self.apply(&ops) {
+            match self.apply(ops) {
                 Ok(out) => {
                     self.rev = out.rev;
                     self.compacted = out.compacted;
@@ -414,15 +430,20 @@ impl Writer {
                             .index
                             .write()
                             .unwrap_or_else(PoisonError::into_inner);
+                        // A secondary index built in this batch read the batch's state where it
+                        // was built; filing every event of the batch after it ends in the state
+                        // the batch committed.
+                        for secondary in out.secondaries {
+                            index.add_secondary(secondary);
+                        }
                         for e in &out.events {
                             let put = e.kind != EventKind::Delete;
-                            index.apply(
-                                &e.key,
-                                Version {
-                                    rev: e.revision,
-                                    put,
-                                },
-                            );
+                            let version = Version {
+                                rev: e.revision,
+                                put,
+                            };
+                            index.apply(&e.key, version);
+                            index.file(&e.key, e.value.as_deref());
                         }
                         for (to, newest) in &out.compactions {
                             index.compact(*to, newest);
@@ -461,10 +482,10 @@ impl Writer {
 
     /// Applies `ops` in order in one durable transaction. Per-op failures (exists, conflict, not
     /// found) are results; a storage failure aborts the whole batch.
-    fn apply(&self, ops: &[WriteOp]) -> Result<BatchOutcome, redb::Error> {
+    fn apply(&self, ops: Vec<WriteOp>) -> Result<BatchOutcome, redb::Error> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        let (results, rev, compacted, events, compactions) = {
+        let (results, rev, compacted, events, compactions, secondaries) = {
             let mut batch = Batch {
                 current: txn.open_table(CURRENT)?,
                 history: txn.open_table(HISTORY)?,
@@ -473,6 +494,8 @@ impl Writer {
                 compacted: self.compacted,
                 events: Vec::new(),
                 compactions: Vec::new(),
+                secondaries: Vec::new(),
+                indexed: |name: &str| self.shared.index().has_secondary(name),
             };
             let mut results = Vec::with_capacity(ops.len());
             for op in ops {
@@ -484,6 +507,7 @@ impl Writer {
                 batch.compacted,
                 batch.events,
                 batch.compactions,
+                batch.secondaries,
             )
         };
         {
@@ -498,12 +522,13 @@ impl Writer {
             results,
             events,
             compactions,
+            secondaries,
         })
     }
 }
 
 /// The open tables of one write transaction and what the batch has done so far.
-struct Batch<'txn> {
+struct Batch<'txn, F> {
     current: redb::Table<'txn, &'static str, &'static [u8]>,
     history: redb::Table<'txn, (&'static str, u64), &'static [u8]>,
     log: redb::Table<'txn, u64, &'static str>,
@@ -511,13 +536,20 @@ struct Batch<'txn> {
     compacted: Revision,
     events: Vec<Arc<Event>>,
     compactions: Vec<(Revision, BTreeMap<String, Revision>)>,
+    secondaries: Vec<Secondary>,
+    /// Whether the key index already keeps a secondary index.
+    indexed: F,
 }
 
-impl Batch<'_> {
+impl<F: Fn(&str) -> bool> Batch<'_, F> {
     /// One operation: the outer error is a storage failure (aborts the batch), the inner one is
     /// the operation's own answer.
-    fn apply(&mut self, op: &WriteOp) -> Result<Result<Reply>, redb::Error> {
-        Ok(match op {
+    fn apply(&mut self, op: WriteOp) -> Result<Result<Reply>, redb::Error> {
+        let op = match op {
+            WriteOp::Index { built, at } => return self.keep_index(*built, at),
+            op => op,
+        };
+        Ok(match &op {
             WriteOp::Create { key, value } => match self.current_kv(key)? {
                 Some(_) => Err(StoreError::AlreadyExists(key.clone())),
                 None => {
@@ -561,7 +593,37 @@ impl Batch<'_> {
                 }
                 Ok(Reply::Compacted)
             }
+            WriteOp::Index { .. } => Ok(Reply::Indexed), // kept above
         })
+    }
+
+    /// Keeps a secondary index built from a snapshot at `at`, filing again every key written
+    /// since (unless an index of that name is kept already).
+    fn keep_index(
+        &mut self,
+        mut secondary: Secondary,
+        at: Revision,
+    ) -> Result<Result<Reply>, redb::Error> {
+        let name = secondary.name();
+        if (self.indexed)(name) || self.secondaries.iter().any(|s| s.name() == name) {
+            return Ok(Ok(Reply::Indexed));
+        }
+        if at < self.compacted {
+            // The log no longer says what changed since: read everything again.
+            secondary = build_secondary(&self.current, secondary.trigger_index())?;
+        } else if at < self.rev {
+            for entry in self.log.range(at.saturating_add(1)..=self.rev)? {
+                let (_, key) = entry?;
+                let key = key.value();
+                let value = self.current.get(key)?;
+                let bytes = value
+                    .as_ref()
+                    .map(|v| v.value().get(16..).unwrap_or_default());
+                secondary.file(key, bytes);
+            }
+        }
+        self.secondaries.push(secondary);
+        Ok(Ok(Reply::Indexed))
     }
 
     fn current_kv(&self, key: &str) -> Result<Option<Result<KeyValue>>, redb::Error> {
@@ -612,6 +674,24 @@ impl Batch<'_> {
         }));
         Ok(rev)
     }
+}
+
+/// A secondary index of the current keys under `index`'s prefix.
+fn build_secondary(
+    current: &impl ReadableTable<&'static str, &'static [u8]>,
+    index: TriggerIndex,
+) -> Result<Secondary, redb::Error> {
+    let mut secondary = Secondary::new(index);
+    let prefix = secondary.prefix();
+    for entry in current.range(prefix..)? {
+        let (k, v) = entry?;
+        let key = k.value();
+        if !key.starts_with(prefix) {
+            break;
+        }
+        secondary.file(key, Some(v.value().get(16..).unwrap_or_default()));
+    }
+    Ok(secondary)
 }
 
 /// Drops log entries in (from, to] and the history versions they make unreachable; returns the
@@ -675,7 +755,9 @@ fn list_blocking(
         let compacted = index.compacted.max(snapshot_compacted);
         let at = read_revision(opts.revision, index.rev, compacted)?;
         let start = range_start(prefix, opts.start_key.as_deref());
-        let plan = index.plan(prefix, start, at, effective_limit(opts.limit));
+        let limit = effective_limit(opts.limit);
+        let wanted = opts.index.as_ref().filter(|_| limit == usize::MAX);
+        let plan = index.plan_filtered(prefix, start, at, limit, wanted);
         (txn, at, plan)
     };
     let table = txn.open_table(HISTORY).map_err(io)?;
@@ -788,6 +870,26 @@ impl Storage for RedbStore {
         self.shared.current.load(Ordering::Acquire)
     }
 
+    async fn prepare_index(&self, index: TriggerIndex) -> Result<()> {
+        if index.prefix.is_none() || self.shared.index().has_secondary(index.name) {
+            return Ok(());
+        }
+        // Read from a snapshot off the writer's thread (at 150 000 pods, seconds); the writer
+        // then catches it up with what was written since.
+        let db = self.db.clone();
+        let (built, at) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let txn = db.begin_read().map_err(io)?;
+            let (at, _) = read_meta(&txn)?;
+            let current = txn.open_table(CURRENT).map_err(io)?;
+            Ok((build_secondary(&current, index).map_err(io)?, at))
+        })
+        .await
+        .map_err(io)??;
+        let built = Box::new(built);
+        self.submit(WriteOp::Index { built, at }).await?;
+        Ok(())
+    }
+
     fn compacted_revision(&self) -> Revision {
         self.shared.compacted.load(Ordering::Acquire)
     }
@@ -802,6 +904,13 @@ impl Storage for RedbStore {
     }
 
     async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
+        // The first list that wants an index the store can keep builds it.
+        if let Some(t) = opts.index.as_ref().filter(|t| {
+            effective_limit(opts.limit) == usize::MAX
+                && t.index.prefix.is_some_and(|p| prefix.starts_with(p))
+        }) {
+            self.prepare_index(t.index).await?;
+        }
         let db = self.db.clone();
         let shared = self.shared.clone();
         let prefix = prefix.to_owned();
@@ -1153,9 +1262,23 @@ mod tests {
         s.assert_index_mirrors_history();
     }
 
+    /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read.
+    fn node_of(_key: &str, value: &[u8]) -> Option<String> {
+        let s = std::str::from_utf8(value).ok()?;
+        (!s.starts_with('x')).then(|| s.split(':').next().unwrap_or_default().to_string())
+    }
+
+    const NODE: crate::TriggerIndex = crate::TriggerIndex {
+        name: "node",
+        func: node_of,
+        prefix: Some("/a/"),
+    };
+
     /// Random creates, updates, deletes and compactions applied to this store and to the memory
     /// store; after each, lists at random past revisions, starts and limits must read the same
-    /// (the key index plans them here, the memory store's versions there).
+    /// (the key index plans them here, the memory store's versions there). Lists that want one
+    /// node's keys must find the same ones once filtered, and at the current revision this
+    /// store, which keeps the index, returns only those.
     #[tokio::test]
     async fn random_writes_and_compactions_list_as_the_memory_store_does() {
         for seed in 1..=4u64 {
@@ -1172,7 +1295,10 @@ mod tests {
             };
             for step in 0..300 {
                 let key = format!("/{}/k{}", ["a", "b"][rnd(2) as usize], rnd(12));
-                let value = Bytes::from(format!("v{step}"));
+                let value = Bytes::from(format!(
+                    "{}:{step}",
+                    ["n0", "n1", "n2", "x"][rnd(4) as usize]
+                ));
                 let current = memory.get(&key).await.unwrap();
                 let (m, r) = match (rnd(10), current) {
                     (0, _) => {
@@ -1206,15 +1332,106 @@ mod tests {
                         start_key: (rnd(2) == 0).then(|| format!("{prefix}k{}", rnd(12))),
                         limit: (rnd(2) == 0).then(|| rnd(6) as usize),
                         revision: (rnd(2) == 0).then(|| rnd(rev + 2)),
+                        index: None,
                     };
                     let (m, r) = (
                         memory.list(prefix, opts.clone()).await,
                         redb.list(prefix, opts.clone()).await,
                     );
                     assert_eq!(m, r, "seed {seed} step {step} {prefix} {opts:?}");
+                    // The same list for one node's keys only.
+                    let node = format!("n{}", rnd(3));
+                    let trigger = crate::Trigger {
+                        index: NODE,
+                        value: node.clone(),
+                    };
+                    let opts = ListOptions {
+                        limit: None,
+                        index: Some(trigger),
+                        ..opts
+                    };
+                    let on_node =
+                        |kv: &KeyValue| node_of(&kv.key, &kv.value).is_none_or(|n| n == node);
+                    let (m, r) = match (
+                        memory.list(prefix, opts.clone()).await,
+                        redb.list(prefix, opts.clone()).await,
+                    ) {
+                        (Ok(m), Ok(r)) => (m, r),
+                        (m, r) => {
+                            assert_eq!(m.err(), r.err(), "seed {seed} step {step} {opts:?}");
+                            continue;
+                        }
+                    };
+                    let filtered = |l: &ListResult| {
+                        l.kvs
+                            .iter()
+                            .filter(|kv| on_node(kv))
+                            .cloned()
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        filtered(&m),
+                        filtered(&r),
+                        "seed {seed} step {step} {opts:?}"
+                    );
+                    if opts.revision.is_none() && prefix.starts_with("/a/") {
+                        assert!(
+                            r.kvs.iter().all(on_node),
+                            "seed {seed} step {step} {opts:?}"
+                        );
+                    }
+                    // `remaining` tells whether any key follows the last one returned.
+                    let follows = r.kvs.last().map_or(!m.kvs.is_empty(), |last| {
+                        m.kvs.iter().any(|kv| kv.key > last.key)
+                    });
+                    assert_eq!(r.remaining, u64::from(follows), "seed {seed} step {step}");
+                    assert_eq!(m.remaining, 0);
                 }
             }
+            assert_eq!(store.shared.index().secondaries().count(), 1);
             store.assert_index_mirrors_history();
+        }
+    }
+
+    /// An index read from a snapshot is caught up by the writer with what was written after the
+    /// snapshot: from the log, or, when compaction has dropped that part of the log, by reading
+    /// everything again.
+    #[tokio::test]
+    async fn an_index_built_from_a_snapshot_catches_up_with_later_writes() {
+        for compact_in_between in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = RedbStore::open(dir.path().join("s.redb")).unwrap();
+            let a1 = s.create("/a/1", Bytes::from_static(b"n1:a")).await.unwrap();
+            s.create("/a/2", Bytes::from_static(b"n2:a")).await.unwrap();
+            let (built, at) = {
+                let txn = s.db.begin_read().unwrap();
+                let (at, _) = read_meta(&txn).unwrap();
+                let current = txn.open_table(CURRENT).unwrap();
+                (build_secondary(&current, NODE).unwrap(), at)
+            };
+            // After the snapshot: a move to another node, a deletion, a creation.
+            s.update("/a/1", Bytes::from_static(b"n2:b"), a1)
+                .await
+                .unwrap();
+            s.delete("/a/2", None).await.unwrap();
+            s.create("/a/3", Bytes::from_static(b"n1:c")).await.unwrap();
+            if compact_in_between {
+                s.compact(s.current_revision()).await.unwrap();
+            }
+            let built = Box::new(built);
+            s.submit(WriteOp::Index { built, at }).await.unwrap();
+            assert!(s.shared.index().has_secondary(NODE.name));
+            s.assert_index_mirrors_history();
+            let on = |node: &str| ListOptions {
+                index: Some(crate::Trigger {
+                    index: NODE,
+                    value: node.to_string(),
+                }),
+                ..Default::default()
+            };
+            let keys = |l: ListResult| l.kvs.into_iter().map(|kv| kv.key).collect::<Vec<_>>();
+            assert_eq!(keys(s.list("/a/", on("n1")).await.unwrap()), ["/a/3"]);
+            assert_eq!(keys(s.list("/a/", on("n2")).await.unwrap()), ["/a/1"]);
         }
     }
 
