@@ -200,7 +200,13 @@ fn logs_exec_attach_port_forward_and_the_seed_000_table() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "out\n");
         assert!(String::from_utf8_lossy(&o.stderr).contains("command terminated with exit code 3"));
         let o = k.kubectl(minor, &["exec", "tick", "--", "frobnicate"]);
-        assert_eq!(o.status.code(), Some(127));
+        assert_eq!(
+            o.status.code(),
+            Some(127),
+            "1.{minor}: stdout {:?}, stderr {:?}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert!(String::from_utf8_lossy(&o.stderr).contains("sh: frobnicate: not found"));
         let o = k.kubectl_stdin(
             minor,
