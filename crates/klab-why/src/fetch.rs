@@ -1,6 +1,9 @@
 //! Reads a [`Snapshot`] through the API (the only I/O of this crate): any cluster, any
 //! permissions. Each list is tried cluster-wide, then in the target's namespace; what still fails
 //! is named in `unreadable` with the server's own message (e.g. upstream's Forbidden text).
+//! Lists are read in pages of [`PAGE`], as kubectl and client-go's pager read them, so that
+//! neither side holds a whole resource's JSON at once (thousands of Events at the end of a big
+//! run).
 
 use std::fmt::Debug;
 
@@ -100,8 +103,8 @@ pub async fn fetch_all(
         ..Default::default()
     };
     let leases: Api<Lease> = Api::namespaced(client.clone(), klab_api::names::NS_NODE_LEASE);
-    snap.leases = match leases.list(&ListParams::default()).await {
-        Ok(l) => Some(l.items),
+    snap.leases = match list_paged(&leases).await {
+        Ok(l) => Some(l),
         Err(e) => {
             let (code, msg) = server_error(&e);
             un.push(if code == 404 {
@@ -186,17 +189,43 @@ async fn check_target(client: &Client, t: &Target) -> Result<(), FetchError> {
     }
 }
 
+/// Objects per list page (kubectl's `--chunk-size` and client-go's pager default).
+const PAGE: u32 = 500;
+
+/// Every object of `api`, page by page at one resource version. If a continued page fails
+/// (its resource version compacted away), the whole list is read again in one request.
+async fn list_paged<K>(api: &Api<K>) -> kube::Result<Vec<K>>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let mut lp = ListParams::default().limit(PAGE);
+    let mut items = Vec::new();
+    loop {
+        let page = match api.list(&lp).await {
+            Ok(page) => page,
+            Err(_) if lp.continue_token.is_some() => {
+                return api.list(&ListParams::default()).await.map(|l| l.items);
+            }
+            Err(e) => return Err(e),
+        };
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}
+
 async fn list_ns<K>(client: &Client, ns: &str, what: &str, un: &mut Vec<String>) -> Vec<K>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
-    let lp = ListParams::default();
-    match Api::<K>::all(client.clone()).list(&lp).await {
-        Ok(l) => l.items,
+    match list_paged(&Api::<K>::all(client.clone())).await {
+        Ok(items) => items,
         // Allowed in one namespace only (a namespaced Role): that namespace is what matters.
-        Err(_) => match Api::<K>::namespaced(client.clone(), ns).list(&lp).await {
-            Ok(l) => l.items,
+        Err(_) => match list_paged(&Api::<K>::namespaced(client.clone(), ns)).await {
+            Ok(items) => items,
             Err(e) => {
                 un.push(format!("{what}: {}", server_error(&e).1));
                 Vec::new()
@@ -210,11 +239,8 @@ where
     K: Resource<Scope = ClusterResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
-    match Api::<K>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
+    match list_paged(&Api::<K>::all(client.clone())).await {
+        Ok(items) => items,
         Err(e) => {
             un.push(format!("{what}: {}", server_error(&e).1));
             Vec::new()
@@ -225,6 +251,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// More objects than a page: every one is read, in pages at one resource version.
+    #[tokio::test(start_paused = true)]
+    async fn lists_are_read_page_by_page() {
+        let api = klab_apiserver::testing::memory_server().await;
+        let client = Client::new(api.router(), "default");
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let n = 2 * PAGE as usize + 3;
+        for i in 0..n {
+            let cm: ConfigMap = serde_json::from_value(
+                serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}}),
+            )
+            .unwrap();
+            maps.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        let first = maps.list(&ListParams::default().limit(PAGE)).await.unwrap();
+        assert!(first.metadata.continue_.is_some(), "more than one page");
+        let all = list_paged(&maps).await.unwrap();
+        let names: Vec<String> = all.into_iter().filter_map(|c| c.metadata.name).collect();
+        let want: Vec<String> = (0..n).map(|i| format!("cm-{i:04}")).collect();
+        assert_eq!(names, want);
+    }
 
     #[test]
     fn server_errors_read_as_kubectl_prints_them() {
