@@ -13,8 +13,9 @@
 //!
 //! It can also keep secondary indexes of the current state (a pod's `spec.nodeName`, from the
 //! API server's [`TriggerIndex`]), so that a list of one node's pods among 150 000 reads only that
-//! node's pods. Each is built once, by the writer, the first time a list asks for it, and kept up
-//! to date from every committed write's value.
+//! node's pods. Each is built once (from a read snapshot, then caught up by the writer; see
+//! `redb_store`), when the API server starts or the first list asks for it, and kept up to date
+//! from every committed write's value.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -36,7 +37,7 @@ pub(crate) struct Plan {
     pub remaining: u64,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     /// The last revision applied: every committed version up to it is here.
     pub rev: Revision,
@@ -201,25 +202,24 @@ impl KeyIndex {
         plan
     }
 
-    /// [`KeyIndex::plan`] of a list that wants only the keys filed under `trigger`: when its
-    /// secondary index is kept, covers `prefix` and `at` is the current revision, only the keys
-    /// filed under the trigger's value or unreadable are planned; otherwise every key is.
-    pub fn plan_filtered(
+    /// The plan of a list without a limit that wants only the keys filed under `trigger`, when
+    /// its secondary index is kept, covers `prefix` and `at` is the current revision (`None`
+    /// otherwise: plan every key). Its `remaining` says whether keys left out follow the last one
+    /// planned (see `ListOptions::index`).
+    pub fn filtered(
         &self,
         prefix: &str,
         start: &str,
         at: Revision,
-        limit: usize,
-        trigger: Option<&Trigger>,
-    ) -> Plan {
-        let secondary = trigger.and_then(|t| {
-            let s = self.secondary.get(t.index.name)?;
-            (s.index == IndexKey(t.index) && prefix.starts_with(s.prefix()) && at == self.rev)
-                .then_some((s, t))
-        });
-        let Some((secondary, trigger)) = secondary else {
-            return self.plan(prefix, start, at, limit);
-        };
+        trigger: &Trigger,
+    ) -> Option<Plan> {
+        let secondary = self.secondary.get(trigger.index.name)?;
+        if secondary.index != IndexKey(trigger.index)
+            || !prefix.starts_with(secondary.prefix())
+            || at != self.rev
+        {
+            return None;
+        }
         let empty = BTreeSet::new();
         let filed = secondary
             .by_value
@@ -234,35 +234,29 @@ impl KeyIndex {
             .collect();
         candidates.sort_unstable();
         candidates.dedup();
-        let mut plan = Plan::default();
-        for key in candidates {
-            // The secondary index holds current keys only, so each has a live newest version.
-            let Some(v) = self.keys.get(key).and_then(|v| v.last()).filter(|v| v.put) else {
-                continue;
-            };
-            if plan.page.len() < limit {
-                plan.page.push((key.to_string(), v.rev));
-            } else {
-                plan.remaining += 1;
-            }
-        }
-        if plan.remaining == 0 {
-            // Whether keys left out follow the last one planned (see `ListOptions::index`).
-            let after = plan
-                .page
-                .last()
-                .map_or(start.to_owned(), |(k, _)| format!("{k}\0"));
-            let follows = self
-                .keys
-                .range::<str, _>((
-                    std::ops::Bound::Included(after.as_str()),
-                    std::ops::Bound::Unbounded,
-                ))
-                .take_while(|(k, _)| k.starts_with(prefix))
-                .any(|(_, v)| v.last().is_some_and(|v| v.put));
-            plan.remaining = u64::from(follows);
-        }
-        plan
+        // The secondary index holds current keys only, so each has a live newest version.
+        let page: Vec<(String, Revision)> = candidates
+            .into_iter()
+            .filter_map(|key| {
+                let v = self.keys.get(key)?.last().filter(|v| v.put)?;
+                Some((key.to_string(), v.rev))
+            })
+            .collect();
+        let after = page
+            .last()
+            .map_or(start.to_owned(), |(k, _)| format!("{k}\0"));
+        let follows = self
+            .keys
+            .range::<str, _>((
+                std::ops::Bound::Included(after.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .any(|(_, v)| v.last().is_some_and(|v| v.put));
+        Some(Plan {
+            page,
+            remaining: u64::from(follows),
+        })
     }
 
     /// Whether both hold the same versions of the same keys.
