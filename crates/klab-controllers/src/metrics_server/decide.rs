@@ -293,6 +293,8 @@ pub fn resource_usage(last: &Point, prev: &Point) -> Option<(Usage, Timestamp, D
     // Nanocores = CPU nanoseconds per second of window, in exact integer arithmetic: upstream
     // divides in float64, whose rounding truncates an exact 250m over a 14.085 s window to
     // 249999999n (the nanosecond timestamps of a real node seldom give such round values).
+    // The counters themselves are read as upstream reads them (`nanos`, truncating), so a
+    // counter can still come out 1 ns short and the rate 1n below the model's.
     let cpu = u128::from(last.cpu_ns.saturating_sub(prev.cpu_ns))
         .saturating_mul(1_000_000_000)
         .checked_div(window.as_nanos())?;
