@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng, names};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
@@ -503,7 +504,8 @@ async fn pod_loop(s: Arc<Shared>) {
     let ctx = &s.ctx;
     let mut mgr = PodManager::new(&ctx.name, &ctx.spec.node_ip, ctx.model.clone())
         .with_probe_jitter(ctx.clock.now(), ctx.rng.clone());
-    let api: Api<Pod> = Api::all(ctx.client.clone());
+    // Decoded without managed fields: the kubelet never reads them (its writes are patches).
+    let api: Api<Slim<Pod>> = Api::all(ctx.client.clone());
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.name));
     let mut stream = watcher(api, cfg).boxed();
     let mut pods: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
@@ -567,7 +569,7 @@ async fn pod_loop(s: Arc<Shared>) {
             _ = logind_change => {}
             ev = stream.next() => match ev {
                 Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
-                Some(Ok(watcher::Event::InitApply(p))) => {
+                Some(Ok(watcher::Event::InitApply(Slim(p)))) => {
                     if let (Some(m), Some(uid)) = (init.as_mut(), p.metadata.uid.clone()) {
                         new_pods |= !pods.contains_key(&uid);
                         m.insert(uid, Arc::new(p));
@@ -579,7 +581,7 @@ async fn pod_loop(s: Arc<Shared>) {
                     }
                     synced = true;
                 }
-                Some(Ok(watcher::Event::Apply(p))) => {
+                Some(Ok(watcher::Event::Apply(Slim(p)))) => {
                     pods_or_timer = true;
                     // The watch can deliver the echo of a write after the PATCH response that
                     // superseded it was stored: never go back to an older version, or the next sync
@@ -591,7 +593,7 @@ async fn pod_loop(s: Arc<Shared>) {
                         pods.insert(uid, Arc::new(p));
                     }
                 }
-                Some(Ok(watcher::Event::Delete(p))) => {
+                Some(Ok(watcher::Event::Delete(Slim(p)))) => {
                     pods_or_timer = true;
                     if let Some(uid) = p.metadata.uid.clone() {
                         pods.remove(&uid);
@@ -1008,13 +1010,13 @@ async fn apply_write(
             uid,
             status,
         } => {
-            let api: Api<Pod> = Api::namespaced(client, &namespace);
+            let api: Api<Slim<Pod>> = Api::namespaced(client, &namespace);
             let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": status });
             match api
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(p) => {
+                Ok(Slim(p)) => {
                     // Keep our view current so the next sync compares against what we wrote.
                     if p.metadata.uid.as_deref() == Some(uid.as_str()) {
                         mgr.status_written(&uid, p.status.clone());

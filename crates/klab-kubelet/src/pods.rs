@@ -649,11 +649,14 @@ impl PodManager {
         now: Timestamp,
     ) -> Vec<(String, eviction::PodUsage)> {
         let resource = signal.resource();
+        // Every pod is looked at every 10 s: read its spec and annotations in place.
+        let no_spec = PodSpec::default();
+        let no_annotations = BTreeMap::new();
         self.workers
             .iter()
             .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing) && w.in_api)
             .map(|(uid, w)| {
-                let spec = w.pod.spec.clone().unwrap_or_default();
+                let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
                 let containers = spec
                     .containers
                     .iter()
@@ -683,7 +686,12 @@ impl PodManager {
                         (c.name.clone(), Some(used), request)
                     })
                     .collect();
-                let annotations = w.pod.metadata.annotations.clone().unwrap_or_default();
+                let annotations = w
+                    .pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .unwrap_or(&no_annotations);
                 // The disk signals also rank by the pod's emptyDir contents.
                 let local_volumes = match signal {
                     eviction::Signal::NodeFsAvailable | eviction::Signal::ImageFsAvailable => {

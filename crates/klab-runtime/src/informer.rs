@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use klab_api::Clock;
+use klab_api::slim::Slim;
 use klab_api::supervise::{Health, RestartPolicy, supervise};
 use kube::Resource;
 use kube::api::Api;
@@ -236,13 +237,17 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
         }
     }
 
-    /// Lists and watches `api` into this informer for ever (a watch error backs off
-    /// [`WATCH_ERROR_BACKOFF`] on the cluster's clock and relists).
-    pub async fn run(self, api: Api<K>, clock: Clock) -> Result<(), String>
+    /// Lists and watches every `K` of the cluster into this informer for ever (a watch error
+    /// backs off [`WATCH_ERROR_BACKOFF`] on the cluster's clock and relists). Objects are
+    /// decoded without their managed fields ([`Slim`]) rather than decoded and then trimmed.
+    pub async fn run(self, client: kube::Client, clock: Clock) -> Result<(), String>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        let api = Api::<Slim<K>>::all(client);
+        let mut stream = watcher(api, watcher::Config::default())
+            .map_ok(unslim)
+            .boxed();
         loop {
             match stream.next().await {
                 Some(Ok(ev)) => {
@@ -259,6 +264,17 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
                 None => return Err(format!("the {} watch stream ended", K::plural(&()))),
             }
         }
+    }
+}
+
+/// A watcher event of `Slim<K>` as one of `K`.
+pub fn unslim<K>(ev: watcher::Event<Slim<K>>) -> watcher::Event<K> {
+    match ev {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -388,7 +404,7 @@ impl Informers {
         let i = informer.clone();
         let task = match &self.supervision {
             None => tokio::spawn(async move {
-                if let Err(e) = i.run(Api::<K>::all(client), clock).await {
+                if let Err(e) = i.run(client, clock).await {
                     tracing::error!("informer stopped: {e}");
                 }
             }),
@@ -399,7 +415,7 @@ impl Informers {
                     name,
                     clock.clone(),
                     RestartPolicy::CrashLoop,
-                    move || i.clone().run(Api::<K>::all(client.clone()), clock.clone()),
+                    move || i.clone().run(client.clone(), clock.clone()),
                 ))
             }
         };

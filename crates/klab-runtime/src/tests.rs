@@ -237,6 +237,8 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
             name: Some(name.into()),
             ..Default::default()
         },
+        // Some field for the creator to manage.
+        data: Some([("k".to_string(), "v".to_string())].into()),
         ..Default::default()
     };
     cms.create(&PostParams::default(), &cm("b")).await.unwrap();
@@ -262,6 +264,21 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(i1.synced());
+    // The API server keeps field managers; the informer holds its objects without them.
+    assert!(
+        cms.get("a")
+            .await
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_some()
+    );
+    assert_eq!(i1.len(), 2);
+    assert!(
+        i1.list()
+            .iter()
+            .all(|c| c.metadata.managed_fields.is_none())
+    );
     cms.create(&PostParams::default(), &cm("fail"))
         .await
         .unwrap();

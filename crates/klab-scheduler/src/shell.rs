@@ -17,6 +17,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use klab_api::clock::format_time;
+use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng, names};
 
 use crate::events::{EventRecorder, EventSpec};
@@ -329,15 +330,15 @@ impl Scheduler {
         });
     }
 
-    fn on_node_event(&mut self, ev: watcher::Event<Node>) {
+    fn on_node_event(&mut self, ev: watcher::Event<Slim<Node>>) {
         match ev {
-            watcher::Event::Apply(n) => self.apply_node(n),
-            watcher::Event::Delete(n) => {
+            watcher::Event::Apply(Slim(n)) => self.apply_node(n),
+            watcher::Event::Delete(Slim(n)) => {
                 self.cache
                     .remove_node(n.metadata.name.as_deref().unwrap_or(""));
             }
             watcher::Event::Init => self.relist_nodes = Some(BTreeMap::new()),
-            watcher::Event::InitApply(n) => {
+            watcher::Event::InitApply(Slim(n)) => {
                 if let Some(m) = self.relist_nodes.as_mut() {
                     m.insert(n.metadata.name.clone().unwrap_or_default(), n);
                 }
@@ -361,12 +362,12 @@ impl Scheduler {
         }
     }
 
-    fn on_pod_event(&mut self, ev: watcher::Event<Pod>) {
+    fn on_pod_event(&mut self, ev: watcher::Event<Slim<Pod>>) {
         match ev {
-            watcher::Event::Apply(p) => self.apply_pod(p),
-            watcher::Event::Delete(p) => self.remove_pod(&key_of(&p)),
+            watcher::Event::Apply(Slim(p)) => self.apply_pod(p),
+            watcher::Event::Delete(Slim(p)) => self.remove_pod(&key_of(&p)),
             watcher::Event::Init => self.relist_pods = Some(Vec::new()),
-            watcher::Event::InitApply(p) => {
+            watcher::Event::InitApply(Slim(p)) => {
                 if let Some(v) = self.relist_pods.as_mut() {
                     v.push(p);
                 }
@@ -818,8 +819,8 @@ impl Scheduler {
 }
 
 enum Ev {
-    Node(Box<Result<watcher::Event<Node>, watcher::Error>>),
-    Pod(Box<Result<watcher::Event<Pod>, watcher::Error>>),
+    Node(Box<Result<watcher::Event<Slim<Node>>, watcher::Error>>),
+    Pod(Box<Result<watcher::Event<Slim<Pod>>, watcher::Error>>),
     Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
 }
 
@@ -831,12 +832,20 @@ pub async fn run(
     rng: DetRng,
     config: SchedulerConfig,
 ) -> Result<(), SchedulerError> {
-    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .map(|e| Ev::Node(Box::new(e)))
-        .boxed();
-    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
-        .map(|e| Ev::Pod(Box::new(e)))
-        .boxed();
+    // Nodes and pods are decoded without their managed fields, as kube-scheduler's pod informer
+    // drops them: the scheduler never reads them, and they are a large part of a pod.
+    let nodes = watcher(
+        Api::<Slim<Node>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .map(|e| Ev::Node(Box::new(e)))
+    .boxed();
+    let pods = watcher(
+        Api::<Slim<Pod>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .map(|e| Ev::Pod(Box::new(e)))
+    .boxed();
     let claims = watcher(
         Api::<PersistentVolumeClaim>::all(client.clone()),
         watcher::Config::default(),

@@ -24,11 +24,12 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::task::Poll;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use klab_api::Clock;
 use klab_api::names::{FINALIZER_FOREGROUND_DELETION, FINALIZER_ORPHAN_DEPENDENTS};
+use klab_api::slim::Slim;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     Preconditions, PropagationPolicy,
@@ -80,11 +81,13 @@ pub async fn run(
         .iter()
         .map(|(_, ar)| {
             // A metadata watch (`as=PartialObjectMetadata`), as upstream's GC uses metadata
-            // informers: the server sends metadata only, and it is all the graph reads.
+            // informers: the server sends metadata only, and it is all the graph reads. Its
+            // managed fields are skipped unread (`Slim`): the graph never looks at them.
             watcher(
-                Api::<Meta>::all_with(client.clone(), ar),
+                Api::<Slim<Meta>>::all_with(client.clone(), ar),
                 watcher::Config::default(),
             )
+            .map_ok(klab_runtime::informer::unslim)
             .boxed()
         })
         .collect();
