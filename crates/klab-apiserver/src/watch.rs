@@ -64,6 +64,15 @@ struct Encoder {
 }
 
 impl Encoder {
+    /// The line of a change's state: as JSON objects, encoded once for every watch that sends
+    /// it (upstream's cacher likewise caches an event's serialization per encoding).
+    fn state_line(&mut self, ty: &str, state: &State) -> Bytes {
+        match &self.render {
+            Render::Object => state.line(ty),
+            _ => self.line(ty, &state.value),
+        }
+    }
+
     fn line(&mut self, ty: &str, obj: &Value) -> Bytes {
         let object = match &self.render {
             Render::Object => return encode_line(ty, obj),
@@ -130,6 +139,36 @@ fn encode_line(ty: &str, obj: &Value) -> Bytes {
     Bytes::from(bytes)
 }
 
+/// A change's decoded state and, once a watch has sent it as JSON, its encoding.
+pub(crate) struct State {
+    value: Value,
+    json: std::sync::OnceLock<Bytes>,
+}
+
+impl State {
+    fn new(value: Value) -> Arc<State> {
+        Arc::new(State {
+            value,
+            json: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// `{"type":ty,"object":…}` and a newline, byte for byte what [`encode_line`] writes (`ty`
+    /// is one of the fixed event types, which need no escaping).
+    fn line(&self, ty: &str) -> Bytes {
+        let json = self
+            .json
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&self.value).unwrap_or_default()));
+        let mut out = Vec::with_capacity(json.len().saturating_add(ty.len()).saturating_add(24));
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(ty.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(json);
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
+    }
+}
+
 /// One protobuf watch frame; an object the codec cannot encode (it came from the store, so this
 /// is a server bug) is logged and skipped rather than ending the stream.
 fn encode_frame(ty: &str, obj: &Value) -> Bytes {
@@ -145,7 +184,7 @@ fn encode_frame(ty: &str, obj: &Value) -> Bytes {
 /// A change as watches see it: the new and the previous object, decoded, converted to the
 /// watched resource's version and stamped with the change's revision (an update's previous
 /// object, never sent, may carry its own).
-type Decoded = (Option<Arc<Value>>, Option<Arc<Value>>);
+type Decoded = (Option<Arc<State>>, Option<Arc<State>>);
 
 /// Recent store changes decoded once for every watch that examines them (the first half of
 /// upstream's watch cache: there, each change is decoded once and filtered per watcher). With a
@@ -183,7 +222,7 @@ struct DecodedWindow {
 struct Latest {
     revision: u64,
     bytes: Bytes,
-    state: Arc<Value>,
+    state: Arc<State>,
 }
 
 /// The same stored buffer (not merely equal bytes: a pointer check, so a miss costs nothing).
@@ -252,7 +291,7 @@ impl DecodedEvents {
         }
         let decode = |b: &Bytes| {
             object::decode_stored(b, ev.revision).ok().map(|o| {
-                Arc::new(crate::crud::present(
+                State::new(crate::crud::present(
                     ri,
                     crate::conversion::from_storage(ri, o),
                     ev.revision,
@@ -274,9 +313,9 @@ impl DecodedEvents {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     Some(match ev.kind {
                         EventKind::Delete => {
-                            let mut v = (*l.state).clone();
+                            let mut v = l.state.value.clone();
                             object::set_resource_version(&mut v, ev.revision);
-                            Arc::new(v)
+                            State::new(v)
                         }
                         _ => l.state.clone(),
                     })
@@ -679,19 +718,19 @@ fn event_line(
 ) -> Option<Bytes> {
     let ri = enc.ri;
     let (new, old) = decoded.get(ri, ev);
-    let matches = |o: &Option<Arc<Value>>| o.as_ref().is_some_and(|o| sel.matches(ri, o));
+    let matches = |o: &Option<Arc<State>>| o.as_ref().is_some_and(|o| sel.matches(ri, &o.value));
     match ev.kind {
         EventKind::Create => {
-            matches(&new).then(|| enc.line("ADDED", new.as_ref().expect("matched")))
+            matches(&new).then(|| enc.state_line("ADDED", new.as_ref().expect("matched")))
         }
         EventKind::Delete => {
             // The DELETED object is the last state, stamped with the deletion's revision.
-            matches(&old).then(|| enc.line("DELETED", old.as_ref().expect("matched")))
+            matches(&old).then(|| enc.state_line("DELETED", old.as_ref().expect("matched")))
         }
         EventKind::Update => match (matches(&old), matches(&new)) {
-            (true, true) => Some(enc.line("MODIFIED", new.as_ref().expect("matched"))),
-            (false, true) => Some(enc.line("ADDED", new.as_ref().expect("matched"))),
-            (true, false) => Some(enc.line("DELETED", new.as_ref().expect("decoded"))),
+            (true, true) => Some(enc.state_line("MODIFIED", new.as_ref().expect("matched"))),
+            (false, true) => Some(enc.state_line("ADDED", new.as_ref().expect("matched"))),
+            (true, false) => Some(enc.state_line("DELETED", new.as_ref().expect("decoded"))),
             (false, false) => None,
         },
     }
@@ -707,6 +746,23 @@ mod tests {
         Selectors {
             labels: LabelSelector::everything(),
             fields: FieldSelector::parse(fields).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_state_line_is_the_line_encoded_for_each_watch() {
+        let objects = [
+            json!({"kind": "Pod", "metadata": {"name": "p\"q", "resourceVersion": "7"},
+                   "status": {"message": "caf\u{e9} \n"}, "spec": {"n": [1, 2.5, null, true]}}),
+            json!({}),
+        ];
+        for obj in objects {
+            let state = State::new(obj.clone());
+            for ty in ["ADDED", "MODIFIED", "DELETED"] {
+                // Twice: the second line comes from the kept encoding.
+                assert_eq!(state.line(ty), encode_line(ty, &obj), "{ty} {obj}");
+                assert_eq!(state.line(ty), encode_line(ty, &obj), "{ty} {obj}");
+            }
         }
     }
 

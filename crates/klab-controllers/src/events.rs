@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
@@ -117,7 +118,7 @@ impl EventRecorder {
         let previous = self.lock().seen.get(&key).cloned();
         if let Some(prev) = previous {
             let count = prev.count.saturating_add(1);
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &prev.namespace);
+            let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &prev.namespace);
             let patch = serde_json::json!({ "count": count, "lastTimestamp": now });
             match api
                 .patch(
@@ -159,11 +160,12 @@ impl EventRecorder {
             Some(ns) if !ns.is_empty() => ns.to_string(),
             _ => klab_api::names::NS_DEFAULT.to_string(),
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &namespace);
         let mut suffix = self.next_suffix();
         for attempt in 0..CREATE_ATTEMPTS {
             let name = format!("{object_name}.{suffix:x}");
-            let ev = Event {
+            // The reply is decoded without its managed fields: it is not read.
+            let ev = Slim(Event {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(namespace.clone()),
@@ -183,7 +185,7 @@ impl EventRecorder {
                 reporting_component: Some(self.component.clone()),
                 reporting_instance: None,
                 ..Default::default()
-            };
+            });
             match api.create(&PostParams::default(), &ev).await {
                 Ok(_) => {
                     self.remember(key, namespace, name, 1);

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use klab_api::slim::Slim;
 use klab_api::{Clock, names};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -81,7 +82,7 @@ impl Recorder {
 
     async fn post(&self, ev: Event) {
         let ns = ev.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &ns);
         let o = &ev.involved_object;
         let key = format!(
             "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
@@ -96,7 +97,7 @@ impl Recorder {
         if let Some((pns, name, count)) = previous {
             let patch =
                 serde_json::json!({ "count": count + 1, "lastTimestamp": self.clock.now_time() });
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &pns);
+            let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &pns);
             match api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -113,8 +114,10 @@ impl Recorder {
                 }
             }
         }
+        // The reply is decoded without its managed fields: only its name is read.
+        let ev = Slim(ev);
         match api.create(&PostParams::default(), &ev).await {
-            Ok(created) => {
+            Ok(Slim(created)) => {
                 let name = created.metadata.name.unwrap_or_default();
                 self.seen
                     .lock()
