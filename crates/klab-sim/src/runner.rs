@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
+use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng};
 use klab_apiserver::registry::{self, ResourceInfo};
 use klab_cluster::Cluster;
@@ -325,7 +326,8 @@ fn resource(api_version: &str, kind: &str) -> &'static ResourceInfo {
 }
 
 /// Lists, then watches one resource across all namespaces until aborted. Objects are read as
-/// JSON values, as the recorder uses them (no typed or `DynamicObject` decode in between).
+/// JSON values, as the recorder uses them (no typed or `DynamicObject` decode in between), and
+/// without their managed fields unless an `object:` expectation may read them (`whole`).
 async fn watch_loop(
     client: kube::Client,
     ri: &'static ResourceInfo,
@@ -333,6 +335,10 @@ async fn watch_loop(
     rec: Recorder,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
+    let whole = rec
+        .full_kinds
+        .iter()
+        .any(|(g, k)| *g == ri.group && *k == ri.kind);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(ri));
     let request = kube::core::Request::new(api.resource_url());
     let mut ready = Some(ready);
@@ -341,7 +347,11 @@ async fn watch_loop(
     loop {
         if rv.is_empty() {
             let list = match request.list(&ListParams::default()) {
-                Ok(req) => client.request::<Value>(req).await,
+                Ok(req) if whole => client.request::<Value>(req).await,
+                Ok(req) => client
+                    .request::<Slim<Value>>(req)
+                    .await
+                    .map(Slim::into_inner),
                 Err(e) => Err(kube::Error::BuildRequest(e)),
             };
             match list {
@@ -384,7 +394,11 @@ async fn watch_loop(
             }
         }
         let stream = match request.watch(&WatchParams::default().timeout(290), &rv) {
-            Ok(req) => client.request_events::<Value>(req).await,
+            Ok(req) if whole => client.request_events::<Value>(req).await.map(|s| s.boxed()),
+            Ok(req) => client
+                .request_events::<Slim<Value>>(req)
+                .await
+                .map(|s| s.map(|r| r.map(unslim_event)).boxed()),
             Err(e) => Err(kube::Error::BuildRequest(e)),
         };
         let stream = match stream {
@@ -432,6 +446,17 @@ async fn watch_loop(
             }
             rec.observe(ri, what, o, deleted, modified);
         }
+    }
+}
+
+/// A watch event of a value decoded without managed fields, as one of a value.
+fn unslim_event(ev: WatchEvent<Slim<Value>>) -> WatchEvent<Value> {
+    match ev {
+        WatchEvent::Added(o) => WatchEvent::Added(o.0),
+        WatchEvent::Modified(o) => WatchEvent::Modified(o.0),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(o.0),
+        WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
+        WatchEvent::Error(e) => WatchEvent::Error(e),
     }
 }
 

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use klab_api::slim::Slim;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -102,7 +103,7 @@ pub async fn fetch_all(
         settings,
         ..Default::default()
     };
-    let leases: Api<Lease> = Api::namespaced(client.clone(), klab_api::names::NS_NODE_LEASE);
+    let leases: Api<Slim<Lease>> = Api::namespaced(client.clone(), klab_api::names::NS_NODE_LEASE);
     snap.leases = match list_paged(&leases).await {
         Ok(l) => Some(l),
         Err(e) => {
@@ -192,9 +193,10 @@ async fn check_target(client: &Client, t: &Target) -> Result<(), FetchError> {
 /// Objects per list page (kubectl's `--chunk-size` and client-go's pager default).
 const PAGE: u32 = 500;
 
-/// Every object of `api`, page by page at one resource version. If a continued page fails
-/// (its resource version compacted away), the whole list is read again in one request.
-async fn list_paged<K>(api: &Api<K>) -> kube::Result<Vec<K>>
+/// Every object of `api`, page by page at one resource version, decoded without managed
+/// fields (nothing here reads them, and they are most of a pod's metadata). If a continued page
+/// fails (its resource version compacted away), the whole list is read again in one request.
+async fn list_paged<K>(api: &Api<Slim<K>>) -> kube::Result<Vec<K>>
 where
     K: Clone + DeserializeOwned + Debug,
 {
@@ -204,11 +206,12 @@ where
         let page = match api.list(&lp).await {
             Ok(page) => page,
             Err(_) if lp.continue_token.is_some() => {
-                return api.list(&ListParams::default()).await.map(|l| l.items);
+                let all = api.list(&ListParams::default()).await?;
+                return Ok(all.items.into_iter().map(Slim::into_inner).collect());
             }
             Err(e) => return Err(e),
         };
-        items.extend(page.items);
+        items.extend(page.items.into_iter().map(Slim::into_inner));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
             None => return Ok(items),
@@ -221,10 +224,10 @@ where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
-    match list_paged(&Api::<K>::all(client.clone())).await {
+    match list_paged(&Api::<Slim<K>>::all(client.clone())).await {
         Ok(items) => items,
         // Allowed in one namespace only (a namespaced Role): that namespace is what matters.
-        Err(_) => match list_paged(&Api::<K>::namespaced(client.clone(), ns)).await {
+        Err(_) => match list_paged(&Api::<Slim<K>>::namespaced(client.clone(), ns)).await {
             Ok(items) => items,
             Err(e) => {
                 un.push(format!("{what}: {}", server_error(&e).1));
@@ -239,7 +242,7 @@ where
     K: Resource<Scope = ClusterResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
-    match list_paged(&Api::<K>::all(client.clone())).await {
+    match list_paged(&Api::<Slim<K>>::all(client.clone())).await {
         Ok(items) => items,
         Err(e) => {
             un.push(format!("{what}: {}", server_error(&e).1));
@@ -261,14 +264,21 @@ mod tests {
         let n = 2 * PAGE as usize + 3;
         for i in 0..n {
             let cm: ConfigMap = serde_json::from_value(
-                serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}}),
+                serde_json::json!({"metadata": {"name": format!("cm-{i:04}")}, "data": {"k": "v"}}),
             )
             .unwrap();
             maps.create(&PostParams::default(), &cm).await.unwrap();
         }
         let first = maps.list(&ListParams::default().limit(PAGE)).await.unwrap();
         assert!(first.metadata.continue_.is_some(), "more than one page");
-        let all = list_paged(&maps).await.unwrap();
+        assert!(first.items[0].metadata.managed_fields.is_some());
+        let all = list_paged(&Api::<Slim<ConfigMap>>::namespaced(
+            client.clone(),
+            "default",
+        ))
+        .await
+        .unwrap();
+        assert!(all.iter().all(|c| c.metadata.managed_fields.is_none()));
         let names: Vec<String> = all.into_iter().filter_map(|c| c.metadata.name).collect();
         let want: Vec<String> = (0..n).map(|i| format!("cm-{i:04}")).collect();
         assert_eq!(names, want);
