@@ -9,8 +9,9 @@
 //! `IgnoredAny` and leaves `managed_fields` `None`, which is exactly what the transform leaves.
 //!
 //! The filter applies to the `managedFields` key of a map that is the value of a `metadata`
-//! key, at any depth: in the k8s-openapi types that is always an `ObjectMeta` (an object's own,
-//! a list's items', a template's). Nothing else is touched.
+//! key, at any depth: in the k8s-openapi types (and in built-in kinds read as JSON values) that
+//! is always an `ObjectMeta` (an object's own, a list's items', a template's). Nothing else is
+//! touched.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -21,7 +22,7 @@ use serde::de::{
 use serde::{Deserialize, Serialize, Serializer};
 
 /// `K`, decoded without `metadata.managedFields`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Slim<K>(pub K);
 
 impl<K> Slim<K> {
@@ -34,12 +35,6 @@ impl<K> std::ops::Deref for Slim<K> {
     type Target = K;
     fn deref(&self) -> &K {
         &self.0
-    }
-}
-
-impl<K> std::ops::DerefMut for Slim<K> {
-    fn deref_mut(&mut self) -> &mut K {
-        &mut self.0
     }
 }
 
@@ -90,12 +85,6 @@ impl<K: kube_core::Resource> kube_core::Resource for Slim<K> {
     fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         self.0.meta_mut()
     }
-}
-
-/// Decodes `K` from JSON text without its managed fields (the same as `serde_json::from_str`
-/// followed by dropping them).
-pub fn from_str<K: de::DeserializeOwned>(s: &str) -> serde_json::Result<K> {
-    serde_json::from_str::<Slim<K>>(s).map(Slim::into_inner)
 }
 
 /// A deserializer that hands every map it yields through [`FilterMap`]; `metadata` is true for

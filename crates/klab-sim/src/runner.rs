@@ -243,6 +243,13 @@ impl Recorder {
         }
     }
 
+    /// Whether objects of `ri` are kept whole, for `object:` expectations to read.
+    fn keeps_whole(&self, ri: &ResourceInfo) -> bool {
+        self.full_kinds
+            .iter()
+            .any(|(g, k)| *g == ri.group && *k == ri.kind)
+    }
+
     fn observe(
         &self,
         ri: &'static ResourceInfo,
@@ -261,11 +268,7 @@ impl Recorder {
         };
         let name = meta("name");
         let namespace = meta("namespace");
-        if self
-            .full_kinds
-            .iter()
-            .any(|(g, k)| *g == ri.group && *k == ri.kind)
-        {
+        if self.keeps_whole(ri) {
             self.push(
                 rv,
                 Change::Object {
@@ -335,10 +338,7 @@ async fn watch_loop(
     rec: Recorder,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
-    let whole = rec
-        .full_kinds
-        .iter()
-        .any(|(g, k)| *g == ri.group && *k == ri.kind);
+    let whole = rec.keeps_whole(ri);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(ri));
     let request = kube::core::Request::new(api.resource_url());
     let mut ready = Some(ready);

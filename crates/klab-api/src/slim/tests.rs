@@ -6,6 +6,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+/// `K` from JSON text through `Slim`.
+fn from_str<K: de::DeserializeOwned>(s: &str) -> serde_json::Result<K> {
+    serde_json::from_str::<Slim<K>>(s).map(Slim::into_inner)
+}
+
 fn pod_json() -> Value {
     json!({
         "apiVersion": "v1",
