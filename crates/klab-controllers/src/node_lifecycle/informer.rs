@@ -81,6 +81,11 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
         self.objects.values().map(Arc::as_ref)
     }
 
+    /// All objects in key order, shared with the cache.
+    pub fn arcs(&self) -> impl Iterator<Item = &Arc<K>> {
+        self.objects.values()
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.objects.keys()
     }

@@ -1,6 +1,7 @@
 //! Pure decisions of the pod garbage collector (spec §7): which pods each of the four passes
 //! force-deletes, in upstream order, and the orphan-node quarantine queue driven by `now`.
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -146,11 +147,19 @@ fn force_delete(
 
 /// `gcTerminated`: when more than `threshold` pods are terminated, the surplus, evicted and oldest
 /// first. A threshold ≤ 0 disables it.
-pub fn gc_terminated(pods: &[Pod], threshold: i32, now: Timestamp) -> Vec<ForceDelete> {
+pub fn gc_terminated(
+    pods: &[impl Borrow<Pod>],
+    threshold: i32,
+    now: Timestamp,
+) -> Vec<ForceDelete> {
     if threshold <= 0 {
         return Vec::new();
     }
-    let mut terminated: Vec<&Pod> = pods.iter().filter(|p| is_terminated(p)).collect();
+    let mut terminated: Vec<&Pod> = pods
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|p| is_terminated(p))
+        .collect();
     let surplus = terminated
         .len()
         .saturating_sub(usize::try_from(threshold).unwrap_or(usize::MAX));
@@ -181,17 +190,19 @@ pub fn is_node_ready(node: &Node) -> bool {
 /// `gcTerminating`: terminating pods on a cached node that is not Ready and has the out-of-service
 /// taint, sorted like `gc_terminated`; phase Failed without extra condition.
 pub fn gc_terminating(
-    pods: &[Pod],
-    nodes: &BTreeMap<String, Node>,
+    pods: &[impl Borrow<Pod>],
+    nodes: &BTreeMap<String, impl Borrow<Node>>,
     now: Timestamp,
 ) -> Vec<ForceDelete> {
     let mut chosen: Vec<&Pod> = pods
         .iter()
+        .map(Borrow::borrow)
         .filter(|p| is_terminating(p))
         .filter(|p| {
             nodes
                 .get(node_name(p))
-                .is_some_and(|n| !is_node_ready(n) && has_out_of_service_taint(n))
+                .map(Borrow::borrow)
+                .is_some_and(|n: &Node| !is_node_ready(n) && has_out_of_service_taint(n))
         })
         .collect();
     chosen.sort_by(by_eviction_and_creation);
@@ -202,8 +213,9 @@ pub fn gc_terminating(
 }
 
 /// `gcUnscheduledTerminating`: terminating pods without a node, phase Failed.
-pub fn gc_unscheduled_terminating(pods: &[Pod], now: Timestamp) -> Vec<ForceDelete> {
+pub fn gc_unscheduled_terminating(pods: &[impl Borrow<Pod>], now: Timestamp) -> Vec<ForceDelete> {
     pods.iter()
+        .map(Borrow::borrow)
         .filter(|p| is_terminating(p) && node_name(p).is_empty())
         .map(|p| force_delete(p, GcReason::TerminatingUnscheduled, None, now))
         .collect()
@@ -221,14 +233,14 @@ impl OrphanQuarantine {
     /// quarantine.
     pub fn observe(
         &mut self,
-        pods: &[Pod],
+        pods: &[impl Borrow<Pod>],
         existing: &BTreeSet<String>,
         now: Timestamp,
         quarantine: Duration,
     ) {
         let ready = add(now, quarantine);
         for p in pods {
-            let n = node_name(p);
+            let n = node_name(p.borrow());
             if !n.is_empty() && !existing.contains(n) {
                 let e = self.waiting.entry(n.to_string()).or_insert(ready);
                 if ready < *e {
@@ -264,11 +276,12 @@ impl OrphanQuarantine {
 /// `gcOrphaned`'s deletions: every pod bound to a node confirmed deleted, phase Failed plus
 /// `DisruptionTarget / DeletionByPodGC`.
 pub fn gc_orphaned(
-    pods: &[Pod],
+    pods: &[impl Borrow<Pod>],
     deleted_nodes: &BTreeSet<String>,
     now: Timestamp,
 ) -> Vec<ForceDelete> {
     pods.iter()
+        .map(Borrow::borrow)
         .filter(|p| deleted_nodes.contains(node_name(p)))
         .map(|p| {
             let cond = PodCondition {
@@ -516,7 +529,7 @@ mod tests {
         // Merely NotReady: nothing. Node missing from the cache: skipped.
         let nodes: BTreeMap<String, Node> = [node("w", "False", vec![])].into_iter().collect();
         assert!(gc_terminating(&pods, &nodes, t(100)).is_empty());
-        assert!(gc_terminating(&pods, &BTreeMap::new(), t(100)).is_empty());
+        assert!(gc_terminating(&pods, &BTreeMap::<String, Node>::new(), t(100)).is_empty());
     }
 
     #[test]

@@ -128,10 +128,12 @@ impl Controller {
     /// One pass, in upstream order, over one snapshot of the caches.
     async fn gc(&mut self) {
         let now = pass_time(&self.clock);
-        let pods: Vec<Pod> = self.pods.values().cloned().collect();
-        let nodes: BTreeMap<String, Node> = self
+        // Shared with the cache (no copy of any object): a pass at 5 000 nodes and 150 000 pods
+        // must not clone them all every 20 s.
+        let pods: Vec<Arc<Pod>> = self.pods.arcs().cloned().collect();
+        let nodes: BTreeMap<String, Arc<Node>> = self
             .nodes
-            .values()
+            .arcs()
             .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.clone()))
             .collect();
         let existing: BTreeSet<String> = nodes.keys().cloned().collect();
