@@ -269,10 +269,11 @@ impl Cluster {
             ),
             "default",
         );
-        let (mclock, mcfg, mstore) = (
+        let (mclock, mcfg, mstore, mhealth) = (
             clock.clone(),
             config.metrics_server.clone(),
             metrics_store.clone(),
+            api.health().clone(),
         );
         tasks.push(tokio::spawn(supervise(
             api.health().clone(),
@@ -285,6 +286,7 @@ impl Cluster {
                     mclock.clone(),
                     mcfg.clone(),
                     mstore.clone(),
+                    mhealth.clone(),
                 )
             },
         )));

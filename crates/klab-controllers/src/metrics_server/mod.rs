@@ -1,7 +1,7 @@
 //! metrics-server (shell); decisions live in decide.rs.
 //!
-//! Every `--metric-resolution` (at start, then on a fixed tick as upstream's ticker) it lists the
-//! Nodes, scrapes each Ready node's kubelet `/metrics/resource` through the API server's node
+//! Every `--metric-resolution` (at start, then on a fixed tick as upstream's ticker) it reads the
+//! Nodes from its node informer (upstream's lister: one watch, not a LIST per scrape), scrapes each Ready node's kubelet `/metrics/resource` through the API server's node
 //! proxy (`nodes/{name}/proxy/metrics/resource`, all nodes at once, the whole scrape bounded by
 //! 90 % of the resolution), decodes the answers and stores them in its in-memory [`MetricsStore`].
 //! A node that does not answer in time is absent from the scrape, so its metrics are forgotten.
@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Node;
 use klab_api::Clock;
 use klab_api::resource_metrics::{MetricsReader, NodeUsage, PodUsage};
-use kube::api::{Api, ListParams};
+use klab_api::supervise::Health;
+use klab_runtime::informer::{Notice, SharedInformer};
 
 pub use decide::MetricsServerConfig;
 use decide::{Batch, Storage};
@@ -78,30 +79,21 @@ async fn scrape_node(client: &kube::Client, clock: &Clock, node: &str) -> Option
     }
 }
 
-/// One scrape of every Ready node (upstream's `tick`), stored when it ends.
+/// One scrape of every Ready node the informer holds (upstream's `tick`), stored when it ends.
 pub async fn tick(
     client: &kube::Client,
     clock: &Clock,
     config: &MetricsServerConfig,
     store: &MetricsStore,
+    nodes: &SharedInformer<Node>,
 ) {
-    let nodes = match Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
-        Err(e) => {
-            // Upstream stores an empty scrape when it cannot list nodes.
-            tracing::debug!(error = %e, "metrics-server: failed to list nodes");
-            Vec::new()
-        }
-    };
-    let mut names: Vec<String> = nodes
+    // In key order, which for nodes is name order.
+    let names: Vec<String> = nodes
+        .list()
         .iter()
         .filter(|n| is_ready(n))
         .filter_map(|n| n.metadata.name.clone())
         .collect();
-    names.sort();
     let timeout = clock.to_runtime(config.scrape_timeout());
     let scrapes = names.iter().map(|n| async move {
         tokio::time::timeout(timeout, scrape_node(client, clock, n))
@@ -118,16 +110,33 @@ pub async fn tick(
     store.store(batch, config);
 }
 
-/// Runs metrics-server until the task is dropped.
+/// Runs metrics-server until the task is dropped. Its node informer's watch is supervised in
+/// `health` as `metrics-server/informers/nodes`, and stops with this task.
 pub async fn run(
     client: kube::Client,
     clock: Clock,
     config: MetricsServerConfig,
     store: MetricsStore,
+    health: Health,
 ) -> Result<(), String> {
+    let informers = klab_runtime::Informers::new(client.clone(), clock.clone())
+        .supervised(health, "metrics-server/informers");
+    let _stop = informers.stop_guard();
+    let nodes = informers.get::<Node>();
+    // Upstream waits for its informers' first list before the first scrape.
+    let mut sub = nodes.subscribe();
+    loop {
+        match sub.recv().await {
+            Some(Notice::Synced) => break,
+            Some(Notice::Changed(_)) => {}
+            None => return Err("the node informer stopped".into()),
+        }
+    }
+    // Not read again: an unread subscription would only buffer every change.
+    drop(sub);
     let mut next = clock.now();
     loop {
-        tick(&client, &clock, &config, &store).await;
+        tick(&client, &clock, &config, &store, &nodes).await;
         // A fixed tick, as a Go ticker: a scrape never takes longer than the resolution.
         next = klab_api::clock::saturating_add(next, config.metric_resolution);
         clock.sleep_until(next).await;
