@@ -9,9 +9,14 @@ use serde_json::{Map, Value};
 
 use crate::registry::{self, ResourceInfo};
 
+/// Whether `ri` is served as it is stored (everything but events.k8s.io events).
+pub fn is_identity(ri: &ResourceInfo) -> bool {
+    !(ri.group == "events.k8s.io" && ri.plural == "events")
+}
+
 /// The resource whose storage `ri` uses (itself for everything but events.k8s.io events).
 pub fn storage_resource(ri: &'static ResourceInfo) -> &'static ResourceInfo {
-    if ri.group == "events.k8s.io" && ri.plural == "events" {
+    if !is_identity(ri) {
         registry::lookup("", "v1", "events").expect("core events are served")
     } else {
         ri
@@ -48,7 +53,7 @@ fn rename(obj: &Value, pairs: impl Iterator<Item = (&'static str, &'static str)>
 
 /// Converts an object of `ri` into its stored form.
 pub fn to_storage(ri: &ResourceInfo, obj: &Value) -> Value {
-    if ri.group == "events.k8s.io" && ri.plural == "events" {
+    if !is_identity(ri) {
         let mut v = rename(obj, EVENT_FIELDS.iter().copied());
         if let Some(m) = v.as_object_mut() {
             m.insert("apiVersion".into(), Value::String("v1".into()));
@@ -62,7 +67,7 @@ pub fn to_storage(ri: &ResourceInfo, obj: &Value) -> Value {
 
 /// Converts a stored object into the form `ri` serves.
 pub fn from_storage(ri: &ResourceInfo, obj: Value) -> Value {
-    if ri.group == "events.k8s.io" && ri.plural == "events" {
+    if !is_identity(ri) {
         let mut v = rename(&obj, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
         if let Some(m) = v.as_object_mut() {
             m.insert("apiVersion".into(), Value::String(ri.api_version()));

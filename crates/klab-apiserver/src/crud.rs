@@ -38,7 +38,11 @@ const MAX_WRITE_RETRIES: usize = 16;
 
 /// A JSON response with the given status code.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes_response(code, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// A response of JSON already encoded.
+fn json_bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
     (
         code,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -299,8 +303,38 @@ pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
     }
     let key = store_key(ctx)?;
     let name = ctx.target.name.as_deref().unwrap_or("");
-    let (obj, _) = get_current(&ctx.inner, ctx.target.ri, &key, name).await?;
+    let ri = ctx.target.ri;
+    if wants_plain_json(ctx.accept()) {
+        let kv = ctx
+            .inner
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| ApiError::not_found(ri, name))?;
+        return Ok(json_bytes_response(StatusCode::OK, stored_json(ri, &kv)?));
+    }
+    let (obj, _) = get_current(&ctx.inner, ri, &key, name).await?;
     object_response(ctx, StatusCode::OK, obj)
+}
+
+/// Whether a response is the object itself as JSON (not a Table, metadata only or protobuf).
+fn wants_plain_json(accept: &str) -> bool {
+    !crate::table::wants_table(accept)
+        && crate::table::wants_partial_metadata(accept).is_none()
+        && !crate::protobuf::wants_protobuf(accept)
+}
+
+/// A stored object as a read returns it in JSON: byte for byte `decode_kv`'s object encoded, but
+/// without decoding it when the resource is served as stored (the kubelets' node GETs, every
+/// few seconds each, and the items of lists; upstream serves them from its watch cache).
+fn stored_json(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Vec<u8>> {
+    if conversion::is_identity(ri)
+        && let Some(b) =
+            crate::json_field::presented(&kv.value, &ri.api_version(), ri.kind, kv.mod_revision)
+    {
+        return Ok(b);
+    }
+    serde_json::to_vec(&decode_kv(ri, kv)?).map_err(ApiError::internal)
 }
 
 /// Parsed label and field selectors of a list or watch.
@@ -476,6 +510,21 @@ pub(crate) async fn list_objects(
     sel: &Selectors,
 ) -> ApiResult<(Vec<Value>, u64, Option<String>, Option<u64>)> {
     let ri = ctx.target.ri;
+    list_items(ctx, sel, |kv| {
+        let obj = decode_kv(ri, kv)?;
+        Ok(sel.matches(ri, &obj).then_some(obj))
+    })
+    .await
+}
+
+/// A list's page: each candidate the selectors may match becomes `item(kv)` (`None`: it does not
+/// match), with the list's revision, its continue token and the remaining count.
+async fn list_items<T>(
+    ctx: &Ctx,
+    sel: &Selectors,
+    item: impl Fn(&KeyValue) -> ApiResult<Option<T>>,
+) -> ApiResult<(Vec<T>, u64, Option<String>, Option<u64>)> {
+    let ri = ctx.target.ri;
     let prefix = conversion::storage_resource(ri).key_prefix_in(ctx.target.namespace.as_deref());
     let mut opts = ListOptions::default();
     if let Some(token) = ctx.q("continue").filter(|t| !t.is_empty()) {
@@ -527,8 +576,7 @@ pub(crate) async fn list_objects(
         if !could_match(&kv.key, &kv.value) {
             continue;
         }
-        let obj = decode_kv(ri, kv)?;
-        if sel.matches(ri, &obj) {
+        if let Some(obj) = item(kv)? {
             items.push(obj);
         }
     }
@@ -552,15 +600,45 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     validate_list_params(ctx)?;
     let sel = Selectors::from_ctx(ctx)?;
     let ri = ctx.target.ri;
-    let (items, rev, token, remaining) = list_objects(ctx, &sel).await?;
-    let mut meta = json!({"resourceVersion": rev.to_string()});
-    if let Some(t) = &token {
-        meta["continue"] = json!(t);
-        if let Some(r) = remaining {
-            meta["remainingItemCount"] = json!(r);
-        }
-    }
     let accept = ctx.accept();
+    let meta = |rev: u64, token: &Option<String>, remaining: Option<u64>| {
+        let mut meta = json!({"resourceVersion": rev.to_string()});
+        if let Some(t) = token {
+            meta["continue"] = json!(t);
+            if let Some(r) = remaining {
+                meta["remainingItemCount"] = json!(r);
+            }
+        }
+        meta
+    };
+    if sel.is_everything() && wants_plain_json(accept) {
+        // Every object as stored, none decoded: the list as `object::fields` below would encode it.
+        let (items, rev, token, remaining) =
+            list_items(ctx, &sel, |kv| stored_json(ri, kv).map(Some)).await?;
+        let head = serde_json::to_vec(&object::fields([
+            ("kind", ri.list_kind().into()),
+            ("apiVersion", ri.api_version().into()),
+            ("metadata", meta(rev, &token, remaining)),
+        ]))
+        .map_err(ApiError::internal)?;
+        let len = items
+            .iter()
+            .map(Vec::len)
+            .fold(head.len(), usize::saturating_add);
+        let mut body = Vec::with_capacity(len.saturating_add(items.len()).saturating_add(12));
+        body.extend_from_slice(head.strip_suffix(b"}").unwrap_or(&head));
+        body.extend_from_slice(b",\"items\":[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(item);
+        }
+        body.extend_from_slice(b"]}");
+        return Ok(json_bytes_response(StatusCode::OK, body));
+    }
+    let (items, rev, token, remaining) = list_objects(ctx, &sel).await?;
+    let meta = meta(rev, &token, remaining);
     if crate::table::wants_table(accept) {
         let include = crate::table::IncludeObject::parse(ctx.q("includeObject"))
             .map_err(ApiError::bad_request)?;

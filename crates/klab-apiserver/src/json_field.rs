@@ -1,5 +1,6 @@
 //! Reads one string field of a stored JSON document (a pod's `spec.nodeName`) by skipping over
-//! everything else, without building or validating the rest.
+//! everything else, without building or validating the rest; and writes a stored document as
+//! a read returns it (its resourceVersion added) the same way.
 //!
 //! The store's index of pods by node and the watch triggers read this field from every pod
 //! write. serde's derive skips the other fields too, but validates each of them as it goes:
@@ -67,6 +68,88 @@ pub(crate) fn string_at(doc: &[u8], path: &[&str]) -> Result<Option<String>, ()>
             }
         }
     }
+}
+
+/// A stored document as a read presents it (`crud::present` of its decoding, encoded): the same
+/// bytes with `"resourceVersion":"<rv>"` added as the last field of `metadata`, found by skipping
+/// over everything else. `None` when that would not be the same document: the top level is not an
+/// object whose `apiVersion` and `kind` are exactly `api_version` and `kind`, or `metadata` is not
+/// an object, or it has a `resourceVersion` already (the store never keeps one).
+///
+/// Stored documents are compact serde_json output (no whitespace, no duplicate keys, every string
+/// escaped as serde_json escapes it), which decoding and encoding again would give back byte for
+/// byte with serde_json's `preserve_order`: replacing `apiVersion` and `kind` by themselves keeps
+/// their place, and a new `resourceVersion` goes last. A test checks this against the decoding.
+pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> Option<Vec<u8>> {
+    let mut s = Scanner { b: doc, i: 0 };
+    s.expect(b'{').ok()?;
+    let (mut api_ok, mut kind_ok) = (false, false);
+    let mut meta_close = None;
+    if s.peek() == Some(b'}') {
+        return None;
+    }
+    loop {
+        let key = s.string_raw().ok()?;
+        s.expect(b':').ok()?;
+        let start = s.i;
+        match key {
+            b"apiVersion" | b"kind" => {
+                let raw = s.string_raw().ok()?;
+                let want = if key == b"kind" { kind } else { api_version };
+                if raw != want.as_bytes() {
+                    return None;
+                }
+                if key == b"kind" {
+                    kind_ok = true;
+                } else {
+                    api_ok = true;
+                }
+            }
+            b"metadata" => {
+                s.expect(b'{').ok()?;
+                if s.peek() != Some(b'}') {
+                    loop {
+                        if s.string_raw().ok()? == b"resourceVersion" {
+                            return None;
+                        }
+                        s.expect(b':').ok()?;
+                        s.skip_value(1).ok()?;
+                        match s.next()? {
+                            b',' => continue,
+                            b'}' => break,
+                            _ => return None,
+                        }
+                    }
+                    s.i = s.i.checked_sub(1)?;
+                }
+                // At metadata's closing brace; `start + 1` is just past its opening one.
+                meta_close = Some((s.i, s.i == start.saturating_add(1)));
+                s.expect(b'}').ok()?;
+            }
+            _ => s.skip_value(0).ok()?,
+        }
+        match s.next()? {
+            b',' => continue,
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    if s.i != doc.len() || !api_ok || !kind_ok {
+        return None;
+    }
+    let (close, empty) = meta_close?;
+    let (head, tail) = doc.split_at(close);
+    let rv = rv.to_string();
+    let mut out = Vec::with_capacity(doc.len().saturating_add(rv.len()).saturating_add(22));
+    out.extend_from_slice(head);
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(rv.as_bytes());
+    out.push(b'"');
+    out.extend_from_slice(tail);
+    Some(out)
 }
 
 /// Values nested deeper than this are refused rather than followed (no input may exhaust the
@@ -236,6 +319,54 @@ mod tests {
     }
 
     #[test]
+    fn presented_adds_the_resource_version_last_in_metadata() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{}}"#,
+                Some(
+                    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","resourceVersion":"42"},"spec":{}}"#,
+                ),
+            ),
+            (
+                r#"{"metadata":{},"kind":"Pod","apiVersion":"v1"}"#,
+                Some(r#"{"metadata":{"resourceVersion":"42"},"kind":"Pod","apiVersion":"v1"}"#),
+            ),
+            (
+                r#"{"kind":"Pod","apiVersion":"v1","metadata":{"annotations":{"resourceVersion":"x","a":"}"}}}"#,
+                Some(
+                    r#"{"kind":"Pod","apiVersion":"v1","metadata":{"annotations":{"resourceVersion":"x","a":"}"},"resourceVersion":"42"}}"#,
+                ),
+            ),
+            // Not as the store keeps documents, or not of this resource: decoded instead.
+            (
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"1"}}"#,
+                None,
+            ),
+            (r#"{"apiVersion":"v1","kind":"Node","metadata":{}}"#, None),
+            (
+                r#"{"apiVersion":"apps/v1","kind":"Pod","metadata":{}}"#,
+                None,
+            ),
+            (r#"{"kind":"Pod","metadata":{}}"#, None),
+            (r#"{"apiVersion":"v1","kind":"Pod"}"#, None),
+            (r#"{"apiVersion":"v1","kind":"Pod","metadata":null}"#, None),
+            (r#"{"apiVersion":"v1","kind":"Pod","metadata":{} }"#, None),
+            (r#"{"apiVersion":"v1","kind":"Pod","metadata":{}}x"#, None),
+            (r#"{"apiVersion":"v1","kind":"Pod","metadata":{"#, None),
+            (r#"{}"#, None),
+            (r#"[]"#, None),
+        ];
+        for (doc, want) in cases {
+            let got = presented(doc.as_bytes(), "v1", "Pod", 42);
+            assert_eq!(
+                got.as_deref().map(|b| std::str::from_utf8(b).unwrap()),
+                *want,
+                "{doc}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_bytes_are_refused_without_panicking() {
         let deep = "[".repeat(100_000);
         let deep_spec = format!(r#"{{"spec":{{"x":{deep}"#);
@@ -324,6 +455,61 @@ mod tests {
         #[test]
         fn never_panics(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let _ = string_at(&bytes, PATH);
+            let _ = presented(&bytes, "v1", "Pod", 7);
+        }
+
+        /// A stored document presented without decoding is the decoded one encoded, and every
+        /// document the store can hold for the resource (its type, an object as metadata with no
+        /// resourceVersion) is presented so.
+        #[test]
+        fn presented_is_the_decoded_document_encoded(
+            fields in prop::collection::vec((
+                prop_oneof![
+                    Just("apiVersion".to_string()),
+                    Just("kind".to_string()),
+                    Just("metadata".to_string()),
+                    "[a-z\"\\\\\u{e9}\u{1}]{0,5}",
+                ],
+                arb_json(),
+            ), 0..6),
+            api in prop_oneof![Just("v1"), Just("apps/v1")],
+            meta in prop::collection::vec((
+                prop_oneof![Just("name".to_string()), Just("resourceVersion".to_string()), "[a-z\u{e9}\n]{0,4}"],
+                arb_json(),
+            ), 0..4),
+            typed in any::<bool>(),
+            rv in any::<u64>(),
+        ) {
+            let mut doc = serde_json::Map::new();
+            if typed {
+                doc.insert("apiVersion".into(), json!("v1"));
+            }
+            for (k, v) in fields {
+                doc.insert(k, v);
+            }
+            if typed {
+                doc.insert("kind".into(), json!("Pod"));
+                doc.insert("metadata".into(), Value::Object(meta.into_iter().collect()));
+            }
+            let doc = Value::Object(doc);
+            let bytes = serde_json::to_vec(&doc).unwrap();
+            let mut want = doc.clone();
+            crate::object::set_resource_version(&mut want, rv);
+            crate::object::set_type_meta(&mut want, api, "Pod");
+            crate::object::set_resource_version(&mut want, rv);
+            let storable = doc.get("apiVersion") == Some(&json!(api))
+                && doc.get("kind") == Some(&json!("Pod"))
+                && doc["metadata"].as_object().is_some_and(|m| !m.contains_key("resourceVersion"));
+            match presented(&bytes, api, "Pod", rv) {
+                Some(got) => {
+                    prop_assert!(storable);
+                    prop_assert_eq!(
+                        String::from_utf8(got).unwrap(),
+                        String::from_utf8(serde_json::to_vec(&want).unwrap()).unwrap()
+                    );
+                }
+                None => prop_assert!(!storable, "{}", String::from_utf8_lossy(&bytes)),
+            }
         }
     }
 }
