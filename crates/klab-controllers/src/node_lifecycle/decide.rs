@@ -44,7 +44,9 @@ impl LeaseSnapshot {
 pub struct HealthRecord {
     pub probe_timestamp: Timestamp,
     pub ready_transition_timestamp: Timestamp,
-    pub status: NodeStatus,
+    /// The Ready condition of the status last saved (upstream keeps the whole status, and reads
+    /// only this condition of it).
+    pub ready: Option<NodeCondition>,
     pub lease: Option<LeaseSnapshot>,
 }
 
@@ -107,7 +109,6 @@ pub fn evaluate_health(
     now: Timestamp,
     cfg: &NodeLifecycleConfig,
 ) -> HealthEvaluation {
-    let status = node.status.clone().unwrap_or_default();
     let current = ready_condition(node).cloned();
     let created = creation(node);
 
@@ -123,13 +124,13 @@ pub fn evaluate_health(
             };
             let record = match rec {
                 Some(r) => HealthRecord {
-                    status: status.clone(),
+                    ready: None,
                     ..r.clone()
                 },
                 None => HealthRecord {
                     probe_timestamp: created,
                     ready_transition_timestamp: created,
-                    status: status.clone(),
+                    ready: None,
                     lease: None,
                 },
             };
@@ -139,15 +140,12 @@ pub fn evaluate_health(
     };
 
     // Step 3: what the record says about Ready and the Lease.
-    let saved = record
-        .as_ref()
-        .and_then(|r| node_condition(Some(&r.status), names::COND_READY))
-        .cloned();
+    let saved = record.as_ref().and_then(|r| r.ready.clone());
     let saved_lease = record.as_ref().and_then(|r| r.lease.clone());
     let fresh = |transition: Timestamp| HealthRecord {
         probe_timestamp: now,
         ready_transition_timestamp: transition,
-        status: status.clone(),
+        ready: current.clone(),
         lease: None,
     };
 
@@ -186,7 +184,7 @@ pub fn evaluate_health(
     let mut current = current;
     let mut write = None;
     if now > add(record.probe_timestamp, grace) {
-        let mut new_status = status.clone();
+        let mut new_status = node.status.clone().unwrap_or_default();
         let conditions = new_status.conditions.get_or_insert_with(Vec::new);
         let stamp = Time(truncate_to_second(now));
         for type_ in CONDITIONS_FORCED_UNKNOWN {
@@ -234,7 +232,7 @@ pub fn record_after_write(
     HealthRecord {
         probe_timestamp: rec.probe_timestamp,
         ready_transition_timestamp: now,
-        status: written,
+        ready: node_condition(Some(&written), names::COND_READY).cloned(),
         lease: lease.map(LeaseSnapshot::of),
     }
 }

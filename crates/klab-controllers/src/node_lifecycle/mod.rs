@@ -18,6 +18,7 @@ pub mod zones;
 pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -135,7 +136,7 @@ struct Controller {
     /// Per-node health records; entries are never deleted.
     health: BTreeMap<String, HealthRecord>,
     /// `knownNodeSet`.
-    known: BTreeMap<String, Node>,
+    known: BTreeMap<String, Arc<Node>>,
     zones: Zones,
     /// `nodesToRetry`: nodes whose MarkPodsNotReady must be retried.
     retry: BTreeSet<String>,
@@ -221,7 +222,7 @@ impl Controller {
             // pod or node event brings it back here.
             return;
         }
-        let Some(ready) = decide::node_condition(Some(&rec.status), names::COND_READY) else {
+        let Some(ready) = rec.ready.as_ref() else {
             return;
         };
         if ready.status != "True" {
@@ -329,7 +330,9 @@ impl Controller {
 
     async fn monitor_pass(&mut self) {
         let now = self.pass_time();
-        let nodes: Vec<Node> = self.nodes.values().cloned().collect();
+        // The cache's own objects: a pass visits every node every 5 s, and copies one only to
+        // record a write of its own.
+        let nodes: Vec<Arc<Node>> = self.nodes.arcs().cloned().collect();
         let present: BTreeSet<String> = nodes
             .iter()
             .filter_map(|n| n.metadata.name.clone())
@@ -348,7 +351,7 @@ impl Controller {
                 }
             }
         }
-        let deleted: Vec<(String, Node)> = self
+        let deleted: Vec<(String, Arc<Node>)> = self
             .known
             .iter()
             .filter(|(k, _)| !present.contains(*k))
@@ -485,7 +488,10 @@ impl Controller {
 
     /// `tryUpdateNodeHealth` with the caller's retry loop: up to `node_health_update_retry` attempts,
     /// re-reading the node from the API after a failure. None = skip this node for the pass.
-    async fn update_health(&mut self, mut node: Node) -> Option<(Node, HealthEvaluation)> {
+    async fn update_health(
+        &mut self,
+        mut node: Arc<Node>,
+    ) -> Option<(Arc<Node>, HealthEvaluation)> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let attempts = self.cfg.node_health_update_retry.max(1);
         for attempt in 0..attempts {
@@ -509,7 +515,7 @@ impl Controller {
                 Ok(()) => {
                     let rec = record_after_write(&eval.record, status.clone(), lease.as_ref(), now);
                     self.health.insert(name.clone(), rec);
-                    node.status = Some(status);
+                    Arc::make_mut(&mut node).status = Some(status);
                     // Upstream's tainting pass reads the Node informer, which has this write
                     // milliseconds later — before its next 100 ms pass. Here the pass can run in
                     // the same virtual instant, before the watch event: without this it would
@@ -528,7 +534,7 @@ impl Controller {
                 break;
             }
             match self.nodes_api.get(&name).await {
-                Ok(n) => node = n,
+                Ok(n) => node = Arc::new(n),
                 Err(e) => {
                     tracing::warn!(node = name.as_str(), error = %e, "Failed while getting a Node to retry updating node health. Probably Node was deleted");
                     break;
