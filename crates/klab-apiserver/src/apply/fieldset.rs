@@ -274,31 +274,34 @@ impl Set {
         let Value::Object(m) = v else {
             return Err("expected a JSON object".to_string());
         };
+        Set::from_entries(m, true)
+    }
+
+    /// The set of one level's entries; below a path element (`top` false) the `"."` entry marks
+    /// that element a member and is skipped here. Children are read in place, not copied.
+    fn from_entries(m: &Map<String, Value>, top: bool) -> Result<Set, String> {
         let mut out = Set::new();
         for (k, child) in m {
             if k == "." {
-                return Err("\".\" is only valid below a path element".to_string());
+                if top {
+                    return Err("\".\" is only valid below a path element".to_string());
+                }
+                continue;
             }
             let pe = PathElement::decode(k)?;
             let Value::Object(cm) = child else {
                 return Err(format!("expected a JSON object at {k}"));
             };
-            let member = cm.is_empty() || cm.contains_key(".");
-            if member {
+            if cm.is_empty() || cm.contains_key(".") {
                 out.members.insert(pe.clone());
             }
-            let rest: Map<String, Value> = cm
-                .iter()
-                .filter(|(ck, _)| ck.as_str() != ".")
-                .map(|(ck, cv)| (ck.clone(), cv.clone()))
-                .collect();
             if let Some(dot) = cm.get(".")
                 && dot.as_object().is_none_or(|d| !d.is_empty())
             {
                 return Err(format!("expected {{}} at {k}.\".\""));
             }
-            if !rest.is_empty() {
-                let c = Set::from_fields_v1(&Value::Object(rest))?;
+            if cm.keys().any(|ck| ck != ".") {
+                let c = Set::from_entries(cm, false)?;
                 out.children.insert(pe, c);
             }
         }

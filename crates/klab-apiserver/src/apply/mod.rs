@@ -259,9 +259,20 @@ fn is_reset(v: Option<&Value>) -> bool {
 }
 
 fn strip_ignored(ri: &ResourceInfo, sub: Option<&str>, set: &mut Set) {
-    for p in schema::ignored_paths(ri, sub) {
-        let path: Path = p.iter().map(|f| PathElement::field(f)).collect();
-        set.remove_subtree(&path);
+    strip_paths(&ignored_field_paths(ri, sub), set);
+}
+
+/// [`schema::ignored_paths`] as field paths.
+fn ignored_field_paths(ri: &ResourceInfo, sub: Option<&str>) -> Vec<Path> {
+    schema::ignored_paths(ri, sub)
+        .iter()
+        .map(|p| p.iter().map(|f| PathElement::field(f)).collect())
+        .collect()
+}
+
+fn strip_paths(paths: &[Path], set: &mut Set) {
+    for p in paths {
+        set.remove_subtree(p);
     }
 }
 
@@ -345,9 +356,10 @@ fn compare_managed(
     fill_zero(&zero, &mut lhs);
     fill_zero(&zero, &mut rhs);
     let mut c = typed::compare(ri, &lhs, &rhs);
-    strip_ignored(ri, sub, &mut c.added);
-    strip_ignored(ri, sub, &mut c.modified);
-    strip_ignored(ri, sub, &mut c.removed);
+    let paths = ignored_field_paths(ri, sub);
+    strip_paths(&paths, &mut c.added);
+    strip_paths(&paths, &mut c.modified);
+    strip_paths(&paths, &mut c.removed);
     c
 }
 
