@@ -42,12 +42,43 @@ pub enum Change<K> {
     Deleted(Arc<K>),
 }
 
-/// Objects by key, in key order.
+/// Objects by key, in key order, optionally indexed by one value of theirs (pods by node, as
+/// upstream's `podIndexer` by `spec.nodeName`).
 #[derive(Clone, Debug)]
 pub struct Cache<K> {
     objects: BTreeMap<String, Arc<K>>,
     relist: Option<BTreeMap<String, Arc<K>>>,
     synced: bool,
+    index: Option<Index<K>>,
+}
+
+/// Keys by the value `func` gives their object (objects it gives none are not filed).
+#[derive(Clone, Debug)]
+struct Index<K> {
+    func: fn(&K) -> Option<&str>,
+    keys: BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+impl<K> Index<K> {
+    fn file(&mut self, key: &str, obj: &K) {
+        if let Some(v) = (self.func)(obj) {
+            self.keys
+                .entry(v.to_string())
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+
+    fn unfile(&mut self, key: &str, obj: &K) {
+        if let Some(v) = (self.func)(obj)
+            && let Some(keys) = self.keys.get_mut(v)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.keys.remove(v);
+            }
+        }
+    }
 }
 
 impl<K> Default for Cache<K> {
@@ -56,6 +87,47 @@ impl<K> Default for Cache<K> {
             objects: BTreeMap::new(),
             relist: None,
             synced: false,
+            index: None,
+        }
+    }
+}
+
+impl<K> Cache<K> {
+    /// An empty cache whose objects are indexed by `func` (see [`Cache::indexed`]). The indexed
+    /// value must not change through [`Cache::get_mut`] (a pod's node does not, once set).
+    pub fn indexed_by(func: fn(&K) -> Option<&str>) -> Self {
+        Cache {
+            index: Some(Index {
+                func,
+                keys: BTreeMap::new(),
+            }),
+            ..Cache::default()
+        }
+    }
+
+    /// The objects whose indexed value is `value`, in key order: what filtering
+    /// [`Cache::values`] by it gives, without visiting the others. Empty without an index.
+    pub fn indexed<'a>(&'a self, value: &'a str) -> impl Iterator<Item = &'a K> + 'a {
+        self.index
+            .as_ref()
+            .and_then(|i| i.keys.get(value).map(|keys| (i.func, keys)))
+            .into_iter()
+            .flat_map(move |(func, keys)| {
+                keys.iter()
+                    .filter_map(|k| self.objects.get(k))
+                    .map(Arc::as_ref)
+                    .filter(move |o| func(o) == Some(value))
+            })
+    }
+
+    fn file(&mut self, key: &str, old: Option<&Arc<K>>, new: Option<&Arc<K>>) {
+        if let Some(i) = self.index.as_mut() {
+            if let Some(o) = old {
+                i.unfile(key, o);
+            }
+            if let Some(n) = new {
+                i.file(key, n);
+            }
         }
     }
 }
@@ -103,7 +175,8 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
         match event {
             Event::Apply(obj) => {
                 let key = key_of(obj.as_ref());
-                let old = self.objects.insert(key, obj.clone());
+                let old = self.objects.insert(key.clone(), obj.clone());
+                self.file(&key, old.as_ref(), Some(&obj));
                 if old.as_ref() == Some(&obj) {
                     Vec::new()
                 } else {
@@ -113,6 +186,7 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
             Event::Delete(obj) => {
                 let key = key_of(obj.as_ref());
                 let old = self.objects.remove(&key);
+                self.file(&key, old.as_ref(), None);
                 vec![Change::Deleted(old.unwrap_or(obj))]
             }
             Event::Init => {
@@ -145,6 +219,12 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
                     }
                 }
                 self.objects = fresh;
+                if let Some(i) = self.index.as_mut() {
+                    i.keys.clear();
+                    for (k, o) in &self.objects {
+                        i.file(k, o);
+                    }
+                }
                 changes
             }
         }
@@ -152,8 +232,16 @@ impl<K: Resource + Clone + PartialEq> Cache<K> {
 
     /// Stores an object we just wrote (read-your-writes before the watch event arrives).
     pub fn store(&mut self, obj: K) {
-        self.objects.insert(key_of(&obj), Arc::new(obj));
+        let key = key_of(&obj);
+        let new = Arc::new(obj);
+        let old = self.objects.insert(key.clone(), new.clone());
+        self.file(&key, old.as_ref(), Some(&new));
     }
+}
+
+/// A pod's `spec.nodeName`: the value the node-failure controllers index their pods by.
+pub fn pod_node(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
 }
 
 /// "Now" inside a periodic pass: the clock minus [`SETTLE`], i.e. the pass's nominal instant.
@@ -228,6 +316,58 @@ mod tests {
             },
             ..Default::default()
         })
+    }
+
+    /// The pods-by-node index gives what filtering every pod gives, in the same order, through
+    /// watch events, a relist, a delete and a write of our own.
+    #[test]
+    fn the_node_index_agrees_with_a_scan() {
+        use k8s_openapi::api::core::v1::{Pod, PodSpec};
+        let pod = |name: &str, node: Option<&str>, label: &str| {
+            Arc::new(Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("ns".into()),
+                    labels: Some([("l".to_string(), label.to_string())].into_iter().collect()),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    node_name: node.map(str::to_string),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let check = |c: &Cache<Pod>| {
+            for n in ["n1", "n2", "n3", ""] {
+                let scan: Vec<&Pod> = c.values().filter(|p| pod_node(p) == Some(n)).collect();
+                let idx: Vec<&Pod> = c.indexed(n).collect();
+                assert_eq!(idx, scan, "{n}");
+            }
+        };
+        let mut c = Cache::<Pod>::indexed_by(pod_node);
+        c.apply(Event::Init);
+        c.apply(Event::InitApply(pod("b", Some("n1"), "1")));
+        c.apply(Event::InitApply(pod("a", Some("n1"), "1")));
+        c.apply(Event::InitApply(pod("u", None, "1")));
+        c.apply(Event::InitDone);
+        check(&c);
+        assert_eq!(c.indexed("n1").count(), 2);
+        // Bound, updated, deleted.
+        c.apply(Event::Apply(pod("u", Some("n2"), "1")));
+        c.apply(Event::Apply(pod("a", Some("n1"), "2")));
+        c.apply(Event::Delete(pod("b", Some("n1"), "1")));
+        check(&c);
+        // A relist that drops one and adds one, then a write of our own.
+        c.apply(Event::Init);
+        c.apply(Event::InitApply(pod("u", Some("n2"), "1")));
+        c.apply(Event::InitApply(pod("c", Some("n3"), "1")));
+        c.apply(Event::InitDone);
+        check(&c);
+        c.store((*pod("d", Some("n3"), "1")).clone());
+        check(&c);
+        assert_eq!(c.indexed("n3").count(), 2);
+        assert_eq!(Cache::<Pod>::default().indexed("n3").count(), 0);
     }
 
     #[test]

@@ -159,7 +159,7 @@ impl Controller {
             metrics,
             nodes: Cache::default(),
             leases: Cache::default(),
-            pods: Cache::default(),
+            pods: Cache::indexed_by(informer::pod_node),
             health: BTreeMap::new(),
             known: BTreeMap::new(),
             zones: Zones::default(),
@@ -479,11 +479,7 @@ impl Controller {
 
     /// Pods whose `spec.nodeName` is `node`, in namespace/name order.
     fn pods_on(&self, node: &str) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .cloned()
-            .collect()
+        self.pods.indexed(node).cloned().collect()
     }
 
     /// `tryUpdateNodeHealth` with the caller's retry loop: up to `node_health_update_retry` attempts,

@@ -101,7 +101,7 @@ pub async fn run(
         recorder,
         metrics,
         nodes: Cache::default(),
-        pods: Cache::default(),
+        pods: Cache::indexed_by(crate::node_lifecycle::informer::pod_node),
         tainted: BTreeMap::new(),
         queue: EvictionQueue::default(),
         run_now: VecDeque::new(),
@@ -234,12 +234,7 @@ impl Controller {
         } else {
             self.tainted.insert(name.to_string(), taints.clone());
         }
-        let pods: Vec<Pod> = self
-            .pods
-            .values()
-            .filter(|p| pod_node_name(p) == name)
-            .cloned()
-            .collect();
+        let pods: Vec<Pod> = self.pods.indexed(name).cloned().collect();
         if pods.is_empty() {
             return;
         }
