@@ -1,9 +1,10 @@
 //! metrics-server (shell); decisions live in decide.rs.
 //!
 //! Every `--metric-resolution` (at start, then on a fixed tick as upstream's ticker) it reads the
-//! Nodes from its node informer (upstream's lister: one watch, not a LIST per scrape), scrapes each Ready node's kubelet `/metrics/resource` through the API server's node
-//! proxy (`nodes/{name}/proxy/metrics/resource`, all nodes at once, the whole scrape bounded by
-//! 90 % of the resolution), decodes the answers and stores them in its in-memory [`MetricsStore`].
+//! Nodes from its node informer (upstream's lister: one watch, not a LIST per scrape), scrapes
+//! each Ready node's kubelet `/metrics/resource` through the API server's node proxy
+//! (`nodes/{name}/proxy/metrics/resource`, all nodes at once, the whole scrape bounded by 90 % of
+//! the resolution), decodes the answers and stores them in its in-memory [`MetricsStore`].
 //! A node that does not answer in time is absent from the scrape, so its metrics are forgotten.
 //! The API server serves `metrics.k8s.io` from that store (upstream's metrics-server is an
 //! aggregated API server with the same in-memory storage).
