@@ -161,3 +161,33 @@ async fn metrics_api_serves_the_store() {
         "{err}"
     );
 }
+
+/// metrics-server reads the Nodes from its node informer, as upstream's lister: scrapes every
+/// 15 s add no node LIST (a LIST per scrape decoded every node of the cluster each time), and
+/// they still find the node.
+#[tokio::test(start_paused = true)]
+async fn scrapes_read_nodes_from_an_informer_not_a_list_each() {
+    let cluster = one_node_cluster(3).await;
+    let node_lists = || {
+        let text = cluster.api().metrics().render(&[]);
+        text.lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains("resource=\"nodes\"")
+                    && l.contains("subresource=\"\"")
+                    && l.contains("verb=\"LIST\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let before = node_lists();
+    assert!(before > 0, "the informers listed the nodes");
+    // Four more scrapes (at 30, 45, 60 and 75 s).
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(node_lists(), before);
+    assert!(
+        cluster.metrics_store().node("n1").is_some(),
+        "the node is scraped"
+    );
+}

@@ -82,12 +82,7 @@ impl Series {
     /// singleton, write out a count not yet written (finished or due for refresh), or drop a
     /// finished series.
     fn due_at(&self) -> jiff::Timestamp {
-        let after = |t: jiff::Timestamp, d: Duration| {
-            jiff::SignedDuration::try_from(d)
-                .ok()
-                .and_then(|d| t.checked_add(d).ok())
-                .unwrap_or(jiff::Timestamp::MAX)
-        };
+        let after = klab_api::clock::saturating_add;
         if self.count == 1 {
             return after(self.event_time, FINISH_TIME);
         }

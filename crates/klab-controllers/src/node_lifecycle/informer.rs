@@ -52,7 +52,9 @@ pub struct Cache<K> {
     index: Option<Index<K>>,
 }
 
-/// Keys by the value `func` gives their object (objects it gives none are not filed).
+/// Keys by the value `func` gives their object (objects it gives none are not filed). Keys, not
+/// the `Arc`s `klab_runtime::store::Store`'s indexes hold: [`Cache::get_mut`] replaces an
+/// object's `Arc` with the controller's own write, which an index holding the old one would miss.
 #[derive(Clone, Debug)]
 struct Index<K> {
     func: fn(&K) -> Option<&str>,
