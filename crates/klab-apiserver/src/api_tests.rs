@@ -2122,8 +2122,8 @@ async fn a_stalled_body_times_out() {
 }
 
 /// Twenty watches of pods by node (as kubelets watch) and one of every pod: each watch sees only
-/// its node's pods, and each change is decoded once for all of them (the shared decode of the
-/// watch cache), not once per watch.
+/// its node's pods, and no change is decoded at all (the shared state of the watch cache, kept
+/// by the write that stored it), let alone once per watch.
 #[tokio::test(start_paused = true)]
 async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     let api = crate::testing::memory_server().await;
@@ -2173,8 +2173,8 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     assert!(names(&mut by_node[7]).is_empty());
     assert_eq!(
         api.inner.decoded.decodes() - before,
-        10,
-        "one decode per change for 21 watches"
+        0,
+        "each created pod kept as written, for 21 watches"
     );
     // The store offers a pod change only to its node's watch (and the unfiltered one): 20
     // examinations, not one per watch per change (210).
@@ -2260,6 +2260,96 @@ async fn previous_states_come_from_the_last_change() {
         4,
         "three updates and the deletion reused the previous change's state"
     );
+}
+
+/// The state a write keeps for the watches is the stored change's decoding: with two watches of
+/// pods open, a create, status and metadata patches, a graceful and a final deletion are each
+/// sent exactly as decoding the store's own change feed and encoding it gives (byte for byte),
+/// none of them decoded by a watch, and a write's current object taken from the kept state.
+#[tokio::test(start_paused = true)]
+async fn written_changes_reach_watches_as_their_stored_decoding() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let mut open = Vec::new();
+    for labels in ["", "app=web"] {
+        let wp = WatchParams::default().labels(labels).timeout(60);
+        open.push(pods.watch(&wp, "0").await.unwrap().boxed());
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let from = api.store().current_revision();
+    let uri = format!("/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}&timeoutSeconds=5");
+    // As JSON objects (written from the stored bytes) and as metadata (from the decoded state).
+    const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let raw_watches: Vec<_> = ["application/json", METADATA]
+        .into_iter()
+        .map(|accept| {
+            let req = axum::http::Request::builder()
+                .uri(&uri)
+                .header("accept", accept)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let router = api.router();
+            tokio::spawn(async move {
+                let resp = tower::ServiceExt::oneshot(router, req).await.unwrap();
+                axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let decodes = api.inner.decoded.decodes();
+    let mut p = bound_pod("a", "n1");
+    p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let status = Patch::Merge(json!({"status": {"phase": "Running", "message": "caf\u{e9} \"q\"\n"}}));
+    pods.patch_status("a", &PatchParams::default(), &status)
+        .await
+        .unwrap();
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"app": "db", "x": "1"}}}));
+    pods.patch("a", &PatchParams::default(), &relabel)
+        .await
+        .unwrap();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.inner.decoded.decodes() - decodes,
+        0,
+        "no watch decoded a change written through the API"
+    );
+    // What decoding the store's change feed gives: each change's new state, or a deletion's last
+    // state stamped with the deletion's revision.
+    let ri = crate::registry::lookup("", "v1", "pods").unwrap();
+    let mut feed = api.store().watch("/registry/core/pods/", from).unwrap();
+    let (mut want, mut want_meta) = (Vec::new(), Vec::new());
+    while let Some(Some(Ok(ev))) = futures::FutureExt::now_or_never(feed.next()) {
+        let (ty, bytes) = match ev.kind {
+            klab_store::EventKind::Create => ("ADDED", ev.value.unwrap()),
+            klab_store::EventKind::Update => ("MODIFIED", ev.value.unwrap()),
+            klab_store::EventKind::Delete => ("DELETED", ev.prev_value.unwrap()),
+        };
+        let kv = klab_store::KeyValue {
+            key: ev.key,
+            value: bytes,
+            create_revision: 0,
+            mod_revision: ev.revision,
+        };
+        let obj = crate::crud::decode_kv(ri, &kv).unwrap();
+        let meta = crate::table::partial_object_metadata(&obj);
+        for (out, o) in [(&mut want, obj), (&mut want_meta, meta)] {
+            out.extend(serde_json::to_vec(&json!({"type": ty, "object": o})).unwrap());
+            out.push(b'\n');
+        }
+    }
+    let mut got = Vec::new();
+    for w in raw_watches {
+        got.push(String::from_utf8(w.await.unwrap().to_vec()).unwrap());
+    }
+    assert!(got[0].lines().count() >= 5, "{}", got[0]);
+    assert_eq!(got[0], String::from_utf8(want).unwrap());
+    assert_eq!(got[1], String::from_utf8(want_meta).unwrap());
 }
 
 /// A metadata watch and list (`as=PartialObjectMetadata`, a metadata informer's, as the garbage

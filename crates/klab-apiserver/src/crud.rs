@@ -231,12 +231,38 @@ pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
     ))
 }
 
-fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<Bytes> {
+/// The bytes to store for `obj`, and the document they encode (which the watches' window of
+/// decoded changes can keep instead of decoding the bytes again).
+fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Value)> {
     let mut v = conversion::to_storage(ri, obj);
     object::strip_for_storage(&mut v);
-    serde_json::to_vec(&v)
-        .map(Bytes::from)
-        .map_err(ApiError::internal)
+    let bytes = serde_json::to_vec(&v).map_err(ApiError::internal)?;
+    Ok((Bytes::from(bytes), v))
+}
+
+/// A stored object as `decode_kv` gives it: the watches' kept decoding of it, or decoded anew.
+pub(crate) enum Current {
+    Kept(Arc<crate::watch::State>),
+    Decoded(Value),
+}
+
+impl std::ops::Deref for Current {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        match self {
+            Current::Kept(s) => s.value(),
+            Current::Decoded(v) => v,
+        }
+    }
+}
+
+impl Current {
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Current::Kept(s) => s.value().clone(),
+            Current::Decoded(v) => v,
+        }
+    }
 }
 
 /// Writes the response for a single object, as a Table or metadata-only when asked.
@@ -287,14 +313,19 @@ fn store_key(ctx: &Ctx) -> ApiResult<String> {
 
 async fn get_current(
     inner: &Inner,
-    ri: &ResourceInfo,
+    ri: &'static ResourceInfo,
     key: &str,
     name: &str,
-) -> ApiResult<(Value, KeyValue)> {
-    match inner.store.get(key).await? {
-        Some(kv) => Ok((decode_kv(ri, &kv)?, kv)),
-        None => Err(ApiError::not_found(ri, name)),
-    }
+) -> ApiResult<(Current, KeyValue)> {
+    let Some(kv) = inner.store.get(key).await? else {
+        return Err(ApiError::not_found(ri, name));
+    };
+    // The object a write just stored is usually still kept decoded for the watches.
+    let current = match inner.decoded.current(ri, key, &kv) {
+        Some(state) => Current::Kept(state),
+        None => Current::Decoded(decode_kv(ri, &kv)?),
+    };
+    Ok((current, kv))
 }
 
 pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
@@ -314,7 +345,7 @@ pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
         return Ok(json_bytes_response(StatusCode::OK, stored_json(ri, &kv)?));
     }
     let (obj, _) = get_current(&ctx.inner, ri, &key, name).await?;
-    object_response(ctx, StatusCode::OK, obj)
+    object_response(ctx, StatusCode::OK, obj.into_value())
 }
 
 /// Whether a response is the object itself as JSON (not a Table, metadata only or protobuf).
@@ -1073,8 +1104,19 @@ pub(crate) async fn create_object_as(
             return Ok(present(ri, obj, inner.store.current_revision()));
         }
         let key = conversion::storage_resource(ri).key(namespace.as_deref(), &name);
-        match inner.store.create(&key, encode_for_store(ri, &obj)?).await {
-            Ok(rev) => return Ok(present(ri, obj, rev)),
+        let (bytes, doc) = encode_for_store(ri, &obj)?;
+        match inner.store.create(&key, bytes.clone()).await {
+            Ok(rev) => {
+                let change = crate::watch::Change {
+                    revision: rev,
+                    kind: klab_store::EventKind::Create,
+                    key: &key,
+                    value: Some(&bytes),
+                    prev_value: None,
+                };
+                inner.decoded.wrote(ri, &change, doc);
+                return Ok(present(ri, obj, rev));
+            }
             Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => {
                 continue;
             }
@@ -1392,7 +1434,7 @@ where
             .await?;
         }
         if object::same_ignoring_rv(&next, &current) {
-            return Ok(WriteOutcome::Stored(current));
+            return Ok(WriteOutcome::Stored(current.into_value()));
         }
         if dry_run {
             return Ok(WriteOutcome::Stored(present(ri, next, kv.mod_revision)));
@@ -1406,12 +1448,12 @@ where
                 Err(e) => return Err(e.into()),
             }
         }
-        match inner
-            .store
-            .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
-            .await
-        {
-            Ok(rev) => return Ok(WriteOutcome::Stored(present(ri, next, rev))),
+        let (bytes, doc) = encode_for_store(ri, &next)?;
+        match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+            Ok(rev) => {
+                inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                return Ok(WriteOutcome::Stored(present(ri, next, rev)));
+            }
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
             Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
             Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
@@ -1419,6 +1461,22 @@ where
         }
     }
     Err(ApiError::conflict(ri, name))
+}
+
+/// The change an update at `rev` made to the key whose stored version was `kv`.
+fn updated<'a>(
+    rev: u64,
+    key: &'a str,
+    bytes: &'a Bytes,
+    kv: &'a KeyValue,
+) -> crate::watch::Change<'a> {
+    crate::watch::Change {
+        revision: rev,
+        kind: klab_store::EventKind::Update,
+        key,
+        value: Some(bytes),
+        prev_value: Some(&kv.value),
+    }
 }
 
 fn outcome_response(ctx: &Ctx, outcome: WriteOutcome) -> ApiResult<Response> {
@@ -1746,7 +1804,7 @@ pub(crate) async fn delete_object(
             )
         };
         match decision {
-            DeleteDecision::Unchanged => return Ok(Deleted::Marked(current)),
+            DeleteDecision::Unchanged => return Ok(Deleted::Marked(current.into_value())),
             DeleteDecision::Mark {
                 deletion_timestamp,
                 grace_seconds,
@@ -1772,12 +1830,12 @@ pub(crate) async fn delete_object(
                 if opts.dry_run {
                     return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
                 }
-                match inner
-                    .store
-                    .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
-                    .await
-                {
-                    Ok(rev) => return Ok(Deleted::Marked(present(ri, next, rev))),
+                let (bytes, doc) = encode_for_store(ri, &next)?;
+                match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+                    Ok(rev) => {
+                        inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                        return Ok(Deleted::Marked(present(ri, next, rev)));
+                    }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
                 }
@@ -1792,12 +1850,12 @@ pub(crate) async fn delete_object(
                 if opts.dry_run {
                     return Ok(Deleted::Removed(present(ri, next, kv.mod_revision)));
                 }
-                let marked = match inner
-                    .store
-                    .update(&key, encode_for_store(ri, &next)?, kv.mod_revision)
-                    .await
-                {
-                    Ok(rev) => rev,
+                let (bytes, doc) = encode_for_store(ri, &next)?;
+                let marked = match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+                    Ok(rev) => {
+                        inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                        rev
+                    }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
                 };
@@ -1813,10 +1871,12 @@ pub(crate) async fn delete_object(
             }
             DeleteDecision::RemoveNow => {
                 if opts.dry_run {
-                    return Ok(Deleted::Removed(current));
+                    return Ok(Deleted::Removed(current.into_value()));
                 }
                 match inner.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok((rev, _)) => return Ok(Deleted::Removed(present(ri, current, rev))),
+                    Ok((rev, _)) => {
+                        return Ok(Deleted::Removed(present(ri, current.into_value(), rev)));
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
                     Err(e) => return Err(e.into()),

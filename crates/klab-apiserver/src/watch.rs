@@ -143,6 +143,16 @@ fn encode_line(ty: &str, obj: &Value) -> Bytes {
 pub(crate) struct State {
     value: Value,
     json: std::sync::OnceLock<Bytes>,
+    /// The stored document the value is the presented decoding of, when its JSON can be written
+    /// from those bytes instead of serializing the value (`json_field::presented`).
+    stored: Option<StoredDoc>,
+}
+
+/// A stored document, its revision and the resource it is presented as.
+struct StoredDoc {
+    bytes: Bytes,
+    revision: u64,
+    ri: &'static ResourceInfo,
 }
 
 impl State {
@@ -150,15 +160,41 @@ impl State {
         Arc::new(State {
             value,
             json: std::sync::OnceLock::new(),
+            stored: None,
         })
+    }
+
+    /// The state of stored `bytes` at `revision` as `ri` presents them: `value` must be
+    /// `crud::decode_kv`'s object for them.
+    fn of_stored(value: Value, ri: &'static ResourceInfo, bytes: &Bytes, revision: u64) -> Arc<State> {
+        Arc::new(State {
+            value,
+            json: std::sync::OnceLock::new(),
+            stored: crate::conversion::is_identity(ri).then(|| StoredDoc {
+                bytes: bytes.clone(),
+                revision,
+                ri,
+            }),
+        })
+    }
+
+    /// The decoded object.
+    pub(crate) fn value(&self) -> &Value {
+        &self.value
     }
 
     /// `{"type":ty,"object":…}` and a newline, byte for byte what [`encode_line`] writes (`ty`
     /// is one of the fixed event types, which need no escaping).
     fn line(&self, ty: &str) -> Bytes {
-        let json = self
-            .json
-            .get_or_init(|| Bytes::from(serde_json::to_vec(&self.value).unwrap_or_default()));
+        let json = self.json.get_or_init(|| {
+            self.stored
+                .as_ref()
+                .and_then(|s| {
+                    crate::json_field::presented(&s.bytes, &s.ri.api_version(), s.ri.kind, s.revision)
+                })
+                .unwrap_or_else(|| serde_json::to_vec(&self.value).unwrap_or_default())
+                .into()
+        });
         let mut out = Vec::with_capacity(json.len().saturating_add(ty.len()).saturating_add(24));
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
@@ -273,6 +309,48 @@ impl DecodedEvents {
     }
 
     fn get(&self, ri: &'static ResourceInfo, ev: &klab_store::Event) -> Decoded {
+        let change = Change {
+            revision: ev.revision,
+            kind: ev.kind,
+            key: &ev.key,
+            value: ev.value.as_ref(),
+            prev_value: ev.prev_value.as_ref(),
+        };
+        self.settle(ri, &change, None).unwrap_or_default()
+    }
+
+    /// Keeps the state a write of `ri` just stored, so that the watches examining the change
+    /// need not decode it: `stored` is the document the API server encoded into `change.value`
+    /// (as `conversion::to_storage` and `object::strip_for_storage` left it), whose decoding is
+    /// that document itself. Nothing is kept unless a change of `ri` would be.
+    pub(crate) fn wrote(&self, ri: &'static ResourceInfo, change: &Change<'_>, stored: Value) {
+        self.settle(ri, change, Some(stored));
+    }
+
+    /// The kept state of `key` when `kv` is the stored version it was decoded from: the object
+    /// `crud::decode_kv(ri, kv)` gives, without decoding it again.
+    pub(crate) fn current(
+        &self,
+        ri: &'static ResourceInfo,
+        key: &str,
+        kv: &klab_store::KeyValue,
+    ) -> Option<Arc<State>> {
+        let window = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let l = window
+            .latest
+            .get(&(std::ptr::from_ref(ri) as usize, key.to_string()))?;
+        (l.revision == kv.mod_revision && same_buffer(&l.bytes, &kv.value)).then(|| l.state.clone())
+    }
+
+    /// The decoded states of `change` for watches of `ri`: the kept ones, or decoded (from
+    /// `written` when the API server had the document at hand) and kept when more than one
+    /// watch of `ri` is open. `None` when `written` is given and nothing would be kept.
+    fn settle(
+        &self,
+        ri: &'static ResourceInfo,
+        change: &Change<'_>,
+        written: Option<Value>,
+    ) -> Option<Decoded> {
         let resource = std::ptr::from_ref(ri) as usize;
         let shared = self
             .watches
@@ -280,41 +358,47 @@ impl DecodedEvents {
             .unwrap_or_else(|e| e.into_inner())
             .get(&resource)
             .is_some_and(|n| *n > 1);
-        let id = (ev.revision, resource);
+        if written.is_some() && !shared {
+            return None;
+        }
+        let revision = change.revision;
+        let id = (revision, resource);
         let mut window = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = window
             .by_revision
             .get(&id)
-            .and_then(|v| v.iter().find(|(k, _)| *k == ev.key))
+            .and_then(|v| v.iter().find(|(k, _)| k == change.key))
         {
-            return d.1.clone();
+            return Some(d.1.clone());
+        }
+        if written.is_none() {
+            self.decodes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let decode = |b: &Bytes| {
-            object::decode_stored(b, ev.revision).ok().map(|o| {
-                State::new(crate::crud::present(
+            object::decode_stored(b, revision).ok().map(|o| {
+                State::of_stored(
+                    crate::crud::present(ri, crate::conversion::from_storage(ri, o), revision),
                     ri,
-                    crate::conversion::from_storage(ri, o),
-                    ev.revision,
-                ))
+                    b,
+                    revision,
+                )
             })
         };
-        self.decodes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let latest_key = (resource, ev.key.clone());
+        let latest_key = (resource, change.key.to_string());
         // The previous state is the kept state of the key's last change when the bytes are that
         // change's. An update's previous state is only matched against selectors, so it keeps
         // its own revision; a deletion sends it, stamped with the deletion's revision.
-        let prev = ev
+        let prev = change
             .prev_value
-            .as_ref()
             .and_then(|b| match window.latest.get(&latest_key) {
                 Some(l) if same_buffer(&l.bytes, b) => {
                     self.reused
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Some(match ev.kind {
+                    Some(match change.kind {
                         EventKind::Delete => {
                             let mut v = l.state.value.clone();
-                            object::set_resource_version(&mut v, ev.revision);
+                            object::set_resource_version(&mut v, revision);
                             State::new(v)
                         }
                         _ => l.state.clone(),
@@ -322,27 +406,47 @@ impl DecodedEvents {
                 }
                 _ => decode(b),
             });
-        let d: Decoded = (ev.value.as_ref().and_then(decode), prev);
+        let new = match (change.value, written) {
+            // The stored document decodes to itself: stamped and presented as `decode` would.
+            (Some(bytes), Some(mut doc)) => {
+                object::set_resource_version(&mut doc, revision);
+                Some(State::of_stored(
+                    crate::crud::present(ri, crate::conversion::from_storage(ri, doc), revision),
+                    ri,
+                    bytes,
+                    revision,
+                ))
+            }
+            (value, _) => value.and_then(decode),
+        };
+        let d: Decoded = (new, prev);
         if shared {
             window
                 .by_revision
                 .entry(id)
                 .or_default()
-                .push((ev.key.clone(), d.clone()));
-            match (&ev.value, &d.0) {
-                (Some(bytes), Some(state)) => {
+                .push((change.key.to_string(), d.clone()));
+            // A watch lagging behind the window decodes an old change again; the key's newest
+            // kept state stays the newest.
+            let newer = window
+                .latest
+                .get(&latest_key)
+                .is_none_or(|l| l.revision < revision);
+            match (change.value, &d.0) {
+                (Some(bytes), Some(state)) if newer => {
                     window.latest.insert(
                         latest_key,
                         Latest {
-                            revision: ev.revision,
+                            revision,
                             bytes: bytes.clone(),
                             state: state.clone(),
                         },
                     );
                 }
-                _ => {
+                _ if newer => {
                     window.latest.remove(&latest_key);
                 }
+                _ => {}
             }
             while window.by_revision.len() > DECODED_EVENTS_KEPT {
                 let Some(((rev, res), keys)) = window.by_revision.pop_first() else {
@@ -356,8 +460,17 @@ impl DecodedEvents {
                 }
             }
         }
-        d
+        Some(d)
     }
+}
+
+/// One change of a key, as the store's event for it has it.
+pub(crate) struct Change<'a> {
+    pub revision: u64,
+    pub kind: EventKind,
+    pub key: &'a str,
+    pub value: Option<&'a Bytes>,
+    pub prev_value: Option<&'a Bytes>,
 }
 
 /// An open watch, counted while it lives.

@@ -532,3 +532,151 @@ fn more_than_ten_updaters_are_merged_into_ancient_changes() {
         "2026-01-01T00:00:02Z"
     );
 }
+
+mod filled {
+    //! `typed::compare_filled` against trimming and filling copies of both objects.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// JSON values from a small vocabulary of pod-like field names, so that random objects hit
+    /// the zero value's structs, the fields management leaves out and the schema's lists.
+    fn value(depth: u32) -> BoxedStrategy<Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            Just(json!({})),
+            Just(json!([])),
+            (0i64..3).prop_map(|n| json!(n)),
+            prop::sample::select(vec!["a", "b"]).prop_map(|s| json!(s)),
+        ];
+        if depth == 0 {
+            return leaf.boxed();
+        }
+        let names = prop::sample::select(vec![
+            "metadata",
+            "spec",
+            "status",
+            "managedFields",
+            "labels",
+            "name",
+            "containers",
+            "template",
+            "conditions",
+            "type",
+            "image",
+            "nodeSelector",
+            "strategy",
+            "involvedObject",
+            "kind",
+            "apiVersion",
+        ]);
+        prop_oneof![
+            leaf,
+            prop::collection::vec((names, value(depth - 1)), 0..5)
+                .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            prop::collection::vec(value(depth - 1), 0..3).prop_map(Value::Array),
+        ]
+        .boxed()
+    }
+
+    fn object() -> impl Strategy<Value = Value> {
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![
+                    "metadata",
+                    "spec",
+                    "status",
+                    "kind",
+                    "involvedObject",
+                    "source",
+                    "data",
+                ]),
+                value(3),
+            ),
+            0..5,
+        )
+        .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn compare_filled_is_the_comparison_of_filled_copies(
+            live in object(),
+            new in object(),
+            kind in 0usize..4,
+            status in any::<bool>(),
+        ) {
+            let ri = [
+                pods(),
+                deployments(),
+                registry::lookup("", "v1", "events").unwrap(),
+                registry::lookup("", "v1", "configmaps").unwrap(),
+            ][kind];
+            let sub = status.then_some("status");
+            prop_assert_eq!(
+                compare_managed(ri, sub, &live, &new),
+                compare_managed_by_copies(ri, sub, &live, &new)
+            );
+        }
+    }
+
+    /// Objects equal only once trimmed or filled, or only as copies would be.
+    #[test]
+    fn compare_filled_on_objects_equal_once_filled() {
+        let cases = [
+            (json!({"metadata": {"managedFields": [1]}}), json!({"metadata": {}})),
+            (json!({"metadata": {"managedFields": [1]}}), json!({"metadata": null})),
+            (json!({"metadata": {"managedFields": [1]}}), json!({})),
+            (json!({"spec": {}}), json!({"spec": {"containers": null}})),
+            (json!({"spec": null}), json!({})),
+            (json!({"spec": []}), json!({"spec": {}})),
+            (json!({"status": {}}), json!({})),
+            (
+                json!({"metadata": {"managedFields": [1]}, "spec": {"template": {}}}),
+                json!({"spec": {"template": {"metadata": {}, "spec": {"containers": null}}}}),
+            ),
+            (json!({"involvedObject": {}, "source": null}), json!({"source": {}})),
+        ];
+        for ri in [
+            pods(),
+            deployments(),
+            registry::lookup("", "v1", "events").unwrap(),
+            registry::lookup("", "v1", "configmaps").unwrap(),
+        ] {
+            for sub in [None, Some("status")] {
+                for (a, b) in &cases {
+                    for (l, r) in [(a, b), (b, a)] {
+                        assert_eq!(
+                            compare_managed(ri, sub, l, r),
+                            compare_managed_by_copies(ri, sub, l, r),
+                            "{} {sub:?}: {l} -> {r}",
+                            ri.kind
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Objects shaped as a pod's writes: a kubelet's status update and a create from nothing.
+    #[test]
+    fn compare_filled_on_pods() {
+        let ri = pods();
+        let live = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n"},
+            "status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}});
+        let mut new = live.clone();
+        new["status"] = json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]});
+        for sub in [None, Some("status")] {
+            let c = compare_managed(ri, sub, &live, &new);
+            assert_eq!(c, compare_managed_by_copies(ri, sub, &live, &new));
+            let zero = schema::zero_object(ri);
+            let created = compare_managed(ri, sub, &zero, &new);
+            assert_eq!(created, compare_managed_by_copies(ri, sub, &zero, &new));
+            assert_eq!(c.changed().is_empty(), sub.is_none(), "{c:?}");
+            assert!(!created.changed().is_empty());
+        }
+    }
+}

@@ -132,13 +132,161 @@ pub fn compare(ri: &ResourceInfo, lhs: &Value, rhs: &Value) -> Comparison {
     let mut c = Comparison::default();
     walk_compare(
         ri,
-        Some(lhs),
-        Some(rhs),
-        &mut Names(Vec::new()),
+        Some(Filled::plain(lhs)),
+        Some(Filled::plain(rhs)),
+        &mut Vec::new(),
         &mut Vec::new(),
         &mut c,
     );
     c
+}
+
+/// What changed from `lhs` to `rhs` as Go would hold both: the top-level fields in `skip` and
+/// `metadata.managedFields` left out of either, and each filled with the fields of `zero` (the
+/// kind's zero value, `skip` left out of it too) it lacks. The same as `compare` of the two
+/// objects so trimmed and filled, without copying them.
+pub fn compare_filled(
+    ri: &ResourceInfo,
+    lhs: &Value,
+    rhs: &Value,
+    zero: &Value,
+    skip: &[&str],
+) -> Comparison {
+    let mut c = Comparison::default();
+    let root = |v| Filled {
+        v,
+        zero: zero.as_object(),
+        level: Level::Root,
+        skip,
+    };
+    walk_compare(
+        ri,
+        Some(root(lhs)),
+        Some(root(rhs)),
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut c,
+    );
+    c
+}
+
+/// Where a `Filled` node is, for the fields left out at that level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Nothing left out anywhere below (`compare`).
+    Plain,
+    /// The root: `skip` left out.
+    Root,
+    /// The root's `metadata`: `managedFields` left out.
+    Meta,
+    /// Anywhere else.
+    Other,
+}
+
+/// A value seen with some fields left out and the zero value's fields it lacks filled in (only
+/// where it is an object: a zero struct never replaces a value of another type).
+#[derive(Clone, Copy)]
+struct Filled<'a> {
+    v: &'a Value,
+    /// The zero value's fields at this place, when `v` is an object taken from an object.
+    zero: Option<&'a Map<String, Value>>,
+    level: Level,
+    skip: &'a [&'a str],
+}
+
+impl<'a> Filled<'a> {
+    fn plain(v: &'a Value) -> Self {
+        Filled {
+            v,
+            zero: None,
+            level: Level::Plain,
+            skip: &[],
+        }
+    }
+
+    fn hidden(&self, k: &str) -> bool {
+        match self.level {
+            Level::Root => self.skip.contains(&k),
+            Level::Meta => k == "managedFields",
+            Level::Plain | Level::Other => false,
+        }
+    }
+
+    fn child(&self, k: &str, v: &'a Value, zero: Option<&'a Value>) -> Filled<'a> {
+        let level = match self.level {
+            Level::Plain => Level::Plain,
+            Level::Root if k == "metadata" => Level::Meta,
+            _ => Level::Other,
+        };
+        Filled {
+            v,
+            zero: zero.and_then(Value::as_object),
+            level,
+            skip: self.skip,
+        }
+    }
+
+    /// The field `k`, or the zero value's when the object lacks it.
+    fn get(&self, k: &str) -> Option<Filled<'a>> {
+        let m = self.v.as_object()?;
+        if self.hidden(k) {
+            return None;
+        }
+        let zero = self.zero.and_then(|z| z.get(k));
+        match m.get(k) {
+            Some(v) => Some(self.child(k, v, zero)),
+            None => zero.map(|z| self.child(k, z, None)),
+        }
+    }
+
+    /// The fields: the object's in order, then the zero value's it lacks.
+    fn entries(&self) -> impl Iterator<Item = (&'a str, Filled<'a>)> + '_ {
+        let m = self.v.as_object();
+        let own = m
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(|(k, _)| !self.hidden(k))
+            .map(|(k, v)| {
+                let zero = self.zero.and_then(|z| z.get(k));
+                (k.as_str(), self.child(k, v, zero))
+            });
+        let filled = self
+            .zero
+            .filter(|_| m.is_some())
+            .into_iter()
+            .flat_map(|z| z.iter())
+            .filter(move |(k, _)| !self.hidden(k) && !m.is_some_and(|m| m.contains_key(*k)))
+            .map(|(k, z)| (k.as_str(), self.child(k, z, None)));
+        own.chain(filled)
+    }
+
+    fn is_empty_container(&self) -> bool {
+        match self.v {
+            Value::Null => true,
+            Value::Object(_) => self.entries().next().is_none(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Whether both are the same value as filled.
+    fn same(&self, other: &Filled<'_>) -> bool {
+        let trivial = |f: &Filled<'_>| {
+            f.zero.is_none() && matches!(f.level, Level::Plain | Level::Other)
+        };
+        if trivial(self) && trivial(other) {
+            return self.v == other.v;
+        }
+        match (self.v, other.v) {
+            (Value::Object(_), Value::Object(_)) => {
+                self.entries().count() == other.entries().count()
+                    && self
+                        .entries()
+                        .all(|(k, a)| other.get(k).is_some_and(|b| a.same(&b)))
+            }
+            (a, b) => a == b,
+        }
+    }
 }
 
 fn is_empty_container(v: Option<&Value>) -> bool {
@@ -150,74 +298,97 @@ fn is_empty_container(v: Option<&Value>) -> bool {
     }
 }
 
-fn walk_compare(
+fn is_empty_filled(v: Option<&Filled<'_>>) -> bool {
+    v.is_none_or(Filled::is_empty_container)
+}
+
+fn walk_compare<'a>(
     ri: &ResourceInfo,
-    lhs: Option<&Value>,
-    rhs: Option<&Value>,
-    names: &mut Names,
+    lhs: Option<Filled<'a>>,
+    rhs: Option<Filled<'a>>,
+    names: &mut Vec<&'a str>,
     path: &mut Path,
     c: &mut Comparison,
 ) {
+    let null = |f: &Option<Filled<'a>>| f.as_ref().is_some_and(|f| f.v.is_null());
     // A null and an absent field are the same to a typed object.
-    if matches!(
-        (lhs, rhs),
-        (Some(Value::Null), None) | (None, Some(Value::Null))
-    ) {
+    if (null(&lhs) && rhs.is_none()) || (lhs.is_none() && null(&rhs)) {
         return;
     }
-    let shape = match (lhs, rhs) {
-        (_, Some(v)) if !v.is_null() => v,
-        (Some(v), _) => v,
-        (None, Some(v)) => v,
+    let shape = match (&lhs, &rhs) {
+        (_, Some(v)) if !v.v.is_null() => v.v,
+        (Some(v), _) => v.v,
+        (None, Some(v)) => v.v,
         (None, None) => return,
     };
-    let same_shape = match (lhs, rhs) {
+    let same_shape = match (&lhs, &rhs) {
         (Some(l), Some(r)) => {
+            let (l, r) = (l.v, r.v);
             l.is_null()
                 || r.is_null()
                 || (l.is_object() == r.is_object() && l.is_array() == r.is_array())
         }
         _ => true,
     };
-    let leaf = |c: &mut Comparison, path: &Path| match (lhs, rhs) {
+    let leaf = |c: &mut Comparison, path: &Path| match (&lhs, &rhs) {
         (None, _) => c.added.insert(path),
         (_, None) => c.removed.insert(path),
-        (Some(l), Some(r)) if l != r => c.modified.insert(path),
+        (Some(l), Some(r)) if !l.same(r) => c.modified.insert(path),
         _ => {}
     };
-    let both_empty = is_empty_container(lhs) && is_empty_container(rhs);
+    let both_empty = is_empty_filled(lhs.as_ref()) && is_empty_filled(rhs.as_ref());
     match shape {
         Value::Object(_) if same_shape => {
-            if (!path.is_empty() && atomic_struct(ri, names)) || both_empty {
+            if (!path.is_empty() && schema::is_atomic_struct(ri, names)) || both_empty {
                 leaf(c, path);
                 return;
             }
-            let empty = Map::new();
-            let l = lhs.and_then(Value::as_object).unwrap_or(&empty);
-            let r = rhs.and_then(Value::as_object).unwrap_or(&empty);
-            let mut keys: Vec<&String> = r.keys().collect();
-            keys.extend(l.keys().filter(|k| !r.contains_key(*k)));
-            for k in keys {
-                names.0.push(k.clone());
+            let as_object = |f: &Option<Filled<'a>>| f.filter(|f| f.v.is_object());
+            let (l, r) = (as_object(&lhs), as_object(&rhs));
+            for (k, rv) in r.iter().flat_map(|r| r.entries()) {
+                names.push(k);
                 path.push(PathElement::field(k));
-                walk_compare(ri, l.get(k), r.get(k), names, path, c);
+                walk_compare(ri, l.and_then(|l| l.get(k)), Some(rv), names, path, c);
                 path.pop();
-                names.0.pop();
+                names.pop();
+            }
+            for (k, lv) in l.iter().flat_map(|l| l.entries()) {
+                if r.is_some_and(|r| r.get(k).is_some()) {
+                    continue;
+                }
+                names.push(k);
+                path.push(PathElement::field(k));
+                walk_compare(ri, Some(lv), None, names, path, c);
+                path.pop();
+                names.pop();
             }
         }
         Value::Array(_) if same_shape => {
-            let lt = list_type(ri, names);
+            let lt = schema::list_type(ri, names);
             if lt == ListType::Atomic || both_empty {
                 leaf(c, path);
                 return;
             }
-            let empty = Vec::new();
-            let l = items(lt, lhs.and_then(Value::as_array).unwrap_or(&empty));
-            let r = items(lt, rhs.and_then(Value::as_array).unwrap_or(&empty));
+            let list = |f: &Option<Filled<'a>>| {
+                f.as_ref()
+                    .and_then(|f| f.v.as_array())
+                    .map_or(&[] as &[Value], Vec::as_slice)
+            };
+            let item = |f: &Option<Filled<'a>>, v: &'a Value| Filled {
+                v,
+                zero: None,
+                level: match f.as_ref().map(|f| f.level) {
+                    Some(Level::Plain) => Level::Plain,
+                    _ => Level::Other,
+                },
+                skip: &[],
+            };
+            let l = items(lt, list(&lhs));
+            let r = items(lt, list(&rhs));
             for (pe, rv) in &r {
-                let lv = l.iter().find(|(lp, _)| lp == pe).map(|(_, v)| *v);
+                let lv = l.iter().find(|(lp, _)| lp == pe).map(|(_, v)| item(&lhs, v));
                 path.push(pe.clone());
-                walk_compare(ri, lv, Some(rv), names, path, c);
+                walk_compare(ri, lv, Some(item(&rhs, rv)), names, path, c);
                 path.pop();
             }
             for (pe, lv) in &l {
@@ -225,7 +396,7 @@ fn walk_compare(
                     continue;
                 }
                 path.push(pe.clone());
-                walk_compare(ri, Some(lv), None, names, path, c);
+                walk_compare(ri, Some(item(&lhs, lv)), None, names, path, c);
                 path.pop();
             }
         }
