@@ -1216,6 +1216,21 @@ fn merge_update(ri: &ResourceInfo, scope: WriteScope, old: &Value, mut new: Valu
                     if let Some(s) = status.take() {
                         o.insert(k.clone(), s);
                     }
+                } else if let (Value::Object(meta), "metadata") = (v, k.as_str()) {
+                    // Without copying the managedFields, which are dropped below: a null keeps
+                    // their place so that dropping them leaves the same key order.
+                    let meta = meta
+                        .iter()
+                        .map(|(mk, mv)| {
+                            let mv = if mk == "managedFields" {
+                                Value::Null
+                            } else {
+                                mv.clone()
+                            };
+                            (mk.clone(), mv)
+                        })
+                        .collect();
+                    o.insert(k.clone(), Value::Object(meta));
                 } else {
                     o.insert(k.clone(), v.clone());
                 }
@@ -1349,7 +1364,7 @@ where
     };
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
-        let proposed = if status_patch && scope == WriteScope::Status {
+        let mut proposed = if status_patch && scope == WriteScope::Status {
             normalize_status_patch(ri, mutate(&current)?, strict)?
         } else {
             normalize(ri, mutate(&current)?, strict)?
@@ -1390,7 +1405,11 @@ where
                 return Err(ApiError::conflict(ri, name));
             }
         }
-        let requested_fields = proposed.pointer("/metadata/managedFields").cloned();
+        // Moved out rather than copied: `merge_update` drops the proposed object's managedFields
+        // (the null left in their place goes with them, so the stored key order is unchanged).
+        let requested_fields = proposed
+            .pointer_mut("/metadata/managedFields")
+            .map(std::mem::take);
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);
         rec.record(

@@ -201,6 +201,32 @@ impl Set {
         out
     }
 
+    /// `self.union(other)`, in place: what is already there is not copied.
+    pub fn absorb(&mut self, other: &Set) {
+        self.members.extend(other.members.iter().cloned());
+        for (pe, c) in &other.children {
+            match self.children.get_mut(pe) {
+                Some(mine) => mine.absorb(c),
+                None => {
+                    self.children.insert(pe.clone(), c.clone());
+                }
+            }
+        }
+    }
+
+    /// `self.difference(other)`, in place: what stays is not copied.
+    pub fn subtract(&mut self, other: &Set) {
+        if !other.members.is_empty() {
+            self.members.retain(|m| !other.members.contains(m));
+        }
+        self.children.retain(|pe, c| {
+            if let Some(o) = other.children.get(pe) {
+                c.subtract(o);
+            }
+            !c.is_empty()
+        });
+    }
+
     /// Removes `path` and everything below it.
     pub fn remove_subtree(&mut self, path: &[PathElement]) {
         match path {
@@ -242,6 +268,13 @@ impl Set {
 
     /// The `fieldsV1` JSON of this set.
     pub fn to_fields_v1(&self) -> Value {
+        let mut out = Map::new();
+        self.write_fields_v1(&mut out);
+        Value::Object(out)
+    }
+
+    /// Writes this set's `fieldsV1` entries into `out` (a child's straight into its own object).
+    fn write_fields_v1(&self, out: &mut Map<String, Value>) {
         let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
         keys.extend(
             self.children
@@ -249,24 +282,16 @@ impl Set {
                 .filter(|(_, c)| !c.is_empty())
                 .map(|(k, _)| k),
         );
-        let mut out = Map::new();
         for pe in keys {
-            let v = match self.children.get(pe).filter(|c| !c.is_empty()) {
-                Some(c) => {
-                    let mut inner = Map::new();
-                    if self.members.contains(pe) {
-                        inner.insert(".".into(), Value::Object(Map::new()));
-                    }
-                    if let Value::Object(m) = c.to_fields_v1() {
-                        inner.extend(m);
-                    }
-                    Value::Object(inner)
+            let mut inner = Map::new();
+            if let Some(c) = self.children.get(pe).filter(|c| !c.is_empty()) {
+                if self.members.contains(pe) {
+                    inner.insert(".".into(), Value::Object(Map::new()));
                 }
-                None => Value::Object(Map::new()),
-            };
-            out.insert(pe.encode(), v);
+                c.write_fields_v1(&mut inner);
+            }
+            out.insert(pe.encode(), Value::Object(inner));
         }
-        Value::Object(out)
     }
 
     /// Parses `fieldsV1` JSON.
@@ -439,5 +464,44 @@ mod tests {
         ]);
         let texts: Vec<String> = s.paths().iter().map(|p| path_string(p)).collect();
         assert_eq!(texts, [".spec.replicas", ".spec.template.x"]);
+    }
+
+    mod in_place {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn element() -> impl Strategy<Value = PathElement> {
+            prop_oneof![
+                prop::sample::select(vec!["a", "b", "c"]).prop_map(PathElement::field),
+                (0i64..2).prop_map(PathElement::Index),
+            ]
+        }
+
+        /// Sets from random paths, some with a child left empty by a removal.
+        fn set() -> impl Strategy<Value = Set> {
+            (
+                prop::collection::vec(prop::collection::vec(element(), 1..4), 0..8),
+                prop::collection::vec(prop::collection::vec(element(), 1..3), 0..2),
+            )
+                .prop_map(|(paths, removed)| {
+                    let mut s = set_of(&paths);
+                    for p in removed {
+                        s.remove_subtree(&p);
+                    }
+                    s
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn absorb_and_subtract_are_union_and_difference(a in set(), b in set()) {
+                let mut u = a.clone();
+                u.absorb(&b);
+                prop_assert_eq!(u, a.union(&b));
+                let mut d = a.clone();
+                d.subtract(&b);
+                prop_assert_eq!(d, a.difference(&b));
+            }
+        }
     }
 }
