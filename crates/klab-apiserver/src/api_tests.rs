@@ -2277,7 +2277,8 @@ async fn written_changes_reach_watches_as_their_stored_decoding() {
     }
     tokio::time::sleep(Duration::from_millis(10)).await;
     let from = api.store().current_revision();
-    let uri = format!("/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}&timeoutSeconds=5");
+    let uri =
+        format!("/api/v1/namespaces/default/pods?watch=1&resourceVersion={from}&timeoutSeconds=5");
     // As JSON objects (written from the stored bytes) and as metadata (from the decoded state).
     const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
     let raw_watches: Vec<_> = ["application/json", METADATA]
@@ -2302,7 +2303,8 @@ async fn written_changes_reach_watches_as_their_stored_decoding() {
     let mut p = bound_pod("a", "n1");
     p.spec.as_mut().unwrap().termination_grace_period_seconds = Some(30);
     pods.create(&PostParams::default(), &p).await.unwrap();
-    let status = Patch::Merge(json!({"status": {"phase": "Running", "message": "caf\u{e9} \"q\"\n"}}));
+    let status =
+        Patch::Merge(json!({"status": {"phase": "Running", "message": "caf\u{e9} \"q\"\n"}}));
     pods.patch_status("a", &PatchParams::default(), &status)
         .await
         .unwrap();

@@ -1468,9 +1468,15 @@ where
             }
         }
         let (bytes, doc) = encode_for_store(ri, &next)?;
-        match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+        match inner
+            .store
+            .update(&key, bytes.clone(), kv.mod_revision)
+            .await
+        {
             Ok(rev) => {
-                inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                inner
+                    .decoded
+                    .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
                 return Ok(WriteOutcome::Stored(present(ri, next, rev)));
             }
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
@@ -1850,9 +1856,15 @@ pub(crate) async fn delete_object(
                     return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
-                match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+                match inner
+                    .store
+                    .update(&key, bytes.clone(), kv.mod_revision)
+                    .await
+                {
                     Ok(rev) => {
-                        inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                        inner
+                            .decoded
+                            .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
                         return Ok(Deleted::Marked(present(ri, next, rev)));
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
@@ -1870,9 +1882,15 @@ pub(crate) async fn delete_object(
                     return Ok(Deleted::Removed(present(ri, next, kv.mod_revision)));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
-                let marked = match inner.store.update(&key, bytes.clone(), kv.mod_revision).await {
+                let marked = match inner
+                    .store
+                    .update(&key, bytes.clone(), kv.mod_revision)
+                    .await
+                {
                     Ok(rev) => {
-                        inner.decoded.wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                        inner
+                            .decoded
+                            .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
                         rev
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,

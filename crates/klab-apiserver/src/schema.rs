@@ -102,7 +102,8 @@ struct RoundTrip<'a>(&'a Value);
 impl KindVisitor for RoundTrip<'_> {
     type Out = Result<Value, String>;
     fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out {
-        let typed: T = serde_json::from_value(self.0.clone()).map_err(|e| e.to_string())?;
+        // Read from the borrowed value: the same decoding (and errors) as from a copy of it.
+        let typed = T::deserialize(self.0).map_err(|e| e.to_string())?;
         serde_json::to_value(&typed).map_err(|e| e.to_string())
     }
 }
@@ -112,7 +113,7 @@ impl KindVisitor for RoundTrip<'_> {
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
     let mut out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
     let mut unknown = Vec::new();
-    unknown_fields(obj, &out, String::new(), &mut unknown);
+    unknown_fields(obj, &out, &mut String::new(), &mut unknown);
     drop_empty_metadata_collections(&mut out);
     Ok((out, unknown))
 }
@@ -154,28 +155,33 @@ fn drop_empty_metadata_collections(obj: &mut Value) {
     }
 }
 
-/// Collects paths present (and non-null) in `before` but absent from `after`.
-fn unknown_fields(before: &Value, after: &Value, path: String, out: &mut Vec<String>) {
+/// Collects paths present (and non-null) in `before` but absent from `after`. The path is
+/// built in one buffer and copied out only for an unknown field (nearly every write has none).
+fn unknown_fields(before: &Value, after: &Value, path: &mut String, out: &mut Vec<String>) {
+    use std::fmt::Write;
+    let len = path.len();
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
             for (k, bv) in b {
                 if bv.is_null() {
                     continue;
                 }
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match a.get(k) {
-                    Some(av) => unknown_fields(bv, av, p, out),
-                    None => out.push(p),
+                if !path.is_empty() {
+                    path.push('.');
                 }
+                path.push_str(k);
+                match a.get(k) {
+                    Some(av) => unknown_fields(bv, av, path, out),
+                    None => out.push(path.clone()),
+                }
+                path.truncate(len);
             }
         }
         (Value::Array(b), Value::Array(a)) => {
             for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
-                unknown_fields(bv, av, format!("{path}[{i}]"), out);
+                let _ = write!(path, "[{i}]");
+                unknown_fields(bv, av, path, out);
+                path.truncate(len);
             }
         }
         _ => {}

@@ -166,7 +166,12 @@ impl State {
 
     /// The state of stored `bytes` at `revision` as `ri` presents them: `value` must be
     /// `crud::decode_kv`'s object for them.
-    fn of_stored(value: Value, ri: &'static ResourceInfo, bytes: &Bytes, revision: u64) -> Arc<State> {
+    fn of_stored(
+        value: Value,
+        ri: &'static ResourceInfo,
+        bytes: &Bytes,
+        revision: u64,
+    ) -> Arc<State> {
         Arc::new(State {
             value,
             json: std::sync::OnceLock::new(),
@@ -190,7 +195,12 @@ impl State {
             self.stored
                 .as_ref()
                 .and_then(|s| {
-                    crate::json_field::presented(&s.bytes, &s.ri.api_version(), s.ri.kind, s.revision)
+                    crate::json_field::presented(
+                        &s.bytes,
+                        &s.ri.api_version(),
+                        s.ri.kind,
+                        s.revision,
+                    )
                 })
                 .unwrap_or_else(|| serde_json::to_vec(&self.value).unwrap_or_default())
                 .into()

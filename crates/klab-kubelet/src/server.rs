@@ -67,6 +67,9 @@ pub struct KubeletEndpoint {
     pub(crate) open_streams: Arc<AtomicUsize>,
     /// The node's name and capacities, for `/stats/summary`.
     pub(crate) node: Arc<crate::resource_metrics::NodeInfo>,
+    /// The routes serving the current kubelet process's pod view, built once per process rather
+    /// than once per connection (every metrics scrape is a new connection).
+    pub(crate) routes: Arc<Mutex<Option<(PodView, Router)>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -105,13 +108,27 @@ impl KubeletEndpoint {
     }
 
     fn serve(&self, pods: PodView, io: DuplexStream) {
-        let state = Arc::new(ServerState {
-            endpoint: self.clone(),
-            pods,
-        });
+        let router = {
+            let mut routes = lock(&self.routes);
+            match &*routes {
+                Some((view, r)) if Arc::ptr_eq(view, &pods) => r.clone(),
+                _ => {
+                    let state = Arc::new(ServerState {
+                        // Without the routes: the state must not hold what holds it.
+                        endpoint: KubeletEndpoint {
+                            routes: Default::default(),
+                            ..self.clone()
+                        },
+                        pods: pods.clone(),
+                    });
+                    let r = router(state);
+                    *routes = Some((pods, r.clone()));
+                    r
+                }
+            }
+        };
         let mut rx = self.net.subscribe();
         let epoch = rx.borrow().epoch;
-        let router = router(state);
         tokio::spawn(async move {
             let svc = hyper_util::service::TowerToHyperService::new(router);
             let conn = hyper::server::conn::http1::Builder::new()

@@ -571,8 +571,9 @@ mod filled {
         ]);
         prop_oneof![
             leaf,
-            prop::collection::vec((names, value(depth - 1)), 0..5)
-                .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())),
+            prop::collection::vec((names, value(depth - 1)), 0..5).prop_map(|kv| Value::Object(
+                kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+            )),
             prop::collection::vec(value(depth - 1), 0..3).prop_map(Value::Array),
         ]
         .boxed()
@@ -624,8 +625,14 @@ mod filled {
     #[test]
     fn compare_filled_on_objects_equal_once_filled() {
         let cases = [
-            (json!({"metadata": {"managedFields": [1]}}), json!({"metadata": {}})),
-            (json!({"metadata": {"managedFields": [1]}}), json!({"metadata": null})),
+            (
+                json!({"metadata": {"managedFields": [1]}}),
+                json!({"metadata": {}}),
+            ),
+            (
+                json!({"metadata": {"managedFields": [1]}}),
+                json!({"metadata": null}),
+            ),
             (json!({"metadata": {"managedFields": [1]}}), json!({})),
             (json!({"spec": {}}), json!({"spec": {"containers": null}})),
             (json!({"spec": null}), json!({})),
@@ -635,7 +642,10 @@ mod filled {
                 json!({"metadata": {"managedFields": [1]}, "spec": {"template": {}}}),
                 json!({"spec": {"template": {"metadata": {}, "spec": {"containers": null}}}}),
             ),
-            (json!({"involvedObject": {}, "source": null}), json!({"source": {}})),
+            (
+                json!({"involvedObject": {}, "source": null}),
+                json!({"source": {}}),
+            ),
         ];
         for ri in [
             pods(),

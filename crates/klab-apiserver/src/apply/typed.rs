@@ -271,9 +271,8 @@ impl<'a> Filled<'a> {
 
     /// Whether both are the same value as filled.
     fn same(&self, other: &Filled<'_>) -> bool {
-        let trivial = |f: &Filled<'_>| {
-            f.zero.is_none() && matches!(f.level, Level::Plain | Level::Other)
-        };
+        let trivial =
+            |f: &Filled<'_>| f.zero.is_none() && matches!(f.level, Level::Plain | Level::Other);
         if trivial(self) && trivial(other) {
             return self.v == other.v;
         }
@@ -386,7 +385,10 @@ fn walk_compare<'a>(
             let l = items(lt, list(&lhs));
             let r = items(lt, list(&rhs));
             for (pe, rv) in &r {
-                let lv = l.iter().find(|(lp, _)| lp == pe).map(|(_, v)| item(&lhs, v));
+                let lv = l
+                    .iter()
+                    .find(|(lp, _)| lp == pe)
+                    .map(|(_, v)| item(&lhs, v));
                 path.push(pe.clone());
                 walk_compare(ri, lv, Some(item(&rhs, rv)), names, path, c);
                 path.pop();
