@@ -147,7 +147,6 @@ impl SimNode {
             clock: clock.clone(),
             process: Arc::new(Mutex::new(None)),
             open_streams: Default::default(),
-            routes: Default::default(),
             node: Arc::new(crate::resource_metrics::NodeInfo {
                 name: name.to_string(),
                 memory_bytes: spec.memory_bytes,

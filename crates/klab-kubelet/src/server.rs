@@ -17,9 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -67,9 +68,6 @@ pub struct KubeletEndpoint {
     pub(crate) open_streams: Arc<AtomicUsize>,
     /// The node's name and capacities, for `/stats/summary`.
     pub(crate) node: Arc<crate::resource_metrics::NodeInfo>,
-    /// The routes serving the current kubelet process's pod view, built once per process rather
-    /// than once per connection (every metrics scrape is a new connection).
-    pub(crate) routes: Arc<Mutex<Option<(PodView, Router)>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -108,25 +106,18 @@ impl KubeletEndpoint {
     }
 
     fn serve(&self, pods: PodView, io: DuplexStream) {
-        let router = {
-            let mut routes = lock(&self.routes);
-            match &*routes {
-                Some((view, r)) if Arc::ptr_eq(view, &pods) => r.clone(),
-                _ => {
-                    let state = Arc::new(ServerState {
-                        // Without the routes: the state must not hold what holds it.
-                        endpoint: KubeletEndpoint {
-                            routes: Default::default(),
-                            ..self.clone()
-                        },
-                        pods: pods.clone(),
-                    });
-                    let r = router(state);
-                    *routes = Some((pods, r.clone()));
-                    r
-                }
-            }
-        };
+        let state = Arc::new(ServerState {
+            endpoint: self.clone(),
+            pods,
+        });
+        // One router for every kubelet (building one per connection was most of the cost of a
+        // metrics scrape); the connection's kubelet goes with each request.
+        let router = tower::service_fn(
+            move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(state.clone());
+                tower::ServiceExt::oneshot(routes().clone(), req)
+            },
+        );
         let mut rx = self.net.subscribe();
         let epoch = rx.borrow().epoch;
         tokio::spawn(async move {
@@ -149,7 +140,13 @@ struct ServerState {
     pods: PodView,
 }
 
-fn router(state: Arc<ServerState>) -> Router {
+/// The kubelet's routes; each request carries its kubelet's `Arc<ServerState>` as an extension.
+fn routes() -> &'static Router {
+    static ROUTES: std::sync::OnceLock<Router> = std::sync::OnceLock::new();
+    ROUTES.get_or_init(router)
+}
+
+fn router() -> Router {
     Router::new()
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
@@ -168,7 +165,6 @@ fn router(state: Arc<ServerState>) -> Router {
         .route("/metrics/resource", get(metrics_resource))
         .route("/stats/summary", get(stats_summary))
         .route("/pods", get(pods))
-        .with_state(state)
 }
 
 fn text(code: StatusCode, message: String) -> Response {
@@ -180,7 +176,7 @@ fn text(code: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-async fn pods(State(s): State<Arc<ServerState>>) -> Response {
+async fn pods(Extension(s): Extension<Arc<ServerState>>) -> Response {
     let items: Vec<Pod> = lock(&s.pods).values().map(|p| (**p).clone()).collect();
     let list =
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items});
@@ -193,7 +189,7 @@ async fn pods(State(s): State<Arc<ServerState>>) -> Response {
 
 /// `/metrics/resource`: the resource metrics pipeline's families from the machine's usage model
 /// (see [`crate::resource_metrics`]).
-async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
+async fn metrics_resource(Extension(s): Extension<Arc<ServerState>>) -> Response {
     // Sampled at the millisecond the samples are stamped with, so that a rate computed from two
     // scrapes (metrics-server's CPU) is exact.
     let now = s.endpoint.clock.now();
@@ -207,7 +203,7 @@ async fn metrics_resource(State(s): State<Arc<ServerState>>) -> Response {
 }
 
 /// `/stats/summary`: the Summary API (`stats/v1alpha1`) from the machine's usage model.
-async fn stats_summary(State(s): State<Arc<ServerState>>) -> Response {
+async fn stats_summary(Extension(s): Extension<Arc<ServerState>>) -> Response {
     let now = s.endpoint.clock.now();
     let body = {
         let mut m = lock(&s.endpoint.machine);
@@ -346,7 +342,7 @@ fn log_options(query: &[(String, String)], now: Timestamp) -> Result<LogOptions,
 }
 
 async fn container_logs(
-    State(s): State<Arc<ServerState>>,
+    Extension(s): Extension<Arc<ServerState>>,
     Path((namespace, pod_name, container)): Path<(String, String, String)>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
@@ -475,7 +471,7 @@ fn header_has(req: &axum::extract::Request, name: &str, value: &str) -> bool {
 /// `/attach/{ns}/{pod}/{container}`: the container's output from now on, as an exec session
 /// with no command.
 async fn attach(
-    s: State<Arc<ServerState>>,
+    s: Extension<Arc<ServerState>>,
     path: Path<(String, String, String)>,
     Query(mut query): Query<Vec<(String, String)>>,
     req: axum::extract::Request,
@@ -486,7 +482,7 @@ async fn attach(
 
 /// `/portForward/{ns}/{pod}`: SPDY `portforward.k8s.io` streams to the pod's ports.
 async fn port_forward(
-    State(s): State<Arc<ServerState>>,
+    Extension(s): Extension<Arc<ServerState>>,
     Path((namespace, pod_name)): Path<(String, String)>,
     req: axum::extract::Request,
 ) -> Response {
@@ -549,7 +545,7 @@ async fn port_forward(
 /// `/exec/{ns}/{pod}/{container}`: a command in the simulated shell, over a WebSocket
 /// (`v5.channel.k8s.io`, `v4.channel.k8s.io`) or SPDY/3.1 upgrade.
 async fn exec(
-    State(s): State<Arc<ServerState>>,
+    Extension(s): Extension<Arc<ServerState>>,
     Path((namespace, pod_name, container)): Path<(String, String, String)>,
     Query(query): Query<Vec<(String, String)>>,
     req: axum::extract::Request,
