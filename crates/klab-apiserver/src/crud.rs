@@ -788,10 +788,15 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
     let Some(kv) = inner.store.get(&nsri.key(None, ns)).await? else {
         return Err(ApiError::namespace_not_found(ns));
     };
-    let obj = decode_kv(nsri, &kv)?;
-    if obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
-        && ri.plural != "events"
-    {
+    // Every create asks: the one field is read from the stored bytes, which are not decoded.
+    let phase = match crate::json_field::string_at(&kv.value, &["status", "phase"]) {
+        Ok(phase) => phase,
+        Err(_) => decode_kv(nsri, &kv)?
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    };
+    if phase.as_deref() == Some("Terminating") && ri.plural != "events" {
         return Err(ApiError::forbidden(format!(
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             ri.qualified_plural(),
@@ -1546,24 +1551,33 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or("");
     let ri = t.ri;
     let pins_rv = crate::patch::pins_resource_version(kind, &patch_doc);
+    let scope = WriteScope::of(ctx);
+    let status_patch =
+        matches!(kind, PatchKind::Merge | PatchKind::Strategic) && touches_only_status(&patch_doc);
     let outcome = guarded_update_as(
         &ctx.inner,
         ri,
         t.namespace.as_deref(),
         name,
         WriteMode {
-            scope: WriteScope::of(ctx),
+            scope,
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
-            status_patch: matches!(kind, PatchKind::Merge | PatchKind::Strategic)
-                && touches_only_status(&patch_doc),
+            status_patch,
         },
         &Recording::Update(manager),
         |current| {
             // The patch applies to the whole current object (a JSON patch may `test` its
             // resourceVersion). Only a resourceVersion the patch itself sets is a precondition;
             // otherwise the stamped one is dropped, so a concurrent write makes the server retry.
-            let mut out = crate::patch::apply_patch(ri, kind, current, &patch_doc)?;
+            // A status write's patch of status alone applies to the object without its spec and
+            // managedFields: the write keeps the stored ones whatever it proposes (and the
+            // patch, which names nothing else, gives the same status and metadata either way).
+            let mut out = if status_patch && scope == WriteScope::Status {
+                crate::patch::apply_patch(ri, kind, &status_view(current), &patch_doc)?
+            } else {
+                crate::patch::apply_patch(ri, kind, current, &patch_doc)?
+            };
             if !pins_rv {
                 object::strip_for_storage(&mut out);
             }
@@ -1572,6 +1586,26 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     )
     .await?;
     outcome_response(ctx, outcome)
+}
+
+/// `obj` without `spec` and `metadata.managedFields`, the rest copied.
+fn status_view(obj: &Value) -> Value {
+    let Value::Object(top) = obj else {
+        return obj.clone();
+    };
+    let fields = top.iter().filter(|(k, _)| *k != "spec").map(|(k, v)| {
+        let v = match v {
+            Value::Object(meta) if k == "metadata" => Value::Object(
+                meta.iter()
+                    .filter(|(mk, _)| *mk != "managedFields")
+                    .map(|(mk, mv)| (mk.clone(), mv.clone()))
+                    .collect(),
+            ),
+            _ => v.clone(),
+        };
+        (k.clone(), v)
+    });
+    Value::Object(fields.collect())
 }
 
 /// `application/apply-patch+yaml`: server-side apply onto the stored object, or a create when
@@ -2010,6 +2044,55 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status write's patch of status alone gives the same status and metadata applied to the
+    /// object without its spec and managedFields as applied to the whole object.
+    #[test]
+    fn a_status_patch_applies_to_the_status_view_as_to_the_whole_object() {
+        use crate::patch::{PatchKind, apply_patch};
+        let ri = registry::lookup("", "v1", "pods").unwrap();
+        let current = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": "u1", "resourceVersion": "7",
+                "labels": {"app": "web"},
+                "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:nodeName": {}}}}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}});
+        let patches = [
+            (
+                PatchKind::Strategic,
+                json!({"metadata": {"uid": "u1"}, "status": {
+                "$setElementOrder/conditions": [{"type": "Initialized"}, {"type": "PodScheduled"}, {"type": "Ready"}],
+                "conditions": [{"type": "Initialized", "status": "True"},
+                               {"type": "Ready", "status": "True", "reason": null}],
+                "phase": "Running"}}),
+            ),
+            (
+                PatchKind::Strategic,
+                json!({"status": {"conditions": [{"type": "Ready", "$patch": "delete"}]}}),
+            ),
+            (
+                PatchKind::Merge,
+                json!({"metadata": {"resourceVersion": "7"}, "status": {"phase": null, "conditions": []}}),
+            ),
+            (PatchKind::Merge, json!({"status": "odd"})),
+        ];
+        for (kind, patch) in patches {
+            assert!(touches_only_status(&patch), "{patch}");
+            let whole = apply_patch(ri, kind, &current, &patch);
+            let view = apply_patch(ri, kind, &status_view(&current), &patch);
+            let (Ok(whole), Ok(view)) = (whole, view) else {
+                panic!("{patch}: applies to the whole object and to the status view");
+            };
+            assert_eq!(whole.get("status"), view.get("status"), "{patch}");
+            let mut meta = whole["metadata"].clone();
+            meta.as_object_mut().unwrap().remove("managedFields");
+            assert_eq!(meta, view["metadata"], "{patch}");
+            assert_eq!(view.get("spec"), None);
+        }
+    }
 
     /// A status write keeps everything of the stored object but its status, which it takes from
     /// the request in the stored status's place (or drops, when the request has none); the
