@@ -230,7 +230,62 @@ fn encode_frame(ty: &str, obj: &Value) -> Bytes {
 /// A change as watches see it: the new and the previous object, decoded, converted to the
 /// watched resource's version and stamped with the change's revision (an update's previous
 /// object, never sent, may carry its own).
-type Decoded = (Option<Arc<State>>, Option<Arc<State>>);
+#[derive(Clone, Default)]
+struct Decoded {
+    new: Option<Arc<State>>,
+    prev: Prev,
+}
+
+/// A change's previous object: none (a create), the kept state of the key's last change, or
+/// stored bytes decoded when a watch first needs them. A watch without selectors only needs
+/// to know that there was one (every object matches), so an update seen only by such watches
+/// (a node's status to the controllers' informers) never decodes its previous state.
+#[derive(Clone, Default)]
+enum Prev {
+    #[default]
+    None,
+    Kept(Arc<State>),
+    Stored(Arc<StoredPrev>),
+}
+
+/// Stored bytes of a previous object, decoded at most once.
+struct StoredPrev {
+    ri: &'static ResourceInfo,
+    bytes: Bytes,
+    revision: u64,
+    state: std::sync::OnceLock<Option<Arc<State>>>,
+}
+
+impl Prev {
+    /// Whether the change had a previous object (stored bytes always decode: the API server
+    /// wrote them).
+    fn exists(&self) -> bool {
+        !matches!(self, Prev::None)
+    }
+
+    fn state(&self) -> Option<Arc<State>> {
+        match self {
+            Prev::None => None,
+            Prev::Kept(s) => Some(s.clone()),
+            Prev::Stored(p) => p
+                .state
+                .get_or_init(|| decode_state(p.ri, &p.bytes, p.revision))
+                .clone(),
+        }
+    }
+}
+
+/// Stored bytes as a watch of `ri` sees them at `revision`.
+fn decode_state(ri: &'static ResourceInfo, b: &Bytes, revision: u64) -> Option<Arc<State>> {
+    object::decode_stored(b, revision).ok().map(|o| {
+        State::of_stored(
+            crate::crud::present(ri, crate::conversion::from_storage(ri, o), revision),
+            ri,
+            b,
+            revision,
+        )
+    })
+}
 
 /// Recent store changes decoded once for every watch that examines them (the first half of
 /// upstream's watch cache: there, each change is decoded once and filtered per watcher). With a
@@ -385,27 +440,17 @@ impl DecodedEvents {
             self.decodes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let decode = |b: &Bytes| {
-            object::decode_stored(b, revision).ok().map(|o| {
-                State::of_stored(
-                    crate::crud::present(ri, crate::conversion::from_storage(ri, o), revision),
-                    ri,
-                    b,
-                    revision,
-                )
-            })
-        };
         let latest_key = (resource, change.key.to_string());
         // The previous state is the kept state of the key's last change when the bytes are that
         // change's. An update's previous state is only matched against selectors, so it keeps
         // its own revision; a deletion sends it, stamped with the deletion's revision.
-        let prev = change
-            .prev_value
-            .and_then(|b| match window.latest.get(&latest_key) {
+        let prev = match change.prev_value {
+            None => Prev::None,
+            Some(b) => match window.latest.get(&latest_key) {
                 Some(l) if same_buffer(&l.bytes, b) => {
                     self.reused
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    Some(match change.kind {
+                    Prev::Kept(match change.kind {
                         EventKind::Delete => {
                             let mut v = l.state.value.clone();
                             object::set_resource_version(&mut v, revision);
@@ -414,8 +459,14 @@ impl DecodedEvents {
                         _ => l.state.clone(),
                     })
                 }
-                _ => decode(b),
-            });
+                _ => Prev::Stored(Arc::new(StoredPrev {
+                    ri,
+                    bytes: b.clone(),
+                    revision,
+                    state: std::sync::OnceLock::new(),
+                })),
+            },
+        };
         let new = match (change.value, written) {
             // The stored document decodes to itself: stamped and presented as `decode` would.
             (Some(bytes), Some(mut doc)) => {
@@ -427,9 +478,9 @@ impl DecodedEvents {
                     revision,
                 ))
             }
-            (value, _) => value.and_then(decode),
+            (value, _) => value.and_then(|b| decode_state(ri, b, revision)),
         };
-        let d: Decoded = (new, prev);
+        let d = Decoded { new, prev };
         if shared {
             window
                 .by_revision
@@ -442,7 +493,7 @@ impl DecodedEvents {
                 .latest
                 .get(&latest_key)
                 .is_none_or(|l| l.revision < revision);
-            match (change.value, &d.0) {
+            match (change.value, &d.new) {
                 (Some(bytes), Some(state)) if newer => {
                     window.latest.insert(
                         latest_key,
@@ -840,7 +891,7 @@ fn event_line(
     ev: &klab_store::Event,
 ) -> Option<Bytes> {
     let ri = enc.ri;
-    let (new, old) = decoded.get(ri, ev);
+    let Decoded { new, prev } = decoded.get(ri, ev);
     let matches = |o: &Option<Arc<State>>| o.as_ref().is_some_and(|o| sel.matches(ri, &o.value));
     match ev.kind {
         EventKind::Create => {
@@ -848,9 +899,18 @@ fn event_line(
         }
         EventKind::Delete => {
             // The DELETED object is the last state, stamped with the deletion's revision.
+            let old = prev.state();
             matches(&old).then(|| enc.state_line("DELETED", old.as_ref().expect("matched")))
         }
-        EventKind::Update => match (matches(&old), matches(&new)) {
+        EventKind::Update => match (
+            // Without selectors every object matches: the previous one need not be read.
+            if sel.is_everything() {
+                prev.exists()
+            } else {
+                matches(&prev.state())
+            },
+            matches(&new),
+        ) {
             (true, true) => Some(enc.state_line("MODIFIED", new.as_ref().expect("matched"))),
             (false, true) => Some(enc.state_line("ADDED", new.as_ref().expect("matched"))),
             (true, false) => Some(enc.state_line("DELETED", new.as_ref().expect("decoded"))),
@@ -912,6 +972,71 @@ mod tests {
                 "now {now:?}, deadline {deadline:?}"
             );
         }
+    }
+
+    /// An update's previous state is decoded only once a watch must match a selector against
+    /// it: watches without selectors send MODIFIED knowing only that there was one.
+    #[test]
+    fn previous_states_are_decoded_only_for_selectors() {
+        let pods = crate::registry::lookup("", "v1", "pods").unwrap();
+        let events = Arc::new(DecodedEvents::default());
+        let (_a, _b) = (events.open(pods), events.open(pods));
+        let pod = |app: &str| {
+            Bytes::from(
+                serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "labels": {"app": app}}}))
+                .unwrap(),
+            )
+        };
+        let ev = klab_store::Event {
+            revision: 9,
+            kind: EventKind::Update,
+            key: "/registry/core/pods/default/p".into(),
+            value: Some(pod("db")),
+            prev_value: Some(pod("web")),
+        };
+        let mut enc = Encoder {
+            ri: pods,
+            render: Render::Object,
+            first_table: false,
+            clock: klab_api::Clock::virtual_default(),
+        };
+        let kept_prev = || {
+            let window = events.entries.lock().unwrap();
+            match &window.by_revision[&(9, std::ptr::from_ref(pods) as usize)][0]
+                .1
+                .prev
+            {
+                Prev::Stored(p) => p.state.get().is_some(),
+                _ => panic!("the previous state is the stored bytes"),
+            }
+        };
+        let everything = Selectors {
+            labels: LabelSelector::everything(),
+            fields: FieldSelector::everything(),
+        };
+        let line = event_line(&mut enc, &everything, &events, &ev).unwrap();
+        assert!(line.starts_with(b"{\"type\":\"MODIFIED\""));
+        assert!(!kept_prev(), "not decoded for a watch of everything");
+        let web = Selectors {
+            labels: LabelSelector::parse("app=web").unwrap(),
+            fields: FieldSelector::everything(),
+        };
+        let line = event_line(&mut enc, &web, &events, &ev).unwrap();
+        assert!(
+            line.starts_with(b"{\"type\":\"DELETED\""),
+            "left the selector"
+        );
+        assert!(kept_prev(), "decoded once a selector needed it");
+        let db = Selectors {
+            labels: LabelSelector::parse("app=db").unwrap(),
+            fields: FieldSelector::everything(),
+        };
+        let line = event_line(&mut enc, &db, &events, &ev).unwrap();
+        assert!(
+            line.starts_with(b"{\"type\":\"ADDED\""),
+            "entered the selector"
+        );
     }
 
     const NONE: (&str, &str) = ("note", "");
