@@ -1590,22 +1590,7 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
 
 /// `obj` without `spec` and `metadata.managedFields`, the rest copied.
 fn status_view(obj: &Value) -> Value {
-    let Value::Object(top) = obj else {
-        return obj.clone();
-    };
-    let fields = top.iter().filter(|(k, _)| *k != "spec").map(|(k, v)| {
-        let v = match v {
-            Value::Object(meta) if k == "metadata" => Value::Object(
-                meta.iter()
-                    .filter(|(mk, _)| *mk != "managedFields")
-                    .map(|(mk, mv)| (mk.clone(), mv.clone()))
-                    .collect(),
-            ),
-            _ => v.clone(),
-        };
-        (k.clone(), v)
-    });
-    Value::Object(fields.collect())
+    crate::apply::without_fields(obj, &["spec"])
 }
 
 /// `application/apply-patch+yaml`: server-side apply onto the stored object, or a create when

@@ -1011,28 +1011,20 @@ mod tests {
                 _ => panic!("the previous state is the stored bytes"),
             }
         };
-        let everything = Selectors {
-            labels: LabelSelector::everything(),
+        let labels = |s: &str| Selectors {
+            labels: LabelSelector::parse(s).unwrap(),
             fields: FieldSelector::everything(),
         };
-        let line = event_line(&mut enc, &everything, &events, &ev).unwrap();
+        let line = event_line(&mut enc, &labels(""), &events, &ev).unwrap();
         assert!(line.starts_with(b"{\"type\":\"MODIFIED\""));
         assert!(!kept_prev(), "not decoded for a watch of everything");
-        let web = Selectors {
-            labels: LabelSelector::parse("app=web").unwrap(),
-            fields: FieldSelector::everything(),
-        };
-        let line = event_line(&mut enc, &web, &events, &ev).unwrap();
+        let line = event_line(&mut enc, &labels("app=web"), &events, &ev).unwrap();
         assert!(
             line.starts_with(b"{\"type\":\"DELETED\""),
             "left the selector"
         );
         assert!(kept_prev(), "decoded once a selector needed it");
-        let db = Selectors {
-            labels: LabelSelector::parse("app=db").unwrap(),
-            fields: FieldSelector::everything(),
-        };
-        let line = event_line(&mut enc, &db, &events, &ev).unwrap();
+        let line = event_line(&mut enc, &labels("app=db"), &events, &ev).unwrap();
         assert!(
             line.starts_with(b"{\"type\":\"ADDED\""),
             "entered the selector"

@@ -282,7 +282,7 @@ fn without_managed_fields(obj: &Value) -> Value {
 
 /// A copy of `obj` without `metadata.managedFields` and without the top-level fields `skip`,
 /// neither of which is copied first (a pod's spec is most of it).
-fn without_fields(obj: &Value, skip: &[&str]) -> Value {
+pub(crate) fn without_fields(obj: &Value, skip: &[&str]) -> Value {
     let Value::Object(top) = obj else {
         return obj.clone();
     };
@@ -344,7 +344,16 @@ fn compare_managed(
     // before, not stripped from its result after: the same sets, without copying them. Both
     // sides are compared as Go would hold them: the zero value's structs are never absent.
     let skip = top_level_ignored(ri, sub);
-    let mut c = typed::compare_filled(ri, live, new, &schema::zero_object(ri), &skip);
+    let c = typed::compare_filled(ri, live, new, &schema::zero_object(ri), &skip);
+    without_ignored(ri, sub, c)
+}
+
+/// The comparison without the paths management ignores below the top level.
+fn without_ignored(
+    ri: &ResourceInfo,
+    sub: Option<&str>,
+    mut c: typed::Comparison,
+) -> typed::Comparison {
     let paths = ignored_field_paths(ri, sub);
     strip_paths(&paths, &mut c.added);
     strip_paths(&paths, &mut c.modified);
@@ -378,12 +387,7 @@ fn compare_managed_by_copies(
     let mut rhs = without_fields(new, &skip);
     fill_zero(&zero, &mut lhs);
     fill_zero(&zero, &mut rhs);
-    let mut c = typed::compare(ri, &lhs, &rhs);
-    let paths = ignored_field_paths(ri, sub);
-    strip_paths(&paths, &mut c.added);
-    strip_paths(&paths, &mut c.modified);
-    strip_paths(&paths, &mut c.removed);
-    c
+    without_ignored(ri, sub, typed::compare(ri, &lhs, &rhs))
 }
 
 /// Records an `Update` by `manager` on `next` (the object about to be stored).
