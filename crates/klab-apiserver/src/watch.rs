@@ -1031,6 +1031,55 @@ mod tests {
         );
     }
 
+    /// A watch lagging behind the window does not make an old state the key's newest, and a
+    /// change its writer kept is found by the watches without a decode.
+    #[test]
+    fn kept_states_stay_the_newest_and_written_ones_are_not_decoded() {
+        let pods = crate::registry::lookup("", "v1", "pods").unwrap();
+        let events = Arc::new(DecodedEvents::default());
+        let (_a, _b) = (events.open(pods), events.open(pods));
+        let doc = |app: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": app}}})
+        };
+        let bytes = |app: &str| Bytes::from(serde_json::to_vec(&doc(app)).unwrap());
+        let key = "/registry/core/pods/default/p";
+        let (b9, b10, b11) = (bytes("a"), bytes("b"), bytes("c"));
+        let event = |revision, kind, value: &Bytes, prev: Option<&Bytes>| klab_store::Event {
+            revision,
+            kind,
+            key: key.into(),
+            value: Some(value.clone()),
+            prev_value: prev.cloned(),
+        };
+        events.get(pods, &event(10, EventKind::Update, &b10, Some(&b9)));
+        events.get(pods, &event(9, EventKind::Create, &b9, None));
+        let kv = |value: &Bytes, mod_revision| klab_store::KeyValue {
+            key: key.into(),
+            value: value.clone(),
+            create_revision: 9,
+            mod_revision,
+        };
+        assert!(events.current(pods, key, &kv(&b10, 10)).is_some());
+        assert!(events.current(pods, key, &kv(&b9, 9)).is_none());
+        let decodes = events.decodes();
+        let change = Change {
+            revision: 11,
+            kind: EventKind::Update,
+            key,
+            value: Some(&b11),
+            prev_value: Some(&b10),
+        };
+        events.wrote(pods, &change, doc("c"));
+        let d = events.get(pods, &event(11, EventKind::Update, &b11, Some(&b10)));
+        assert_eq!(events.decodes(), decodes, "kept by its writer");
+        assert_eq!(
+            d.new.unwrap().value().pointer("/metadata/resourceVersion"),
+            Some(&json!("11"))
+        );
+        assert!(events.current(pods, key, &kv(&b11, 11)).is_some());
+    }
+
     const NONE: (&str, &str) = ("note", "");
 
     /// A stored pod on `node` with the annotation `note`.
