@@ -972,6 +972,117 @@ async fn binding_assigns_once() {
     assert_eq!(code, 409, "{v}");
 }
 
+/// A binding as upstream's `BindingREST`: the name must match the URL, the target is checked as
+/// `ValidatePodBinding` (a plain error there, hence an unknown 500), the binding's uid and
+/// resourceVersion are preconditions, a gated pod is refused, and the binding's annotations are
+/// merged into the pod. A refused binding changes nothing; an accepted one changes nodeName, the
+/// annotations and the PodScheduled condition, and leaves managedFields as they were.
+#[tokio::test(start_paused = true)]
+async fn binding_follows_upstream() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let created = pods
+        .create(&PostParams::default(), &pod("web"))
+        .await
+        .unwrap();
+    let mut gated = pod("gated");
+    gated.spec.as_mut().unwrap().scheduling_gates =
+        Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/wait".into(),
+        }]);
+    pods.create(&PostParams::default(), &gated).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let bind = |pod: &str, meta: Value, target: Value| {
+        let body =
+            json!({"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": target});
+        let uri = format!("/api/v1/namespaces/default/pods/{pod}/binding");
+        let api = api.clone();
+        async move {
+            raw(
+                &api,
+                "POST",
+                &uri,
+                "application/json",
+                serde_json::to_vec(&body).unwrap(),
+            )
+            .await
+        }
+    };
+    let node = json!({"kind": "Node", "name": "n1"});
+    let before = api.store().current_revision();
+    let refused: Vec<(&str, Value, Value, u16, &str)> = vec![
+        ("web", json!({"name": "other"}), node.clone(), 400,
+         "name in URL does not match name in Binding object"),
+        ("web", json!({"name": "web"}), json!({"kind": "Node"}), 500,
+         "target.name: Required value"),
+        ("web", json!({"name": "web"}), json!({"kind": "Pod", "name": "n1"}), 500,
+         "target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\""),
+        ("web", json!({"name": "web"}), json!({"kind": "Pod"}), 500,
+         "[target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\", target.name: Required value]"),
+        ("web", json!({"name": "web", "uid": "not-it"}), node.clone(), 409,
+         &*Box::leak(format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: UID in precondition: not-it, UID in object meta: {uid}").into_boxed_str())),
+        ("web", json!({"name": "web", "resourceVersion": "1"}), node.clone(), 409,
+         &*Box::leak(format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}").into_boxed_str())),
+        ("gated", json!({"name": "gated"}), node.clone(), 409,
+         "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has non-empty .spec.schedulingGates"),
+    ];
+    for (pod, meta, target, code, message) in refused {
+        let (got, v) = bind(pod, meta.clone(), target.clone()).await;
+        assert_eq!(
+            (got, v["message"].as_str()),
+            (code, Some(message)),
+            "{meta} {target}: {v}"
+        );
+        assert_eq!(v["kind"], "Status", "{v}");
+    }
+    assert_eq!(
+        api.store().current_revision(),
+        before,
+        "a refused binding stores nothing"
+    );
+
+    let (code, v) = bind(
+        "web",
+        json!({"name": "web", "uid": uid, "resourceVersion": rv,
+               "annotations": {"example.com/placed-by": "test"}}),
+        node.clone(),
+    )
+    .await;
+    assert_eq!(code, 201, "{v}");
+    let bound = pods.get("web").await.unwrap();
+    assert_eq!(
+        bound.spec.as_ref().unwrap().node_name.as_deref(),
+        Some("n1")
+    );
+    assert_eq!(
+        bound.metadata.annotations.as_ref().unwrap()["example.com/placed-by"],
+        "test"
+    );
+    assert_eq!(
+        bound.metadata.managed_fields,
+        created.metadata.managed_fields
+    );
+    let conditions = bound.status.as_ref().unwrap().conditions.clone().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True"),
+        "{conditions:?}"
+    );
+    let (code, v) = bind("web", json!({"name": "web"}), node).await;
+    assert_eq!(
+        (code, v["message"].as_str()),
+        (
+            409,
+            Some(
+                "Operation cannot be fulfilled on pods/binding \"web\": pod web is already assigned to node \"n1\""
+            )
+        ),
+        "{v}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn bad_input_gets_status_and_changes_nothing() {
     let api = memory_server().await;

@@ -1428,8 +1428,13 @@ where
             crate::admission::keep_pod_priority(&mut next, &current);
             inner.config.default_toleration_seconds.admit_pod(&mut next);
         }
-        crate::validation::validate_defaulted_update(ri, &next, &current)
-            .map_err(|errs| validation_error(ri, name, errs))?;
+        // Upstream's binding writes straight to storage (`GuaranteedUpdate`), without the pod
+        // strategy's update validation: a bound pod's spec.nodeName is immutable only to
+        // clients.
+        if scope != WriteScope::Internal {
+            crate::validation::validate_defaulted_update(ri, &next, &current)
+                .map_err(|errs| validation_error(ri, name, errs))?;
+        }
         if _alloc.is_some() {
             let in_use = services_in_use(inner, Some((namespace.unwrap_or(""), name))).await?;
             crate::services::allocate(&mut next, Some(&current), &in_use, &inner.rng)

@@ -159,37 +159,74 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
     Ok(json_response(StatusCode::OK, &scale_of(&obj)))
 }
 
-/// `POST pods/<name>/binding`: assigns the pod to a node, once.
+/// `POST pods/<name>/binding`: assigns the pod to a node, once (upstream `BindingREST.Create`).
 async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let binding = crud::decode_body_any(&body)?;
-    let node = binding
-        .pointer("/target/name")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ApiError::bad_request("Binding target.name is required"))?
-        .to_string();
-    let t = &ctx.target;
     let pod_name = name(ctx).to_string();
+    let meta = |field: &str| {
+        binding
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    if meta("name") != pod_name {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Binding object",
+        ));
+    }
+    let node = binding_target(&binding)?;
+    // The binding's uid and resourceVersion are preconditions on the pod (upstream keeps them
+    // for this: `PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate`).
+    let (uid, rv) = (meta("uid"), meta("resourceVersion"));
+    let annotations = binding
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let t = &ctx.target;
     let now = format_time(ctx.inner.clock.now());
     let ri = t.ri;
+    let conflict = |why: String| {
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on pods/binding \"{pod_name}\": {why}"),
+        )
+    };
+    // Upstream's binding writes straight to storage (`GuaranteedUpdate`), around the pod
+    // strategy: the pod is not validated again, and its managedFields stay as they are.
     guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false, status_patch: false }, |current| {
+        if !uid.is_empty() && uid != object::uid(current) {
+            return Err(ApiError::precondition_failed(ri, &pod_name, format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(current))));
+        }
+        let current_rv = object::resource_version(current).unwrap_or("");
+        if !rv.is_empty() && rv != current_rv {
+            return Err(ApiError::precondition_failed(ri, &pod_name, format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {current_rv}")));
+        }
         if object::deletion_timestamp(current).is_some() {
-            return Err(ApiError::new(
-                409,
-                "Conflict",
-                format!("Operation cannot be fulfilled on pods/binding \"{pod_name}\": pod {pod_name} is being deleted, cannot be assigned to a host"),
-            ));
+            return Err(conflict(format!("pod {pod_name} is being deleted, cannot be assigned to a host")));
         }
         if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-            return Err(ApiError::new(
-                409,
-                "Conflict",
-                format!("Operation cannot be fulfilled on pods/binding \"{pod_name}\": pod {pod_name} is already assigned to node \"{existing}\""),
-            ));
+            return Err(conflict(format!("pod {pod_name} is already assigned to node \"{existing}\"")));
+        }
+        if current.pointer("/spec/schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty()) {
+            return Err(conflict(format!("pod {pod_name} has non-empty .spec.schedulingGates")));
         }
         let mut next = current.clone();
         object::strip_for_storage(&mut next);
         next["spec"]["nodeName"] = json!(node);
+        if !annotations.is_empty() {
+            let m = object::meta_mut(&mut next);
+            if !m.get("annotations").is_some_and(Value::is_object) {
+                m.insert("annotations".into(), json!({}));
+            }
+            if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+                for (k, v) in &annotations {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+        }
         set_pod_condition(&mut next, json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
         Ok(next)
     })
@@ -199,6 +236,33 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     ))
+}
+
+/// The node a Binding names, checked as upstream's `ValidatePodBinding`. Its errors are not API
+/// statuses there, so the server answers them as an unknown 500 with the field errors as the
+/// message.
+fn binding_target(binding: &Value) -> ApiResult<String> {
+    let target = |field: &str| {
+        binding
+            .pointer(&format!("/target/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let mut errs = Vec::new();
+    let kind = target("kind");
+    if !kind.is_empty() && kind != "Node" {
+        errs.push(format!(
+            "target.kind: Unsupported value: \"{kind}\": supported values: \"Node\", \"<empty>\""
+        ));
+    }
+    if target("name").is_empty() {
+        errs.push("target.name: Required value".to_string());
+    }
+    match errs.len() {
+        0 => Ok(target("name").to_string()),
+        1 => Err(ApiError::new(500, "", errs.remove(0))),
+        _ => Err(ApiError::new(500, "", format!("[{}]", errs.join(", ")))),
+    }
 }
 
 /// Replaces or appends a pod condition by type.
