@@ -236,7 +236,10 @@ pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
 fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Value)> {
     let mut v = conversion::to_storage(ri, obj);
     object::strip_for_storage(&mut v);
-    let bytes = serde_json::to_vec(&v).map_err(ApiError::internal)?;
+    let mut bytes = serde_json::to_vec(&v).map_err(ApiError::internal)?;
+    // The store keeps these bytes for as long as the version is retained; the serializer's
+    // spare capacity (up to as much again) would be kept with them.
+    bytes.shrink_to_fit();
     Ok((Bytes::from(bytes), v))
 }
 

@@ -95,6 +95,9 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct ApiServer {
     pub(crate) inner: Arc<Inner>,
+    /// The router, built on first use and shared by every in-process client: a router holds a
+    /// service per route, tens of KB that a thousand kubelets' clients need not each own.
+    router: Arc<std::sync::OnceLock<Router>>,
 }
 
 /// The storage objects every klab cluster has from the start: the `csi.klab.dev` CSIDriver
@@ -156,6 +159,7 @@ impl ApiServer {
             None => None,
         };
         let api = ApiServer {
+            router: Arc::default(),
             inner: Arc::new(Inner {
                 signer,
                 audit,
@@ -378,6 +382,10 @@ impl ApiServer {
     /// The Router with no identity attached (the TLS server attaches one per connection; requests
     /// without one are treated as the cluster admin by in-process callers).
     pub fn router(&self) -> Router {
+        self.router.get_or_init(|| self.build_router()).clone()
+    }
+
+    fn build_router(&self) -> Router {
         let resources = Router::new()
             .fallback(dispatch)
             .with_state(self.inner.clone());
@@ -419,7 +427,10 @@ impl ApiServer {
 
     /// The Router as seen by one component: every request carries `identity`.
     pub fn router_as(&self, identity: Identity) -> Router {
-        self.router()
+        // Layered over the shared router as one service: layering the router itself would wrap
+        // each of its routes again.
+        Router::new()
+            .fallback_service(self.router())
             .layer(axum::Extension(identity))
             .layer(axum::Extension(crate::authz::InProcess))
     }
