@@ -521,6 +521,25 @@ impl Cluster {
         Ok(target.display().to_string())
     }
 
+    /// Ends every component (the controller manager with its shared informers, the scheduler,
+    /// metrics-server, the kubelets) and leaves the API server serving. The end of a `klab sim`
+    /// run does this before it reads the final state: the components' caches are dropped, at
+    /// the runtime's next turn, before the read builds its own.
+    pub fn stop_all_components(&self) {
+        // The supervisors own what a restart would start from (the shared informers' stores
+        // among it): aborting them drops that too. Kubelets belong to their nodes, which stay.
+        for t in &self.tasks {
+            t.abort();
+        }
+        let health = self.health();
+        for name in health.components().into_keys() {
+            if !health.is_stopped(&name) {
+                // A component that cannot be stopped now (already stopping) is left as it is.
+                let _ = health.control(std::slice::from_ref(&name), ComponentOp::Stop);
+            }
+        }
+    }
+
     /// Starts (`Some`) or ends (`None`) a brownout of one component's API requests: `kubelet/NODE`,
     /// `kube-scheduler`, `kube-controller-manager` (every controller) or `metrics-server`.
     pub fn brownout(
@@ -1761,6 +1780,32 @@ mod tests {
                 .to_string(),
             "node n1 is powered off"
         );
+    }
+
+    /// Once every component is stopped nothing writes any more (no lease renewals, no node
+    /// status, no controller), while the API server still answers reads.
+    #[tokio::test(start_paused = true)]
+    async fn stopping_all_components_leaves_the_api_serving_reads() {
+        let cluster = one_node_cluster(3).await;
+        let store = cluster.api().store();
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        let before = store.current_revision();
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        assert!(
+            store.current_revision() > before,
+            "a running cluster writes"
+        );
+        cluster.stop_all_components();
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let stopped = store.current_revision();
+        tokio::time::sleep(std::time::Duration::from_secs(120)).await;
+        assert_eq!(store.current_revision(), stopped, "nothing writes");
+        let nodes: kube::Api<Node> = kube::Api::all(cluster.admin_client());
+        assert_eq!(
+            nodes.list(&Default::default()).await.unwrap().items.len(),
+            1
+        );
+        assert!(cluster.health().is_stopped("kubelet/n1"));
     }
 
     /// The kubectl client is refused while the API server is stopped and served again once it

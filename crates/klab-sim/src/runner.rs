@@ -643,6 +643,12 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimErro
             ),
         });
     }
+    // The components are done: stopped, their informers and caches (most of the process's
+    // memory in a big run) are dropped before the final read allocates the snapshot.
+    cluster.stop_all_components();
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
     // What `klab why` would read at the end, for the summary's explanations (reads only: the
     // trace and the random draws are untouched).
     let mut settings = klab_why::Settings::default();
