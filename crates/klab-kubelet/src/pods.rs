@@ -1803,7 +1803,8 @@ impl PodManager {
         let init_specs = w.spec_containers(true);
         let rp = machine.pods.get(uid).cloned();
         let rec = |n: &str| -> Option<RtContainer> {
-            rp.as_ref().and_then(|p| p.containers.get(n).cloned())
+            rp.as_ref()
+                .and_then(|p| p.containers.get(n).map(|c| (**c).clone()))
         };
         // Init containers completed in an earlier sandbox run again in a new one (upstream's
         // computePodActions: a re-created sandbox starts over from the first init container).

@@ -118,7 +118,8 @@ pub struct RuntimePod {
     pub name: String,
     pub sandbox: Option<Sandbox>,
     pub pod_ip: String,
-    pub containers: BTreeMap<String, RtContainer>,
+    /// Boxed: a map's node has room for eleven entries, and most pods have one container.
+    pub containers: BTreeMap<String, Box<RtContainer>>,
     /// What the pod's emptyDir volumes hold (volume → usage model, only `ephemeral_storage` and
     /// its growth are read), from its `usage.klab.dev/volume.<name>` annotations.
     #[serde(default)]
@@ -127,7 +128,7 @@ pub struct RuntimePod {
 
 impl RuntimePod {
     pub fn any_running(&self) -> bool {
-        self.containers.values().any(RtContainer::is_running)
+        self.containers.values().any(|c| c.is_running())
     }
 
     /// The earliest pending transition of this pod's containers (see [`Machine::advance`]).
@@ -352,19 +353,21 @@ impl Machine {
                 container_id: container_id.clone(),
                 message: None,
             };
-            pod.containers.entry(cname.clone()).or_insert(RtContainer {
-                name: cname,
-                image,
-                container_id,
-                restart_count,
-                state: RtState::Exited(exited),
-                previous: None,
-                spec_hash: 0,
-                program: Program::from_command(&[], &[]),
-                sandbox_attempt: None,
-                files: BTreeMap::new(),
-                usage: None,
-            });
+            pod.containers
+                .entry(cname.clone())
+                .or_insert(Box::new(RtContainer {
+                    name: cname,
+                    image,
+                    container_id,
+                    restart_count,
+                    state: RtState::Exited(exited),
+                    previous: None,
+                    spec_hash: 0,
+                    program: Program::from_command(&[], &[]),
+                    sandbox_attempt: None,
+                    files: BTreeMap::new(),
+                    usage: None,
+                }));
         }
     }
 
@@ -456,7 +459,7 @@ impl Machine {
             None => {
                 pod.containers.insert(
                     name.to_string(),
-                    RtContainer {
+                    Box::new(RtContainer {
                         name: name.to_string(),
                         image: image.to_string(),
                         container_id,
@@ -468,7 +471,7 @@ impl Machine {
                         sandbox_attempt,
                         files: BTreeMap::new(),
                         usage: None,
-                    },
+                    }),
                 );
             }
         }
@@ -582,7 +585,7 @@ impl Machine {
             p.containers
                 .values()
                 .filter(|c| c.is_running())
-                .filter_map(move |c| c.usage.as_ref().map(|u| (p, c, u)))
+                .filter_map(move |c| c.usage.as_ref().map(|u| (p, &**c, u)))
         })
     }
 
