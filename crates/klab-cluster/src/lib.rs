@@ -230,18 +230,24 @@ impl Cluster {
             s.push_str(&m.workqueue.render());
             s
         });
-        let scheduler_client = kube::Client::new(
-            Throttled::new(
-                plane.gate(
-                    api.router_as(Identity::component("kube-scheduler")),
-                    control::SCHEDULER,
+        // kube-scheduler's two clientsets, each with its own rate limiter at the same rate: one
+        // for everything else, one for events.
+        let scheduler_client_with_bucket = || {
+            kube::Client::new(
+                Throttled::new(
+                    plane.gate(
+                        api.router_as(Identity::component("kube-scheduler")),
+                        control::SCHEDULER,
+                    ),
+                    config.client_rates.scheduler,
+                    clock.clone(),
+                    "kube-scheduler",
                 ),
-                config.client_rates.scheduler,
-                clock.clone(),
-                "kube-scheduler",
-            ),
-            "default",
-        );
+                "default",
+            )
+        };
+        let scheduler_client = scheduler_client_with_bucket();
+        let scheduler_event_client = scheduler_client_with_bucket();
         let (sclock, srng, scfg) = (clock.clone(), rng.clone(), config.scheduler.clone());
         tasks.push(tokio::spawn(supervise(
             api.health().clone(),
@@ -251,6 +257,7 @@ impl Cluster {
             move || {
                 let run = klab_scheduler::run(
                     scheduler_client.clone(),
+                    scheduler_event_client.clone(),
                     sclock.clone(),
                     srng.clone(),
                     scfg.clone(),

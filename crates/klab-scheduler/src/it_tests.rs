@@ -52,6 +52,7 @@ async fn spreads_three_replicas_over_three_nodes() {
     }
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
     tokio::spawn(run(
+        sched.clone(),
         sched,
         clock.clone(),
         DetRng::seeded(7),
@@ -152,6 +153,7 @@ async fn refuses_tainted_and_full_nodes_then_binds_when_the_taint_goes() {
     add_node(&admin, "n3", "1", json!([])).await;
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
     tokio::spawn(run(
+        sched.clone(),
         sched,
         clock.clone(),
         DetRng::seeded(7),
@@ -234,6 +236,7 @@ async fn placements(seed: u64) -> Vec<(String, String)> {
     }
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
     let handle = tokio::spawn(run(
+        sched.clone(),
         sched,
         clock.clone(),
         DetRng::seeded(seed),
@@ -336,8 +339,10 @@ async fn read_write_once_pod_and_node_volume_limits() {
         .create(&PostParams::default(), &csinode)
         .await
         .unwrap();
+    let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
     tokio::spawn(run(
-        kube::Client::new(server.router_as(Identity::admin()), "default"),
+        sched.clone(),
+        sched,
         clock.clone(),
         DetRng::seeded(7),
         SchedulerConfig::default(),

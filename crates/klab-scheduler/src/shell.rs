@@ -824,10 +824,13 @@ enum Ev {
     Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
 }
 
-/// Runs the scheduler until its watch streams end. Build the client inside the runtime that runs
-/// this future; on a paused runtime everything happens in virtual time.
+/// Runs the scheduler until its watch streams end. Build the clients inside the runtime that runs
+/// this future; on a paused runtime everything happens in virtual time. Events are written
+/// through `event_client`, as kube-scheduler writes them through a clientset of their own (its
+/// own client-side rate limiter, so that a wave of events does not slow the bindings).
 pub async fn run(
     client: kube::Client,
+    event_client: kube::Client,
     clock: Clock,
     rng: DetRng,
     config: SchedulerConfig,
@@ -854,7 +857,7 @@ pub async fn run(
     .boxed();
     let mut events = futures::stream::select(futures::stream::select(nodes, pods), claims);
     let recorder = EventRecorder::new(
-        client.clone(),
+        event_client,
         clock.clone(),
         config.events_api,
         &config.scheduler_name,
