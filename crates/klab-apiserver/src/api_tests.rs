@@ -42,6 +42,18 @@ fn bound_pod(name: &str, node: &str) -> Pod {
     p
 }
 
+/// POSTs `body` as JSON to `uri`.
+async fn post_json(api: &ApiServer, uri: &str, body: &Value) -> (u16, Value) {
+    raw(
+        api,
+        "POST",
+        uri,
+        "application/json",
+        serde_json::to_vec(body).unwrap(),
+    )
+    .await
+}
+
 /// Raw request through the Router, for what typed clients cannot send.
 async fn raw(
     api: &ApiServer,
@@ -998,16 +1010,7 @@ async fn binding_follows_upstream() {
             json!({"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": target});
         let uri = format!("/api/v1/namespaces/default/pods/{pod}/binding");
         let api = api.clone();
-        async move {
-            raw(
-                &api,
-                "POST",
-                &uri,
-                "application/json",
-                serde_json::to_vec(&body).unwrap(),
-            )
-            .await
-        }
+        async move { post_json(&api, &uri, &body).await }
     };
     let node = json!({"kind": "Node", "name": "n1"});
     let before = api.store().current_revision();
@@ -1403,16 +1406,7 @@ async fn eviction_respects_pod_disruption_budgets() {
         let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}});
         let uri = format!("/api/v1/namespaces/default/pods/{name}/eviction");
         let api = api.clone();
-        async move {
-            raw(
-                &api,
-                "POST",
-                &uri,
-                "application/json",
-                serde_json::to_vec(&body).unwrap(),
-            )
-            .await
-        }
+        async move { post_json(&api, &uri, &body).await }
     };
     // A budget whose status the disruption controller has not processed yet blocks evictions.
     let pdbs: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
