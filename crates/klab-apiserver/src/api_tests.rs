@@ -1014,27 +1014,29 @@ async fn binding_follows_upstream() {
     };
     let node = json!({"kind": "Node", "name": "n1"});
     let before = api.store().current_revision();
-    let refused: Vec<(&str, Value, Value, u16, &str)> = vec![
+    let unsupported =
+        r#"target.kind: Unsupported value: "Pod": supported values: "Node", "<empty>""#;
+    let refused: Vec<(&str, Value, Value, u16, String)> = vec![
         ("web", json!({"name": "other"}), node.clone(), 400,
-         "name in URL does not match name in Binding object"),
+         "name in URL does not match name in Binding object".into()),
         ("web", json!({"name": "web"}), json!({"kind": "Node"}), 500,
-         "target.name: Required value"),
+         "target.name: Required value".into()),
         ("web", json!({"name": "web"}), json!({"kind": "Pod", "name": "n1"}), 500,
-         "target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\""),
+         unsupported.into()),
         ("web", json!({"name": "web"}), json!({"kind": "Pod"}), 500,
-         "[target.kind: Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\", target.name: Required value]"),
+         format!("[{unsupported}, target.name: Required value]")),
         ("web", json!({"name": "web", "uid": "not-it"}), node.clone(), 409,
-         &*Box::leak(format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: UID in precondition: not-it, UID in object meta: {uid}").into_boxed_str())),
+         format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: UID in precondition: not-it, UID in object meta: {uid}")),
         ("web", json!({"name": "web", "resourceVersion": "1"}), node.clone(), 409,
-         &*Box::leak(format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}").into_boxed_str())),
+         format!("Operation cannot be fulfilled on pods \"web\": Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}")),
         ("gated", json!({"name": "gated"}), node.clone(), 409,
-         "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has non-empty .spec.schedulingGates"),
+         "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has non-empty .spec.schedulingGates".into()),
     ];
     for (pod, meta, target, code, message) in refused {
         let (got, v) = bind(pod, meta.clone(), target.clone()).await;
         assert_eq!(
             (got, v["message"].as_str()),
-            (code, Some(message)),
+            (code, Some(message.as_str())),
             "{meta} {target}: {v}"
         );
         assert_eq!(v["kind"], "Status", "{v}");

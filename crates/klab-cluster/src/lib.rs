@@ -1789,6 +1789,50 @@ mod tests {
         );
     }
 
+    /// kube-scheduler's events go through a client of their own, with its own rate limiter: at
+    /// 1 request a second, ten pods are bound within ten seconds (sharing one bucket, a binding
+    /// and an event per pod, it took twice as long).
+    #[tokio::test(start_paused = true)]
+    async fn the_schedulers_events_do_not_slow_its_bindings() {
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            client_rates: ClientRates {
+                scheduler: Rate { qps: 1.0, burst: 1 },
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(cluster.admin_client(), "default");
+        for i in 0..10 {
+            let pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("p{i}")},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+            }))
+            .unwrap();
+            pods.create(&Default::default(), &pod).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(10_500)).await;
+        let bound = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count();
+        assert_eq!(bound, 10);
+    }
+
     /// Once every component is stopped nothing writes any more (no lease renewals, no node
     /// status, no controller), while the API server still answers reads.
     #[tokio::test(start_paused = true)]
