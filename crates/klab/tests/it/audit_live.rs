@@ -62,11 +62,13 @@ fn audit_log_and_static_tokens_with_kubectl_1_33() {
     ]);
     let bound = Duration::from_secs(60);
     let node = k.wait_for("a node", bound, || {
-        let n = k.ok(
+        // `items[*]`, not `items[0]`: kubectl's jsonpath fails on an index into
+        // the empty list it gets before the first node has registered.
+        let names = k.ok(
             33,
-            &["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
+            &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
         );
-        (!n.is_empty()).then_some(n)
+        names.split_whitespace().next().map(str::to_string)
     });
     k.ok(33, &["taint", "nodes", &node, "audit=yes:NoSchedule"]);
     k.ok(33, &["run", "victim", "--image=nginx"]);
