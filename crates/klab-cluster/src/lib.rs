@@ -47,7 +47,7 @@ pub use klab_controllers::manager::{ControllerManagerConfig, ControllerMetrics};
 pub use klab_controllers::metrics_server::{MetricsServerConfig, MetricsStore};
 pub use klab_kubelet::config::{KubeletConfig, RuntimeModel};
 pub use klab_kubelet::fault::NodeFault;
-pub use klab_kubelet::node::{SimNode, SimNodeState};
+pub use klab_kubelet::node::{ClientKind, SimNode, SimNodeState};
 pub use klab_kubelet::node_status::ConditionOverride;
 pub use klab_kubelet::runtime::Machine;
 pub use klab_kubelet::usage::parse_annotation as parse_usage;
@@ -110,12 +110,14 @@ pub struct ClusterConfig {
 /// Each component's client-side rate limit (client-go's token bucket): the controller manager's
 /// `--kube-api-qps` / `--kube-api-burst` (every controller's client and the shared informers'
 /// each have their own bucket, as each controller's clientset does upstream), the scheduler's
-/// `clientConnection`, and the kubelet's `kubeAPIQPS` / `kubeAPIBurst`.
+/// `clientConnection`, and the kubelet's `kubeAPIQPS` / `kubeAPIBurst` and `eventRecordQPS` /
+/// `eventBurst` (its heartbeat client is never limited).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClientRates {
     pub controller_manager: Rate,
     pub scheduler: Rate,
     pub kubelet: Rate,
+    pub kubelet_events: Rate,
 }
 
 impl Default for ClientRates {
@@ -124,6 +126,7 @@ impl Default for ClientRates {
             controller_manager: Rate::CONTROLLER_MANAGER,
             scheduler: Rate::SCHEDULER,
             kubelet: Rate::KUBELET,
+            kubelet_events: Rate::KUBELET_EVENTS,
         }
     }
 }
@@ -447,11 +450,8 @@ impl Cluster {
         let api = self.api.clone();
         let plane = self.plane.clone();
         let identity = Identity::node(&spec.name);
-        let (rate, clock, name) = (
-            self.config.client_rates.kubelet,
-            self.clock.clone(),
-            format!("kubelet/{}", spec.name),
-        );
+        let rates = self.config.client_rates;
+        let (clock, name) = (self.clock.clone(), format!("kubelet/{}", spec.name));
         // The machine reads its own clock: true time until a `clock-skew` fault offsets it.
         let (machine_clock, skew) = self.clock.skewed();
         self.skews
@@ -465,8 +465,14 @@ impl Cluster {
             self.config.runtime.clone(),
             machine_clock,
             self.rng.clone(),
-            // A fresh bucket for every kubelet start, as a new process has.
-            move || {
+            // A fresh bucket for every client of every kubelet start, as a new process has;
+            // all three are the one process to a brownout.
+            move |kind| {
+                let rate = match kind {
+                    ClientKind::Main => rates.kubelet,
+                    ClientKind::Events => rates.kubelet_events,
+                    ClientKind::Heartbeat => Rate::UNLIMITED,
+                };
                 Throttled::new(
                     plane.gate(api.router_as(identity.clone()), name.clone()),
                     rate,
@@ -948,10 +954,13 @@ impl Cluster {
                 }
                 config.kubelet.eviction = e;
             }
-            "kube-api-qps" | "kube-api-burst" | "kubeAPIQPS" | "kubeAPIBurst" => {
+            "kube-api-qps" | "kube-api-burst" | "kubeAPIQPS" | "kubeAPIBurst" | "event-qps"
+            | "event-burst" | "eventRecordQPS" | "eventBurst" => {
                 let rates = &mut config.client_rates;
                 let rate = if name.starts_with("kube-api") {
                     &mut rates.controller_manager
+                } else if name.starts_with("event") {
+                    &mut rates.kubelet_events
                 } else {
                     &mut rates.kubelet
                 };
@@ -1593,6 +1602,8 @@ mod tests {
         Cluster::set_flag(&mut c, "kube-api-burst", "200").unwrap();
         Cluster::set_flag(&mut c, "kubeAPIQPS", "5").unwrap();
         Cluster::set_flag(&mut c, "kubeAPIBurst", "10").unwrap();
+        Cluster::set_flag(&mut c, "event-qps", "2").unwrap();
+        Cluster::set_flag(&mut c, "eventBurst", "4").unwrap();
         let want = ClientRates {
             controller_manager: Rate {
                 qps: 100.0,
@@ -1603,6 +1614,7 @@ mod tests {
                 qps: 5.0,
                 burst: 10,
             },
+            kubelet_events: Rate { qps: 2.0, burst: 4 },
         };
         assert_eq!(c.client_rates, want);
         for (flag, value, reason) in [
@@ -1615,6 +1627,12 @@ mod tests {
             ("kube-api-qps", "fast", "invalid float literal"),
             ("kube-api-burst", "0", "burst must be at least 1"),
             ("kubeAPIBurst", "-3", "invalid digit found in string"),
+            (
+                "eventRecordQPS",
+                "0",
+                "qps must be a positive number, got 0",
+            ),
+            ("event-burst", "0", "burst must be at least 1"),
         ] {
             let err = Cluster::set_flag(&mut c, flag, value)
                 .unwrap_err()
@@ -1831,6 +1849,75 @@ mod tests {
             .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
             .count();
         assert_eq!(bound, 10);
+    }
+
+    /// A kubelet whose main and event clients are throttled to a crawl, starting ten pods, still
+    /// renews its Lease and reports its status on time: they go through its heartbeat client,
+    /// which has no rate limit (upstream's `heartbeatClient`). Through one shared bucket the
+    /// renewals would queue behind minutes of pod status patches and the node would go Unknown.
+    #[tokio::test(start_paused = true)]
+    async fn a_kubelets_pod_writes_do_not_delay_its_heartbeat() {
+        let crawl = Rate { qps: 0.2, burst: 1 };
+        let config = ClusterConfig {
+            nodes: vec![NodeSpec::new("n1")],
+            client_rates: ClientRates {
+                kubelet: crawl,
+                kubelet_events: crawl,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cluster = Cluster::start(
+            klab_store::memory::MemoryStore::new(),
+            Clock::virtual_default(),
+            DetRng::seeded(3),
+            config,
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(cluster.admin_client(), "default");
+        for i in 0..10 {
+            let pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("p{i}")},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+            }))
+            .unwrap();
+            pods.create(&Default::default(), &pod).await.unwrap();
+        }
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(cluster.admin_client(), "kube-node-lease");
+        let nodes: Api<Node> = Api::all(cluster.admin_client());
+        for _ in 0..12 {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let now = cluster.clock().now();
+            let lease = leases
+                .get_opt("n1")
+                .await
+                .unwrap()
+                .expect("the node's Lease");
+            let renewed = lease.spec.unwrap().renew_time.unwrap().0;
+            let lag = now.duration_since(renewed);
+            assert!(
+                lag <= jiff::SignedDuration::from_millis(10_500),
+                "lease renewed {lag:?} ago"
+            );
+            let node = nodes.get("n1").await.unwrap();
+            let ready = node.status.unwrap().conditions.unwrap();
+            let ready = ready.iter().find(|c| c.type_ == "Ready").unwrap();
+            assert_eq!(ready.status, "True", "{ready:?}");
+        }
+        // The main client really is the bottleneck: not every pod's status has been written.
+        let running = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        assert!(running < 10, "{running} pods running");
     }
 
     /// Once every component is stopped nothing writes any more (no lease renewals, no node

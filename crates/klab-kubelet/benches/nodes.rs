@@ -57,7 +57,7 @@ fn main() {
                 RuntimeModel::default(),
                 clock.clone(),
                 rng.clone(),
-                move || router.clone(),
+                move |_| router.clone(),
             );
             n.start();
             sims.push(n);

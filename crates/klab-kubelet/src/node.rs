@@ -18,7 +18,20 @@ use crate::runtime::{Machine, RtState};
 use crate::server::{KubeletEndpoint, PodView};
 use crate::shutdown::Logind;
 
-type ClientFactory = Arc<dyn Fn() -> kube::Client + Send + Sync>;
+type ClientFactory = Arc<dyn Fn(ClientKind) -> kube::Client + Send + Sync>;
+
+/// The kubelet's three API clients, as upstream builds them in `cmd/kubelet/app/server.go`:
+/// each is its own clientset with its own client-side rate limiter, so pod status writes and
+/// events can never hold back a Lease renewal or a node status update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    /// `kubeClient`, at `kubeAPIQPS` / `kubeAPIBurst`: registration, pods, volumes, CSINode.
+    Main,
+    /// `eventClient`, at `eventRecordQPS` / `eventBurst`: the event recorder.
+    Events,
+    /// `heartbeatClient`, without client-side rate limiting: the node Lease and node status.
+    Heartbeat,
+}
 type KubeletSlot = Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>;
 
 /// What powering the machine off touches, detached from the node so logind's timer can do it
@@ -105,8 +118,9 @@ pub struct SimNode {
 
 impl SimNode {
     /// Builds a powered-on node whose kubelet is not started yet. `make_service` returns the
-    /// in-process API service for this node's identity (e.g. `api.router_as(identity)`); the node
-    /// wraps it in its fault layer and builds a fresh `kube::Client` for every kubelet start.
+    /// in-process API service for this node's identity and one of the kubelet's clients (e.g.
+    /// `api.router_as(identity)` behind that client's rate limiter); the node wraps it in its
+    /// fault layer and builds fresh clients for every kubelet start, as a new process has.
     #[allow(clippy::too_many_arguments)]
     pub fn new<S, B>(
         name: &str,
@@ -115,7 +129,7 @@ impl SimNode {
         model: RuntimeModel,
         clock: Clock,
         rng: DetRng,
-        make_service: impl Fn() -> S + Send + Sync + 'static,
+        make_service: impl Fn(ClientKind) -> S + Send + Sync + 'static,
     ) -> SimNode
     where
         S: Service<Request<kube::client::Body>, Response = Response<B>> + Clone + Send + 'static,
@@ -127,7 +141,7 @@ impl SimNode {
         let net = NetFault::new();
         let layer = net.layer();
         let make_client: ClientFactory =
-            Arc::new(move || kube::Client::new(layer.layer(make_service()), "default"));
+            Arc::new(move |kind| kube::Client::new(layer.layer(make_service(kind)), "default"));
         let last_octet = spec.node_ip.rsplit('.').next().unwrap_or("1").to_string();
         let mut machine = Machine::new(
             rng.uid(),
@@ -289,7 +303,10 @@ impl SimNode {
                 model: model.clone(),
                 clock: clock.clone(),
                 rng: rng.clone(),
-                client: make_client(),
+                client: make_client(ClientKind::Main),
+                event_client: make_client(ClientKind::Events),
+                heartbeat_client: make_client(ClientKind::Heartbeat),
+
                 machine: machine.clone(),
                 net: net.clone(),
                 logind: logind.clone(),

@@ -55,7 +55,7 @@ async fn cluster_cfg(model: RuntimeModel, cfg: KubeletConfig) -> Cluster {
         model,
         clock.clone(),
         DetRng::seeded(7),
-        move || router.clone(),
+        move |_| router.clone(),
     );
     Cluster {
         clock,

@@ -44,6 +44,18 @@ impl Rate {
         burst: 100,
     };
 
+    /// No client-side limit: client-go's negative QPS, as the kubelet's heartbeat client has.
+    pub const UNLIMITED: Rate = Rate {
+        qps: -1.0,
+        burst: 0,
+    };
+    /// The kubelet's `eventRecordQPS` / `eventBurst` defaults (`--event-qps=50`,
+    /// `--event-burst=100`), the rate of its event client.
+    pub const KUBELET_EVENTS: Rate = Rate {
+        qps: 50.0,
+        burst: 100,
+    };
+
     /// The spacing between tokens; `None` when the rate cannot limit anything (qps not a
     /// positive number).
     fn interval(self) -> Option<Duration> {
@@ -186,6 +198,13 @@ mod tests {
         let waits: Vec<Duration> = (0..33).map(|_| b.reserve(rate, ms(0))).collect();
         assert!(waits[..30].iter().all(|w| w.is_zero()), "{waits:?}");
         assert_eq!(&waits[30..], &[ms(50), ms(100), ms(150)]);
+    }
+
+    #[test]
+    fn the_unlimited_rate_never_waits() {
+        let mut b = Bucket::default();
+        assert!((0..1000).all(|_| b.reserve(Rate::UNLIMITED, ms(0)).is_zero()));
+        assert!(Rate::UNLIMITED.validate().is_err(), "not a flag value");
     }
 
     #[test]
