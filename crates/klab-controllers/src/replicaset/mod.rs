@@ -16,7 +16,7 @@ pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,6 +75,7 @@ pub async fn run(
         pods,
         queue: informers.queue("replicaset"),
         expectations: BTreeMap::new(),
+        unsettled: BTreeSet::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -90,6 +91,9 @@ struct Rsc {
     pods: SharedInformer<Pod>,
     queue: WorkQueue,
     expectations: BTreeMap<ObjKey, Expectations>,
+    /// Sets whose last sync failed a write (a create, a delete, an adoption or release, the
+    /// status): every update of their pods syncs them again, as upstream's requeue would.
+    unsettled: BTreeSet<ObjKey>,
 }
 
 /// The ReplicaSet a pod's controllerRef points to, if that ReplicaSet is in the cache with the same UID.
@@ -151,6 +155,14 @@ impl Rsc {
                 }
             }
             (Some(o), Some(n)) => {
+                if let Some(k) = owner_rs_key(&self.rss, n)
+                    && owner_rs_key(&self.rss, o).as_ref() == Some(&k)
+                    && !self.unsettled.contains(&k)
+                    && !decide::update_concerns_owner(o, n)
+                {
+                    // Nothing a sync reads changed (see `update_concerns_owner`).
+                    return;
+                }
                 let newly_deleting = o.metadata.deletion_timestamp.is_none()
                     && n.metadata.deletion_timestamp.is_some();
                 for p in [o, n] {
@@ -202,6 +214,7 @@ impl Rsc {
     }
 
     async fn sync(&mut self, key: ObjKey) {
+        self.unsettled.remove(&key);
         let Some(rs) = self.rss.get(&key) else {
             self.expectations.remove(&key);
             return;
@@ -231,6 +244,7 @@ impl Rsc {
         let mut active: Vec<Arc<Pod>> = Vec::new();
         let mut owned_all: Vec<Arc<Pod>> = Vec::new();
         let mut can_adopt: Option<bool> = None;
+        let mut settled = true;
         for pod in candidates {
             let c = decide::claim(&uid, deleting, &spec.selector, &pod.metadata);
             let is_active = util::is_pod_active(&pod);
@@ -245,13 +259,17 @@ impl Rsc {
                     if can_adopt.is_none() {
                         can_adopt = Some(self.owner_still_current(&ns, &name, &uid).await);
                     }
-                    if can_adopt == Some(true) && self.set_owner(&rs, &pod, true).await {
-                        owned_all.push(pod.clone());
-                        active.push(pod);
+                    if can_adopt == Some(true) {
+                        if self.set_owner(&rs, &pod, true).await {
+                            owned_all.push(pod.clone());
+                            active.push(pod);
+                        } else {
+                            settled = false;
+                        }
                     }
                 }
                 Claim::Release if is_active => {
-                    self.set_owner(&rs, &pod, false).await;
+                    settled &= self.set_owner(&rs, &pod, false).await;
                 }
                 _ => {}
             }
@@ -272,7 +290,9 @@ impl Rsc {
             ) {
                 Manage::Nothing => {}
                 Manage::Create(n) => create_error = self.create_pods(&key, &rs, n).await,
-                Manage::Delete(victims) => self.delete_pods(&key, &rs, &victims).await,
+                Manage::Delete(victims) => {
+                    settled &= self.delete_pods(&key, &rs, &victims).await;
+                }
             }
         }
 
@@ -309,12 +329,16 @@ impl Rsc {
             if let Err(e) =
                 crate::write::update_merged(&api, &name, crate::write::Target::Status, &patch).await
             {
+                settled = false;
                 tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
             }
         }
         let min_ready = Duration::from_secs(spec.min_ready_seconds.unwrap_or(0).max(0) as u64);
         if let Some(t) = decide::next_availability_check(&active_refs, min_ready, now) {
             self.queue.add_at(key.clone(), t);
+        }
+        if !settled || create_error.is_some() {
+            self.unsettled.insert(key.clone());
         }
         if create_error.is_some() {
             // Upstream retries with rate-limited backoff; one second is its first step order.
@@ -480,7 +504,9 @@ impl Rsc {
         None
     }
 
-    async fn delete_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, victims: &[String]) {
+    /// Deletes the victims; false if a delete failed (other than the pod being gone already).
+    async fn delete_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, victims: &[String]) -> bool {
+        let mut all = true;
         self.expectations.insert(
             key.clone(),
             Expectations::expect_deletions(victims, self.clock.now()),
@@ -504,6 +530,7 @@ impl Rsc {
                         x.deletion_observed(name);
                     }
                     if !is_not_found(&e) {
+                        all = false;
                         self.recorder
                             .record(
                                 &rs_ref,
@@ -516,6 +543,7 @@ impl Rsc {
                 }
             }
         }
+        all
     }
 }
 

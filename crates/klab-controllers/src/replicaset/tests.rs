@@ -389,3 +389,41 @@ async fn a_sync_reads_only_its_own_pods() {
         "no sync read the other set's 40 pods: {read:?}"
     );
 }
+
+/// Updates of a set's pods that change nothing a sync reads (here: binding them to a node) do not
+/// sync the set; a change of readiness does. Each sync reads all the set's pods, so syncing on
+/// every update cost a big set the square of its size.
+#[tokio::test(start_paused = true)]
+async fn pod_updates_that_concern_no_sync_skip_it() {
+    let h = harness().await;
+    create_rs(&h, "web", 20).await;
+    start(&h, ReplicaSetControllerConfig::default());
+    h.wait_until(Duration::from_secs(5), "20 pods", || async {
+        h.active_pods().await.len() == 20
+    })
+    .await;
+    h.clock.sleep(Duration::from_secs(2)).await;
+    let pods = h.informers.get::<k8s_openapi::api::core::v1::Pod>();
+    let before = pods.stats();
+    let all = h.active_pods().await;
+    for p in &all {
+        h.bind(p, "n1").await;
+    }
+    h.clock.sleep(Duration::from_secs(2)).await;
+    let read = pods.stats().since(&before);
+    assert_eq!(read.total(), 0, "binding synced the set: {read:?}");
+    let before = pods.stats();
+    h.make_ready(&all[0]).await;
+    h.wait_until(Duration::from_secs(5), "readyReplicas 1", || async {
+        Api::<ReplicaSet>::namespaced(h.client.clone(), "default")
+            .get("web")
+            .await
+            .ok()
+            .and_then(|rs| rs.status)
+            .and_then(|s| s.ready_replicas)
+            == Some(1)
+    })
+    .await;
+    let read = pods.stats().since(&before);
+    assert!(read.indexed >= 20, "the sync read the set's pods: {read:?}");
+}

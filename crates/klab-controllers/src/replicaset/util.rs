@@ -44,7 +44,7 @@ pub fn is_pod_terminating_nonterminal(pod: &Pod) -> bool {
 }
 
 /// The pod's `Ready` condition as (status is True, lastTransitionTime).
-fn ready_condition(pod: &Pod) -> Option<(bool, Option<Timestamp>)> {
+pub fn ready_condition(pod: &Pod) -> Option<(bool, Option<Timestamp>)> {
     let conds = pod.status.as_ref()?.conditions.as_ref()?;
     let c = conds
         .iter()
