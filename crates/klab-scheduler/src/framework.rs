@@ -150,10 +150,13 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
         (klab_api::names::LABEL_HOSTNAME, 3),
         (klab_api::names::LABEL_ZONE, 5),
     ];
-    let label = |ni: &NodeInfo, k: &str| ni.labels().and_then(|l| l.get(k)).cloned();
+    // Borrowed: this runs for every node for every pod scheduled.
+    fn label<'a>(ni: &'a NodeInfo, k: &str) -> Option<&'a str> {
+        ni.labels().and_then(|l| l.get(k)).map(String::as_str)
+    }
     // Topology sizes over the feasible nodes (hostname: the number of feasible nodes).
     let mut weights = [0f64; 2];
-    let mut zone_counts: BTreeMap<String, i64> = BTreeMap::new();
+    let mut zone_counts: BTreeMap<&str, i64> = BTreeMap::new();
     for &i in feasible {
         if let Some(z) = label(&all[i], constraints[1].0) {
             zone_counts.entry(z).or_insert(0);
@@ -167,7 +170,7 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
             continue;
         }
         if let Some(z) = label(ni, constraints[1].0)
-            && let Some(c) = zone_counts.get_mut(&z)
+            && let Some(c) = zone_counts.get_mut(z)
         {
             *c = c.saturating_add(count_owned(ni, &owner));
         }
@@ -181,7 +184,7 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
             let cnt = if ci == 0 {
                 count_owned(ni, &owner)
             } else {
-                zone_counts.get(&v).copied().unwrap_or(0)
+                zone_counts.get(v).copied().unwrap_or(0)
             };
             score += cnt as f64 * weights[ci] + (*max_skew as f64 - 1.0);
         }

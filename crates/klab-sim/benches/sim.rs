@@ -11,7 +11,8 @@
 //! manager's client rate (`kube-api-qps`), as large clusters are configured, so that pod creation is
 //! not what the run measures. `KLAB_BENCH_WALL_CAP=<seconds>` stops a case after that much wall
 //! time and prints how far it got in virtual time; every case prints its progress every 10 s and
-//! its trace hash (the same for the same seed). `KLAB_BENCH_REQUESTS=1` also prints the API
+//! its trace hash (the same for the same seed; `KLAB_BENCH_TRACE=<file>` also writes the trace's
+//! lines there, to compare two builds). `KLAB_BENCH_REQUESTS=1` also prints the API
 //! server's request counts (`apiserver_request_total`) at the end of each round: where the work is.
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
 
@@ -81,6 +82,16 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         lines = o.lines.len();
         records = o.records.len();
         eprintln!("{name}: trace hash {:016x}", o.trace_hash());
+        if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {
+            let mut text = o
+                .lines
+                .iter()
+                .map(|l| l.plain())
+                .collect::<Vec<_>>()
+                .join("\n");
+            text.push('\n');
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing the trace: {e}"));
+        }
         if !o.verdict.failures.is_empty() {
             eprintln!("{name}: {} expectation(s) failed", o.verdict.failures.len());
         }

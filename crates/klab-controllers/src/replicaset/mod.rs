@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
@@ -76,6 +76,7 @@ pub async fn run(
         queue: informers.queue("replicaset"),
         expectations: BTreeMap::new(),
         unsettled: BTreeSet::new(),
+        last_status: BTreeMap::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -94,6 +95,8 @@ struct Rsc {
     /// Sets whose last sync failed a write (a create, a delete, an adoption or release, the
     /// status): every update of their pods syncs them again, as upstream's requeue would.
     unsettled: BTreeSet<ObjKey>,
+    /// The status each set's last sync computed (written or already there).
+    last_status: BTreeMap<ObjKey, ReplicaSetStatus>,
 }
 
 /// The ReplicaSet a pod's controllerRef points to, if that ReplicaSet is in the cache with the same UID.
@@ -157,8 +160,8 @@ impl Rsc {
             (Some(o), Some(n)) => {
                 if let Some(k) = owner_rs_key(&self.rss, n)
                     && owner_rs_key(&self.rss, o).as_ref() == Some(&k)
-                    && !self.unsettled.contains(&k)
                     && !decide::update_concerns_owner(o, n)
+                    && self.settled(&k)
                 {
                     // Nothing a sync reads changed (see `update_concerns_owner`).
                     return;
@@ -193,6 +196,25 @@ impl Rsc {
         }
     }
 
+    /// Whether a sync of the set would find what its last one left: that sync wrote everything
+    /// it meant to, and the cached set shows the status it computed (until the cache has seen
+    /// the write, a sync would write the status again, as upstream's does from its lister) with
+    /// no ReplicaFailure condition to clear.
+    fn settled(&self, key: &ObjKey) -> bool {
+        if self.unsettled.contains(key) {
+            return false;
+        }
+        let (Some(rs), Some(last)) = (self.rss.get(key), self.last_status.get(key)) else {
+            return false;
+        };
+        let status = rs.status.as_ref();
+        !decide::status_changed(status, last)
+            && !status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == names::DEPLOY_COND_REPLICA_FAILURE)
+            })
+    }
+
     /// ReplicaSets whose selector matches an orphan pod (candidates for adoption).
     fn matching_rss(&self, pod: &Pod) -> Vec<ObjKey> {
         if util::controller_ref(&pod.metadata).is_some() {
@@ -215,6 +237,7 @@ impl Rsc {
 
     async fn sync(&mut self, key: ObjKey) {
         self.unsettled.remove(&key);
+        self.last_status.remove(&key);
         let Some(rs) = self.rss.get(&key) else {
             self.expectations.remove(&key);
             return;
@@ -333,6 +356,7 @@ impl Rsc {
                 tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
             }
         }
+        self.last_status.insert(key.clone(), status);
         let min_ready = Duration::from_secs(spec.min_ready_seconds.unwrap_or(0).max(0) as u64);
         if let Some(t) = decide::next_availability_check(&active_refs, min_ready, now) {
             self.queue.add_at(key.clone(), t);
