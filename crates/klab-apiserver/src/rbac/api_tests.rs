@@ -191,6 +191,30 @@ async fn requests_are_forbidden_until_bound() {
         2
     );
     assert_eq!(body["status"]["incomplete"], false);
+
+    // Revoked at once: the next request after the delete is refused, and a role's rule change
+    // counts as soon as it is written.
+    let (code, _) = call(
+        &api,
+        &admin,
+        "DELETE",
+        &format!("{CRB}/devs-read-pods"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let pods = "/api/v1/namespaces/default/pods";
+    assert_eq!(call(&api, &alice(), "GET", pods, Value::Null).await.0, 403);
+    let binding = json!({"metadata": {"name": "devs-read-pods"},
+        "roleRef": {"kind": "ClusterRole", "name": "pod-reader"},
+        "subjects": [{"kind": "Group", "name": "dev"}]});
+    assert_eq!(call(&api, &admin, "POST", CRB, binding).await.0, 201);
+    assert_eq!(call(&api, &alice(), "GET", pods, Value::Null).await.0, 200);
+    let narrower = json!({"metadata": {"name": "pod-reader"},
+        "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]});
+    let (code, body) = call(&api, &admin, "PUT", &format!("{CR}/pod-reader"), narrower).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(call(&api, &alice(), "GET", pods, Value::Null).await.0, 403);
 }
 
 /// Under Node,RBAC a kubelet's rules review is incomplete, as upstream's Node authorizer cannot
