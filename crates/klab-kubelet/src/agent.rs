@@ -39,12 +39,9 @@ pub struct KubeletContext {
     pub model: RuntimeModel,
     pub clock: Clock,
     pub rng: DetRng,
-    /// Upstream's `kubeClient` (see [`crate::node::ClientKind`]).
+    /// Upstream's three clients in one: each request is throttled as the one upstream sends it
+    /// with would be (`crate::clients`).
     pub client: Client,
-    /// Upstream's `eventClient`: the event recorder's writes.
-    pub event_client: Client,
-    /// Upstream's `heartbeatClient`: Lease renewals and node status updates.
-    pub heartbeat_client: Client,
     pub machine: Arc<Mutex<Machine>>,
     pub net: NetFault,
     /// The machine's logind (graceful node shutdown).
@@ -130,7 +127,7 @@ impl Shared {
 
 /// Runs a kubelet process until the future is dropped (= the process is killed).
 pub async fn run_kubelet(ctx: KubeletContext) {
-    let recorder = Recorder::new(ctx.event_client.clone(), ctx.clock.clone(), &ctx.name);
+    let recorder = Recorder::new(ctx.client.clone(), ctx.clock.clone(), &ctx.name);
     let ctx_register_schedulable = ctx.cfg.register_schedulable;
     let shared = Arc::new(Shared {
         ctx,
@@ -270,7 +267,7 @@ async fn update_node_status(
     last_report: Option<jiff::Timestamp>,
 ) -> Option<jiff::Timestamp> {
     let ctx = &s.ctx;
-    let api: Api<Node> = Api::all(ctx.heartbeat_client.clone());
+    let api: Api<Node> = Api::all(ctx.client.clone());
     for attempt in 0..NODE_STATUS_UPDATE_RETRY {
         // Upstream reads try 0 from its Node informer and GETs on tries 1–4. klab GETs every
         // time: the outcome is the same (a fresh Node, so a controller's condition change is
@@ -434,12 +431,12 @@ async fn backoff_ensure_lease(s: &Shared) -> (Option<Lease>, bool) {
 
 async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> {
     let ctx = &s.ctx;
-    let leases: Api<Lease> = Api::namespaced(ctx.heartbeat_client.clone(), names::NS_NODE_LEASE);
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
     match leases.get(&ctx.name).await {
         Ok(l) => Ok((Some(l), false)),
         Err(e) if is_status(&e, 404) => {
             // The owner-reference hook needs the Node; without it the lease is not created.
-            let nodes: Api<Node> = Api::all(ctx.heartbeat_client.clone());
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
             let uid = match nodes.get(&ctx.name).await {
                 Ok(n) => n.metadata.uid.unwrap_or_default(),
                 Err(_) => return Ok((None, false)),
@@ -460,7 +457,7 @@ async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> 
 /// Up to 5 UPDATEs based on `base`; a 409 fetches a fresh base first. True on success.
 async fn retry_update_lease(s: &Shared, mut base: Lease, cached: &mut Option<Lease>) -> bool {
     let ctx = &s.ctx;
-    let leases: Api<Lease> = Api::namespaced(ctx.heartbeat_client.clone(), names::NS_NODE_LEASE);
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
     for _ in 0..LEASE_MAX_UPDATE_RETRIES {
         let has_owner = base
             .metadata
@@ -470,7 +467,7 @@ async fn retry_update_lease(s: &Shared, mut base: Lease, cached: &mut Option<Lea
         let uid = if has_owner {
             None
         } else {
-            let nodes: Api<Node> = Api::all(ctx.heartbeat_client.clone());
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
             match nodes.get(&ctx.name).await {
                 Ok(n) => n.metadata.uid,
                 Err(_) => continue, // the hook failed: no UPDATE this attempt

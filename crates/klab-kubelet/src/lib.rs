@@ -61,6 +61,7 @@
 
 pub mod agent;
 pub mod backoff;
+pub mod clients;
 pub mod config;
 pub mod csi_node;
 pub mod events;

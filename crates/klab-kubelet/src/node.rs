@@ -18,20 +18,9 @@ use crate::runtime::{Machine, RtState};
 use crate::server::{KubeletEndpoint, PodView};
 use crate::shutdown::Logind;
 
-type ClientFactory = Arc<dyn Fn(ClientKind) -> kube::Client + Send + Sync>;
+pub use crate::clients::ClientKind;
 
-/// The kubelet's three API clients, as upstream builds them in `cmd/kubelet/app/server.go`:
-/// each is its own clientset with its own client-side rate limiter, so pod status writes and
-/// events can never hold back a Lease renewal or a node status update.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientKind {
-    /// `kubeClient`, at `kubeAPIQPS` / `kubeAPIBurst`: registration, pods, volumes, CSINode.
-    Main,
-    /// `eventClient`, at `eventRecordQPS` / `eventBurst`: the event recorder.
-    Events,
-    /// `heartbeatClient`, without client-side rate limiting: the node Lease and node status.
-    Heartbeat,
-}
+type ClientFactory = Arc<dyn Fn() -> kube::Client + Send + Sync>;
 type KubeletSlot = Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>;
 
 /// What powering the machine off touches, detached from the node so logind's timer can do it
@@ -140,8 +129,14 @@ impl SimNode {
     {
         let net = NetFault::new();
         let layer = net.layer();
-        let make_client: ClientFactory =
-            Arc::new(move |kind| kube::Client::new(layer.layer(make_service(kind)), "default"));
+        let make_client: ClientFactory = Arc::new(move || {
+            let split = crate::clients::Split {
+                main: make_service(ClientKind::Main),
+                events: make_service(ClientKind::Events),
+                heartbeat: make_service(ClientKind::Heartbeat),
+            };
+            kube::Client::new(layer.layer(split), "default")
+        });
         let last_octet = spec.node_ip.rsplit('.').next().unwrap_or("1").to_string();
         let mut machine = Machine::new(
             rng.uid(),
@@ -303,9 +298,7 @@ impl SimNode {
                 model: model.clone(),
                 clock: clock.clone(),
                 rng: rng.clone(),
-                client: make_client(ClientKind::Main),
-                event_client: make_client(ClientKind::Events),
-                heartbeat_client: make_client(ClientKind::Heartbeat),
+                client: make_client(),
 
                 machine: machine.clone(),
                 net: net.clone(),
