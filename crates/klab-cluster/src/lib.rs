@@ -1807,17 +1807,13 @@ mod tests {
         );
     }
 
-    /// kube-scheduler's events go through a client of their own, with its own rate limiter: at
-    /// 1 request a second, ten pods are bound within ten seconds (sharing one bucket, a binding
-    /// and an event per pod, it took twice as long).
-    #[tokio::test(start_paused = true)]
-    async fn the_schedulers_events_do_not_slow_its_bindings() {
+    /// A one-node cluster with these client rates, and ten pods created 30 s after its start.
+    async fn ten_pods_at_30s(
+        rates: ClientRates,
+    ) -> (Cluster, Api<k8s_openapi::api::core::v1::Pod>) {
         let config = ClusterConfig {
             nodes: vec![NodeSpec::new("n1")],
-            client_rates: ClientRates {
-                scheduler: Rate { qps: 1.0, burst: 1 },
-                ..Default::default()
-            },
+            client_rates: rates,
             ..Default::default()
         };
         let cluster = Cluster::start(
@@ -1839,6 +1835,19 @@ mod tests {
             .unwrap();
             pods.create(&Default::default(), &pod).await.unwrap();
         }
+        (cluster, pods)
+    }
+
+    /// kube-scheduler's events go through a client of their own, with its own rate limiter: at
+    /// 1 request a second, ten pods are bound within ten seconds (sharing one bucket, a binding
+    /// and an event per pod, it took twice as long).
+    #[tokio::test(start_paused = true)]
+    async fn the_schedulers_events_do_not_slow_its_bindings() {
+        let (_cluster, pods) = ten_pods_at_30s(ClientRates {
+            scheduler: Rate { qps: 1.0, burst: 1 },
+            ..Default::default()
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(10_500)).await;
         let bound = pods
             .list(&ListParams::default())
@@ -1858,34 +1867,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_kubelets_pod_writes_do_not_delay_its_heartbeat() {
         let crawl = Rate { qps: 0.2, burst: 1 };
-        let config = ClusterConfig {
-            nodes: vec![NodeSpec::new("n1")],
-            client_rates: ClientRates {
-                kubelet: crawl,
-                kubelet_events: crawl,
-                ..Default::default()
-            },
+        let (cluster, pods) = ten_pods_at_30s(ClientRates {
+            kubelet: crawl,
+            kubelet_events: crawl,
             ..Default::default()
-        };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(cluster.admin_client(), "default");
-        for i in 0..10 {
-            let pod = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": format!("p{i}")},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-            }))
-            .unwrap();
-            pods.create(&Default::default(), &pod).await.unwrap();
-        }
+        })
+        .await;
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(cluster.admin_client(), "kube-node-lease");
         let nodes: Api<Node> = Api::all(cluster.admin_client());
