@@ -23,13 +23,9 @@ pub mod control;
 #[cfg(test)]
 mod proxy_tests;
 
-/// A one-node cluster (`n1`) on a memory store and a paused virtual clock, for tests.
+/// A cluster on a memory store and a paused virtual clock, for tests.
 #[cfg(test)]
-async fn one_node_cluster(seed: u64) -> Cluster {
-    let config = ClusterConfig {
-        nodes: vec![NodeSpec::new("n1")],
-        ..Default::default()
-    };
+async fn test_cluster(seed: u64, config: ClusterConfig) -> Cluster {
     Cluster::start(
         klab_store::memory::MemoryStore::new(),
         Clock::virtual_default(),
@@ -37,7 +33,17 @@ async fn one_node_cluster(seed: u64) -> Cluster {
         config,
     )
     .await
-    .expect("a one-node cluster starts")
+    .expect("the test cluster starts")
+}
+
+/// A one-node cluster (`n1`) on a memory store and a paused virtual clock, for tests.
+#[cfg(test)]
+async fn one_node_cluster(seed: u64) -> Cluster {
+    let config = ClusterConfig {
+        nodes: vec![NodeSpec::new("n1")],
+        ..Default::default()
+    };
+    test_cluster(seed, config).await
 }
 
 #[cfg(test)]
@@ -1816,14 +1822,7 @@ mod tests {
             client_rates: rates,
             ..Default::default()
         };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = test_cluster(3, config).await;
         tokio::time::sleep(Duration::from_secs(30)).await;
         let pods: Api<k8s_openapi::api::core::v1::Pod> =
             Api::namespaced(cluster.admin_client(), "default");
@@ -1998,14 +1997,7 @@ mod tests {
             nodes: vec![NodeSpec::new("n1"), NodeSpec::new("n2")],
             ..Default::default()
         };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = test_cluster(3, config).await;
         let nodes: Api<Node> = Api::all(cluster.admin_client());
         let start = tokio::time::Instant::now();
         loop {
@@ -2071,14 +2063,7 @@ mod tests {
             nodes: vec![n1, NodeSpec::new("n2")],
             ..Default::default()
         };
-        let cluster = Cluster::start(
-            klab_store::memory::MemoryStore::new(),
-            Clock::virtual_default(),
-            DetRng::seeded(3),
-            config,
-        )
-        .await
-        .unwrap();
+        let cluster = test_cluster(3, config).await;
         let nodes: Api<Node> = Api::all(cluster.admin_client());
         wait_for("n1 registered", async || {
             nodes.get_opt("n1").await.unwrap().is_some()
