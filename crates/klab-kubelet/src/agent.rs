@@ -538,6 +538,10 @@ async fn pod_loop(s: Arc<Shared>) {
     // removed taint rejects pods that the scheduler rightly bound here — in virtual time a
     // zero-time loop of rejections and replacements. So the Node is read again first.
     let mut new_pods = false;
+    // The status manager's ticker, started with the kubelet.
+    let mut next_status_sync =
+        klab_api::clock::saturating_add(ctx.clock.now(), crate::pods::STATUS_SYNC_PERIOD);
+    let mut status_sync_due = false;
     loop {
         let net_change = async {
             if !net_open || net_rx.changed().await.is_err() {
@@ -545,10 +549,15 @@ async fn pod_loop(s: Arc<Shared>) {
                 std::future::pending::<()>().await;
             }
         };
-        let due = [next_wake, next_eviction, next_image_gc]
-            .into_iter()
-            .flatten()
-            .min();
+        let due = [
+            next_wake,
+            next_eviction,
+            next_image_gc,
+            Some(next_status_sync),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let wake = async {
             match due {
                 Some(t) => ctx.clock.sleep_until(t).await,
@@ -619,6 +628,17 @@ async fn pod_loop(s: Arc<Shared>) {
         if !pods_or_timer {
             mgr.resync_all();
         }
+        let tick_now = ctx.clock.now();
+        if next_status_sync <= tick_now {
+            // A ticker that fell behind (a frozen machine) fires once, then keeps its phase.
+            while next_status_sync <= tick_now {
+                next_status_sync = klab_api::clock::saturating_add(
+                    next_status_sync,
+                    crate::pods::STATUS_SYNC_PERIOD,
+                );
+            }
+            status_sync_due = true;
+        }
         if !synced {
             continue;
         }
@@ -646,6 +666,9 @@ async fn pod_loop(s: Arc<Shared>) {
         });
         let alloc = node_status::allocatable(&ctx.spec, &ctx.cfg);
         let now = ctx.clock.now();
+        if std::mem::take(&mut status_sync_due) {
+            mgr.reconcile_statuses(&pods);
+        }
         let out = {
             let mut m = lock(&ctx.machine);
             mgr.sync(now, &mut m, &pods, &node, &alloc, &ctx.cfg)
@@ -1020,7 +1043,7 @@ async fn apply_write(
                 Ok(Slim(p)) => {
                     // Keep our view current so the next sync compares against what we wrote.
                     if p.metadata.uid.as_deref() == Some(uid.as_str()) {
-                        mgr.status_written(&uid, p.status.clone());
+                        mgr.status_written(&uid);
                         pods.insert(uid, Arc::new(p));
                     }
                 }

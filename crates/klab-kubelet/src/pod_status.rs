@@ -624,6 +624,76 @@ pub fn generate_status(
 }
 
 /// `docker.io/library/nginx:latest` from `nginx` (containerd's normalized reference).
+/// Whether the API server's copy of a pod's status agrees with the status the kubelet holds for
+/// it (the status manager's `needsReconcile`, negated). The conditions the kubelet owns or
+/// shares (`DisruptionTarget`) are compared by type, status, reason and message, as upstream's
+/// `isPodStatusByKubeletEqual` does: a transition time alone is no disagreement. Every other
+/// field the kubelet holds must be in the API's copy as it is; a field the kubelet leaves unset
+/// (`qosClass`, `nominatedNodeName`, set by others) is no disagreement, because its status PATCH
+/// (a merge patch) would not touch it either. A disagreement is repaired by sending the
+/// kubelet's status again at the next 10 s status sync.
+pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
+    fn by_kubelet(s: &PodStatus) -> BTreeMap<&str, (&str, Option<&str>, Option<&str>)> {
+        s.conditions
+            .iter()
+            .flatten()
+            .filter(|c| {
+                KUBELET_OWNED.contains(&c.type_.as_str())
+                    || c.type_ == names::POD_COND_DISRUPTION_TARGET
+            })
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+                )
+            })
+            .collect()
+    }
+    fn same<T: PartialEq>(api: &Option<T>, held: &Option<T>) -> bool {
+        held.is_none() || api == held
+    }
+    // Every field is named, so that a field added to the type must be decided on here.
+    let PodStatus {
+        conditions: _,
+        container_statuses,
+        ephemeral_container_statuses,
+        host_ip,
+        host_ips,
+        init_container_statuses,
+        message,
+        nominated_node_name,
+        observed_generation,
+        phase,
+        pod_ip,
+        pod_ips,
+        qos_class,
+        reason,
+        resize,
+        resource_claim_statuses,
+        start_time,
+    } = held;
+    by_kubelet(api) == by_kubelet(held)
+        && same(&api.container_statuses, container_statuses)
+        && same(
+            &api.ephemeral_container_statuses,
+            ephemeral_container_statuses,
+        )
+        && same(&api.host_ip, host_ip)
+        && same(&api.host_ips, host_ips)
+        && same(&api.init_container_statuses, init_container_statuses)
+        && same(&api.message, message)
+        && same(&api.nominated_node_name, nominated_node_name)
+        && same(&api.observed_generation, observed_generation)
+        && same(&api.phase, phase)
+        && same(&api.pod_ip, pod_ip)
+        && same(&api.pod_ips, pod_ips)
+        && same(&api.qos_class, qos_class)
+        && same(&api.reason, reason)
+        && same(&api.resize, resize)
+        && same(&api.resource_claim_statuses, resource_claim_statuses)
+        && same(&api.start_time, start_time)
+}
+
 pub fn normalize_image(image: &str) -> String {
     let (name, digest) = match image.split_once('@') {
         Some((n, d)) => (n, Some(d)),
@@ -683,6 +753,94 @@ mod tests {
 
     fn ts(s: i64) -> Timestamp {
         Timestamp::from_second(1_767_225_600 + s).unwrap()
+    }
+
+    #[test]
+    fn agreement_by_kubelet_compares_what_the_kubelet_owns_and_sends() {
+        let cond = |t: &str, st: &str, at: i64| PodCondition {
+            type_: t.into(),
+            status: st.into(),
+            last_transition_time: Some(Time(ts(at))),
+            ..Default::default()
+        };
+        let held = PodStatus {
+            phase: Some(PHASE_RUNNING.into()),
+            pod_ip: Some("10.244.0.5".into()),
+            conditions: Some(vec![
+                cond("Ready", "True", 5),
+                cond("ContainersReady", "True", 5),
+            ]),
+            ..Default::default()
+        };
+        let with = |f: &dyn Fn(&mut PodStatus)| {
+            let mut s = held.clone();
+            f(&mut s);
+            s
+        };
+        let cases: Vec<(&str, PodStatus, bool)> = vec![
+            ("identical", held.clone(), true),
+            (
+                "a field the kubelet leaves unset",
+                with(&|s| s.qos_class = Some("BestEffort".into())),
+                true,
+            ),
+            (
+                "a condition another component owns",
+                with(&|s| {
+                    s.conditions
+                        .as_mut()
+                        .unwrap()
+                        .push(cond("x/gate", "False", 9))
+                }),
+                true,
+            ),
+            (
+                "only a transition time differs",
+                with(&|s| s.conditions.as_mut().unwrap()[0] = cond("Ready", "True", 7)),
+                true,
+            ),
+            (
+                "Ready taken away",
+                with(&|s| s.conditions.as_mut().unwrap()[0] = cond("Ready", "False", 9)),
+                false,
+            ),
+            (
+                "a kubelet condition missing",
+                with(&|s| {
+                    s.conditions.as_mut().unwrap().pop();
+                }),
+                false,
+            ),
+            (
+                "DisruptionTarget added (shared with the kubelet)",
+                with(&|s| {
+                    s.conditions.as_mut().unwrap().push(cond(
+                        names::POD_COND_DISRUPTION_TARGET,
+                        "True",
+                        9,
+                    ))
+                }),
+                false,
+            ),
+            (
+                "a reason on a kubelet condition",
+                with(&|s| s.conditions.as_mut().unwrap()[1].reason = Some("X".into())),
+                false,
+            ),
+            (
+                "a field the kubelet sends",
+                with(&|s| s.phase = Some(PHASE_FAILED.into())),
+                false,
+            ),
+            (
+                "a field the kubelet sends, gone",
+                with(&|s| s.pod_ip = None),
+                false,
+            ),
+        ];
+        for (what, api, want) in cases {
+            assert_eq!(agrees_by_kubelet(&api, &held), want, "{what}");
+        }
     }
 
     fn term(code: i32) -> Terminated {

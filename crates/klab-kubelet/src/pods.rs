@@ -34,6 +34,10 @@ use crate::termination::{HookTime, effective_grace, kill_plan};
 use crate::usage;
 use klab_api::DetRng;
 
+/// The status manager's `syncPeriod`: every 10 s from the kubelet's start, each pod's status in
+/// the API is checked against the one the kubelet holds ([`PodManager::reconcile_statuses`]).
+pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(10);
+
 /// An event about a pod, to be recorded by the shell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodEvent {
@@ -171,8 +175,9 @@ struct Worker {
     start_time: Option<Time>,
     /// Last status we generated and sent (`None`: send the next one whatever it is).
     status_sent: Option<PodStatus>,
-    /// The status as the API server stored our last write (its normalized form).
-    server_form: Option<PodStatus>,
+    /// The API server's copy disagrees with ours: send ours at the next pass even if it did
+    /// not change (the status manager's reconcile).
+    force_status: bool,
     /// `finishedAt` of the exit for which a BackOff event was already recorded, per container.
     backoff_noted: BTreeMap<String, Timestamp>,
     /// Current CrashLoopBackOff waits: container → (until, delay).
@@ -869,17 +874,44 @@ impl PodManager {
     pub fn status_write_failed(&mut self, uid: &str) {
         if let Some(w) = self.workers.get_mut(uid) {
             w.status_sent = None;
-            w.server_form = None;
             self.dirty.insert(uid.to_string());
         }
     }
 
-    /// The shell reports the status the API server stored for our PATCH.
-    pub fn status_written(&mut self, uid: &str, stored: Option<PodStatus>) {
-        if let Some(w) = self.workers.get_mut(uid) {
-            w.server_form = stored;
+    /// The shell reports that the API server stored our PATCH.
+    pub fn status_written(&mut self, uid: &str) {
+        if self.workers.contains_key(uid) {
             self.dirty.insert(uid.to_string());
         }
+    }
+
+    /// The status manager's periodic sync (`syncBatch(all)`, every [`STATUS_SYNC_PERIOD`]):
+    /// every pod whose status the kubelet keeps sending (admitted, not finished) and whose API
+    /// copy disagrees with it ([`pod_status::agrees_by_kubelet`]), or whose last write failed,
+    /// has it sent at the next pass, changed or not. This is what gives a pod back the
+    /// `Ready=True` that the node lifecycle controller took while the node was unreachable.
+    /// Returns the pods it concerns.
+    pub fn reconcile_statuses(&mut self, api_pods: &BTreeMap<String, Arc<Pod>>) -> Vec<String> {
+        let mut due = Vec::new();
+        for (uid, w) in self.workers.iter_mut() {
+            if !w.in_api || !matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_)) {
+                continue;
+            }
+            let Some(api) = api_pods.get(uid) else {
+                continue;
+            };
+            let agrees = match (&w.status_sent, &api.status) {
+                (None, _) => false,
+                (Some(held), Some(api)) => pod_status::agrees_by_kubelet(api, held),
+                (Some(held), None) => pod_status::agrees_by_kubelet(&PodStatus::default(), held),
+            };
+            if !agrees {
+                w.force_status = true;
+                self.dirty.insert(uid.clone());
+                due.push(uid.clone());
+            }
+        }
+        due
     }
 
     /// `status.volumesInUse`: the attachable volumes of the pods not yet stopped.
@@ -1058,12 +1090,10 @@ impl PodManager {
         for (uid, pod) in api_pods.iter().filter(|(uid, _)| selected(uid)) {
             match self.workers.get_mut(uid) {
                 Some(w) => {
-                    // Someone else wrote the status (a controller marking Ready=False): send ours
-                    // again at this sync.
-                    if w.server_form.is_some() && pod.status != w.server_form {
-                        w.status_sent = None;
-                        w.server_form = None;
-                    }
+                    // Someone else writing the status (a controller marking Ready=False) is
+                    // repaired by the next status sync (`reconcile_statuses`), not here: a pod
+                    // update that changes no input of the kubelet's generates the status it
+                    // holds, which it does not send again.
                     w.pod = pod.clone();
                     w.in_api = true;
                 }
@@ -1077,7 +1107,7 @@ impl PodManager {
                             starting: None,
                             start_time: pod.status.as_ref().and_then(|s| s.start_time.clone()),
                             status_sent: pod.status.clone(),
-                            server_form: None,
+                            force_status: false,
                             backoff_noted: BTreeMap::new(),
                             backoff_wait: BTreeMap::new(),
                             deleted_sent: false,
@@ -2390,7 +2420,7 @@ impl PodManager {
         }
         let status = self.generate(uid, now, machine, false);
         let w = self.workers.get_mut(uid).expect("worker");
-        if w.status_sent.as_ref() != Some(&status) {
+        if std::mem::take(&mut w.force_status) || w.status_sent.as_ref() != Some(&status) {
             w.status_sent = Some(status.clone());
             out.writes.push(PodWrite::Status {
                 namespace: w.ns(),
@@ -2413,7 +2443,7 @@ mod tests {
     use crate::config::NodeSpecConfig;
     use crate::node_status::allocatable;
     use k8s_openapi::api::core::v1::{
-        ExecAction, Lifecycle as K8sLifecycle, LifecycleHandler, PodSpec,
+        ExecAction, Lifecycle as K8sLifecycle, LifecycleHandler, PodCondition, PodSpec,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -2662,6 +2692,87 @@ mod tests {
             3,
             "a, c and b's finished worker"
         );
+    }
+
+    fn ready_condition(s: &PodStatus) -> (String, Option<Time>) {
+        let c = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == names::POD_COND_READY)
+            .expect("Ready condition");
+        (c.status.clone(), c.last_transition_time.clone())
+    }
+
+    #[test]
+    fn the_status_sync_sends_the_held_status_again_only_where_the_api_disagrees() {
+        let mut h = Harness::new();
+        h.add(pod("web", "Always", &[], None));
+        h.add(pod("db", "Always", &[], None));
+        h.run_until(10_000);
+        let ready_since = ready_condition(&h.status("web")).1;
+        assert_eq!(ready_condition(&h.status("web")).0, "True");
+        // The API server adds what others own (qosClass, a foreign condition): no disagreement.
+        for name in ["web", "db"] {
+            let p = Arc::make_mut(h.api.get_mut(&format!("uid-{name}")).unwrap());
+            let st = p.status.as_mut().unwrap();
+            st.qos_class = Some("BestEffort".into());
+            st.conditions.get_or_insert_default().push(PodCondition {
+                type_: "example.com/gate".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        }
+        h.sync();
+        assert!(h.mgr.reconcile_statuses(&h.api).is_empty());
+
+        // The node lifecycle controller marks `web` not ready: a pod update alone sends nothing…
+        let writes = h.log.len();
+        {
+            let p = Arc::make_mut(h.api.get_mut("uid-web").unwrap());
+            for c in p.status.as_mut().unwrap().conditions.iter_mut().flatten() {
+                if c.type_ == names::POD_COND_READY {
+                    c.status = "False".into();
+                    c.last_transition_time = Some(Time(at(20_000)));
+                }
+            }
+        }
+        h.now = at(20_000);
+        h.sync();
+        assert_eq!(h.log.len(), writes, "{:?}", &h.log[writes..]);
+        assert_eq!(ready_condition(&h.status("web")).0, "False");
+        // …the status sync does, for that pod only, with the transition time the kubelet holds.
+        h.now = at(25_000);
+        assert_eq!(
+            h.mgr.reconcile_statuses(&h.api),
+            vec!["uid-web".to_string()]
+        );
+        h.sync();
+        let sent: Vec<_> = h.log[writes..]
+            .iter()
+            .filter_map(|(_, w)| match w {
+                PodWrite::Status { uid, .. } => Some(uid.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, vec!["uid-web".to_string()]);
+        assert_eq!(
+            ready_condition(&h.status("web")),
+            ("True".to_string(), ready_since)
+        );
+        // The foreign condition stays.
+        assert!(
+            h.status("web")
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "example.com/gate")
+        );
+        assert!(h.mgr.reconcile_statuses(&h.api).is_empty());
+
+        // A failed write is sent again at the next status sync too.
+        h.mgr.status_write_failed("uid-db");
+        assert_eq!(h.mgr.reconcile_statuses(&h.api), vec!["uid-db".to_string()]);
     }
 
     #[test]

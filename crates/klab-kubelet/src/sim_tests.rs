@@ -652,12 +652,25 @@ async fn cordon_is_noticed_at_the_next_status_computation() {
 #[tokio::test(start_paused = true)]
 async fn pod_ready_reasserted_after_controller_marked_it_not_ready() {
     // N-13 / N-25: while the node is cut off, the node lifecycle controller marks its pods
-    // Ready=False; once the kubelet reaches the API again it writes its own status back.
+    // Ready=False; once the kubelet reaches the API again, its status manager's next 10 s sync
+    // (ticks at 10, 20, … from the kubelet's start at 0) writes its own status back, with the
+    // transition time it holds.
     let mut c = cluster().await;
     c.node.start();
     c.at(10.0).await;
     c.create_pod("web", "Always", &[]).await;
     c.at(20.0).await;
+    let ready_since = |p: Pod| {
+        p.status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .last_transition_time
+    };
+    let since = ready_since(c.pod("web").await.unwrap());
     c.node.apply(NodeFault::Partition);
     c.at(30.0).await;
     let not_ready = serde_json::json!({"status": {"conditions": [
@@ -682,10 +695,16 @@ async fn pod_ready_reasserted_after_controller_marked_it_not_ready() {
             .status
     };
     assert_eq!(ready(c.pod("web").await.unwrap()), "False");
-    c.at(40.0).await;
+    c.at(41.0).await;
     c.node.apply(NodeFault::Heal);
-    c.at(45.0).await;
-    assert_eq!(ready(c.pod("web").await.unwrap()), "True");
+    // The kubelet sees the pod again, but a pod update alone does not re-send a status it
+    // already sent.
+    c.at(49.0).await;
+    assert_eq!(ready(c.pod("web").await.unwrap()), "False");
+    c.at(50.5).await;
+    let p = c.pod("web").await.unwrap();
+    assert_eq!(ready(p.clone()), "True");
+    assert_eq!(ready_since(p), since);
     assert_eq!(c.container("web").await.restart_count, 0);
 }
 
