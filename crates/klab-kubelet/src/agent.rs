@@ -1067,8 +1067,20 @@ async fn apply_write(
                 }),
                 ..Default::default()
             };
-            if let Err(e) = api.delete(&name, &dp).await {
-                tracing::debug!(pod = %name, error = %e, "final delete failed");
+            if mgr.status_pending(&uid) {
+                // The terminal status it follows was not stored: deleting now would remove a pod
+                // the API still shows running. Both are sent again later.
+                mgr.delete_failed(&uid);
+                return;
+            }
+            match api.delete(&name, &dp).await {
+                Ok(_) => {}
+                // Gone already, or another pod by now: nothing left to delete.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => {
+                    tracing::debug!(pod = %name, error = %e, "final delete failed");
+                    mgr.delete_failed(&uid);
+                }
             }
         }
     }

@@ -173,8 +173,12 @@ struct Worker {
     life: Lifecycle,
     starting: Option<Starting>,
     start_time: Option<Time>,
-    /// Last status we generated and sent (`None`: send the next one whatever it is).
+    /// The status the kubelet holds for the pod: the last one it generated and sent, or the
+    /// API's when the worker was created (`None`: send the next one whatever it is).
     status_sent: Option<PodStatus>,
+    /// The last send of `status_sent` failed: send it again at the next pass (a running pod)
+    /// or the next status sync (a finished one), and send no final DELETE before it is stored.
+    status_pending: bool,
     /// The API server's copy disagrees with ours: send ours at the next pass even if it did
     /// not change (the status manager's reconcile).
     force_status: bool,
@@ -206,6 +210,14 @@ struct Worker {
 }
 
 impl Worker {
+    /// Whether `status` must be sent: it differs from the one held, the last send failed, or
+    /// the status sync asked for it. Clears the last two (the caller sends).
+    fn status_needs_send(&mut self, status: &PodStatus) -> bool {
+        let forced = std::mem::take(&mut self.force_status);
+        let pending = std::mem::take(&mut self.status_pending);
+        forced || pending || self.status_sent.as_ref() != Some(status)
+    }
+
     fn ns(&self) -> String {
         self.pod
             .metadata
@@ -873,7 +885,22 @@ impl PodManager {
     /// The shell reports that a status PATCH failed: it will be re-sent at the next sync.
     pub fn status_write_failed(&mut self, uid: &str) {
         if let Some(w) = self.workers.get_mut(uid) {
-            w.status_sent = None;
+            w.status_pending = true;
+            self.dirty.insert(uid.to_string());
+        }
+    }
+
+    /// Whether the last status PATCH of the pod failed and was not yet sent again: its final
+    /// DELETE must wait (upstream deletes only once the API shows the terminal phase).
+    pub fn status_pending(&self, uid: &str) -> bool {
+        self.workers.get(uid).is_some_and(|w| w.status_pending)
+    }
+
+    /// The shell reports that the final DELETE was not done (the API server could not be
+    /// reached, or the status it follows is not stored yet): it is sent again at a later pass.
+    pub fn delete_failed(&mut self, uid: &str) {
+        if let Some(w) = self.workers.get_mut(uid) {
+            w.deleted_sent = false;
             self.dirty.insert(uid.to_string());
         }
     }
@@ -886,22 +913,28 @@ impl PodManager {
     }
 
     /// The status manager's periodic sync (`syncBatch(all)`, every [`STATUS_SYNC_PERIOD`]):
-    /// every pod whose status the kubelet keeps sending (admitted, not finished) and whose API
-    /// copy disagrees with it ([`pod_status::agrees_by_kubelet`]), or whose last write failed,
-    /// has it sent at the next pass, changed or not. This is what gives a pod back the
-    /// `Ready=True` that the node lifecycle controller took while the node was unreachable.
-    /// Returns the pods it concerns.
+    /// every pod the kubelet holds a status for (running, terminating, or finished and still in
+    /// the API) whose API copy disagrees with it ([`pod_status::agrees_by_kubelet`]), or whose
+    /// last write failed, has it sent at the next pass, changed or not. This is what gives a pod
+    /// back the `Ready=True` that the node lifecycle controller took while the node was
+    /// unreachable, and what tells the API of a pod that ended (evicted, say) while the API
+    /// server could not be reached. Returns the pods it concerns.
     pub fn reconcile_statuses(&mut self, api_pods: &BTreeMap<String, Arc<Pod>>) -> Vec<String> {
         let mut due = Vec::new();
         for (uid, w) in self.workers.iter_mut() {
-            if !w.in_api || !matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_)) {
+            let running = matches!(w.life, Lifecycle::Syncing | Lifecycle::Terminating(_));
+            let ended = matches!(w.life, Lifecycle::Finished | Lifecycle::Rejected);
+            if !w.in_api || !(running || ended) {
                 continue;
             }
             let Some(api) = api_pods.get(uid) else {
                 continue;
             };
             let agrees = match (&w.status_sent, &api.status) {
-                (None, _) => false,
+                // A running pod sends whatever it generates next; an ended one has nothing to
+                // send.
+                (None, _) => ended,
+                (Some(_), _) if w.status_pending => false,
                 (Some(held), Some(api)) => pod_status::agrees_by_kubelet(api, held),
                 (Some(held), None) => pod_status::agrees_by_kubelet(&PodStatus::default(), held),
             };
@@ -1107,6 +1140,7 @@ impl PodManager {
                             starting: None,
                             start_time: pod.status.as_ref().and_then(|s| s.start_time.clone()),
                             status_sent: pod.status.clone(),
+                            status_pending: false,
                             force_status: false,
                             backoff_noted: BTreeMap::new(),
                             backoff_wait: BTreeMap::new(),
@@ -1440,10 +1474,28 @@ impl PodManager {
         match w.life.clone() {
             Lifecycle::New => {}
             Lifecycle::Rejected | Lifecycle::Finished => {
+                let w = self.workers.get_mut(uid).expect("worker");
+                // The status sync found the API disagreeing with the final status held (or its
+                // send failed): send it again as it is.
+                if w.in_api
+                    && std::mem::take(&mut w.force_status)
+                    && let Some(status) = w.status_sent.clone()
+                {
+                    w.status_pending = false;
+                    out.writes.push(PodWrite::Status {
+                        namespace: w.ns(),
+                        name: w.name(),
+                        uid: uid.to_string(),
+                        status: Box::new(status),
+                    });
+                }
                 // A terminal pod deleted later (a finished Job pod, a rejected pod): nothing runs,
                 // so the status manager can send the final DELETE at once.
-                if w.in_api && w.pod.metadata.deletion_timestamp.is_some() && !w.deleted_sent {
-                    let w = self.workers.get_mut(uid).expect("worker");
+                if w.in_api
+                    && w.pod.metadata.deletion_timestamp.is_some()
+                    && !w.deleted_sent
+                    && !w.status_pending
+                {
                     w.deleted_sent = true;
                     out.writes.push(PodWrite::Delete {
                         namespace: w.ns(),
@@ -2193,7 +2245,7 @@ impl PodManager {
         let w = self.workers.get_mut(uid).expect("worker");
         w.life = Lifecycle::Finished;
         if w.in_api {
-            if w.status_sent.as_ref() != Some(&final_status) {
+            if w.status_needs_send(&final_status) {
                 w.status_sent = Some(final_status.clone());
                 out.writes.push(PodWrite::Status {
                     namespace: w.ns(),
@@ -2420,7 +2472,7 @@ impl PodManager {
         }
         let status = self.generate(uid, now, machine, false);
         let w = self.workers.get_mut(uid).expect("worker");
-        if std::mem::take(&mut w.force_status) || w.status_sent.as_ref() != Some(&status) {
+        if w.status_needs_send(&status) {
             w.status_sent = Some(status.clone());
             out.writes.push(PodWrite::Status {
                 namespace: w.ns(),

@@ -708,6 +708,41 @@ async fn pod_ready_reasserted_after_controller_marked_it_not_ready() {
     assert_eq!(c.container("web").await.restart_count, 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_pod_that_ends_while_the_api_is_unreachable_is_reported_at_the_next_status_sync() {
+    // Two `Never` pods end at about 43.5 s, while the node is cut off: their final status
+    // PATCHes fail. `b` is deleted meanwhile; the kubelet learns of it on the heal at 60.5 s, but
+    // its final DELETE must wait for the terminal status. The status manager's sync at 70 s
+    // (ticks every 10 s from the kubelet's start at 0) sends both statuses, then `b`'s DELETE.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    c.create_pod("a", "Never", &["sleep", "30"]).await;
+    c.create_pod("b", "Never", &["sleep", "30"]).await;
+    c.at(20.0).await;
+    let phase = |p: Option<Pod>| p.and_then(|p| p.status).and_then(|s| s.phase);
+    assert_eq!(phase(c.pod("a").await).as_deref(), Some("Running"));
+    c.node.apply(NodeFault::Partition);
+    c.at(50.0).await;
+    Api::<Pod>::namespaced(c.admin.clone(), "default")
+        .delete("b", &DeleteParams::default())
+        .await
+        .unwrap();
+    c.at(60.5).await;
+    c.node.apply(NodeFault::Heal);
+    c.at(69.5).await;
+    assert_eq!(phase(c.pod("a").await).as_deref(), Some("Running"));
+    let b = c.pod("b").await.expect("b waits for its terminal status");
+    assert!(b.metadata.deletion_timestamp.is_some());
+    assert_eq!(phase(Some(b)).as_deref(), Some("Running"));
+    c.at(70.5).await;
+    assert_eq!(phase(c.pod("a").await).as_deref(), Some("Succeeded"));
+    assert!(
+        c.pod("b").await.is_none(),
+        "b deleted after its terminal status"
+    );
+}
+
 fn shutdown_cfg(total: u64, critical: u64) -> KubeletConfig {
     KubeletConfig {
         shutdown: crate::shutdown::ShutdownConfig {
