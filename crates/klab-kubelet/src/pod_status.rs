@@ -652,6 +652,64 @@ pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
     fn same<T: PartialEq>(api: &Option<T>, held: &Option<T>) -> bool {
         held.is_none() || api == held
     }
+    // The container times the kubelet holds carry sub-second precision that the API's copy
+    // (RFC 3339 in seconds) lost: compare them as upstream's `normalizeStatus` does.
+    fn seconds(t: &Option<Time>) -> Option<i64> {
+        t.as_ref().map(|t| t.0.as_second())
+    }
+    fn same_containers(
+        api: &Option<Vec<ContainerStatus>>,
+        held: &Option<Vec<ContainerStatus>>,
+    ) -> bool {
+        fn same_state(a: &Option<ContainerState>, h: &Option<ContainerState>) -> bool {
+            let (a, h) = match (a, h) {
+                (Some(a), Some(h)) => (a, h),
+                (a, h) => return a.is_none() && h.is_none(),
+            };
+            let running = match (&a.running, &h.running) {
+                (Some(a), Some(h)) => seconds(&a.started_at) == seconds(&h.started_at),
+                (a, h) => a.is_none() && h.is_none(),
+            };
+            let terminated = match (&a.terminated, &h.terminated) {
+                (Some(a), Some(h)) => {
+                    seconds(&a.started_at) == seconds(&h.started_at)
+                        && seconds(&a.finished_at) == seconds(&h.finished_at)
+                        && ContainerStateTerminated {
+                            started_at: None,
+                            finished_at: None,
+                            ..a.clone()
+                        } == ContainerStateTerminated {
+                            started_at: None,
+                            finished_at: None,
+                            ..h.clone()
+                        }
+                }
+                (a, h) => a.is_none() && h.is_none(),
+            };
+            running && terminated && a.waiting == h.waiting
+        }
+        let Some(held) = held else {
+            return true;
+        };
+        let Some(api) = api else {
+            return false;
+        };
+        api.len() == held.len()
+            && api.iter().zip(held).all(|(a, h)| {
+                a == h
+                    || (same_state(&a.state, &h.state)
+                        && same_state(&a.last_state, &h.last_state)
+                        && ContainerStatus {
+                            state: None,
+                            last_state: None,
+                            ..a.clone()
+                        } == ContainerStatus {
+                            state: None,
+                            last_state: None,
+                            ..h.clone()
+                        })
+            })
+    }
     // Every field is named, so that a field added to the type must be decided on here.
     let PodStatus {
         conditions: _,
@@ -673,14 +731,14 @@ pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
         start_time,
     } = held;
     by_kubelet(api) == by_kubelet(held)
-        && same(&api.container_statuses, container_statuses)
+        && same_containers(&api.container_statuses, container_statuses)
         && same(
             &api.ephemeral_container_statuses,
             ephemeral_container_statuses,
         )
         && same(&api.host_ip, host_ip)
         && same(&api.host_ips, host_ips)
-        && same(&api.init_container_statuses, init_container_statuses)
+        && same_containers(&api.init_container_statuses, init_container_statuses)
         && same(&api.message, message)
         && same(&api.nominated_node_name, nominated_node_name)
         && same(&api.observed_generation, observed_generation)
@@ -691,7 +749,7 @@ pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
         && same(&api.reason, reason)
         && same(&api.resize, resize)
         && same(&api.resource_claim_statuses, resource_claim_statuses)
-        && same(&api.start_time, start_time)
+        && (start_time.is_none() || seconds(&api.start_time) == seconds(start_time))
 }
 
 pub fn normalize_image(image: &str) -> String {
@@ -763,9 +821,27 @@ mod tests {
             last_transition_time: Some(Time(ts(at))),
             ..Default::default()
         };
+        let millis = |ms: i64| {
+            Some(Time(
+                Timestamp::from_millisecond(1_767_225_600_000 + ms).unwrap(),
+            ))
+        };
+        let running_since = |ms: i64| ContainerStatus {
+            name: "app".into(),
+            ready: true,
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning {
+                    started_at: millis(ms),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
         let held = PodStatus {
             phase: Some(PHASE_RUNNING.into()),
             pod_ip: Some("10.244.0.5".into()),
+            start_time: millis(1_200),
+            container_statuses: Some(vec![running_since(3_600)]),
             conditions: Some(vec![
                 cond("Ready", "True", 5),
                 cond("ContainersReady", "True", 5),
@@ -835,6 +911,33 @@ mod tests {
             (
                 "a field the kubelet sends, gone",
                 with(&|s| s.pod_ip = None),
+                false,
+            ),
+            (
+                "times the API stored in whole seconds",
+                with(&|s| {
+                    s.start_time = millis(1_000);
+                    s.container_statuses = Some(vec![running_since(3_000)]);
+                }),
+                true,
+            ),
+            (
+                "a container started in another second",
+                with(&|s| s.container_statuses = Some(vec![running_since(4_000)])),
+                false,
+            ),
+            (
+                "a container not ready",
+                with(&|s| {
+                    let mut c = running_since(3_000);
+                    c.ready = false;
+                    s.container_statuses = Some(vec![c]);
+                }),
+                false,
+            ),
+            (
+                "started in another second",
+                with(&|s| s.start_time = millis(2_000)),
                 false,
             ),
         ];
