@@ -369,3 +369,61 @@ expect:
     );
     assert_eq!(o.verdict.passed, 1);
 }
+
+#[test]
+fn services_converged_sees_stale_endpoints_and_budgets_while_their_controllers_are_stopped() {
+    // Two pods behind a Service and a budget. With the EndpointSlice and disruption controllers
+    // stopped, a scale-down leaves an endpoint of a deleted pod and a budget counting two
+    // healthy pods: `services: converged` fails and says so. Started again, both catch up.
+    let text = format!(
+        "{BASE}manifests:
+  - inline: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {{name: web}}
+      spec:
+        replicas: 2
+        selector: {{matchLabels: {{app: web}}}}
+        template:
+          metadata: {{labels: {{app: web}}}}
+          spec: {{containers: [{{name: nginx, image: nginx}}]}}
+      ---
+      apiVersion: v1
+      kind: Service
+      metadata: {{name: web}}
+      spec: {{selector: {{app: web}}, ports: [{{port: 80}}]}}
+      ---
+      apiVersion: policy/v1
+      kind: PodDisruptionBudget
+      metadata: {{name: web}}
+      spec: {{minAvailable: 1, selector: {{matchLabels: {{app: web}}}}}}
+faults:
+  - {{at: 20s, fault: component-stop, component: endpointslice}}
+  - {{at: 20s, fault: component-stop, component: disruption}}
+  - {{at: 30s, fault: scale, target: deployment/web, replicas: 1}}
+  - {{at: 90s, fault: component-start, component: endpointslice}}
+  - {{at: 90s, fault: component-start, component: disruption}}
+expect:
+  - {{at: 19s, services: converged}}
+  - {{at: 80s, services: converged}}
+  - {{at: 2m, services: {{converged: true, namespace: default}}}}
+  - {{at: 80s, services: {{converged: true, namespace: other}}}}
+"
+    );
+    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (line, detail) = &got[0];
+    assert_eq!(*line, 35, "{detail}");
+    assert!(
+        detail.starts_with("not converged: PodDisruptionBudget default/web: currentHealthy 2, 1 pods ready; Service default/web: endpoints of pods that are gone [\"web-")
+            && detail.ends_with("\"]"),
+        "{detail}"
+    );
+}

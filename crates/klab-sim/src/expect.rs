@@ -2,6 +2,7 @@
 //! expectation "at 55s" sees exactly the changes the API showed up to and including 55.000s,
 //! regardless of how tasks were scheduled within that instant.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use klab_apiserver::metrics::RequestEntry;
@@ -332,6 +333,7 @@ fn check(
                 Err(format!("not converged: {}", off.join("; ")))
             }
         }
+        Check::ServicesConverged { namespace } => services_converged(world, namespace.as_deref()),
         Check::Object {
             resource,
             namespace,
@@ -470,6 +472,119 @@ fn check(
                 _ => Ok(()),
             }
         }
+    }
+}
+
+/// `services: converged`: each Service with a selector has as ready endpoints exactly the pods it
+/// selects that are Ready and not being deleted (upstream's EndpointSlice controller without
+/// `publishNotReadyAddresses`), and no endpoint names a pod that is gone; each
+/// PodDisruptionBudget has observed its generation and counts as `currentHealthy` the pods it
+/// selects that are Ready and not being deleted (the disruption controller's `countHealthyPods`).
+fn services_converged(world: &World, namespace: Option<&str>) -> Result<(), String> {
+    use klab_api::selector::LabelSelector;
+    use std::collections::BTreeSet;
+    let in_ns = |ns: &str| namespace.is_none_or(|n| n == ns);
+    // Pods a selector picks that count as ready and healthy.
+    let ready_pods = |ns: &str, selects: &dyn Fn(&BTreeMap<String, String>) -> bool| {
+        world
+            .pods
+            .iter()
+            .filter(|((pns, _), p)| {
+                pns == ns
+                    && !p.deleting
+                    && p.ready_condition == "True"
+                    && !p.node.is_empty()
+                    && selects(&p.labels)
+            })
+            .map(|((_, name), _)| name.clone())
+            .collect::<BTreeSet<String>>()
+    };
+    let mut off = Vec::new();
+    for ((kind, ns, name), obj) in &world.objects {
+        if !in_ns(ns) {
+            continue;
+        }
+        match kind.as_str() {
+            "Service" => {
+                let Some(selector) = obj.pointer("/spec/selector").and_then(Value::as_object)
+                else {
+                    continue;
+                };
+                if selector.is_empty() {
+                    continue;
+                }
+                let want = ready_pods(ns, &|labels| {
+                    selector.iter().all(|(k, v)| {
+                        v.as_str()
+                            .is_some_and(|v| labels.get(k).map(String::as_str) == Some(v))
+                    })
+                });
+                let mut have = BTreeSet::new();
+                let mut stale = BTreeSet::new();
+                for ((sns, _), slice) in &world.slices {
+                    if sns != ns || slice.service != *name {
+                        continue;
+                    }
+                    for (pod, e) in &slice.endpoints {
+                        if !world.pods.contains_key(&(ns.clone(), pod.clone())) {
+                            stale.insert(pod.clone());
+                        } else if e.ready {
+                            have.insert(pod.clone());
+                        }
+                    }
+                }
+                let missing: Vec<&String> = want.difference(&have).collect();
+                let extra: Vec<&String> = have.difference(&want).collect();
+                let stale: Vec<&String> = stale.iter().collect();
+                let parts: Vec<String> = [
+                    ("ready pods without a ready endpoint", missing),
+                    ("ready endpoints of pods not ready or not selected", extra),
+                    ("endpoints of pods that are gone", stale),
+                ]
+                .into_iter()
+                .filter(|(_, pods)| !pods.is_empty())
+                .map(|(what, pods)| format!("{what} {pods:?}"))
+                .collect();
+                if !parts.is_empty() {
+                    off.push(format!("Service {ns}/{name}: {}", parts.join(", ")));
+                }
+            }
+            "PodDisruptionBudget" => {
+                let i = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+                let (generation, observed) =
+                    (i("/metadata/generation"), i("/status/observedGeneration"));
+                if observed < generation {
+                    off.push(format!(
+                        "PodDisruptionBudget {ns}/{name}: observedGeneration {observed} < generation {generation}"
+                    ));
+                    continue;
+                }
+                let selector = match obj.pointer("/spec/selector") {
+                    Some(sel) => LabelSelector::from_json(sel),
+                    None => Ok(LabelSelector::nothing()),
+                };
+                let selector = match selector {
+                    Ok(s) => s,
+                    Err(e) => {
+                        off.push(format!("PodDisruptionBudget {ns}/{name}: {e}"));
+                        continue;
+                    }
+                };
+                let healthy = ready_pods(ns, &|labels| selector.matches(labels)).len();
+                let current = i("/status/currentHealthy");
+                if usize::try_from(current).ok() != Some(healthy) {
+                    off.push(format!(
+                        "PodDisruptionBudget {ns}/{name}: currentHealthy {current}, {healthy} pods ready"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    if off.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not converged: {}", off.join("; ")))
     }
 }
 

@@ -921,6 +921,12 @@ pub enum Check {
     WorkloadsConverged {
         namespace: Option<String>,
     },
+    /// Every Service with a selector (in `namespace`, or all) has exactly its ready pods as
+    /// ready endpoints in its EndpointSlices and no endpoint for a pod that is gone, and every
+    /// PodDisruptionBudget has observed its generation and counts its healthy pods right.
+    ServicesConverged {
+        namespace: Option<String>,
+    },
     /// Any object: it exists (or not), a JSONPath reaches something that equals / matches a
     /// value, a condition in `status.conditions` has a status, reason and message.
     Object {
@@ -1290,6 +1296,7 @@ struct RawExpect {
     #[serde(default)]
     absent: bool,
     workloads: Option<RawWorkloads>,
+    services: Option<RawWorkloads>,
     object: Option<RawObjectRef>,
     jsonpath: Option<String>,
     equals: Option<Scalar>,
@@ -1317,7 +1324,8 @@ struct RawWrites {
     name: Option<String>,
 }
 
-/// `workloads: converged` or `workloads: {converged: true, namespace: ns}`.
+/// `workloads: converged` or `workloads: {converged: true, namespace: ns}` (and the same for
+/// `services`).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum RawWorkloads {
@@ -1326,6 +1334,20 @@ enum RawWorkloads {
         converged: bool,
         namespace: Option<String>,
     },
+}
+
+impl RawWorkloads {
+    /// `Some(namespace filter)` for the forms that ask for convergence.
+    fn converged_in(&self) -> Option<Option<String>> {
+        match self {
+            RawWorkloads::Word(word) if word == "converged" => Some(None),
+            RawWorkloads::Filter {
+                converged: true,
+                namespace,
+            } => Some(namespace.clone()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -1520,12 +1542,22 @@ pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
         _ => None,
     });
     for e in expectations.iter().chain(waits) {
-        if let Check::Object { resource, .. } = &e.check
-            && !object_kinds
+        let wanted: Vec<&'static ResourceInfo> = match &e.check {
+            Check::Object { resource, .. } => vec![resource],
+            // Read whole: the Services' selectors and the budgets' status.
+            Check::ServicesConverged { .. } => ["Service", "PodDisruptionBudget"]
+                .into_iter()
+                .filter_map(resolve_kind)
+                .collect(),
+            _ => Vec::new(),
+        };
+        for resource in wanted {
+            if !object_kinds
                 .iter()
                 .any(|r| r.group == resource.group && r.kind == resource.kind)
-        {
-            object_kinds.push(resource);
+            {
+                object_kinds.push(resource);
+            }
         }
     }
     object_kinds.sort_by_key(|r| (r.group, r.kind));
@@ -2420,13 +2452,14 @@ impl Cx {
             e.pods.is_some(),
             e.trace.is_some() || e.trace_regex.is_some(),
             e.workloads.is_some(),
+            e.services.is_some(),
             e.object.is_some(),
             e.writes.is_some(),
         ];
         if subjects.iter().filter(|b| **b).count() != 1 {
             return Err(self.at(
                 line,
-                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`, `workloads`, `object`, `writes`"
+                "an expectation needs exactly one of `node`, `pod`, `pods`, `trace`/`trace-regex`, `workloads`, `services`, `object`, `writes`"
                     .into(),
             ));
         }
@@ -2604,21 +2637,23 @@ impl Cx {
                 count,
             }
         } else if let Some(w) = &e.workloads {
-            match w {
-                RawWorkloads::Word(word) if word == "converged" => {
-                    Check::WorkloadsConverged { namespace: None }
-                }
-                RawWorkloads::Filter {
-                    converged: true,
-                    namespace,
-                } => Check::WorkloadsConverged {
-                    namespace: namespace.clone(),
-                },
-                _ => {
+            match w.converged_in() {
+                Some(namespace) => Check::WorkloadsConverged { namespace },
+                None => {
                     return Err(self.at(
                         line,
                         "`workloads` takes `converged` or `{converged: true, namespace: NS}`"
                             .into(),
+                    ));
+                }
+            }
+        } else if let Some(w) = &e.services {
+            match w.converged_in() {
+                Some(namespace) => Check::ServicesConverged { namespace },
+                None => {
+                    return Err(self.at(
+                        line,
+                        "`services` takes `converged` or `{converged: true, namespace: NS}`".into(),
                     ));
                 }
             }

@@ -9,7 +9,8 @@
 //! machines added and removed for good, the StatefulSet's volume backend failing, taints incl.
 //! `node.kubernetes.io/out-of-service`, cordons, drains; then every fault is healed and the
 //! cluster is given time to settle. Its expectations: every workload converged (all replicas
-//! updated, ready and available), no pod left Terminating, every node Ready (a removed one gone)
+//! updated, ready and available), every Service's endpoints and every disruption budget's
+//! healthy count matching the ready pods, no pod left Terminating, every node Ready (a removed one gone)
 //! — and, as in every sim run, no component failed (a panic fails the run).
 //!
 //! Because a swarm case is a scenario file, a failing seed is replayed and debugged with
@@ -545,6 +546,7 @@ pub fn generate(seed: u64, cfg: &SwarmConfig) -> String {
     }
     let _ = writeln!(y, "expect:");
     let _ = writeln!(y, "  - {{workloads: converged}}");
+    let _ = writeln!(y, "  - {{services: converged}}");
     let _ = writeln!(
         y,
         "  - {{pods: {{namespace: default}}, status: Terminating, count: 0}}"
