@@ -118,11 +118,15 @@ impl RunOutcome {
     }
 }
 
-/// Runs a scenario on a fresh current-thread runtime with paused (virtual) time.
+/// Runs a scenario on a fresh current-thread runtime with paused (virtual) time, whose own
+/// random choices (the order in which a `watch` channel wakes its waiters) are seeded from the
+/// run's seed, so that the run is a function of the scenario and its seed alone.
 pub fn run_blocking(scenario: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimError> {
+    let seed = opts.seed.unwrap_or(scenario.seed);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
+        .rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
         .build()?;
     rt.block_on(run(scenario, opts))
 }
