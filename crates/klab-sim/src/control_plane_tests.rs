@@ -427,3 +427,40 @@ expect:
         "{detail}"
     );
 }
+
+#[test]
+fn a_replicaset_whose_writes_failed_retries_them_without_another_event() {
+    // Every request of the controller manager fails for 10 s, across a scale-down of a bare
+    // ReplicaSet: its pod deletion fails, and after the scale-down nothing else happens to the
+    // set. The controller retries on its own, so the set converges once the brownout is over.
+    let text = format!(
+        "{BASE}manifests:
+  - inline: |
+      apiVersion: apps/v1
+      kind: ReplicaSet
+      metadata: {{name: web}}
+      spec:
+        replicas: 2
+        selector: {{matchLabels: {{app: web}}}}
+        template:
+          metadata: {{labels: {{app: web}}}}
+          spec: {{containers: [{{name: nginx, image: nginx}}]}}
+faults:
+  - {{at: 20s, fault: brownout, component: kube-controller-manager, error-rate: 1, code: 503, duration: 10s}}
+  - {{at: 21s, fault: scale, target: replicaset/web, replicas: 1}}
+expect:
+  - {{at: 29s, pods: {{selector: app=web}}, status: Running, count: 2}}
+  - {{at: 45s, workloads: converged}}
+  - {{at: 45s, pods: {{selector: app=web}}, count: 1}}
+"
+    );
+    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got: Vec<(u64, String)> = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    assert!(got.is_empty(), "{got:?}");
+}

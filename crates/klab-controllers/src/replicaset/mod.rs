@@ -353,7 +353,7 @@ impl Rsc {
                 crate::write::update_merged(&api, &name, crate::write::Target::Status, &patch).await
             {
                 settled = false;
-                tracing::debug!(rs = %name, error = %e, "replicaset status update failed; will retry on the next event");
+                tracing::debug!(rs = %name, error = %e, "replicaset status update failed; retrying");
             }
         }
         self.last_status.insert(key.clone(), status);
@@ -363,9 +363,10 @@ impl Rsc {
         }
         if !settled || create_error.is_some() {
             self.unsettled.insert(key.clone());
-        }
-        if create_error.is_some() {
-            // Upstream retries with rate-limited backoff; one second is its first step order.
+            // A write that failed (a create, a delete, an adoption, the status) is retried
+            // without waiting for another event: after a scale-down, say, none may come, and the
+            // set would show a stale status for good. Upstream requeues the key rate-limited;
+            // one second is the order of its first steps, as the other workload controllers here.
             if let Ok(t) = now.checked_add(jiff::SignedDuration::from_secs(1)) {
                 self.queue.add_at(key, t);
             }
