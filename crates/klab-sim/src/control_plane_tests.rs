@@ -9,6 +9,19 @@ use crate::{RunOptions, run_blocking, scenario, trace};
 
 const BASE: &str = "run-for: 3m\ncluster:\n  nodes:\n    - name: n1\n    - name: n2\n";
 
+/// Runs scenario text (as `s.yaml`): the outcome and its failed expectations (line, detail).
+fn run_for_failures(text: &str) -> (crate::RunOutcome, Vec<(u64, String)>) {
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let got = o
+        .verdict
+        .failures
+        .iter()
+        .map(|f| (f.line, f.detail.clone()))
+        .collect();
+    (o, got)
+}
+
 #[test]
 fn bad_control_plane_faults_are_rejected_with_their_line() {
     let cases: &[(&str, &str)] = &[
@@ -184,14 +197,7 @@ expect:
   - {{at: 1m, pod: solo, status: Pending}}
 "
     );
-    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
-    let got: Vec<(u64, String)> = o
-        .verdict
-        .failures
-        .iter()
-        .map(|f| (f.line, f.detail.clone()))
-        .collect();
+    let (o, got) = run_for_failures(&text);
     assert_eq!(
         got,
         vec![(
@@ -350,14 +356,7 @@ expect:
   - {{at: 41s, node: n1, status: \"Ready,SchedulingDisabled\"}}
 "
     );
-    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
-    let got: Vec<(u64, String)> = o
-        .verdict
-        .failures
-        .iter()
-        .map(|f| (f.line, f.detail.clone()))
-        .collect();
+    let (o, got) = run_for_failures(&text);
     assert_eq!(
         got,
         vec![(
@@ -410,14 +409,7 @@ expect:
   - {{at: 80s, services: {{converged: true, namespace: other}}}}
 "
     );
-    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
-    let got: Vec<(u64, String)> = o
-        .verdict
-        .failures
-        .iter()
-        .map(|f| (f.line, f.detail.clone()))
-        .collect();
+    let (_, got) = run_for_failures(&text);
     assert_eq!(got.len(), 1, "{got:?}");
     let (line, detail) = &got[0];
     assert_eq!(*line, 35, "{detail}");
@@ -454,13 +446,6 @@ expect:
   - {{at: 45s, pods: {{selector: app=web}}, count: 1}}
 "
     );
-    let sc = scenario::parse(&text, Path::new("s.yaml")).unwrap();
-    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
-    let got: Vec<(u64, String)> = o
-        .verdict
-        .failures
-        .iter()
-        .map(|f| (f.line, f.detail.clone()))
-        .collect();
+    let (_, got) = run_for_failures(&text);
     assert!(got.is_empty(), "{got:?}");
 }

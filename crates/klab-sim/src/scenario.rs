@@ -1623,6 +1623,21 @@ struct Cx {
 }
 
 impl Cx {
+    /// The namespace filter of a `workloads:` / `services:` convergence expectation.
+    fn converged_in(
+        &self,
+        line: u64,
+        what: &str,
+        w: &RawWorkloads,
+    ) -> Result<Option<String>, ScenarioError> {
+        w.converged_in().ok_or_else(|| {
+            self.at(
+                line,
+                format!("`{what}` takes `converged` or `{{converged: true, namespace: NS}}`"),
+            )
+        })
+    }
+
     fn at(&self, line: u64, msg: String) -> ScenarioError {
         ScenarioError::At {
             file: self.file.clone(),
@@ -2637,25 +2652,12 @@ impl Cx {
                 count,
             }
         } else if let Some(w) = &e.workloads {
-            match w.converged_in() {
-                Some(namespace) => Check::WorkloadsConverged { namespace },
-                None => {
-                    return Err(self.at(
-                        line,
-                        "`workloads` takes `converged` or `{converged: true, namespace: NS}`"
-                            .into(),
-                    ));
-                }
+            Check::WorkloadsConverged {
+                namespace: self.converged_in(line, "workloads", w)?,
             }
         } else if let Some(w) = &e.services {
-            match w.converged_in() {
-                Some(namespace) => Check::ServicesConverged { namespace },
-                None => {
-                    return Err(self.at(
-                        line,
-                        "`services` takes `converged` or `{converged: true, namespace: NS}`".into(),
-                    ));
-                }
+            Check::ServicesConverged {
+                namespace: self.converged_in(line, "services", w)?,
             }
         } else if let Some(p) = &e.pods {
             let selector = p
@@ -3007,6 +3009,14 @@ expect:
             (
                 "expect:\n  - at: 1m\n    node: n2\n    status: Ready\n",
                 "s.yaml:7: unknown node \"n2\"",
+            ),
+            (
+                "expect:\n  - {services: settled}\n",
+                "s.yaml:6: `services` takes `converged` or `{converged: true, namespace: NS}`",
+            ),
+            (
+                "expect:\n  - {workloads: {converged: false}}\n",
+                "s.yaml:6: `workloads` takes `converged` or `{converged: true, namespace: NS}`",
             ),
             (
                 "expect:\n  - pods: {selector: 'a in (b'}\n    count: 1\n",
