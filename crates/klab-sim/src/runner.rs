@@ -122,12 +122,15 @@ impl RunOutcome {
 /// random choices (the order in which a `watch` channel wakes its waiters) are seeded from the
 /// run's seed, so that the run is a function of the scenario and its seed alone.
 pub fn run_blocking(scenario: &Scenario, opts: &RunOptions) -> Result<RunOutcome, SimError> {
-    let seed = opts.seed.unwrap_or(scenario.seed);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().start_paused(true);
+    // `.cargo/config.toml` sets the cfg; a build whose RUSTFLAGS override it still compiles, but
+    // its runs may differ where tokio picks among equals.
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(
+        &opts.seed.unwrap_or(scenario.seed).to_le_bytes(),
+    ));
+    let rt = builder.build()?;
     rt.block_on(run(scenario, opts))
 }
 
