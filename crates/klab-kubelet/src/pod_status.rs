@@ -657,37 +657,28 @@ pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
     fn seconds(t: &Option<Time>) -> Option<i64> {
         t.as_ref().map(|t| t.0.as_second())
     }
+    fn in_seconds(c: &ContainerStatus) -> ContainerStatus {
+        let trunc = |t: &mut Option<Time>| {
+            if let Some(t) = t {
+                t.0 = klab_api::clock::truncate_to_second(t.0);
+            }
+        };
+        let mut c = c.clone();
+        for s in [&mut c.state, &mut c.last_state].into_iter().flatten() {
+            if let Some(r) = &mut s.running {
+                trunc(&mut r.started_at);
+            }
+            if let Some(t) = &mut s.terminated {
+                trunc(&mut t.started_at);
+                trunc(&mut t.finished_at);
+            }
+        }
+        c
+    }
     fn same_containers(
         api: &Option<Vec<ContainerStatus>>,
         held: &Option<Vec<ContainerStatus>>,
     ) -> bool {
-        fn same_state(a: &Option<ContainerState>, h: &Option<ContainerState>) -> bool {
-            let (a, h) = match (a, h) {
-                (Some(a), Some(h)) => (a, h),
-                (a, h) => return a.is_none() && h.is_none(),
-            };
-            let running = match (&a.running, &h.running) {
-                (Some(a), Some(h)) => seconds(&a.started_at) == seconds(&h.started_at),
-                (a, h) => a.is_none() && h.is_none(),
-            };
-            let terminated = match (&a.terminated, &h.terminated) {
-                (Some(a), Some(h)) => {
-                    seconds(&a.started_at) == seconds(&h.started_at)
-                        && seconds(&a.finished_at) == seconds(&h.finished_at)
-                        && ContainerStateTerminated {
-                            started_at: None,
-                            finished_at: None,
-                            ..a.clone()
-                        } == ContainerStateTerminated {
-                            started_at: None,
-                            finished_at: None,
-                            ..h.clone()
-                        }
-                }
-                (a, h) => a.is_none() && h.is_none(),
-            };
-            running && terminated && a.waiting == h.waiting
-        }
         let Some(held) = held else {
             return true;
         };
@@ -695,20 +686,10 @@ pub fn agrees_by_kubelet(api: &PodStatus, held: &PodStatus) -> bool {
             return false;
         };
         api.len() == held.len()
-            && api.iter().zip(held).all(|(a, h)| {
-                a == h
-                    || (same_state(&a.state, &h.state)
-                        && same_state(&a.last_state, &h.last_state)
-                        && ContainerStatus {
-                            state: None,
-                            last_state: None,
-                            ..a.clone()
-                        } == ContainerStatus {
-                            state: None,
-                            last_state: None,
-                            ..h.clone()
-                        })
-            })
+            && api
+                .iter()
+                .zip(held)
+                .all(|(a, h)| a == h || in_seconds(a) == in_seconds(h))
     }
     // Every field is named, so that a field added to the type must be decided on here.
     let PodStatus {
