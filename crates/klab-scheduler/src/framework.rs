@@ -146,47 +146,51 @@ fn count_owned(ni: &NodeInfo, owner: &str) -> i64 {
 /// Returns `None` when the plugin is skipped (no owner to spread by).
 fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Option<Vec<i64>> {
     let owner = crate::nodeinfo::spread_key(pod)?;
-    let constraints: [(&str, i64); 2] = [
-        (klab_api::names::LABEL_HOSTNAME, 3),
-        (klab_api::names::LABEL_ZONE, 5),
-    ];
-    // Borrowed: this runs for every node for every pod scheduled.
-    fn label<'a>(ni: &'a NodeInfo, k: &str) -> Option<&'a str> {
-        ni.labels().and_then(|l| l.get(k)).map(String::as_str)
-    }
-    // Topology sizes over the feasible nodes (hostname: the number of feasible nodes).
-    let mut weights = [0f64; 2];
+    const MAX_SKEW_HOSTNAME: i64 = 3;
+    const MAX_SKEW_ZONE: i64 = 5;
+    // Topology sizes over the feasible nodes (hostname: the number of feasible nodes). Zone
+    // labels and owner counts are read from the node infos (cached there): this runs for every
+    // node for every pod scheduled.
     let mut zone_counts: BTreeMap<&str, i64> = BTreeMap::new();
     for &i in feasible {
-        if let Some(z) = label(&all[i], constraints[1].0) {
+        if let Some(z) = all[i].zone.as_deref() {
             zone_counts.entry(z).or_insert(0);
         }
     }
-    weights[0] = (feasible.len() as f64 + 2.0).ln();
-    weights[1] = (zone_counts.len() as f64 + 2.0).ln();
+    let weight_hostname = (feasible.len() as f64 + 2.0).ln();
+    let weight_zone = (zone_counts.len() as f64 + 2.0).ln();
     // Zone counts over all nodes that pass the pod's node affinity (nodeAffinityPolicy: Honor).
+    let has_affinity = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .is_some()
+        || pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.as_ref())
+            .is_some_and(|m| !m.is_empty());
     for ni in all {
-        if !nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
+        let Some(c) = ni.zone.as_deref().and_then(|z| zone_counts.get_mut(z)) else {
+            continue;
+        };
+        if has_affinity && !nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
             continue;
         }
-        if let Some(z) = label(ni, constraints[1].0)
-            && let Some(c) = zone_counts.get_mut(z)
-        {
-            *c = c.saturating_add(count_owned(ni, &owner));
-        }
+        *c = c.saturating_add(count_owned(ni, &owner));
     }
     let mut raw = Vec::with_capacity(feasible.len());
     for &i in feasible {
         let ni = &all[i];
         let mut score = 0f64;
-        for (ci, (key, max_skew)) in constraints.iter().enumerate() {
-            let Some(v) = label(ni, key) else { continue };
-            let cnt = if ci == 0 {
-                count_owned(ni, &owner)
-            } else {
-                zone_counts.get(v).copied().unwrap_or(0)
-            };
-            score += cnt as f64 * weights[ci] + (*max_skew as f64 - 1.0);
+        if ni.has_hostname {
+            score +=
+                count_owned(ni, &owner) as f64 * weight_hostname + (MAX_SKEW_HOSTNAME as f64 - 1.0);
+        }
+        if let Some(z) = ni.zone.as_deref() {
+            let cnt = zone_counts.get(z).copied().unwrap_or(0);
+            score += cnt as f64 * weight_zone + (MAX_SKEW_ZONE as f64 - 1.0);
         }
         raw.push(score.round() as i64);
     }
@@ -640,6 +644,44 @@ mod tests {
         };
         assert_ne!(pick(1), "n1");
         assert_eq!(pick(7), pick(7));
+    }
+
+    #[test]
+    fn zone_spreading_counts_siblings_on_nodes_that_pass_the_node_affinity() {
+        let mk = |name: &str, zone: &str, disk: &str, pods: Vec<Pod>| {
+            NodeInfo::new(
+                serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+                    "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, "disk": disk}},
+                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}))
+                .unwrap(),
+                pods,
+            )
+        };
+        let nodes = vec![
+            mk("n1", "za", "hdd", vec![owned_pod("web-a")]),
+            mk("n2", "za", "ssd", vec![]),
+            mk("n3", "zb", "ssd", vec![]),
+        ];
+        // Raw scores: count × ln(topologies + 2) + (maxSkew − 1) per constraint; n1 has one
+        // sibling on the node and in zone za, n2 one in its zone, n3 none: 9, 7, 6.
+        let p = owned_pod("web-b");
+        assert_eq!(
+            score_topology_spread(&p, &nodes, &[0, 1, 2]),
+            Some(vec![66, 88, 100])
+        );
+        // A nodeSelector that n1 fails: its sibling is not counted in za (nodeAffinityPolicy
+        // Honor), so n2 and n3 tie.
+        let mut sel = owned_pod("web-b");
+        sel.spec.as_mut().unwrap().node_selector = Some([("disk".into(), "ssd".into())].into());
+        assert_eq!(
+            score_topology_spread(&sel, &nodes, &[1, 2]),
+            Some(vec![100, 100])
+        );
+        // A pod without a spreading owner skips the plugin.
+        assert_eq!(
+            score_topology_spread(&pod(json!({})), &nodes, &[0, 1, 2]),
+            None
+        );
     }
 
     #[test]

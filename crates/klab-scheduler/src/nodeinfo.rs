@@ -147,6 +147,11 @@ pub struct NodeInfo {
     /// Pods not being deleted, by spreading owner ([`spread_key`]): what default topology
     /// spreading counts on each node.
     pub spread_counts: BTreeMap<String, i64>,
+    /// The node's `topology.kubernetes.io/zone` label and whether it has a
+    /// `kubernetes.io/hostname` label, read once here: default topology spreading looks them up
+    /// on every node for every pod scheduled.
+    pub zone: Option<String>,
+    pub has_hostname: bool,
 }
 
 /// The owner a pod is spread by under the default topology spreading constraints, as
@@ -214,6 +219,11 @@ impl NodeInfo {
         let allowed_pods = list_get(alloc, "pods")
             .and_then(|q| quantity::value(&q.0))
             .unwrap_or(0);
+        let labels = node.metadata.labels.as_ref();
+        let zone = labels
+            .and_then(|l| l.get(klab_api::names::LABEL_ZONE))
+            .cloned();
+        let has_hostname = labels.is_some_and(|l| l.contains_key(klab_api::names::LABEL_HOSTNAME));
         NodeInfo {
             node,
             pods,
@@ -223,6 +233,8 @@ impl NodeInfo {
             allowed_pods,
             used_ports,
             spread_counts,
+            zone,
+            has_hostname,
         }
     }
 
