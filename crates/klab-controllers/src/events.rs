@@ -54,6 +54,8 @@ struct Seen {
 #[derive(Debug, Default)]
 struct State {
     seen: BTreeMap<EventKey, Seen>,
+    /// The keys of `seen` by their `seq`: the oldest is the first (found without a scan).
+    order: BTreeMap<u64, EventKey>,
     /// The last nanosecond suffix used, so that two events recorded at the same virtual instant
     /// still get distinct names.
     last_nanos: i128,
@@ -225,20 +227,25 @@ impl EventRecorder {
     }
 
     fn remember(&self, key: EventKey, namespace: String, event_name: String, count: i32) {
-        let mut st = self.lock();
-        st.seq = st.seq.saturating_add(1);
-        let seq = st.seq;
-        if !st.seen.contains_key(&key)
-            && st.seen.len() >= MAX_CACHE_ENTRIES
-            && let Some(oldest) = st
-                .seen
-                .iter()
-                .min_by_key(|(_, v)| v.seq)
-                .map(|(k, _)| k.clone())
+        self.lock().remember(key, namespace, event_name, count);
+    }
+}
+
+impl State {
+    /// Files the last Event written for `key`, dropping the least recently written key when the
+    /// cache is full.
+    fn remember(&mut self, key: EventKey, namespace: String, event_name: String, count: i32) {
+        self.seq = self.seq.saturating_add(1);
+        let seq = self.seq;
+        if let Some(prev) = self.seen.get(&key).map(|s| s.seq) {
+            self.order.remove(&prev);
+        } else if self.seen.len() >= MAX_CACHE_ENTRIES
+            && let Some((_, oldest)) = self.order.pop_first()
         {
-            st.seen.remove(&oldest);
+            self.seen.remove(&oldest);
         }
-        st.seen.insert(
+        self.order.insert(seq, key.clone());
+        self.seen.insert(
             key,
             Seen {
                 namespace,
@@ -320,6 +327,33 @@ mod tests {
             (r.kind.as_deref(), r.namespace.as_deref(), r.name.as_deref()),
             (Some("Pod"), Some("ns"), Some("a"))
         );
+    }
+
+    #[test]
+    fn a_full_cache_forgets_the_key_written_longest_ago() {
+        let key = |i: usize| EventKey {
+            kind: "Pod".into(),
+            namespace: "default".into(),
+            name: format!("p{i}"),
+            uid: String::new(),
+            api_version: "v1".into(),
+            type_: "Normal".into(),
+            reason: "R".into(),
+            message: "m".into(),
+        };
+        let mut st = State::default();
+        for i in 0..MAX_CACHE_ENTRIES {
+            st.remember(key(i), "default".into(), format!("e{i}"), 1);
+        }
+        // Writing p0 again makes p1 the oldest.
+        st.remember(key(0), "default".into(), "e0".into(), 2);
+        st.remember(key(MAX_CACHE_ENTRIES), "default".into(), "new".into(), 1);
+        assert_eq!(st.seen.len(), MAX_CACHE_ENTRIES);
+        assert_eq!(st.order.len(), MAX_CACHE_ENTRIES);
+        assert!(!st.seen.contains_key(&key(1)));
+        assert_eq!(st.seen.get(&key(0)).map(|s| s.count), Some(2));
+        assert!(st.seen.contains_key(&key(2)));
+        assert!(st.seen.contains_key(&key(MAX_CACHE_ENTRIES)));
     }
 
     #[tokio::test(start_paused = true)]
