@@ -340,8 +340,79 @@ pub struct StatusGates {
     pub terminating_replicas: bool,
 }
 
-/// Upstream `calculateStatus`: counts over the claimed active pods; `terminating` are the claimed
-/// pods being deleted in a non-terminal phase (only reported with the gate).
+/// What a sync derives from one version of one candidate pod: its claim and what the status
+/// counts of it. A function of the pod and of the set's UID, deletion, selector and template
+/// labels only (not of time), so a sync may keep it for as long as the pod version and those
+/// stay the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    pub claim: Claim,
+    /// Not terminal and not being deleted (`controller.IsPodActive`).
+    pub active: bool,
+    /// Being deleted in a non-terminal phase (`controller.IsPodTerminating`).
+    pub terminating: bool,
+    /// Carries every label of the set's pod template.
+    pub fully_labeled: bool,
+    pub ready: bool,
+}
+
+/// The [`PodFacts`] of `pod` for a set with UID `owner_uid`.
+pub fn pod_facts(
+    owner_uid: &str,
+    owner_deleting: bool,
+    selector: &LabelSelector,
+    template_labels: &BTreeMap<String, String>,
+    pod: &Pod,
+) -> PodFacts {
+    let l = util::labels(&pod.metadata);
+    PodFacts {
+        claim: claim(owner_uid, owner_deleting, selector, &pod.metadata),
+        active: is_pod_active(pod),
+        terminating: is_pod_terminating_nonterminal(pod),
+        fully_labeled: template_labels.iter().all(|(k, v)| l.get(k) == Some(v)),
+        ready: is_pod_ready(pod),
+    }
+}
+
+/// The labels of a set's pod template (what `fullyLabeledReplicas` counts against).
+pub fn template_labels(rs: &ReplicaSet) -> BTreeMap<String, String> {
+    rs.spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+/// The counts `calculateStatus` makes over the claimed active pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub replicas: i32,
+    pub fully_labeled: i32,
+    pub ready: i32,
+    pub available: i32,
+}
+
+impl StatusCounts {
+    /// Counts one claimed active pod; `available` is asked only of a Ready pod (it depends on
+    /// the time when `minReadySeconds` is set).
+    pub fn add(&mut self, facts: &PodFacts, available: impl FnOnce() -> bool) {
+        self.replicas = self.replicas.saturating_add(1);
+        if facts.fully_labeled {
+            self.fully_labeled = self.fully_labeled.saturating_add(1);
+        }
+        if facts.ready {
+            self.ready = self.ready.saturating_add(1);
+            if available() {
+                self.available = self.available.saturating_add(1);
+            }
+        }
+    }
+}
+
+/// Upstream `calculateStatus`: counts over the claimed active pods;
+/// `terminating` are the claimed pods being deleted in a non-terminal phase (only reported with
+/// the gate).
 pub fn calculate_status(
     rs: &ReplicaSet,
     active: &[&Pod],
@@ -349,38 +420,49 @@ pub fn calculate_status(
     now: Timestamp,
     gates: StatusGates,
 ) -> ReplicaSetStatus {
-    let spec = rs.spec.as_ref();
-    let template_labels = spec
-        .and_then(|s| s.template.as_ref())
-        .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
+    let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+    let selector = rs
+        .spec
+        .as_ref()
+        .map(|s| s.selector.clone())
         .unwrap_or_default();
-    let min_ready =
-        Duration::from_secs(spec.and_then(|s| s.min_ready_seconds).unwrap_or(0).max(0) as u64);
-    let mut fully_labeled = 0i32;
-    let mut ready = 0i32;
-    let mut available = 0i32;
+    let template = template_labels(rs);
+    let min_ready = min_ready(rs);
+    let mut counts = StatusCounts::default();
     for p in active {
-        let l = util::labels(&p.metadata);
-        if template_labels.iter().all(|(k, v)| l.get(k) == Some(v)) {
-            fully_labeled = fully_labeled.saturating_add(1);
-        }
-        if is_pod_ready(p) {
-            ready = ready.saturating_add(1);
-            if is_pod_available(p, min_ready, now) {
-                available = available.saturating_add(1);
-            }
-        }
+        let facts = pod_facts(uid, false, &selector, &template, p);
+        counts.add(&facts, || is_pod_available(p, min_ready, now));
     }
+    status_from_counts(rs, counts, terminating, gates)
+}
+
+/// The set's `minReadySeconds` (negative as zero).
+pub fn min_ready(rs: &ReplicaSet) -> Duration {
+    Duration::from_secs(
+        rs.spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+            .max(0) as u64,
+    )
+}
+
+/// The status of `calculateStatus` from its counts.
+pub fn status_from_counts(
+    rs: &ReplicaSet,
+    counts: StatusCounts,
+    terminating: usize,
+    gates: StatusGates,
+) -> ReplicaSetStatus {
     let old = rs.status.clone().unwrap_or_default();
     ReplicaSetStatus {
-        replicas: active.len() as i32,
-        fully_labeled_replicas: util::omit_zero(fully_labeled),
-        ready_replicas: util::omit_zero(ready),
-        available_replicas: util::omit_zero(available),
+        replicas: counts.replicas,
+        fully_labeled_replicas: util::omit_zero(counts.fully_labeled),
+        ready_replicas: util::omit_zero(counts.ready),
+        available_replicas: util::omit_zero(counts.available),
         observed_generation: rs.metadata.generation,
         terminating_replicas: if gates.terminating_replicas {
-            Some(terminating as i32)
+            Some(i32::try_from(terminating).unwrap_or(i32::MAX))
         } else {
             None
         },

@@ -18,7 +18,6 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
@@ -29,7 +28,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 pub use config::ReplicaSetControllerConfig;
-use decide::{Claim, Expectations, Manage, StatusGates};
+use decide::{Claim, Expectations, Manage, PodFacts, StatusGates};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use klab_runtime::index::{self, owned_in_namespace};
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, key_of,
@@ -77,6 +77,7 @@ pub async fn run(
         expectations: BTreeMap::new(),
         unsettled: BTreeSet::new(),
         last_status: BTreeMap::new(),
+        tallies: BTreeMap::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -97,6 +98,86 @@ struct Rsc {
     unsettled: BTreeSet<ObjKey>,
     /// The status each set's last sync computed (written or already there).
     last_status: BTreeMap<ObjKey, ReplicaSetStatus>,
+    /// What each set's last sync derived from its candidate pods.
+    tallies: BTreeMap<ObjKey, Tally>,
+}
+
+/// What the last sync of a set derived from each candidate pod version, in name order, with the
+/// fields of the set those facts depend on (a change of any of them starts the tally afresh).
+struct Tally {
+    uid: String,
+    deleting: bool,
+    selector: LabelSelector,
+    template: BTreeMap<String, String>,
+    pods: Vec<(Arc<Pod>, PodFacts)>,
+}
+
+impl Tally {
+    /// `prev` when it was made for the set as it is now, else an empty tally for it.
+    fn for_set(prev: Option<Tally>, rs: &ReplicaSet) -> Tally {
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let deleting = rs.metadata.deletion_timestamp.is_some();
+        let selector = rs
+            .spec
+            .as_ref()
+            .map(|s| s.selector.clone())
+            .unwrap_or_default();
+        let template = decide::template_labels(rs);
+        match prev {
+            Some(t)
+                if t.uid == uid
+                    && t.deleting == deleting
+                    && t.selector == selector
+                    && t.template == template =>
+            {
+                t
+            }
+            _ => Tally {
+                uid,
+                deleting,
+                selector,
+                template,
+                pods: Vec::new(),
+            },
+        }
+    }
+
+    /// Takes `candidates` (in name order) as the set's pods, keeping the facts of every pod
+    /// version seen last time (the same `Arc`: the informer replaces it on any change) and
+    /// deriving them for the others. Returns how many it derived.
+    fn refresh(&mut self, candidates: Vec<Arc<Pod>>) -> usize {
+        let mut derived = 0usize;
+        let mut old = std::mem::take(&mut self.pods).into_iter().peekable();
+        let mut pods = Vec::with_capacity(candidates.len());
+        for pod in candidates {
+            let mut kept = None;
+            while let Some((seen, facts)) = old.peek() {
+                if Arc::ptr_eq(seen, &pod) {
+                    kept = Some(*facts);
+                    old.next();
+                    break;
+                }
+                if seen.metadata.name < pod.metadata.name {
+                    old.next();
+                    continue;
+                }
+                break;
+            }
+            let facts = kept.unwrap_or_else(|| {
+                derived = derived.saturating_add(1);
+                decide::pod_facts(
+                    &self.uid,
+                    self.deleting,
+                    &self.selector,
+                    &self.template,
+                    &pod,
+                )
+            });
+            pods.push((pod, facts));
+        }
+        self.pods = pods;
+        derived
+    }
 }
 
 /// The ReplicaSet a pod's controllerRef points to, if that ReplicaSet is in the cache with the same UID.
@@ -240,6 +321,7 @@ impl Rsc {
         self.last_status.remove(&key);
         let Some(rs) = self.rss.get(&key) else {
             self.expectations.remove(&key);
+            self.tallies.remove(&key);
             return;
         };
         let Some(spec) = rs.spec.clone() else { return };
@@ -261,49 +343,65 @@ impl Rsc {
 
         // Claim pods: active ones may be adopted or released; terminating ones only counted.
         // Upstream's `FilterPodsByOwner` through the controllerUID index: its own pods and the
-        // namespace's orphans, never the rest of the namespace.
+        // namespace's orphans, never the rest of the namespace. What each pod version means to
+        // the set is kept from the last sync (a set of thousands of pods is synced once per
+        // change of one of them): only the pods that changed since are looked at again.
         let candidates =
             owned_in_namespace(&self.pods, &ns, &[uid.clone(), index::orphan_key(&ns)]);
-        let mut active: Vec<Arc<Pod>> = Vec::new();
-        let mut owned_all: Vec<Arc<Pod>> = Vec::new();
+        let mut tally = Tally::for_set(self.tallies.remove(&key), &rs);
+        tally.refresh(candidates);
+        // Indexes into `tally.pods`, in name order.
+        let mut active: Vec<usize> = Vec::new();
+        let mut owned_all: Vec<usize> = Vec::new();
         let mut can_adopt: Option<bool> = None;
         let mut settled = true;
-        for pod in candidates {
-            let c = decide::claim(&uid, deleting, &spec.selector, &pod.metadata);
-            let is_active = util::is_pod_active(&pod);
-            match c {
+        for (i, (pod, facts)) in tally.pods.iter().enumerate() {
+            match facts.claim {
                 Claim::Owned => {
-                    owned_all.push(pod.clone());
-                    if is_active {
-                        active.push(pod);
+                    owned_all.push(i);
+                    if facts.active {
+                        active.push(i);
                     }
                 }
-                Claim::Adopt if is_active => {
+                Claim::Adopt if facts.active => {
                     if can_adopt.is_none() {
                         can_adopt = Some(self.owner_still_current(&ns, &name, &uid).await);
                     }
                     if can_adopt == Some(true) {
-                        if self.set_owner(&rs, &pod, true).await {
-                            owned_all.push(pod.clone());
-                            active.push(pod);
+                        if self.set_owner(&rs, pod, true).await {
+                            owned_all.push(i);
+                            active.push(i);
                         } else {
                             settled = false;
                         }
                     }
                 }
-                Claim::Release if is_active => {
-                    settled &= self.set_owner(&rs, &pod, false).await;
+                Claim::Release if facts.active => {
+                    settled &= self.set_owner(&rs, pod, false).await;
                 }
                 _ => {}
             }
         }
+        let pods_at = |ix: &[usize]| -> Vec<&Pod> {
+            ix.iter()
+                .filter_map(|&i| tally.pods.get(i))
+                .map(|(p, _)| p.as_ref())
+                .collect()
+        };
 
         let mut create_error: Option<String> = None;
-        if satisfied && !deleting {
-            let related_owned = self.related_pods(&rs, &owned_all);
-            let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
+        let desired = spec.replicas.unwrap_or(1);
+        // `manage_replicas` does nothing when the counts agree; the pod lists it ranks are
+        // only gathered when they do not.
+        if satisfied && !deleting && usize::try_from(desired.max(0)) != Ok(active.len()) {
+            let owned_arcs: Vec<Arc<Pod>> = owned_all
+                .iter()
+                .filter_map(|&i| tally.pods.get(i))
+                .map(|(p, _)| p.clone())
+                .collect();
+            let related_owned = self.related_pods(&rs, &owned_arcs);
+            let active_refs = pods_at(&active);
             let related_refs: Vec<&Pod> = related_owned.iter().map(|p| p.as_ref()).collect();
-            let desired = spec.replicas.unwrap_or(1);
             match decide::manage_replicas(
                 desired,
                 &active_refs,
@@ -320,18 +418,28 @@ impl Rsc {
         }
 
         // Status from the pods seen at the start of the sync, as upstream does.
-        let active_refs: Vec<&Pod> = active.iter().map(|p| p.as_ref()).collect();
-        let owned_refs: Vec<&Pod> = owned_all.iter().map(|p| p.as_ref()).collect();
         let gates = StatusGates {
             terminating_replicas: self.config.deployment_replica_set_terminating_replicas,
         };
-        let status = decide::calculate_status(
-            &rs,
-            &active_refs,
-            decide::count_terminating(&owned_refs),
-            now,
-            gates,
-        );
+        let min_ready = decide::min_ready(&rs);
+        let mut counts = decide::StatusCounts::default();
+        for (pod, facts) in active.iter().filter_map(|&i| tally.pods.get(i)) {
+            counts.add(facts, || {
+                min_ready.is_zero() || util::is_pod_available(pod, min_ready, now)
+            });
+        }
+        let terminating = owned_all
+            .iter()
+            .filter_map(|&i| tally.pods.get(i))
+            .filter(|(_, f)| f.terminating)
+            .count();
+        let status = decide::status_from_counts(&rs, counts, terminating, gates);
+        let next_available = if min_ready.is_zero() {
+            None
+        } else {
+            decide::next_availability_check(&pods_at(&active), min_ready, now)
+        };
+        self.tallies.insert(key.clone(), tally);
         let failure_changed = self.replica_failure_patch(&rs, create_error.as_deref());
         if decide::status_changed(rs.status.as_ref(), &status) || failure_changed.is_some() {
             let mut body = json!({
@@ -357,8 +465,7 @@ impl Rsc {
             }
         }
         self.last_status.insert(key.clone(), status);
-        let min_ready = Duration::from_secs(spec.min_ready_seconds.unwrap_or(0).max(0) as u64);
-        if let Some(t) = decide::next_availability_check(&active_refs, min_ready, now) {
+        if let Some(t) = next_available {
             self.queue.add_at(key.clone(), t);
         }
         if !settled || create_error.is_some() {

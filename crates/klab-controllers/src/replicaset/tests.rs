@@ -427,3 +427,79 @@ async fn pod_updates_that_concern_no_sync_skip_it() {
     let read = pods.stats().since(&before);
     assert!(read.indexed >= 20, "the sync read the set's pods: {read:?}");
 }
+
+/// The tally of a set re-derives only the pod versions it has not seen, and starts afresh when
+/// the set's selector changes.
+#[test]
+fn a_tally_derives_only_the_pods_that_changed() {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::Tally;
+    use super::decide::Claim;
+
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "rs-uid"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+    }))
+    .unwrap();
+    let pod = |name: &str, app: &str, ready: bool| -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": app},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "web", "uid": "rs-uid", "controller": true}]},
+                "status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+            }))
+            .unwrap(),
+        )
+    };
+    let (a, b, c) = (
+        pod("a", "web", true),
+        pod("b", "web", false),
+        pod("c", "web", true),
+    );
+    let mut t = Tally::for_set(None, &rs);
+    assert_eq!(t.refresh(vec![a.clone(), b.clone(), c.clone()]), 3);
+    assert_eq!(t.refresh(vec![a.clone(), b.clone(), c.clone()]), 0);
+
+    // `a` goes, `b` becomes Ready, `c` is relabelled out of the selector, `d` comes.
+    let b2 = pod("b", "web", true);
+    let c2 = pod("c", "other", true);
+    let d = pod("d", "web", false);
+    assert_eq!(t.refresh(vec![b2, c2, d]), 3);
+    let facts: Vec<(String, Claim, bool)> = t
+        .pods
+        .iter()
+        .map(|(p, f)| (p.metadata.name.clone().unwrap(), f.claim, f.ready))
+        .collect();
+    assert_eq!(
+        facts,
+        vec![
+            ("b".to_string(), Claim::Owned, true),
+            ("c".to_string(), Claim::Release, true),
+            ("d".to_string(), Claim::Owned, false),
+        ]
+    );
+    let kept: Vec<Arc<Pod>> = t.pods.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(t.refresh(kept.clone()), 0);
+
+    // The same set keeps its tally; a new selector starts afresh.
+    let mut t = Tally::for_set(Some(t), &rs);
+    assert_eq!(t.refresh(kept.clone()), 0);
+    let mut wider = rs.clone();
+    wider.spec.as_mut().unwrap().selector.match_labels = None;
+    wider.spec.as_mut().unwrap().selector.match_expressions = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+            key: "app".into(),
+            operator: "Exists".into(),
+            values: None,
+        },
+    ]);
+    let mut t = Tally::for_set(Some(t), &wider);
+    assert_eq!(t.refresh(kept), 3);
+    assert!(t.pods.iter().all(|(_, f)| f.claim == Claim::Owned));
+}
