@@ -182,6 +182,10 @@ struct Worker {
     /// The API server's copy disagrees with ours: send ours at the next pass even if it did
     /// not change (the status manager's reconcile).
     force_status: bool,
+    /// The API copy the status sync last found to agree with `status_sent` (cleared when the
+    /// kubelet holds a new status): while the API still shows that very copy, the sync need
+    /// not compare them again.
+    agreed_with: Option<Arc<Pod>>,
     /// `finishedAt` of the exit for which a BackOff event was already recorded, per container.
     backoff_noted: BTreeMap<String, Timestamp>,
     /// Current CrashLoopBackOff waits: container → (until, delay).
@@ -210,6 +214,12 @@ struct Worker {
 }
 
 impl Worker {
+    /// Holds `status` as the one sent (or about to be).
+    fn hold_status(&mut self, status: PodStatus) {
+        self.status_sent = Some(status);
+        self.agreed_with = None;
+    }
+
     /// Whether `status` must be sent: it differs from the one held, the last send failed, or
     /// the status sync asked for it. Clears the last two (the caller sends).
     fn status_needs_send(&mut self, status: &PodStatus) -> bool {
@@ -935,9 +945,12 @@ impl PodManager {
                 // send.
                 (None, _) => ended,
                 (Some(_), _) if w.status_pending => false,
+                // Neither side changed since they last agreed.
+                (Some(_), _) if w.agreed_with.as_ref().is_some_and(|a| Arc::ptr_eq(a, api)) => true,
                 (Some(held), Some(api)) => pod_status::agrees_by_kubelet(api, held),
                 (Some(held), None) => pod_status::agrees_by_kubelet(&PodStatus::default(), held),
             };
+            w.agreed_with = (agrees && w.status_sent.is_some()).then(|| api.clone());
             if !agrees {
                 w.force_status = true;
                 self.dirty.insert(uid.clone());
@@ -1142,6 +1155,7 @@ impl PodManager {
                             status_sent: pod.status.clone(),
                             status_pending: false,
                             force_status: false,
+                            agreed_with: None,
                             backoff_noted: BTreeMap::new(),
                             backoff_wait: BTreeMap::new(),
                             deleted_sent: false,
@@ -1346,7 +1360,7 @@ impl PodManager {
                     pod_status::rejected_status(&pod.status.clone().unwrap_or_default(), &r);
                 out.writes
                     .push(w.event(None, names::EVENT_WARNING, &r.reason, r.message.clone()));
-                w.status_sent = Some(status.clone());
+                w.hold_status(status.clone());
                 out.writes.push(PodWrite::Status {
                     namespace: w.ns(),
                     name: w.name(),
@@ -2246,7 +2260,7 @@ impl PodManager {
         w.life = Lifecycle::Finished;
         if w.in_api {
             if w.status_needs_send(&final_status) {
-                w.status_sent = Some(final_status.clone());
+                w.hold_status(final_status.clone());
                 out.writes.push(PodWrite::Status {
                     namespace: w.ns(),
                     name: w.name(),
@@ -2473,7 +2487,7 @@ impl PodManager {
         let status = self.generate(uid, now, machine, false);
         let w = self.workers.get_mut(uid).expect("worker");
         if w.status_needs_send(&status) {
-            w.status_sent = Some(status.clone());
+            w.hold_status(status.clone());
             out.writes.push(PodWrite::Status {
                 namespace: w.ns(),
                 name: w.name(),
@@ -2820,6 +2834,19 @@ mod tests {
                 .flatten()
                 .any(|c| c.type_ == "example.com/gate")
         );
+        assert!(h.mgr.reconcile_statuses(&h.api).is_empty());
+
+        // A status the kubelet holds anew is compared again, although the API copy is the one
+        // that agreed last time (a write the API server stored but the watch has not shown).
+        let w = h.mgr.workers.get_mut("uid-web").unwrap();
+        let mut held = w.status_sent.clone().unwrap();
+        held.message = Some("held anew".into());
+        w.hold_status(held);
+        assert_eq!(
+            h.mgr.reconcile_statuses(&h.api),
+            vec!["uid-web".to_string()]
+        );
+        h.sync();
         assert!(h.mgr.reconcile_statuses(&h.api).is_empty());
 
         // A failed write is sent again at the next status sync too.
