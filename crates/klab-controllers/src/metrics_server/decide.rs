@@ -146,7 +146,25 @@ fn parse_series(line: &str) -> Option<Series> {
             }
             let mut value = String::new();
             let mut closed = false;
-            while let Some((_, c)) = chars.next() {
+            // A value without escapes (nearly all) is copied in one piece.
+            if let Some(&(start, _)) = chars.peek()
+                && let Some(rel) = after.get(start..).and_then(|r| r.find(['"', '\\']))
+                && after.as_bytes().get(start.saturating_add(rel)) == Some(&b'"')
+            {
+                value.push_str(
+                    after
+                        .get(start..start.saturating_add(rel))
+                        .unwrap_or_default(),
+                );
+                while chars
+                    .peek()
+                    .is_some_and(|&(i, _)| i <= start.saturating_add(rel))
+                {
+                    chars.next();
+                }
+                closed = true;
+            }
+            while !closed && let Some((_, c)) = chars.next() {
                 match c {
                     '\\' => match chars.next().map(|(_, c)| c) {
                         Some('n') => value.push('\n'),
@@ -196,6 +214,15 @@ fn nanos(seconds: f64) -> u64 {
     (seconds * 1e9) as u64
 }
 
+/// The families of `/metrics/resource` that [`decode`] reads.
+const DECODED_FAMILIES: [&str; 5] = [
+    "node_cpu_usage_seconds_total",
+    "node_memory_working_set_bytes",
+    "container_cpu_usage_seconds_total",
+    "container_memory_working_set_bytes",
+    "container_start_time_seconds",
+];
+
 /// Decodes a kubelet's `/metrics/resource` as metrics-server does: the node point is kept only
 /// with a timestamp and non-zero CPU and memory; a pod is dropped when any of its containers has
 /// zero cumulative CPU or zero memory; samples without a timestamp take `default_time` (the
@@ -204,6 +231,15 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
     let mut node_point = Partial::default();
     let mut pods: BTreeMap<PodRef, BTreeMap<String, Partial>> = BTreeMap::new();
     for line in text.lines() {
+        // Only five families matter: the others' labels are not parsed at all.
+        let name = line
+            .trim_start()
+            .split(['{', ' ', '\t'])
+            .next()
+            .unwrap_or_default();
+        if !DECODED_FAMILIES.contains(&name) {
+            continue;
+        }
         let Some(s) = parse_series(line) else {
             continue;
         };

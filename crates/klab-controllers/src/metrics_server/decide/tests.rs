@@ -48,6 +48,10 @@ fn series_lines_parse_as_prometheus_text() {
     assert_eq!(s.labels["pod"], "p");
     assert_eq!(s.value, 15.0);
     assert_eq!(s.timestamp_ms, Some(1_700_000_000_123));
+    let s = parse_series(r#"x{a="",b="l1\nl2",c="plain"} 1"#).unwrap();
+    assert_eq!(s.labels["a"], "");
+    assert_eq!(s.labels["b"], "l1\nl2");
+    assert_eq!(s.labels["c"], "plain");
     let s = parse_series("resource_scrape_error 0").unwrap();
     assert!(s.labels.is_empty());
     assert_eq!(s.timestamp_ms, None);
