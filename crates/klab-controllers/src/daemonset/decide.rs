@@ -508,13 +508,8 @@ pub fn rolling_update_deletions(
     if max_unavailable == 0 && max_surge(ds) == 0 {
         max_unavailable = 1;
     }
-    let min_ready = Duration::from_secs(
-        ds.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-            .max(0) as u64,
-    );
+    let min_ready =
+        crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
     let generation = template_generation(ds);
     let mut unavailable = 0i64;
     let mut replace: Vec<String> = Vec::new();
@@ -564,13 +559,8 @@ pub fn compute_status(
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
-    let min_ready = Duration::from_secs(
-        ds.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-            .max(0) as u64,
-    );
+    let min_ready =
+        crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
     let generation = template_generation(ds);
     let mut st = DaemonSetStatus {
         observed_generation: ds.metadata.generation,

@@ -438,13 +438,7 @@ pub fn calculate_status(
 
 /// The set's `minReadySeconds` (negative as zero).
 pub fn min_ready(rs: &ReplicaSet) -> Duration {
-    Duration::from_secs(
-        rs.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-            .max(0) as u64,
-    )
+    util::min_ready(rs.spec.as_ref().and_then(|s| s.min_ready_seconds))
 }
 
 /// The status of `calculateStatus` from its counts.

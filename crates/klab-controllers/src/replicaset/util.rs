@@ -212,6 +212,11 @@ pub fn time(t: Timestamp) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Tim
 }
 
 /// `None` for zero so that status JSON looks like Go's `omitempty` output.
+/// A workload's `spec.minReadySeconds` as a duration (absent or negative: zero).
+pub fn min_ready(seconds: Option<i32>) -> Duration {
+    Duration::from_secs(u64::try_from(seconds.unwrap_or(0)).unwrap_or(0))
+}
+
 pub fn omit_zero(n: i32) -> Option<i32> {
     if n == 0 { None } else { Some(n) }
 }

@@ -109,13 +109,7 @@ pub fn start_ordinal(set: &StatefulSet) -> i32 {
 }
 
 fn min_ready(set: &StatefulSet) -> Duration {
-    Duration::from_secs(
-        set.spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
-            .max(0) as u64,
-    )
+    crate::replicaset::util::min_ready(set.spec.as_ref().and_then(|s| s.min_ready_seconds))
 }
 
 /// `podManagementPolicy: Parallel` (upstream `allowsBurst`).
