@@ -46,6 +46,14 @@ fn delete_node_rejoin_add_and_remove_on_a_live_cluster() {
     k.wait_for("klab-worker2 Ready", BOUND, || {
         ready(&k, node).then_some(())
     });
+    // The node lifecycle controller announces the removal only of a node it knew: a node
+    // deleted before its first monitor pass saw it gets no RemovingNode, as upstream's
+    // `knownNodeSet` (the kubelet can be Ready a few monitor periods before that pass).
+    k.wait_for("RegisteredNode", BOUND, || {
+        node_events(&k, node)
+            .contains(&format!("Registered Node {node} in Controller"))
+            .then_some(())
+    });
     let old = uid(&k, node).expect("uid");
 
     // kubectl 1.27 and 1.33 print the same line for the delete.
