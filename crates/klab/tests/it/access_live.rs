@@ -54,12 +54,24 @@ fn node_and_user_identities_get_upstreams_answers() {
         "--authorization-mode",
         "Node,RBAC",
     ]);
-    k.wait_for("both nodes", Duration::from_secs(60), || {
-        k.kubectl(33, &["get", "node", "klab-worker2"])
-            .status
-            .success()
+    // Both Nodes, and klab-worker's Lease: a kubelet creates its Lease only after its Node, and
+    // the node identity reads it below.
+    k.wait_for(
+        "both nodes and klab-worker's lease",
+        Duration::from_secs(60),
+        || {
+            (k.kubectl(33, &["get", "node", "klab-worker2"])
+                .status
+                .success()
+                && k.kubectl(
+                    33,
+                    &["get", "lease", "klab-worker", "-n", "kube-node-lease"],
+                )
+                .status
+                .success())
             .then_some(())
-    });
+        },
+    );
     let node = add_user(&k, "system:node:klab-worker", Some("system:nodes"));
     let alice = add_user(&k, "alice", None);
 
