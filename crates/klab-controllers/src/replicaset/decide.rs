@@ -384,91 +384,55 @@ pub fn template_labels(rs: &ReplicaSet) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The counts `calculateStatus` makes over the claimed active pods.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatusCounts {
-    pub replicas: i32,
-    pub fully_labeled: i32,
-    pub ready: i32,
-    pub available: i32,
-}
-
-impl StatusCounts {
-    /// Counts one claimed active pod; `available` is asked only of a Ready pod (it depends on
-    /// the time when `minReadySeconds` is set).
-    pub fn add(&mut self, facts: &PodFacts, available: impl FnOnce() -> bool) {
-        self.replicas = self.replicas.saturating_add(1);
-        if facts.fully_labeled {
-            self.fully_labeled = self.fully_labeled.saturating_add(1);
-        }
-        if facts.ready {
-            self.ready = self.ready.saturating_add(1);
-            if available() {
-                self.available = self.available.saturating_add(1);
-            }
-        }
-    }
-}
-
-/// Upstream `calculateStatus`: counts over the claimed active pods;
-/// `terminating` are the claimed pods being deleted in a non-terminal phase (only reported with
-/// the gate).
+/// Upstream `calculateStatus` over the pods the set claimed, each with its [`PodFacts`]: the
+/// active ones are counted (available: Ready for `minReadySeconds` by `now`), the ones being
+/// deleted in a non-terminal phase are reported as `terminatingReplicas` (only with the gate).
 pub fn calculate_status(
     rs: &ReplicaSet,
-    active: &[&Pod],
-    terminating: usize,
+    claimed: &[(&Pod, PodFacts)],
     now: Timestamp,
     gates: StatusGates,
 ) -> ReplicaSetStatus {
-    let uid = rs.metadata.uid.as_deref().unwrap_or_default();
-    let selector = rs
-        .spec
-        .as_ref()
-        .map(|s| s.selector.clone())
-        .unwrap_or_default();
-    let template = template_labels(rs);
     let min_ready = min_ready(rs);
-    let mut counts = StatusCounts::default();
-    for p in active {
-        let facts = pod_facts(uid, false, &selector, &template, p);
-        counts.add(&facts, || is_pod_available(p, min_ready, now));
+    let mut replicas = 0i32;
+    let mut fully_labeled = 0i32;
+    let mut ready = 0i32;
+    let mut available = 0i32;
+    let mut terminating = 0i32;
+    for (pod, facts) in claimed {
+        if facts.terminating {
+            terminating = terminating.saturating_add(1);
+        }
+        if !facts.active {
+            continue;
+        }
+        replicas = replicas.saturating_add(1);
+        if facts.fully_labeled {
+            fully_labeled = fully_labeled.saturating_add(1);
+        }
+        if facts.ready {
+            ready = ready.saturating_add(1);
+            // A Ready pod is available at once without minReadySeconds.
+            if min_ready.is_zero() || is_pod_available(pod, min_ready, now) {
+                available = available.saturating_add(1);
+            }
+        }
     }
-    status_from_counts(rs, counts, terminating, gates)
+    let old = rs.status.clone().unwrap_or_default();
+    ReplicaSetStatus {
+        replicas,
+        fully_labeled_replicas: util::omit_zero(fully_labeled),
+        ready_replicas: util::omit_zero(ready),
+        available_replicas: util::omit_zero(available),
+        observed_generation: rs.metadata.generation,
+        terminating_replicas: gates.terminating_replicas.then_some(terminating),
+        conditions: old.conditions,
+    }
 }
 
 /// The set's `minReadySeconds` (negative as zero).
 pub fn min_ready(rs: &ReplicaSet) -> Duration {
     util::min_ready(rs.spec.as_ref().and_then(|s| s.min_ready_seconds))
-}
-
-/// The status of `calculateStatus` from its counts.
-pub fn status_from_counts(
-    rs: &ReplicaSet,
-    counts: StatusCounts,
-    terminating: usize,
-    gates: StatusGates,
-) -> ReplicaSetStatus {
-    let old = rs.status.clone().unwrap_or_default();
-    ReplicaSetStatus {
-        replicas: counts.replicas,
-        fully_labeled_replicas: util::omit_zero(counts.fully_labeled),
-        ready_replicas: util::omit_zero(counts.ready),
-        available_replicas: util::omit_zero(counts.available),
-        observed_generation: rs.metadata.generation,
-        terminating_replicas: if gates.terminating_replicas {
-            Some(i32::try_from(terminating).unwrap_or(i32::MAX))
-        } else {
-            None
-        },
-        conditions: old.conditions,
-    }
-}
-
-/// Counts the claimed pods that are being deleted in a non-terminal phase.
-pub fn count_terminating(pods: &[&Pod]) -> usize {
-    pods.iter()
-        .filter(|p| is_pod_terminating_nonterminal(p))
-        .count()
 }
 
 /// When the controller must look again for pods becoming available (minReadySeconds): the
@@ -905,13 +869,28 @@ mod tests {
         }
     }
 
+    /// The pods with their facts for `set`, as a sync claims them.
+    fn claimed<'a>(set: &ReplicaSet, pods: &[&'a Pod]) -> Vec<(&'a Pod, PodFacts)> {
+        let template = template_labels(set);
+        let selector = set.spec.as_ref().unwrap().selector.clone();
+        pods.iter()
+            .map(|p| (*p, pod_facts("uid", false, &selector, &template, p)))
+            .collect()
+    }
+
     #[test]
     fn status_counts() {
         let now = ts(100);
+        let set = rs(3, 10);
         let a = pod("a").label("tier", "fe").running_ready(50).build();
         let b = pod("b").running_ready(95).build();
         let c = pod("c").phase(PHASE_RUNNING).ready(false, 55).build();
-        let s = calculate_status(&rs(3, 10), &[&a, &b, &c], 1, now, StatusGates::default());
+        let s = calculate_status(
+            &set,
+            &claimed(&set, &[&a, &b, &c]),
+            now,
+            StatusGates::default(),
+        );
         assert_eq!(s.replicas, 3);
         assert_eq!(s.fully_labeled_replicas, Some(1));
         assert_eq!(s.ready_replicas, Some(2));
@@ -922,19 +901,14 @@ mod tests {
         );
         assert_eq!(s.observed_generation, Some(3));
         assert_eq!(s.terminating_replicas, None, "gate off in v1.33");
+        // Without minReadySeconds every Ready pod is available.
         let s = calculate_status(
-            &rs(3, 10),
-            &[],
-            1,
+            &rs(3, 0),
+            &claimed(&set, &[&a, &b, &c]),
             now,
-            StatusGates {
-                terminating_replicas: true,
-            },
+            StatusGates::default(),
         );
-        assert_eq!(
-            (s.replicas, s.ready_replicas, s.terminating_replicas),
-            (0, None, Some(1))
-        );
+        assert_eq!(s.available_replicas, Some(2));
         assert_eq!(
             next_availability_check(&[&a, &b, &c], Duration::from_secs(10), now),
             Some(ts(105) + jiff::SignedDuration::from_millis(1))
@@ -944,10 +918,22 @@ mod tests {
 
     #[test]
     fn terminating_count() {
+        // Being deleted: counted as terminating (with the gate), not as a replica; a failed pod
+        // being deleted is neither.
+        let set = rs(3, 10);
         let a = pod("a").running_ready(1).deleting(5).build();
         let b = pod("b").phase(util::PHASE_FAILED).deleting(5).build();
         let c = pod("c").running_ready(1).build();
-        assert_eq!(count_terminating(&[&a, &b, &c]), 1);
+        let gates = StatusGates {
+            terminating_replicas: true,
+        };
+        let s = calculate_status(&set, &claimed(&set, &[&a, &b, &c]), ts(100), gates);
+        assert_eq!(
+            (s.replicas, s.ready_replicas, s.terminating_replicas),
+            (1, Some(1), Some(1))
+        );
+        let s = calculate_status(&set, &[], ts(100), gates);
+        assert_eq!((s.replicas, s.terminating_replicas), (0, Some(0)));
     }
 }
 

@@ -421,19 +421,13 @@ impl Rsc {
         let gates = StatusGates {
             terminating_replicas: self.config.deployment_replica_set_terminating_replicas,
         };
-        let min_ready = decide::min_ready(&rs);
-        let mut counts = decide::StatusCounts::default();
-        for (pod, facts) in active.iter().filter_map(|&i| tally.pods.get(i)) {
-            counts.add(facts, || {
-                min_ready.is_zero() || util::is_pod_available(pod, min_ready, now)
-            });
-        }
-        let terminating = owned_all
+        let claimed: Vec<(&Pod, PodFacts)> = owned_all
             .iter()
             .filter_map(|&i| tally.pods.get(i))
-            .filter(|(_, f)| f.terminating)
-            .count();
-        let status = decide::status_from_counts(&rs, counts, terminating, gates);
+            .map(|(p, f)| (p.as_ref(), *f))
+            .collect();
+        let status = decide::calculate_status(&rs, &claimed, now, gates);
+        let min_ready = decide::min_ready(&rs);
         let next_available = if min_ready.is_zero() {
             None
         } else {
