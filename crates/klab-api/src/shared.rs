@@ -1,0 +1,184 @@
+//! API objects decoded once per process: `Shared<K>` is an `Arc<K>` decoded as [`Slim`] (without
+//! `metadata.managedFields`), and a document whose bytes were decoded before, by any component
+//! of the process, is not decoded again: it is the same `Arc`.
+//!
+//! Upstream's kube-controller-manager, kube-scheduler and every kubelet are separate processes,
+//! each holding its own copy of the pods it watches. In one klab process they are not: the
+//! controller manager's informer, the scheduler's cache and the pod's kubelet each held a typed
+//! copy of every pod (about 15 KB apiece), most of a large cluster's memory, and each decoded the
+//! same watch event's bytes on its own. The API server encodes an event once for all its
+//! watchers, so the copies are decodes of identical bytes; decoding is a pure function of them,
+//! and the objects are immutable behind their `Arc`, so sharing one decode changes nothing a
+//! component can observe but the pointer (which no decision may depend on; the caches that
+//! compare `Arc`s do so only to skip recomputing what equal contents would give).
+//!
+//! The key of a decode is the document's 128-bit XXH3 hash and length, with the Rust type
+//! decoded into; the table holds `Weak` references, so it keeps nothing alive, and is swept of
+//! the dead ones whenever it has doubled since the last sweep. The table is the process's, not a
+//! cluster's: two clusters in one process (tests) share only decodes of byte-identical
+//! documents, which are equal.
+//!
+//! Decoding needs the document's bytes as they were sent (`serde_json::value::RawValue`), so a
+//! `Shared<K>` decodes only from serde_json (a `from_slice`/`from_str`/`from_value`, as kube's
+//! client decodes lists and watch events), never from a buffered intermediate form.
+
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use crate::slim::Slim;
+
+/// `K` decoded without its managed fields, shared with every other decode of the same bytes.
+pub struct Shared<K>(pub Arc<K>);
+
+impl<K> Shared<K> {
+    pub fn into_arc(self) -> Arc<K> {
+        self.0
+    }
+}
+
+impl<K> Clone for Shared<K> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Shared<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<K> std::ops::Deref for Shared<K> {
+    type Target = K;
+    fn deref(&self) -> &K {
+        &self.0
+    }
+}
+
+impl<K: Serialize> Serialize for Shared<K> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de, K: DeserializeOwned + Send + Sync + 'static> Deserialize<'de> for Shared<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        decode(raw.get()).map(Shared).map_err(D::Error::custom)
+    }
+}
+
+impl<K: kube_core::Resource + Clone> kube_core::Resource for Shared<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn metadata_api() -> bool {
+        K::metadata_api()
+    }
+    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
+        K::url_path(dt, namespace)
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        self.0.meta()
+    }
+    /// A `Shared` object is immutable (other components hold it): a caller that changes one
+    /// changes its own copy, made here.
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        Arc::make_mut(&mut self.0).meta_mut()
+    }
+}
+
+/// What identifies one decode: the type decoded into, the document's hash and its length.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    hash: u128,
+    len: usize,
+    ty: TypeId,
+}
+
+#[derive(Default)]
+struct Table {
+    live: BTreeMap<Key, Weak<dyn Any + Send + Sync>>,
+    /// The table's size at which it is swept next.
+    sweep_at: usize,
+}
+
+/// The smallest table that is ever swept.
+const MIN_SWEEP: usize = 1024;
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    live: BTreeMap::new(),
+    sweep_at: MIN_SWEEP,
+});
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
+
+fn table() -> std::sync::MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The object `text` decodes to as a [`Slim`] `K`: the live one if these bytes were decoded
+/// into a `K` before and some component still holds it, else a fresh decode, remembered.
+pub fn decode<K: DeserializeOwned + Send + Sync + 'static>(
+    text: &str,
+) -> Result<Arc<K>, serde_json::Error> {
+    let key = Key {
+        hash: xxhash_rust::xxh3::xxh3_128(text.as_bytes()),
+        len: text.len(),
+        ty: TypeId::of::<K>(),
+    };
+    let held = table().live.get(&key).and_then(Weak::upgrade);
+    if let Some(obj) = held.and_then(|o| o.downcast::<K>().ok()) {
+        HITS.fetch_add(1, Ordering::Relaxed);
+        return Ok(obj);
+    }
+    MISSES.fetch_add(1, Ordering::Relaxed);
+    // Decoded outside the lock: two components decoding the same new bytes at once both decode
+    // them, and the later one's copy is the one remembered; both are equal.
+    let obj: Arc<K> = Arc::new(serde_json::from_str::<Slim<K>>(text)?.0);
+    let any: Arc<dyn Any + Send + Sync> = obj.clone();
+    let mut t = table();
+    t.live.insert(key, Arc::downgrade(&any));
+    if t.live.len() >= t.sweep_at {
+        t.live.retain(|_, w| w.strong_count() > 0);
+        t.sweep_at = t.live.len().saturating_mul(2).max(MIN_SWEEP);
+    }
+    Ok(obj)
+}
+
+/// Decodes served from the table and decodes made, since the process started (every cluster
+/// of the process counts).
+pub fn stats() -> (u64, u64) {
+    (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed))
+}
+
+/// How many decodes the table remembers, dead ones not yet swept included.
+pub fn remembered() -> usize {
+    table().live.len()
+}
+
+#[cfg(test)]
+mod tests;
