@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use klab_api::slim::Slim;
+use klab_api::shared;
 use klab_api::{Clock, DetRng, names};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
@@ -505,8 +505,9 @@ async fn pod_loop(s: Arc<Shared>) {
     let ctx = &s.ctx;
     let mut mgr = PodManager::new(&ctx.name, &ctx.spec.node_ip, ctx.model.clone())
         .with_probe_jitter(ctx.clock.now(), ctx.rng.clone());
-    // Decoded without managed fields: the kubelet never reads them (its writes are patches).
-    let api: Api<Slim<Pod>> = Api::all(ctx.client.clone());
+    // Decoded without managed fields: the kubelet never reads them (its writes are patches);
+    // and once per process, shared with the controllers' and the scheduler's copies.
+    let api: Api<shared::Shared<Pod>> = Api::all(ctx.client.clone());
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.name));
     let mut stream = watcher(api, cfg).boxed();
     let mut pods: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
@@ -579,10 +580,10 @@ async fn pod_loop(s: Arc<Shared>) {
             _ = logind_change => {}
             ev = stream.next() => match ev {
                 Some(Ok(watcher::Event::Init)) => init = Some(BTreeMap::new()),
-                Some(Ok(watcher::Event::InitApply(Slim(p)))) => {
+                Some(Ok(watcher::Event::InitApply(shared::Shared(p)))) => {
                     if let (Some(m), Some(uid)) = (init.as_mut(), p.metadata.uid.clone()) {
                         new_pods |= !pods.contains_key(&uid);
-                        m.insert(uid, Arc::new(p));
+                        m.insert(uid, p);
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
@@ -591,7 +592,7 @@ async fn pod_loop(s: Arc<Shared>) {
                     }
                     synced = true;
                 }
-                Some(Ok(watcher::Event::Apply(Slim(p)))) => {
+                Some(Ok(watcher::Event::Apply(shared::Shared(p)))) => {
                     pods_or_timer = true;
                     // The watch can deliver the echo of a write after the PATCH response that
                     // superseded it was stored: never go back to an older version, or the next sync
@@ -600,10 +601,10 @@ async fn pod_loop(s: Arc<Shared>) {
                         && !pods.get(&uid).is_some_and(|held| is_newer(held, &p))
                     {
                         new_pods |= !pods.contains_key(&uid);
-                        pods.insert(uid, Arc::new(p));
+                        pods.insert(uid, p);
                     }
                 }
-                Some(Ok(watcher::Event::Delete(Slim(p)))) => {
+                Some(Ok(watcher::Event::Delete(shared::Shared(p)))) => {
                     pods_or_timer = true;
                     if let Some(uid) = p.metadata.uid.clone() {
                         pods.remove(&uid);
@@ -1034,17 +1035,17 @@ async fn apply_write(
             uid,
             status,
         } => {
-            let api: Api<Slim<Pod>> = Api::namespaced(client, &namespace);
+            let api: Api<shared::Shared<Pod>> = Api::namespaced(client, &namespace);
             let patch = serde_json::json!({ "metadata": { "uid": uid }, "status": status });
             match api
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(Slim(p)) => {
+                Ok(shared::Shared(p)) => {
                     // Keep our view current so the next sync compares against what we wrote.
                     if p.metadata.uid.as_deref() == Some(uid.as_str()) {
                         mgr.status_written(&uid);
-                        pods.insert(uid, Arc::new(p));
+                        pods.insert(uid, p);
                     }
                 }
                 Err(e) => {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use klab_api::Clock;
+use klab_api::shared::Shared;
 use klab_api::slim::Slim;
 use klab_api::supervise::{Health, RestartPolicy, supervise};
 use kube::Resource;
@@ -172,26 +173,31 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
     /// factory trims it: no controller reads it, it is a large share of every object, and a
     /// write from a cached copy without it keeps the stored field managers.
     pub fn apply(&self, ev: watcher::Event<K>) {
-        let ev = match ev {
-            watcher::Event::Apply(o) => watcher::Event::Apply(trim(o)),
-            watcher::Event::InitApply(o) => watcher::Event::InitApply(trim(o)),
-            other => other,
-        };
+        self.apply_shared(match ev {
+            watcher::Event::Apply(o) => watcher::Event::Apply(Arc::new(trim(o))),
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(Arc::new(trim(o))),
+            watcher::Event::Delete(o) => watcher::Event::Delete(Arc::new(o)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        });
+    }
+
+    /// [`Self::apply`] of objects already decoded without their managed fields and shared with
+    /// the process's other decodes of the same bytes ([`Shared`]): held as they are.
+    fn apply_shared(&self, ev: watcher::Event<Arc<K>>) {
         let mut st = self.lock();
         match ev {
             watcher::Event::Apply(obj) => {
-                let obj = Arc::new(obj);
                 let old = st.store.insert(obj.clone());
                 st.notify(|| Notice::Changed((old.clone(), Some(obj.clone()))));
             }
             watcher::Event::Delete(obj) => {
-                let old = st.store.remove(&key_of(&obj));
-                let last = old.unwrap_or_else(|| Arc::new(obj));
+                let old = st.store.remove(&key_of(obj.as_ref()));
+                let last = old.unwrap_or(obj);
                 st.notify(|| Notice::Changed((Some(last.clone()), None)));
             }
             watcher::Event::Init => st.relist = Some(BTreeMap::new()),
             watcher::Event::InitApply(obj) => {
-                let obj = Arc::new(obj);
                 st.relist
                     .get_or_insert_with(BTreeMap::new)
                     .insert(key_of(obj.as_ref()), obj);
@@ -239,22 +245,24 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
 
     /// Lists and watches every `K` of the cluster into this informer for ever (a watch error
     /// backs off [`WATCH_ERROR_BACKOFF`] on the cluster's clock and relists). Objects are
-    /// decoded without their managed fields ([`Slim`]) rather than decoded and then trimmed.
+    /// decoded without their managed fields ([`Slim`]) rather than decoded and then trimmed,
+    /// and once per process ([`Shared`]): the scheduler's and the kubelets' watches hold the
+    /// same decodes.
     pub async fn run(self, client: kube::Client, clock: Clock) -> Result<(), String>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
-        let api = Api::<Slim<K>>::all(client);
+        let api = Api::<Shared<K>>::all(client);
         let mut stream = watcher(api, watcher::Config::default())
-            .map_ok(unslim)
+            .map_ok(unshare)
             .boxed();
         loop {
             match stream.next().await {
                 Some(Ok(ev)) => {
-                    self.apply(ev);
+                    self.apply_shared(ev);
                     // Take in what already arrived before yielding to the subscribers.
                     while let Some(Some(Ok(ev))) = stream.next().now_or_never() {
-                        self.apply(ev);
+                        self.apply_shared(ev);
                     }
                 }
                 Some(Err(e)) => {
@@ -264,6 +272,17 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
                 None => return Err(format!("the {} watch stream ended", K::plural(&()))),
             }
         }
+    }
+}
+
+/// A watcher event of `Shared<K>` as one of the shared `Arc<K>`.
+pub fn unshare<K>(ev: watcher::Event<Shared<K>>) -> watcher::Event<Arc<K>> {
+    match ev {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use klab_api::clock::format_time;
-use klab_api::slim::Slim;
+use klab_api::shared::Shared;
 use klab_api::{Clock, DetRng, names};
 
 use crate::events::{EventRecorder, EventSpec};
@@ -112,7 +112,7 @@ pub struct Cache {
     assigned: BTreeMap<PodKey, Arc<Pod>>,
     by_node: BTreeMap<String, BTreeMap<PodKey, Arc<Pod>>>,
     /// Unbound pods this scheduler is responsible for.
-    pub pending: BTreeMap<PodKey, Pod>,
+    pub pending: BTreeMap<PodKey, Arc<Pod>>,
     infos: Vec<NodeInfo>,
     index: BTreeMap<String, usize>,
     dirty: BTreeSet<String>,
@@ -134,9 +134,10 @@ impl Cache {
             .map(|n| NodeInfo::shared(n.clone(), self.pods_on(name)))
     }
 
-    pub fn set_node(&mut self, node: Node) {
+    pub fn set_node(&mut self, node: impl Into<Arc<Node>>) {
+        let node = node.into();
         let name = node.metadata.name.clone().unwrap_or_default();
-        if self.nodes.insert(name.clone(), Arc::new(node)).is_none() {
+        if self.nodes.insert(name.clone(), node).is_none() {
             self.structure_dirty = true;
         }
         self.dirty.insert(name);
@@ -161,8 +162,8 @@ impl Cache {
     }
 
     /// Records a pod bound (or assumed bound) to its `spec.nodeName`.
-    pub fn set_assigned(&mut self, key: PodKey, pod: Pod) {
-        let pod = Arc::new(pod);
+    pub fn set_assigned(&mut self, key: PodKey, pod: impl Into<Arc<Pod>>) {
+        let pod = pod.into();
         let node = node_name(&pod).unwrap_or("").to_string();
         if let Some(old) = self.assigned.insert(key.clone(), pod.clone()) {
             let old_node = node_name(&old).unwrap_or("").to_string();
@@ -237,15 +238,15 @@ struct Scheduler {
     /// Pods we bound whose assigned state the watch has not delivered yet (key → uid): older
     /// unassigned versions of them still in flight must not requeue them.
     bound: BTreeMap<PodKey, String>,
-    relist_nodes: Option<BTreeMap<String, Node>>,
-    relist_pods: Option<Vec<Pod>>,
+    relist_nodes: Option<BTreeMap<String, Arc<Node>>>,
+    relist_pods: Option<Vec<Arc<Pod>>>,
     /// Every claim by (namespace, name), for VolumeBinding.
     claims: BTreeMap<(String, String), PersistentVolumeClaim>,
     relist_claims: Option<BTreeMap<(String, String), PersistentVolumeClaim>>,
     claims_synced: bool,
     /// Pods whose node is chosen and whose WaitForFirstConsumer claims were given it
     /// (`volume.kubernetes.io/selected-node`): bound once every claim is bound (PreBind).
-    waiting_volumes: BTreeMap<PodKey, (Pod, String)>,
+    waiting_volumes: BTreeMap<PodKey, (Arc<Pod>, String)>,
 }
 
 impl Scheduler {
@@ -267,7 +268,7 @@ impl Scheduler {
         self.clock.elapsed()
     }
 
-    fn apply_pod(&mut self, pod: Pod) {
+    fn apply_pod(&mut self, pod: Arc<Pod>) {
         let key = key_of(&pod);
         let now = self.now();
         if is_terminal(&pod)
@@ -314,7 +315,7 @@ impl Scheduler {
         }
     }
 
-    fn apply_node(&mut self, node: Node) {
+    fn apply_node(&mut self, node: Arc<Node>) {
         let name = node.metadata.name.clone().unwrap_or_default();
         let old = self.cache.node_info(&name);
         self.cache.set_node(node);
@@ -330,15 +331,15 @@ impl Scheduler {
         });
     }
 
-    fn on_node_event(&mut self, ev: watcher::Event<Slim<Node>>) {
+    fn on_node_event(&mut self, ev: watcher::Event<Shared<Node>>) {
         match ev {
-            watcher::Event::Apply(Slim(n)) => self.apply_node(n),
-            watcher::Event::Delete(Slim(n)) => {
+            watcher::Event::Apply(Shared(n)) => self.apply_node(n),
+            watcher::Event::Delete(Shared(n)) => {
                 self.cache
                     .remove_node(n.metadata.name.as_deref().unwrap_or(""));
             }
             watcher::Event::Init => self.relist_nodes = Some(BTreeMap::new()),
-            watcher::Event::InitApply(Slim(n)) => {
+            watcher::Event::InitApply(Shared(n)) => {
                 if let Some(m) = self.relist_nodes.as_mut() {
                     m.insert(n.metadata.name.clone().unwrap_or_default(), n);
                 }
@@ -362,20 +363,20 @@ impl Scheduler {
         }
     }
 
-    fn on_pod_event(&mut self, ev: watcher::Event<Slim<Pod>>) {
+    fn on_pod_event(&mut self, ev: watcher::Event<Shared<Pod>>) {
         match ev {
-            watcher::Event::Apply(Slim(p)) => self.apply_pod(p),
-            watcher::Event::Delete(Slim(p)) => self.remove_pod(&key_of(&p)),
+            watcher::Event::Apply(Shared(p)) => self.apply_pod(p),
+            watcher::Event::Delete(Shared(p)) => self.remove_pod(&key_of(&p)),
             watcher::Event::Init => self.relist_pods = Some(Vec::new()),
-            watcher::Event::InitApply(Slim(p)) => {
+            watcher::Event::InitApply(Shared(p)) => {
                 if let Some(v) = self.relist_pods.as_mut() {
                     v.push(p);
                 }
             }
             watcher::Event::InitDone => {
                 let mut fresh = self.relist_pods.take().unwrap_or_default();
-                fresh.sort_by_key(key_of);
-                let keys: BTreeSet<PodKey> = fresh.iter().map(key_of).collect();
+                fresh.sort_by_key(|p| key_of(p));
+                let keys: BTreeSet<PodKey> = fresh.iter().map(|p| key_of(p)).collect();
                 let gone: Vec<PodKey> = self
                     .cache
                     .assigned
@@ -599,7 +600,13 @@ impl Scheduler {
     /// PreBind for WaitForFirstConsumer claims: each unbound claim is given the chosen node
     /// (`volume.kubernetes.io/selected-node`), then the pod waits, accounted on the node, until
     /// the claims are bound and is bound then (`bind_waiting_volumes`).
-    async fn prebind_volumes(&mut self, key: PodKey, pod: Pod, node: String, delayed: &[String]) {
+    async fn prebind_volumes(
+        &mut self,
+        key: PodKey,
+        pod: Arc<Pod>,
+        node: String,
+        delayed: &[String],
+    ) {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
         for claim in delayed {
@@ -619,7 +626,7 @@ impl Scheduler {
                 return;
             }
         }
-        let mut assumed = pod.clone();
+        let mut assumed = Pod::clone(&pod);
         if let Some(spec) = assumed.spec.as_mut() {
             spec.node_name = Some(node.clone());
         }
@@ -698,9 +705,9 @@ impl Scheduler {
         });
     }
 
-    async fn bind(&mut self, key: PodKey, pod: Pod, node: String) {
+    async fn bind(&mut self, key: PodKey, pod: Arc<Pod>, node: String) {
         // Assume: account the pod on the node before the API confirms it.
-        let mut assumed = pod.clone();
+        let mut assumed = Pod::clone(&pod);
         if let Some(spec) = assumed.spec.as_mut() {
             spec.node_name = Some(node.clone());
         }
@@ -819,8 +826,8 @@ impl Scheduler {
 }
 
 enum Ev {
-    Node(Box<Result<watcher::Event<Slim<Node>>, watcher::Error>>),
-    Pod(Box<Result<watcher::Event<Slim<Pod>>, watcher::Error>>),
+    Node(Box<Result<watcher::Event<Shared<Node>>, watcher::Error>>),
+    Pod(Box<Result<watcher::Event<Shared<Pod>>, watcher::Error>>),
     Claim(Box<Result<watcher::Event<PersistentVolumeClaim>, watcher::Error>>),
 }
 
@@ -836,15 +843,16 @@ pub async fn run(
     config: SchedulerConfig,
 ) -> Result<(), SchedulerError> {
     // Nodes and pods are decoded without their managed fields, as kube-scheduler's pod informer
-    // drops them: the scheduler never reads them, and they are a large part of a pod.
+    // drops them: the scheduler never reads them, and they are a large part of a pod. They are
+    // decoded once per process (`Shared`): the controllers' and kubelets' copies are the same.
     let nodes = watcher(
-        Api::<Slim<Node>>::all(client.clone()),
+        Api::<Shared<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
     .map(|e| Ev::Node(Box::new(e)))
     .boxed();
     let pods = watcher(
-        Api::<Slim<Pod>>::all(client.clone()),
+        Api::<Shared<Pod>>::all(client.clone()),
         watcher::Config::default(),
     )
     .map(|e| Ev::Pod(Box::new(e)))
