@@ -3354,3 +3354,64 @@ async fn plain_json_reads_are_the_decoded_objects_encoded() {
     let typed = pods.list(&ListParams::default()).await.unwrap();
     assert_eq!(typed.items.len(), 3);
 }
+
+/// Every answer about one revision of an object is the same bytes — a write's response, the
+/// watch event of the write, a get and a list — so that a process of components decodes each
+/// revision once (`klab_api::shared`): the status write of a kubelet and its echo included.
+#[tokio::test(start_paused = true)]
+async fn every_answer_about_one_revision_is_the_same_document() {
+    use klab_api::shared::Shared;
+    use std::sync::Arc;
+    let api = memory_server().await;
+    let pods: Api<Shared<Pod>> = Api::default_namespaced(client(&api));
+    let created = pods
+        .create(&PostParams::default(), &Shared(Arc::new(pod("a"))))
+        .await
+        .unwrap();
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    assert!(
+        Arc::ptr_eq(&created.0, &list.items[0].0),
+        "create response and list"
+    );
+    let rv = list.metadata.resource_version.unwrap();
+    let mut w = pods
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let status = pods
+        .patch_status(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"uid": created.metadata.uid}, "status": {"phase": "Running"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let labelled = pods
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
+        .await
+        .unwrap();
+    for (what, written) in [("status patch", &status), ("patch", &labelled)] {
+        match w.try_next().await.unwrap().unwrap() {
+            WatchEvent::Modified(p) => {
+                assert!(Arc::ptr_eq(&p.0, &written.0), "{what} and its watch event")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let got = pods.get("a").await.unwrap();
+    assert!(
+        Arc::ptr_eq(&got.0, &labelled.0),
+        "get and the last write's response"
+    );
+    assert_eq!(
+        got.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running")
+    );
+}

@@ -62,7 +62,12 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 pub fn set_resource_version(obj: &mut Value, rv: u64) {
-    meta_mut(obj).insert("resourceVersion".into(), Value::String(rv.to_string()));
+    // Always the last field of metadata, where a stored document read back has it
+    // (`json_field::presented`): every answer about one revision is then the same bytes, so a
+    // write's response and the watch event of that write decode once in a client process.
+    let meta = meta_mut(obj);
+    meta.shift_remove("resourceVersion");
+    meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
 }
 
 /// Drops fields that are never stored: the resourceVersion lives in the store's mod revision.
