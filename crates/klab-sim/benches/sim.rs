@@ -26,7 +26,9 @@ use klab_cluster::Cluster;
 use klab_sim::runner::{Progress, StartHook};
 use klab_sim::{RunOptions, run_blocking, scenario};
 
-/// The allocator of the `klab` binary (see its `main.rs`), so that the numbers are the binary's.
+/// The allocator of the `klab` binary (see its `main.rs`), so that the numbers are the binary's
+/// (feature `system-alloc`: the system's, for a heap profiler).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -82,6 +84,8 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         lines = o.lines.len();
         records = o.records.len();
         eprintln!("{name}: trace hash {:016x}", o.trace_hash());
+        let (hits, misses) = klab_api::shared::stats();
+        eprintln!("{name}: shared decodes (process total): {hits} reused, {misses} decoded");
         if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {
             let mut text = o
                 .lines
