@@ -157,6 +157,11 @@ impl Set {
         self.members.iter()
     }
 
+    /// The child sets, by path element.
+    pub fn children(&self) -> impl Iterator<Item = (&PathElement, &Set)> {
+        self.children.iter()
+    }
+
     pub fn union(&self, other: &Set) -> Set {
         let mut out = self.clone();
         out.members.extend(other.members.iter().cloned());

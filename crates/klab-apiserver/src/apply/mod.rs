@@ -177,34 +177,9 @@ pub fn decode(v: Option<&Value>) -> Result<Managers, String> {
     };
     let list = v.as_array().ok_or("managedFields must be a list")?;
     for (i, e) in list.iter().enumerate() {
-        let get = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
-        let operation = match get("operation") {
-            "Apply" => Operation::Apply,
-            "Update" => Operation::Update,
-            other => {
-                return Err(format!(
-                    "error decoding managed fields entry {i}: operation must be `Apply` or `Update`, got {other:?}"
-                ));
-            }
-        };
-        match get("fieldsType") {
-            "FieldsV1" => {}
-            other => return Err(format!("unexpected fieldsType {other:?} in entry {i}")),
-        }
+        let (key, api_version, time) = decode_header(i, e)?;
         let set = Set::from_fields_v1(e.get("fieldsV1").unwrap_or(&json!({})))
             .map_err(|err| format!("error decoding set of entry {i}: {err}"))?;
-        let api_version = get("apiVersion").to_string();
-        let key = ManagerKey {
-            manager: get("manager").to_string(),
-            operation,
-            api_version: if operation == Operation::Apply {
-                String::new()
-            } else {
-                api_version.clone()
-            },
-            subresource: get("subresource").to_string(),
-        };
-        let time = e.get("time").and_then(Value::as_str).map(str::to_string);
         out.insert(
             key,
             Entry {
@@ -217,39 +192,78 @@ pub fn decode(v: Option<&Value>) -> Result<Managers, String> {
     Ok(out)
 }
 
+/// An entry's identity, apiVersion and time (everything but its set).
+fn decode_header(i: usize, e: &Value) -> Result<(ManagerKey, String, Option<String>), String> {
+    let get = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+    let operation = match get("operation") {
+        "Apply" => Operation::Apply,
+        "Update" => Operation::Update,
+        other => {
+            return Err(format!(
+                "error decoding managed fields entry {i}: operation must be `Apply` or `Update`, got {other:?}"
+            ));
+        }
+    };
+    match get("fieldsType") {
+        "FieldsV1" => {}
+        other => return Err(format!("unexpected fieldsType {other:?} in entry {i}")),
+    }
+    let api_version = get("apiVersion").to_string();
+    let key = ManagerKey {
+        manager: get("manager").to_string(),
+        operation,
+        api_version: if operation == Operation::Apply {
+            String::new()
+        } else {
+            api_version.clone()
+        },
+        subresource: get("subresource").to_string(),
+    };
+    let time = e.get("time").and_then(Value::as_str).map(str::to_string);
+    Ok((key, api_version, time))
+}
+
 /// Encodes managers in upstream's order: operation, time, manager, apiVersion, subresource.
 pub fn encode(managers: &Managers) -> Value {
     let mut entries: Vec<(&ManagerKey, &Entry)> =
         managers.iter().filter(|(_, e)| !e.set.is_empty()).collect();
-    entries.sort_by_key(|(k, e)| {
-        (
-            k.operation,
-            e.time.clone().unwrap_or_default(),
-            k.manager.clone(),
-            e.api_version.clone(),
-            k.subresource.clone(),
-        )
-    });
+    entries.sort_by_key(|(k, e)| entry_order(k, e.time.as_deref(), &e.api_version));
     Value::Array(
         entries
             .into_iter()
-            .map(|(k, e)| {
-                let mut m = Map::new();
-                m.insert("manager".into(), json!(k.manager));
-                m.insert("operation".into(), json!(k.operation.as_str()));
-                m.insert("apiVersion".into(), json!(e.api_version));
-                if let Some(t) = &e.time {
-                    m.insert("time".into(), json!(t));
-                }
-                m.insert("fieldsType".into(), json!("FieldsV1"));
-                m.insert("fieldsV1".into(), e.set.to_fields_v1());
-                if !k.subresource.is_empty() {
-                    m.insert("subresource".into(), json!(k.subresource));
-                }
-                Value::Object(m)
-            })
+            .map(|(k, e)| encode_entry(k, e))
             .collect(),
     )
+}
+
+/// Where an entry goes in the list (upstream sorts by operation, time, manager, apiVersion,
+/// subresource).
+type EntryOrder = (Operation, String, String, String, String);
+
+fn entry_order(k: &ManagerKey, time: Option<&str>, api_version: &str) -> EntryOrder {
+    (
+        k.operation,
+        time.unwrap_or_default().to_string(),
+        k.manager.clone(),
+        api_version.to_string(),
+        k.subresource.clone(),
+    )
+}
+
+fn encode_entry(k: &ManagerKey, e: &Entry) -> Value {
+    let mut m = Map::new();
+    m.insert("manager".into(), json!(k.manager));
+    m.insert("operation".into(), json!(k.operation.as_str()));
+    m.insert("apiVersion".into(), json!(e.api_version));
+    if let Some(t) = &e.time {
+        m.insert("time".into(), json!(t));
+    }
+    m.insert("fieldsType".into(), json!("FieldsV1"));
+    m.insert("fieldsV1".into(), e.set.to_fields_v1());
+    if !k.subresource.is_empty() {
+        m.insert("subresource".into(), json!(k.subresource));
+    }
+    Value::Object(m)
 }
 
 /// `managedFields: [{}]`: upstream's way to clear every entry.
@@ -404,6 +418,21 @@ pub fn record_update(
     next: &mut Value,
     now: &str,
 ) {
+    if !record_update_in_place(ri, manager, live, requested, next, now) {
+        record_update_decoded(ri, manager, live, requested, next, now);
+    }
+}
+
+/// [`record_update`] on every entry decoded, changed and encoded again: what it does when the
+/// entries kept are not the stored ones, or when the Update entries must be capped.
+fn record_update_decoded(
+    ri: &ResourceInfo,
+    manager: &FieldManager,
+    live: Option<&Value>,
+    requested: Option<&Value>,
+    next: &mut Value,
+    now: &str,
+) {
     let sub = manager.subresource.as_deref();
     let live_fields =
         || decode(live.and_then(|l| l.pointer("/metadata/managedFields"))).unwrap_or_default();
@@ -452,6 +481,152 @@ pub fn record_update(
     managers.retain(|_, e| !e.set.is_empty());
     cap_update_managers(&mut managers);
     set_managed_fields(next, &managers);
+}
+
+/// [`record_update`] where it keeps the stored entries (a subresource write, or a request that
+/// sends them back as they are or not at all), which are this server's own encoding: an entry
+/// the write takes no field from is kept as it is, its set neither decoded nor encoded (a pod's
+/// status write touches the kubelet's entry and seldom any other). `false`, with nothing done,
+/// where that does not apply: the caller then decodes every entry.
+fn record_update_in_place(
+    ri: &ResourceInfo,
+    manager: &FieldManager,
+    live: Option<&Value>,
+    requested: Option<&Value>,
+    next: &mut Value,
+    now: &str,
+) -> bool {
+    let sub = manager.subresource.as_deref();
+    let Some(stored) = live.and_then(|l| l.pointer("/metadata/managedFields")) else {
+        return false;
+    };
+    let keeps_stored = sub.is_some()
+        || match requested {
+            None => true,
+            Some(r) if is_reset(Some(r)) => false,
+            Some(r) => r == stored || r.as_array().is_some_and(Vec::is_empty) || r.is_null(),
+        };
+    let Some(list) = stored.as_array().filter(|_| keeps_stored) else {
+        return false;
+    };
+    let mut headers = Vec::with_capacity(list.len());
+    for (i, e) in list.iter().enumerate() {
+        match (decode_header(i, e), e.get("fieldsV1")) {
+            (Ok(h), Some(fields)) if fields.is_object() => headers.push((h, e, fields)),
+            _ => return false,
+        }
+    }
+    let zero = schema::zero_object(ri);
+    let mut c = compare_managed(ri, sub, live.unwrap_or(&zero), next);
+    let mut changed = std::mem::take(&mut c.added);
+    changed.absorb(&c.modified);
+    let me = ManagerKey::of(manager, Operation::Update, &ri.api_version());
+    // Each entry as it goes out: kept (its stored JSON) or changed (decoded).
+    enum Out<'a> {
+        Kept(&'a Value),
+        Changed(ManagerKey, Entry),
+    }
+    let mut out: Vec<(EntryOrder, Out)> = Vec::with_capacity(headers.len() + 1);
+    let mut mine = None;
+    for ((key, api_version, time), e, fields) in headers {
+        if key == me {
+            mine = Some((api_version, time, e, fields));
+            continue;
+        }
+        let order = entry_order(&key, time.as_deref(), &api_version);
+        if !touches(fields, &changed) && !touches(fields, &c.removed) {
+            out.push((order, Out::Kept(e)));
+            continue;
+        }
+        let Ok(mut set) = Set::from_fields_v1(fields) else {
+            return false;
+        };
+        set.subtract(&changed);
+        set.subtract(&c.removed);
+        if !set.is_empty() {
+            let entry = Entry {
+                set,
+                api_version,
+                time,
+            };
+            out.push((order, Out::Changed(key, entry)));
+        }
+    }
+    match mine {
+        Some((api_version, time, e, fields))
+            if changed.is_empty() && !touches(fields, &c.removed) =>
+        {
+            out.push((
+                entry_order(&me, time.as_deref(), &api_version),
+                Out::Kept(e),
+            ));
+        }
+        mine => {
+            let (mut set, prev_time) = match mine {
+                Some((_, time, _, fields)) => match Set::from_fields_v1(fields) {
+                    Ok(set) => (set, time),
+                    Err(_) => return false,
+                },
+                None => (Set::new(), None),
+            };
+            set.subtract(&c.removed);
+            set.absorb(&changed);
+            let time = if changed.is_empty() {
+                prev_time
+            } else {
+                Some(now.to_string())
+            };
+            if !set.is_empty() {
+                let entry = Entry {
+                    set,
+                    api_version: ri.api_version(),
+                    time,
+                };
+                out.push((
+                    entry_order(&me, entry.time.as_deref(), &entry.api_version),
+                    Out::Changed(me, entry),
+                ));
+            }
+        }
+    }
+    let updaters = out
+        .iter()
+        .filter(|(order, _)| order.0 == Operation::Update)
+        .count();
+    if updaters > MAX_UPDATE_MANAGERS {
+        return false;
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let list: Vec<Value> = out
+        .into_iter()
+        .map(|(_, o)| match o {
+            Out::Kept(e) => e.clone(),
+            Out::Changed(k, e) => encode_entry(&k, &e),
+        })
+        .collect();
+    if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+        if list.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+    true
+}
+
+/// Whether the `fieldsV1` JSON `fields` has a member path that `set` has: a set subtracted
+/// from it would change it.
+fn touches(fields: &Value, set: &Set) -> bool {
+    let Value::Object(m) = fields else {
+        return false;
+    };
+    set.members().any(|pe| {
+        m.get(&pe.encode())
+            .and_then(Value::as_object)
+            .is_some_and(|c| c.is_empty() || c.contains_key("."))
+    }) || set
+        .children()
+        .any(|(pe, c)| m.get(&pe.encode()).is_some_and(|child| touches(child, c)))
 }
 
 /// Upstream keeps at most this many `Update` entries (`DefaultMaxUpdateManagers`).

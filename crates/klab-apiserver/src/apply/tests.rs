@@ -690,3 +690,115 @@ mod filled {
         }
     }
 }
+
+/// A pod as a sequence of writers leaves it: `step` picks the writer and what it changes.
+fn pod_write(live: &Value, step: u8) -> (FieldManager, Value) {
+    let mut next = live.clone();
+    let n = u64::from(step / 8);
+    match step % 8 {
+        0 => {
+            next["metadata"]["labels"]["l"] = json!(format!("v{n}"));
+            (mgr("kubectl-label"), next)
+        }
+        1 => {
+            if let Some(l) = next["metadata"]["labels"].as_object_mut() {
+                l.remove("l");
+            }
+            (mgr("kubectl-edit"), next)
+        }
+        2 => {
+            next["metadata"]["annotations"]["a"] = json!(format!("{n}"));
+            (mgr("kube-controller-manager"), next)
+        }
+        3 => {
+            next["status"]["phase"] = json!(if n % 2 == 0 { "Running" } else { "Pending" });
+            (FieldManager::new("kubelet", Some("status")), next)
+        }
+        4 => {
+            let status = if n % 2 == 0 { "True" } else { "False" };
+            next["status"]["conditions"] = json!([{"type": "Ready", "status": status},
+                                                   {"type": "PodScheduled", "status": "True"}]);
+            (FieldManager::new("kubelet", Some("status")), next)
+        }
+        5 => {
+            next["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
+            (FieldManager::new("kube-scheduler", Some("status")), next)
+        }
+        6 => {
+            next["spec"]["activeDeadlineSeconds"] = json!(n + 1);
+            (mgr("kubectl-patch"), next)
+        }
+        _ => (mgr("kubectl-label"), next), // a no-op write
+    }
+}
+
+proptest::proptest! {
+    /// Keeping the entries a write does not touch as they are stored gives exactly what
+    /// decoding, changing and encoding every entry gives, for any sequence of writers.
+    #[test]
+    fn entries_kept_in_place_are_the_entries_decoded_and_encoded(
+        steps in proptest::collection::vec(0u8..64, 1..24),
+    ) {
+        let ri = pods();
+        let mut live = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        record_update(ri, &mgr("kubectl-create"), None, None, &mut live, T0);
+        for (i, step) in steps.into_iter().enumerate() {
+            let now = format!("2026-01-01T00:{:02}:00Z", i + 1);
+            let (m, proposed) = pod_write(&live, step);
+            // A main-resource write sends the stored entries back, as a patch leaves them.
+            let requested = live.pointer("/metadata/managedFields").cloned();
+            let requested = if m.subresource.is_some() { None } else { requested };
+            let mut in_place = proposed.clone();
+            let took = record_update_in_place(ri, &m, Some(&live), requested.as_ref(), &mut in_place, &now);
+            proptest::prop_assert!(took, "the stored entries are kept in place");
+            let mut decoded = proposed;
+            record_update_decoded(ri, &m, Some(&live), requested.as_ref(), &mut decoded, &now);
+            proptest::prop_assert_eq!(&in_place, &decoded);
+            live = in_place;
+        }
+    }
+}
+
+#[test]
+fn entries_sent_anew_or_reset_are_not_kept_in_place() {
+    let ri = pods();
+    let mut live = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    record_update(ri, &mgr("a"), None, None, &mut live, T0);
+    let mut next = live.clone();
+    next["metadata"]["labels"] = json!({"x": "1"});
+    let reset = json!([{}]);
+    assert!(!record_update_in_place(
+        ri,
+        &mgr("b"),
+        Some(&live),
+        Some(&reset),
+        &mut next.clone(),
+        T1
+    ));
+    let other = json!([{"manager": "z", "operation": "Update", "apiVersion": "v1",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+    assert!(!record_update_in_place(
+        ri,
+        &mgr("b"),
+        Some(&live),
+        Some(&other),
+        &mut next.clone(),
+        T1
+    ));
+    // On create there is nothing stored to keep.
+    assert!(!record_update_in_place(
+        ri,
+        &mgr("b"),
+        None,
+        None,
+        &mut next.clone(),
+        T1
+    ));
+    // The same request through `record_update`: the client's entries replace the stored ones.
+    record_update(ri, &mgr("b"), Some(&live), Some(&other), &mut next, T1);
+    assert_eq!(entries(&next).len(), 2);
+    assert!(entries(&next).iter().any(|e| e.0 == "z"));
+}
