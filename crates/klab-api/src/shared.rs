@@ -158,7 +158,9 @@ pub fn decode<K: DeserializeOwned + Send + Sync + 'static>(
     MISSES.fetch_add(1, Ordering::Relaxed);
     // Decoded outside the lock: two components decoding the same new bytes at once both decode
     // them, and the later one's copy is the one remembered; both are equal.
-    let obj: Arc<K> = Arc::new(serde_json::from_str::<Slim<K>>(text)?.0);
+    let mut obj = serde_json::from_str::<Slim<K>>(text)?.0;
+    compact(&mut obj);
+    let obj: Arc<K> = Arc::new(obj);
     let any: Arc<dyn Any + Send + Sync> = obj.clone();
     let mut t = table();
     t.live.insert(key, Arc::downgrade(&any));
@@ -167,6 +169,71 @@ pub fn decode<K: DeserializeOwned + Send + Sync + 'static>(
         t.sweep_at = t.live.len().saturating_mul(2).max(MIN_SWEEP);
     }
     Ok(obj)
+}
+
+/// Drops the spare capacity a decode leaves in the lists of the objects held longest and most
+/// (pods and nodes). serde grows a list as it reads it (JSON does not say how long it is), so a
+/// pod's one container status took room for four (3 KB of a 15 KB pod), its five conditions
+/// room for eight. Other kinds are left as decoded.
+fn compact(obj: &mut dyn Any) {
+    use k8s_openapi::api::core::v1::{Container, Node, Pod};
+    fn shrink<T>(v: &mut Option<Vec<T>>) {
+        if let Some(v) = v {
+            v.shrink_to_fit();
+        }
+    }
+    fn container(c: &mut Container) {
+        shrink(&mut c.args);
+        shrink(&mut c.command);
+        shrink(&mut c.env);
+        shrink(&mut c.ports);
+        shrink(&mut c.volume_mounts);
+    }
+    if let Some(pod) = obj.downcast_mut::<Pod>() {
+        shrink(&mut pod.metadata.owner_references);
+        shrink(&mut pod.metadata.finalizers);
+        if let Some(spec) = &mut pod.spec {
+            spec.containers.shrink_to_fit();
+            spec.containers.iter_mut().for_each(container);
+            shrink(&mut spec.init_containers);
+            spec.init_containers
+                .iter_mut()
+                .flatten()
+                .for_each(container);
+            shrink(&mut spec.volumes);
+            for v in spec.volumes.iter_mut().flatten() {
+                if let Some(p) = &mut v.projected {
+                    shrink(&mut p.sources);
+                }
+            }
+            shrink(&mut spec.tolerations);
+            shrink(&mut spec.topology_spread_constraints);
+            shrink(&mut spec.readiness_gates);
+        }
+        if let Some(status) = &mut pod.status {
+            shrink(&mut status.conditions);
+            shrink(&mut status.container_statuses);
+            shrink(&mut status.init_container_statuses);
+            shrink(&mut status.host_ips);
+            shrink(&mut status.pod_ips);
+        }
+    } else if let Some(node) = obj.downcast_mut::<Node>() {
+        shrink(&mut node.metadata.owner_references);
+        if let Some(spec) = &mut node.spec {
+            shrink(&mut spec.taints);
+            shrink(&mut spec.pod_cidrs);
+        }
+        if let Some(status) = &mut node.status {
+            shrink(&mut status.addresses);
+            shrink(&mut status.conditions);
+            shrink(&mut status.images);
+            for image in status.images.iter_mut().flatten() {
+                shrink(&mut image.names);
+            }
+            shrink(&mut status.volumes_attached);
+            shrink(&mut status.volumes_in_use);
+        }
+    }
 }
 
 /// Decodes served from the table and decodes made, since the process started (every cluster

@@ -97,3 +97,53 @@ fn an_object_nobody_holds_is_decoded_afresh_and_the_table_is_swept() {
     let n = remembered();
     assert!(n < 2 * MIN_SWEEP + 64, "the table remembers {n} decodes");
 }
+
+#[test]
+fn a_decoded_pod_keeps_no_spare_room_in_its_lists() {
+    let text = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "room-a", "namespace": "default",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": "rs", "uid": "u1"}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+                                 "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                 "tolerations": [{"key": "a", "operator": "Exists"},
+                                 {"key": "b", "operator": "Exists"}],
+                 "volumes": [{"name": "v", "projected": {"sources": [
+                     {"configMap": {"name": "x"}}, {"configMap": {"name": "y"}},
+                     {"configMap": {"name": "z"}}]}}]},
+        "status": {"conditions": [
+            {"type": "A", "status": "True"}, {"type": "B", "status": "True"},
+            {"type": "C", "status": "True"}, {"type": "D", "status": "True"},
+            {"type": "E", "status": "True"}],
+            "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": true,
+                                   "restartCount": 0}]}
+    })
+    .to_string();
+    let p: Shared<Pod> = serde_json::from_str(&text).unwrap();
+    let tight = |len: usize, cap: usize| assert_eq!(len, cap);
+    let spec = p.spec.as_ref().unwrap();
+    let status = p.status.as_ref().unwrap();
+    let owners = p.metadata.owner_references.as_ref().unwrap();
+    tight(owners.len(), owners.capacity());
+    let mounts = spec.containers[0].volume_mounts.as_ref().unwrap();
+    tight(mounts.len(), mounts.capacity());
+    let tolerations = spec.tolerations.as_ref().unwrap();
+    tight(tolerations.len(), tolerations.capacity());
+    let sources = spec.volumes.as_ref().unwrap()[0]
+        .projected
+        .as_ref()
+        .unwrap()
+        .sources
+        .as_ref()
+        .unwrap();
+    tight(sources.len(), sources.capacity());
+    let conditions = status.conditions.as_ref().unwrap();
+    assert_eq!(conditions.len(), 5);
+    tight(conditions.len(), conditions.capacity());
+    let statuses = status.container_statuses.as_ref().unwrap();
+    tight(statuses.len(), statuses.capacity());
+    // The same document as a plain Slim decode: equal contents.
+    let slim: Slim<Pod> = serde_json::from_str(&text).unwrap();
+    assert_eq!(*p.0, slim.0);
+}
