@@ -95,7 +95,8 @@ impl Shared {
     }
 
     /// Caches a Node read or written; an older resourceVersion never replaces a newer one.
-    fn set_node(&self, n: Node) {
+    fn set_node(&self, n: impl Into<Arc<Node>>) {
+        let n = n.into();
         let mut g = self.node.lock().unwrap_or_else(|p| p.into_inner());
         let rv = |n: &Node| {
             n.metadata
@@ -110,7 +111,7 @@ impl Shared {
             _ => false,
         };
         if !stale {
-            *g = Some(Arc::new(n));
+            *g = Some(n);
         }
     }
 
@@ -267,7 +268,10 @@ async fn update_node_status(
     last_report: Option<jiff::Timestamp>,
 ) -> Option<jiff::Timestamp> {
     let ctx = &s.ctx;
-    let api: Api<Node> = Api::all(ctx.client.clone());
+    // Read without managed fields (the kubelet never reads them) and shared with the process's
+    // other decodes of the same bytes: a GET of an unchanged Node is the bytes of the watch
+    // event the controllers' informer already decoded.
+    let api: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
     for attempt in 0..NODE_STATUS_UPDATE_RETRY {
         // Upstream reads try 0 from its Node informer and GETs on tries 1–4. klab GETs every
         // time: the outcome is the same (a fresh Node, so a controller's condition change is
@@ -276,8 +280,8 @@ async fn update_node_status(
         let node = match api.get(&ctx.name).await {
             Ok(n) => {
                 // Admission reads labels and taints from this copy.
-                s.set_node(n.clone());
-                n
+                s.set_node(n.0.clone());
+                n.0
             }
             Err(e) => {
                 tracing::debug!(node = %ctx.name, error = %e, attempt, "error getting node");
@@ -372,7 +376,7 @@ async fn update_node_status(
             .await
         {
             Ok(n) => {
-                s.set_node(n);
+                s.set_node(n.0);
                 s.node_events(&events).await;
                 return Some(now.0);
             }
@@ -646,9 +650,9 @@ async fn pod_loop(s: Arc<Shared>) {
         Box::pin(resolve_volumes(ctx, &mut mgr, &pods)).await;
         Box::pin(shutdown_signal(&s, &mut mgr)).await;
         if std::mem::take(&mut new_pods) || mgr.volumes.waiting_for_attach() {
-            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            let nodes: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
             match Box::pin(nodes.get(&ctx.name)).await {
-                Ok(n) => s.set_node(n),
+                Ok(n) => s.set_node(n.0),
                 Err(e) => tracing::debug!(node = %ctx.name, error = %e, "error getting node"),
             }
         }
