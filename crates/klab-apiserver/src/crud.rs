@@ -883,12 +883,14 @@ impl Recording {
         &self,
         ri: &ResourceInfo,
         live: Option<&Value>,
-        requested: Option<&Value>,
+        requested: Option<Value>,
         next: &mut Value,
         now: &str,
     ) {
         let keep = match self {
-            Recording::Keep => live.and_then(|l| l.pointer("/metadata/managedFields")),
+            Recording::Keep => live
+                .and_then(|l| l.pointer("/metadata/managedFields"))
+                .cloned(),
             Recording::Applied => requested,
             Recording::Update(m) => {
                 crate::apply::record_update(ri, m, live, requested, next, now);
@@ -898,7 +900,7 @@ impl Recording {
         let m = meta_mut(next);
         match keep {
             Some(v) if !v.is_null() => {
-                m.insert("managedFields".into(), v.clone());
+                m.insert("managedFields".into(), v);
             }
             _ => {
                 m.remove("managedFields");
@@ -1037,13 +1039,7 @@ pub(crate) async fn create_object_as(
     crate::defaults::default_object(ri, &mut obj);
     // Field managers are recorded on the defaulted object, before admission and allocation, as
     // upstream's handler records them before its storage runs.
-    rec.record(
-        ri,
-        None,
-        requested_fields.as_ref(),
-        &mut obj,
-        &format_time(now),
-    );
+    rec.record(ri, None, requested_fields, &mut obj, &format_time(now));
     if ri.plural == "pods" && ri.group.is_empty() {
         inner.config.default_toleration_seconds.admit_pod(&mut obj);
     }
@@ -1423,7 +1419,7 @@ where
         rec.record(
             ri,
             Some(&current),
-            requested_fields.as_ref(),
+            requested_fields,
             &mut next,
             &format_time(inner.clock.now()),
         );

@@ -414,12 +414,13 @@ pub fn record_update(
     ri: &ResourceInfo,
     manager: &FieldManager,
     live: Option<&Value>,
-    requested: Option<&Value>,
+    requested: Option<Value>,
     next: &mut Value,
     now: &str,
 ) {
-    if !record_update_in_place(ri, manager, live, requested, next, now) {
-        record_update_decoded(ri, manager, live, requested, next, now);
+    let mut requested = requested;
+    if !record_update_in_place(ri, manager, live, &mut requested, next, now) {
+        record_update_decoded(ri, manager, live, requested.as_ref(), next, now);
     }
 }
 
@@ -487,12 +488,14 @@ fn record_update_decoded(
 /// sends them back as they are or not at all), which are this server's own encoding: an entry
 /// the write takes no field from is kept as it is, its set neither decoded nor encoded (a pod's
 /// status write touches the kubelet's entry and seldom any other). `false`, with nothing done,
-/// where that does not apply: the caller then decodes every entry.
+/// where that does not apply: the caller then decodes every entry. The kept entries are moved
+/// out of `requested` (taken then) when it is the stored entries sent back, as a patch sends
+/// them, else copied from `live`.
 fn record_update_in_place(
     ri: &ResourceInfo,
     manager: &FieldManager,
     live: Option<&Value>,
-    requested: Option<&Value>,
+    requested: &mut Option<Value>,
     next: &mut Value,
     now: &str,
 ) -> bool {
@@ -500,11 +503,13 @@ fn record_update_in_place(
     let Some(stored) = live.and_then(|l| l.pointer("/metadata/managedFields")) else {
         return false;
     };
+    let sent_back = requested.as_ref() == Some(stored);
     let keeps_stored = sub.is_some()
-        || match requested {
+        || sent_back
+        || match requested.as_ref() {
             None => true,
             Some(r) if is_reset(Some(r)) => false,
-            Some(r) => r == stored || r.as_array().is_some_and(Vec::is_empty) || r.is_null(),
+            Some(r) => r.as_array().is_some_and(Vec::is_empty) || r.is_null(),
         };
     let Some(list) = stored.as_array().filter(|_| keeps_stored) else {
         return false;
@@ -512,7 +517,7 @@ fn record_update_in_place(
     let mut headers = Vec::with_capacity(list.len());
     for (i, e) in list.iter().enumerate() {
         match (decode_header(i, e), e.get("fieldsV1")) {
-            (Ok(h), Some(fields)) if fields.is_object() => headers.push((h, e, fields)),
+            (Ok(h), Some(fields)) if fields.is_object() => headers.push((h, i, fields)),
             _ => return false,
         }
     }
@@ -521,21 +526,21 @@ fn record_update_in_place(
     let mut changed = std::mem::take(&mut c.added);
     changed.absorb(&c.modified);
     let me = ManagerKey::of(manager, Operation::Update, &ri.api_version());
-    // Each entry as it goes out: kept (its stored JSON) or changed (decoded).
-    enum Out<'a> {
-        Kept(&'a Value),
+    // Each entry as it goes out: kept (the stored JSON at this index) or changed (decoded).
+    enum Out {
+        Kept(usize),
         Changed(ManagerKey, Entry),
     }
     let mut out: Vec<(EntryOrder, Out)> = Vec::with_capacity(headers.len() + 1);
     let mut mine = None;
-    for ((key, api_version, time), e, fields) in headers {
+    for ((key, api_version, time), i, fields) in headers {
         if key == me {
-            mine = Some((api_version, time, e, fields));
+            mine = Some((api_version, time, i, fields));
             continue;
         }
         let order = entry_order(&key, time.as_deref(), &api_version);
         if !touches(fields, &changed) && !touches(fields, &c.removed) {
-            out.push((order, Out::Kept(e)));
+            out.push((order, Out::Kept(i)));
             continue;
         }
         let Ok(mut set) = Set::from_fields_v1(fields) else {
@@ -553,12 +558,12 @@ fn record_update_in_place(
         }
     }
     match mine {
-        Some((api_version, time, e, fields))
+        Some((api_version, time, i, fields))
             if changed.is_empty() && !touches(fields, &c.removed) =>
         {
             out.push((
                 entry_order(&me, time.as_deref(), &api_version),
-                Out::Kept(e),
+                Out::Kept(i),
             ));
         }
         mine => {
@@ -597,11 +602,19 @@ fn record_update_in_place(
         return false;
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut sent = match requested.take() {
+        Some(Value::Array(sent)) if sent_back => Some(sent),
+        other => {
+            *requested = other;
+            None
+        }
+    };
     let list: Vec<Value> = out
         .into_iter()
-        .map(|(_, o)| match o {
-            Out::Kept(e) => e.clone(),
-            Out::Changed(k, e) => encode_entry(&k, &e),
+        .map(|(_, o)| match (o, sent.as_mut()) {
+            (Out::Kept(i), Some(sent)) => sent.get_mut(i).map(Value::take).unwrap_or_default(),
+            (Out::Kept(i), None) => list[i].clone(),
+            (Out::Changed(k, e), _) => encode_entry(&k, &e),
         })
         .collect();
     if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {

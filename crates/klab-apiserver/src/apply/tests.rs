@@ -139,7 +139,7 @@ fn an_update_takes_changed_fields_from_other_managers() {
         ri,
         &mgr("kubectl-scale"),
         Some(&live),
-        Some(&requested),
+        Some(requested.clone()),
         &mut next,
         T1,
     );
@@ -158,7 +158,7 @@ fn an_update_takes_changed_fields_from_other_managers() {
         ri,
         &mgr("kubectl-scale"),
         Some(&next),
-        next.pointer("/metadata/managedFields"),
+        next.pointer("/metadata/managedFields").cloned(),
         &mut again,
         "2030-01-01T00:00:00Z",
     );
@@ -205,19 +205,12 @@ fn requested_managed_fields_replace_reset_or_fall_back() {
         json!("nonsense"),
     ] {
         let mut next = live.clone();
-        record_update(ri, &mgr("a"), Some(&live), Some(&bad), &mut next, T1);
+        record_update(ri, &mgr("a"), Some(&live), Some(bad.clone()), &mut next, T1);
         assert_eq!(next["metadata"]["managedFields"], live_fields, "{bad}");
     }
     // `[{}]` clears them; the writer then owns only what it changed.
     let mut next = deployment(2, "nginx:1");
-    record_update(
-        ri,
-        &mgr("b"),
-        Some(&live),
-        Some(&json!([{}])),
-        &mut next,
-        T1,
-    );
+    record_update(ri, &mgr("b"), Some(&live), Some(json!([{}])), &mut next, T1);
     assert_eq!(entries(&next), [("b".into(), "Update".into(), "".into())]);
     assert_eq!(fields_of(&next, "b"), json!({"f:spec": {"f:replicas": {}}}));
     // A valid replacement is taken as sent.
@@ -228,7 +221,7 @@ fn requested_managed_fields_replace_reset_or_fall_back() {
         ri,
         &mgr("a"),
         Some(&live),
-        Some(&replacement),
+        Some(replacement.clone()),
         &mut next,
         T1,
     );
@@ -272,7 +265,7 @@ fn apply_conflicts_with_an_updater_that_changed_the_field() {
         ri,
         &mgr("kube-controller-manager"),
         Some(&applied),
-        Some(&requested),
+        Some(requested.clone()),
         &mut scaled,
         T1,
     );
@@ -514,7 +507,7 @@ fn more_than_ten_updaters_are_merged_into_ancient_changes() {
             ri,
             &mgr(&format!("m{i:02}")),
             Some(&live),
-            Some(&requested),
+            Some(requested.clone()),
             &mut obj,
             &now,
         );
@@ -751,7 +744,7 @@ proptest::proptest! {
             let requested = live.pointer("/metadata/managedFields").cloned();
             let requested = if m.subresource.is_some() { None } else { requested };
             let mut in_place = proposed.clone();
-            let took = record_update_in_place(ri, &m, Some(&live), requested.as_ref(), &mut in_place, &now);
+            let took = record_update_in_place(ri, &m, Some(&live), &mut requested.clone(), &mut in_place, &now);
             proptest::prop_assert!(took, "the stored entries are kept in place");
             let mut decoded = proposed;
             record_update_decoded(ri, &m, Some(&live), requested.as_ref(), &mut decoded, &now);
@@ -774,7 +767,7 @@ fn entries_sent_anew_or_reset_are_not_kept_in_place() {
         ri,
         &mgr("b"),
         Some(&live),
-        Some(&reset),
+        &mut Some(reset.clone()),
         &mut next.clone(),
         T1
     ));
@@ -784,7 +777,7 @@ fn entries_sent_anew_or_reset_are_not_kept_in_place() {
         ri,
         &mgr("b"),
         Some(&live),
-        Some(&other),
+        &mut Some(other.clone()),
         &mut next.clone(),
         T1
     ));
@@ -793,12 +786,19 @@ fn entries_sent_anew_or_reset_are_not_kept_in_place() {
         ri,
         &mgr("b"),
         None,
-        None,
+        &mut None,
         &mut next.clone(),
         T1
     ));
     // The same request through `record_update`: the client's entries replace the stored ones.
-    record_update(ri, &mgr("b"), Some(&live), Some(&other), &mut next, T1);
+    record_update(
+        ri,
+        &mgr("b"),
+        Some(&live),
+        Some(other.clone()),
+        &mut next,
+        T1,
+    );
     assert_eq!(entries(&next).len(), 2);
     assert!(entries(&next).iter().any(|e| e.0 == "z"));
 }
