@@ -77,30 +77,8 @@ impl<'de, K: DeserializeOwned + Send + Sync + 'static> Deserialize<'de> for Shar
 }
 
 impl<K: kube_core::Resource + Clone> kube_core::Resource for Shared<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+    crate::slim::resource_of_inner!();
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-    fn metadata_api() -> bool {
-        K::metadata_api()
-    }
-    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
-        K::url_path(dt, namespace)
-    }
     fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         self.0.meta()
     }

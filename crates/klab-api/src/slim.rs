@@ -54,31 +54,41 @@ impl<'de, K: Deserialize<'de>> Deserialize<'de> for Slim<K> {
     }
 }
 
-impl<K: kube_core::Resource> kube_core::Resource for Slim<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+/// The items of `kube_core::Resource` that a wrapper standing for its `K` in every API call
+/// takes from `K` (all but `meta`/`meta_mut`, written beside it).
+macro_rules! resource_of_inner {
+    () => {
+        type DynamicType = K::DynamicType;
+        type Scope = K::Scope;
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-    fn metadata_api() -> bool {
-        K::metadata_api()
-    }
-    fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
-        K::url_path(dt, namespace)
-    }
+        fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::kind(dt)
+        }
+        fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::group(dt)
+        }
+        fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::version(dt)
+        }
+        fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::api_version(dt)
+        }
+        fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::plural(dt)
+        }
+        fn metadata_api() -> bool {
+            K::metadata_api()
+        }
+        fn url_path(dt: &Self::DynamicType, namespace: Option<&str>) -> String {
+            K::url_path(dt, namespace)
+        }
+    };
+}
+pub(crate) use resource_of_inner;
+
+impl<K: kube_core::Resource> kube_core::Resource for Slim<K> {
+    resource_of_inner!();
+
     fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         self.0.meta()
     }

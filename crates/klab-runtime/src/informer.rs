@@ -277,22 +277,21 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
 
 /// A watcher event of `Shared<K>` as one of the shared `Arc<K>`.
 pub fn unshare<K>(ev: watcher::Event<Shared<K>>) -> watcher::Event<Arc<K>> {
-    match ev {
-        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
-        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
+    map_event(ev, Shared::into_arc)
 }
 
 /// A watcher event of `Slim<K>` as one of `K`.
 pub fn unslim<K>(ev: watcher::Event<Slim<K>>) -> watcher::Event<K> {
+    map_event(ev, Slim::into_inner)
+}
+
+/// A watcher event with `f` applied to its object.
+fn map_event<A, B>(ev: watcher::Event<A>, f: impl FnOnce(A) -> B) -> watcher::Event<B> {
     match ev {
-        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
-        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
         watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }

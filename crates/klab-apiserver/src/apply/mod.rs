@@ -460,16 +460,9 @@ fn record_update_decoded(
             e.set.subtract(&c.removed);
         }
     }
-    let (mut set, prev_time) = match managers.remove(&me) {
-        Some(e) => (e.set, e.time),
-        None => (Set::new(), None),
-    };
-    set.subtract(&c.removed);
-    set.absorb(&changed);
-    let time = if changed.is_empty() {
-        prev_time
-    } else {
-        Some(now.to_string())
+    let (set, time) = match managers.remove(&me) {
+        Some(e) => writers_entry(e.set, e.time, &changed, &c.removed, now),
+        None => writers_entry(Set::new(), None, &changed, &c.removed, now),
     };
     managers.insert(
         me,
@@ -567,19 +560,12 @@ fn record_update_in_place(
             ));
         }
         mine => {
-            let (mut set, prev_time) = match mine {
+            let (set, time) = match mine {
                 Some((_, time, _, fields)) => match Set::from_fields_v1(fields) {
-                    Ok(set) => (set, time),
+                    Ok(set) => writers_entry(set, time, &changed, &c.removed, now),
                     Err(_) => return false,
                 },
-                None => (Set::new(), None),
-            };
-            set.subtract(&c.removed);
-            set.absorb(&changed);
-            let time = if changed.is_empty() {
-                prev_time
-            } else {
-                Some(now.to_string())
+                None => writers_entry(Set::new(), None, &changed, &c.removed, now),
             };
             if !set.is_empty() {
                 let entry = Entry {
@@ -640,6 +626,25 @@ fn touches(fields: &Value, set: &Set) -> bool {
     }) || set
         .children()
         .any(|(pe, c)| m.get(&pe.encode()).is_some_and(|child| touches(child, c)))
+}
+
+/// The writer's own entry after its update: what it removed goes, what it changed comes in, and
+/// its time moves to `now` only when it changed something.
+fn writers_entry(
+    mut set: Set,
+    time: Option<String>,
+    changed: &Set,
+    removed: &Set,
+    now: &str,
+) -> (Set, Option<String>) {
+    set.subtract(removed);
+    set.absorb(changed);
+    let time = if changed.is_empty() {
+        time
+    } else {
+        Some(now.to_string())
+    };
+    (set, time)
 }
 
 /// Upstream keeps at most this many `Update` entries (`DefaultMaxUpdateManagers`).
