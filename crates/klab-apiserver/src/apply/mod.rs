@@ -320,7 +320,11 @@ pub(crate) fn without_fields(obj: &Value, skip: &[&str]) -> Value {
 }
 
 fn set_managed_fields(obj: &mut Value, managers: &Managers) {
-    let encoded = encode(managers);
+    put_managed_fields(obj, encode(managers));
+}
+
+/// Stores encoded entries as `obj`'s managedFields; an empty list leaves none (upstream omits it).
+fn put_managed_fields(obj: &mut Value, encoded: Value) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -603,13 +607,7 @@ fn record_update_in_place(
             (Out::Changed(k, e), _) => encode_entry(&k, &e),
         })
         .collect();
-    if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
-        if list.is_empty() {
-            meta.remove("managedFields");
-        } else {
-            meta.insert("managedFields".into(), Value::Array(list));
-        }
-    }
+    put_managed_fields(next, Value::Array(list));
     true
 }
 
