@@ -5,6 +5,8 @@
 //! DefaultStorageClass (a claim without a class gets the default one) and
 //! StorageObjectInUseProtection (the pvc-/pv-protection finalizers on create).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use klab_api::names::{
@@ -74,7 +76,44 @@ pub struct PriorityClassInfo {
     pub preemption_policy: Option<String>,
 }
 
+/// The fields of a stored PriorityClass admission reads, decoded straight from its bytes: every
+/// pod create reads every class, and decoding the whole documents was a tenth of a create.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredPriorityClass {
+    metadata: StoredMeta,
+    #[serde(default)]
+    value: i64,
+    #[serde(default)]
+    global_default: bool,
+    #[serde(default)]
+    preemption_policy: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    creation_timestamp: String,
+}
+
 impl PriorityClassInfo {
+    /// Reads a stored PriorityClass's bytes (what [`PriorityClassInfo::from_object`] reads of
+    /// the decoded object).
+    pub fn from_stored(bytes: &[u8]) -> serde_json::Result<Self> {
+        let c: StoredPriorityClass = serde_json::from_slice(bytes)?;
+        Ok(PriorityClassInfo {
+            name: c.metadata.name,
+            value: c.value,
+            global_default: c.global_default,
+            preemption_policy: c.preemption_policy,
+        })
+    }
+
     /// Reads a (validated) PriorityClass object.
     pub fn from_object(obj: &Value) -> PriorityClassInfo {
         PriorityClassInfo {
@@ -204,6 +243,24 @@ pub struct StorageClassInfo {
 }
 
 impl StorageClassInfo {
+    /// Reads a stored StorageClass's bytes (what [`StorageClassInfo::from_object`] reads of the
+    /// decoded object).
+    pub fn from_stored(bytes: &[u8]) -> serde_json::Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            metadata: StoredMeta,
+        }
+        let m = serde_json::from_slice::<Stored>(bytes)?.metadata;
+        let is_default = [ANN_DEFAULT_STORAGE_CLASS, ANN_BETA_DEFAULT_STORAGE_CLASS]
+            .iter()
+            .any(|k| m.annotations.get(*k).map(String::as_str) == Some("true"));
+        Ok(StorageClassInfo {
+            name: m.name,
+            is_default,
+            created: m.creation_timestamp,
+        })
+    }
+
     pub fn from_object(obj: &Value) -> Self {
         let ann = |k: &str| obj.pointer("/metadata/annotations").and_then(|a| a.get(k));
         let is_default = [ANN_DEFAULT_STORAGE_CLASS, ANN_BETA_DEFAULT_STORAGE_CLASS]
@@ -280,6 +337,45 @@ mod tests {
             global_default,
             preemption_policy: policy.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn stored_classes_read_as_their_decoded_objects_do() {
+        let managed = json!([{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:value": {}}}]);
+        let priority = [
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "high", "managedFields": managed, "labels": {"a": "b"}},
+                "value": 1000000, "globalDefault": true, "preemptionPolicy": "Never",
+                "description": "x"}),
+            json!({"metadata": {"name": "low"}, "value": -5}),
+            json!({"metadata": {"name": "zero"}, "globalDefault": false}),
+        ];
+        for obj in &priority {
+            let bytes = serde_json::to_vec(obj).unwrap();
+            assert_eq!(
+                PriorityClassInfo::from_stored(&bytes).unwrap(),
+                PriorityClassInfo::from_object(obj),
+                "{obj}"
+            );
+        }
+        let storage = [
+            json!({"metadata": {"name": "fast", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {ANN_DEFAULT_STORAGE_CLASS: "true"}, "managedFields": managed},
+                "provisioner": "x"}),
+            json!({"metadata": {"name": "beta", "annotations": {ANN_BETA_DEFAULT_STORAGE_CLASS: "true"}}}),
+            json!({"metadata": {"name": "off", "annotations": {ANN_DEFAULT_STORAGE_CLASS: "false"}}}),
+            json!({"metadata": {"name": "plain"}}),
+        ];
+        for obj in &storage {
+            let bytes = serde_json::to_vec(obj).unwrap();
+            assert_eq!(
+                StorageClassInfo::from_stored(&bytes).unwrap(),
+                StorageClassInfo::from_object(obj),
+                "{obj}"
+            );
+        }
+        assert!(PriorityClassInfo::from_stored(b"{").is_err());
     }
 
     fn admit_priority(spec: Value, classes: &[PriorityClassInfo]) -> Result<Value, String> {

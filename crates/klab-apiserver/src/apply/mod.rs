@@ -273,15 +273,23 @@ fn is_reset(v: Option<&Value>) -> bool {
 }
 
 fn strip_ignored(ri: &ResourceInfo, sub: Option<&str>, set: &mut Set) {
-    strip_paths(&ignored_field_paths(ri, sub), set);
+    strip_paths(ignored_field_paths(ri, sub), set);
 }
 
-/// [`schema::ignored_paths`] as field paths.
-fn ignored_field_paths(ri: &ResourceInfo, sub: Option<&str>) -> Vec<Path> {
-    schema::ignored_paths(ri, sub)
-        .iter()
-        .map(|p| p.iter().map(|f| PathElement::field(f)).collect())
-        .collect()
+/// [`schema::ignored_paths`] as field paths (built once: every write asks).
+fn ignored_field_paths(ri: &ResourceInfo, sub: Option<&str>) -> &'static [Path] {
+    static CASES: std::sync::LazyLock<[Vec<Path>; 3]> = std::sync::LazyLock::new(|| {
+        let of = |sub: Option<&str>, ri: &ResourceInfo| {
+            schema::ignored_paths(ri, sub)
+                .iter()
+                .map(|p| p.iter().map(|f| PathElement::field(f)).collect())
+                .collect()
+        };
+        let pods = crate::registry::lookup("", "v1", "pods").expect("pods are served");
+        let maps = crate::registry::lookup("", "v1", "configmaps").expect("configmaps are served");
+        [of(None, maps), of(Some("status"), pods), of(None, pods)]
+    });
+    &CASES[schema::reset_case(ri, sub)]
 }
 
 fn strip_paths(paths: &[Path], set: &mut Set) {
@@ -373,9 +381,9 @@ fn without_ignored(
     mut c: typed::Comparison,
 ) -> typed::Comparison {
     let paths = ignored_field_paths(ri, sub);
-    strip_paths(&paths, &mut c.added);
-    strip_paths(&paths, &mut c.modified);
-    strip_paths(&paths, &mut c.removed);
+    strip_paths(paths, &mut c.added);
+    strip_paths(paths, &mut c.modified);
+    strip_paths(paths, &mut c.removed);
     c
 }
 
@@ -383,7 +391,7 @@ fn without_ignored(
 fn top_level_ignored(ri: &ResourceInfo, sub: Option<&str>) -> Vec<&'static str> {
     schema::ignored_paths(ri, sub)
         .iter()
-        .filter_map(|p| match p.as_slice() {
+        .filter_map(|p| match p {
             [field] => Some(*field),
             _ => None,
         })

@@ -161,8 +161,11 @@ fn meta_rel<'a>(ri: &ResourceInfo, path: &'a [&'a str]) -> Option<&'a [&'a str]>
 
 /// Whether a pattern (`*` matches any one field) names `path`.
 fn pattern_matches(pattern: &str, path: &[&str]) -> bool {
-    let parts: Vec<&str> = pattern.split('.').collect();
-    parts.len() == path.len() && parts.iter().zip(path).all(|(p, s)| *p == "*" || p == s)
+    // Without collecting the pattern's parts: every field of every compared object asks.
+    let mut parts = pattern.split('.');
+    path.iter()
+        .all(|s| parts.next().is_some_and(|p| p == "*" || p == *s))
+        && parts.next().is_none()
 }
 
 fn scope_rel<'a>(ri: &ResourceInfo, scope: Scope, path: &'a [&'a str]) -> Option<&'a [&'a str]> {
@@ -238,29 +241,47 @@ pub fn zero_object(ri: &ResourceInfo) -> Value {
     z
 }
 
-/// Paths field management never records (upstream `stripmeta`), plus the part of the object a
-/// write through `subresource` cannot change (upstream's reset fields).
-pub fn ignored_paths(ri: &ResourceInfo, subresource: Option<&str>) -> Vec<Vec<&'static str>> {
-    let mut out: Vec<Vec<&'static str>> = vec![
-        vec!["apiVersion"],
-        vec!["kind"],
-        vec!["metadata", "name"],
-        vec!["metadata", "namespace"],
-        vec!["metadata", "creationTimestamp"],
-        vec!["metadata", "selfLink"],
-        vec!["metadata", "uid"],
-        vec!["metadata", "generation"],
-        vec!["metadata", "managedFields"],
-        vec!["metadata", "resourceVersion"],
-        vec!["metadata", "deletionTimestamp"],
-        vec!["metadata", "deletionGracePeriodSeconds"],
-    ];
+/// The paths every kind's field management ignores (upstream `stripmeta`).
+const STRIPPED: [&[&str]; 12] = [
+    &["apiVersion"],
+    &["kind"],
+    &["metadata", "name"],
+    &["metadata", "namespace"],
+    &["metadata", "creationTimestamp"],
+    &["metadata", "selfLink"],
+    &["metadata", "uid"],
+    &["metadata", "generation"],
+    &["metadata", "managedFields"],
+    &["metadata", "resourceVersion"],
+    &["metadata", "deletionTimestamp"],
+    &["metadata", "deletionGracePeriodSeconds"],
+];
+
+/// Which part of the object a write cannot change besides [`STRIPPED`] (upstream's reset
+/// fields): the three cases [`ignored_paths`] distinguishes, as an index into tables built once.
+pub fn reset_case(ri: &ResourceInfo, subresource: Option<&str>) -> usize {
     match subresource {
-        Some("status") => out.push(vec!["spec"]),
-        None if ri.has_subresource("status") => out.push(vec!["status"]),
-        _ => {}
+        Some("status") => 1,
+        None if ri.has_subresource("status") => 2,
+        _ => 0,
     }
-    out
+}
+
+/// Paths field management never records (upstream `stripmeta`), plus the part of the object a
+/// write through `subresource` cannot change (upstream's reset fields). Static: every write
+/// asks.
+pub fn ignored_paths(
+    ri: &ResourceInfo,
+    subresource: Option<&str>,
+) -> &'static [&'static [&'static str]] {
+    static CASES: std::sync::LazyLock<[Vec<&'static [&'static str]>; 3]> =
+        std::sync::LazyLock::new(|| {
+            let with = |extra: Option<&'static [&'static str]>| {
+                STRIPPED.iter().copied().chain(extra).collect::<Vec<_>>()
+            };
+            [with(None), with(Some(&["spec"])), with(Some(&["status"]))]
+        });
+    &CASES[reset_case(ri, subresource)]
 }
 
 #[cfg(test)]
@@ -270,6 +291,16 @@ mod tests {
 
     fn ri(group: &str, plural: &str) -> &'static ResourceInfo {
         registry::lookup(group, "v1", plural).expect("served")
+    }
+
+    #[test]
+    fn patterns_match_paths_of_their_own_length() {
+        assert!(pattern_matches("a.b", &["a", "b"]));
+        assert!(pattern_matches("*.b", &["x", "b"]));
+        assert!(!pattern_matches("a.b", &["a"]));
+        assert!(!pattern_matches("a", &["a", "b"]));
+        assert!(!pattern_matches("*.b", &["x", "c"]));
+        assert!(!pattern_matches("a", &[]));
     }
 
     #[test]
