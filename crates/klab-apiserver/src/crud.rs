@@ -231,16 +231,67 @@ pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
     ))
 }
 
-/// The bytes to store for `obj`, and the document they encode (which the watches' window of
-/// decoded changes can keep instead of decoding the bytes again).
-fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Value)> {
-    let mut v = conversion::to_storage(ri, obj);
-    object::strip_for_storage(&mut v);
-    let mut bytes = serde_json::to_vec(&v).map_err(ApiError::internal)?;
+/// The bytes to store for `obj`, and the document they encode when that is not `obj` itself
+/// (which the watches' window of decoded changes can keep instead of decoding the bytes again).
+///
+/// An object stored as it is served, without a `selfLink` and with its `resourceVersion` (if
+/// any) last in `metadata`, as `object::set_resource_version` leaves it, is encoded straight
+/// from `obj`, leaving the resourceVersion out: the bytes `strip_for_storage` of a copy would
+/// give, without the copy (which was most of a write's allocations).
+fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Option<Value>)> {
+    let direct = conversion::is_identity(ri)
+        && obj
+            .get("metadata")
+            .and_then(Value::as_object)
+            .is_none_or(|m| {
+                !m.contains_key("selfLink")
+                    && (!m.contains_key("resourceVersion")
+                        || m.keys().next_back().is_some_and(|k| k == "resourceVersion"))
+            });
+    let (bytes, doc) = if direct {
+        (serde_json::to_vec(&object::Unversioned(obj)), None)
+    } else {
+        let mut v = conversion::to_storage(ri, obj);
+        object::strip_for_storage(&mut v);
+        (serde_json::to_vec(&v), Some(v))
+    };
+    let mut bytes = bytes.map_err(ApiError::internal)?;
     // The store keeps these bytes for as long as the version is retained; the serializer's
     // spare capacity (up to as much again) would be kept with them.
     bytes.shrink_to_fit();
-    Ok((Bytes::from(bytes), v))
+    Ok((Bytes::from(bytes), doc))
+}
+
+/// Tells the watches' window what a write of `obj` stored (`doc`, as `encode_for_store` gave
+/// it), and returns the object the write answers with: `obj` presented at the change's revision.
+fn written(
+    inner: &Inner,
+    ri: &'static ResourceInfo,
+    change: &crate::watch::Change<'_>,
+    obj: Value,
+    doc: Option<Value>,
+) -> Value {
+    keep_written(inner, ri, change, &obj, doc);
+    present(ri, obj, change.revision)
+}
+
+/// [`written`] for a writer that goes on with `obj`: the window copies what it keeps (only
+/// when it keeps the change at all).
+fn keep_written(
+    inner: &Inner,
+    ri: &'static ResourceInfo,
+    change: &crate::watch::Change<'_>,
+    obj: &Value,
+    doc: Option<Value>,
+) {
+    let rev = change.revision;
+    inner.decoded.wrote(ri, change, move || match doc {
+        None => present(ri, obj.clone(), rev),
+        Some(mut doc) => {
+            object::set_resource_version(&mut doc, rev);
+            present(ri, conversion::from_storage(ri, doc), rev)
+        }
+    });
 }
 
 /// A stored object as `decode_kv` gives it: the watches' kept decoding of it, or decoded anew.
@@ -724,7 +775,9 @@ async fn priority_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::Prio
         .await?;
     res.kvs
         .iter()
-        .map(|kv| decode_kv(pcri, kv).map(|o| crate::admission::PriorityClassInfo::from_object(&o)))
+        .map(|kv| {
+            crate::admission::PriorityClassInfo::from_stored(&kv.value).map_err(ApiError::internal)
+        })
         .collect()
 }
 
@@ -737,7 +790,9 @@ async fn storage_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::Stora
         .await?;
     res.kvs
         .iter()
-        .map(|kv| decode_kv(scri, kv).map(|o| crate::admission::StorageClassInfo::from_object(&o)))
+        .map(|kv| {
+            crate::admission::StorageClassInfo::from_stored(&kv.value).map_err(ApiError::internal)
+        })
         .collect()
 }
 
@@ -1118,8 +1173,7 @@ pub(crate) async fn create_object_as(
                     value: Some(&bytes),
                     prev_value: None,
                 };
-                inner.decoded.wrote(ri, &change, doc);
-                return Ok(present(ri, obj, rev));
+                return Ok(written(inner, ri, &change, obj, doc));
             }
             Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => {
                 continue;
@@ -1483,10 +1537,8 @@ where
             .await
         {
             Ok(rev) => {
-                inner
-                    .decoded
-                    .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
-                return Ok(WriteOutcome::Stored(present(ri, next, rev)));
+                let change = updated(rev, &key, &bytes, &kv);
+                return Ok(WriteOutcome::Stored(written(inner, ri, &change, next, doc)));
             }
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
             Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
@@ -1885,10 +1937,8 @@ pub(crate) async fn delete_object(
                     .await
                 {
                     Ok(rev) => {
-                        inner
-                            .decoded
-                            .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
-                        return Ok(Deleted::Marked(present(ri, next, rev)));
+                        let change = updated(rev, &key, &bytes, &kv);
+                        return Ok(Deleted::Marked(written(inner, ri, &change, next, doc)));
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
@@ -1911,9 +1961,7 @@ pub(crate) async fn delete_object(
                     .await
                 {
                     Ok(rev) => {
-                        inner
-                            .decoded
-                            .wrote(ri, &updated(rev, &key, &bytes, &kv), doc);
+                        keep_written(inner, ri, &updated(rev, &key, &bytes, &kv), &next, doc);
                         rev
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
@@ -2033,6 +2081,71 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whichever way a write is encoded, the store gets the bytes of the stored form of a copy
+    /// without resourceVersion and selfLink, and the window's document (the object itself when
+    /// none is given) decodes from them as a read presents them.
+    #[test]
+    fn a_write_stores_its_object_stripped_and_presents_it_as_a_read_does() {
+        let pods = registry::lookup("", "v1", "pods").unwrap();
+        let events = registry::lookup("events.k8s.io", "v1", "events").unwrap();
+        let pod = |meta: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        };
+        let cases = [
+            (
+                pods,
+                pod(json!({"name": "p", "uid": "u", "resourceVersion": "3"})),
+                true,
+            ),
+            (pods, pod(json!({"name": "p", "uid": "u"})), true),
+            // Not last, or a selfLink: encoded from a stripped copy.
+            (
+                pods,
+                pod(json!({"resourceVersion": "3", "name": "p", "uid": "u"})),
+                false,
+            ),
+            (
+                pods,
+                pod(json!({"name": "p", "selfLink": "/x", "resourceVersion": "3"})),
+                false,
+            ),
+            (
+                events,
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": "e", "namespace": "d"}, "note": "n", "reason": "R"}),
+                false,
+            ),
+        ];
+        for (ri, obj, direct) in cases {
+            let (bytes, doc) = encode_for_store(ri, &obj).unwrap();
+            assert_eq!(doc.is_none(), direct, "{obj}");
+            let mut copy = conversion::to_storage(ri, &obj);
+            object::strip_for_storage(&mut copy);
+            assert_eq!(bytes, serde_json::to_vec(&copy).unwrap(), "{obj}");
+            let kv = KeyValue {
+                key: "k".into(),
+                value: bytes,
+                create_revision: 9,
+                mod_revision: 9,
+            };
+            let presented = match doc {
+                None => present(ri, obj.clone(), 9),
+                Some(mut doc) => {
+                    object::set_resource_version(&mut doc, 9);
+                    present(ri, conversion::from_storage(ri, doc), 9)
+                }
+            };
+            let read = decode_kv(ri, &kv).unwrap();
+            assert_eq!(presented, read, "{obj}");
+            assert_eq!(
+                serde_json::to_vec(&presented).unwrap(),
+                serde_json::to_vec(&read).unwrap(),
+                "the same document, field order too: {obj}"
+            );
+        }
+    }
 
     /// A status write's patch of status alone gives the same status and metadata applied to the
     /// object without its spec and managedFields as applied to the whole object.

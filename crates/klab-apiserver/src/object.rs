@@ -78,6 +78,40 @@ pub fn strip_for_storage(obj: &mut Value) {
     }
 }
 
+/// An object serialized without `metadata.resourceVersion`: what `strip_for_storage` of a copy
+/// serializes to when the object has no `selfLink` and its resourceVersion (if any) is the last
+/// field of `metadata` (removing the last field moves no other), without the copy.
+pub struct Unversioned<'a>(pub &'a Value);
+
+impl serde::Serialize for Unversioned<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// A metadata map without its resourceVersion.
+        struct Meta<'a>(&'a Map<String, Value>);
+        impl serde::Serialize for Meta<'_> {
+            fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+                let fields = self.0.iter().filter(|(k, _)| *k != "resourceVersion");
+                let mut m = ser.serialize_map(None)?;
+                for (k, v) in fields {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+        }
+        let Value::Object(top) = self.0 else {
+            return self.0.serialize(ser);
+        };
+        let mut m = ser.serialize_map(Some(top.len()))?;
+        for (k, v) in top {
+            match v {
+                Value::Object(meta) if k == "metadata" => m.serialize_entry(k, &Meta(meta))?,
+                _ => m.serialize_entry(k, v)?,
+            }
+        }
+        m.end()
+    }
+}
+
 /// Decodes a stored value and stamps the revision it was read at as its resourceVersion.
 pub fn decode_stored(bytes: &[u8], rv: u64) -> Result<Value, serde_json::Error> {
     let mut v: Value = serde_json::from_slice(bytes)?;
@@ -127,6 +161,32 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Unversioned` writes what `strip_for_storage` of a copy does, for objects whose
+    /// resourceVersion is absent or last in metadata and that have no selfLink.
+    #[test]
+    fn unversioned_is_the_stripped_copy_encoded() {
+        let cases = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u",
+                "resourceVersion": "7"}, "spec": {"containers": []}}),
+            json!({"metadata": {"name": "p", "labels": {"resourceVersion": "x"}}, "status": {}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"metadata": {}}),
+            json!({"metadata": 5, "b": [1, {"resourceVersion": "2"}]}),
+            json!({"kind": "X"}),
+            json!([1, 2]),
+            json!("s"),
+        ];
+        for obj in cases {
+            let mut copy = obj.clone();
+            strip_for_storage(&mut copy);
+            assert_eq!(
+                serde_json::to_vec(&Unversioned(&obj)).unwrap(),
+                serde_json::to_vec(&copy).unwrap(),
+                "{obj}"
+            );
+        }
+    }
 
     /// `same_ignoring_rv` agrees with comparing the two objects as they would be stored.
     #[test]

@@ -381,15 +381,21 @@ impl DecodedEvents {
             value: ev.value.as_ref(),
             prev_value: ev.prev_value.as_ref(),
         };
-        self.settle(ri, &change, None).unwrap_or_default()
+        self.settle(ri, &change, None::<fn() -> Value>)
+            .unwrap_or_default()
     }
 
     /// Keeps the state a write of `ri` just stored, so that the watches examining the change
-    /// need not decode it: `stored` is the document the API server encoded into `change.value`
-    /// (as `conversion::to_storage` and `object::strip_for_storage` left it), whose decoding is
-    /// that document itself. Nothing is kept unless a change of `ri` would be.
-    pub(crate) fn wrote(&self, ri: &'static ResourceInfo, change: &Change<'_>, stored: Value) {
-        self.settle(ri, change, Some(stored));
+    /// need not decode it: `presented` gives the object a read of `change.value` at its
+    /// revision would (`crud::decode_kv`), from the document the API server encoded into those
+    /// bytes. It is called only when the change is kept (more than one watch of `ri` is open).
+    pub(crate) fn wrote(
+        &self,
+        ri: &'static ResourceInfo,
+        change: &Change<'_>,
+        presented: impl FnOnce() -> Value,
+    ) {
+        self.settle(ri, change, Some(presented));
     }
 
     /// The kept state of `key` when `kv` is the stored version it was decoded from: the object
@@ -414,7 +420,7 @@ impl DecodedEvents {
         &self,
         ri: &'static ResourceInfo,
         change: &Change<'_>,
-        written: Option<Value>,
+        written: Option<impl FnOnce() -> Value>,
     ) -> Option<Decoded> {
         let resource = std::ptr::from_ref(ri) as usize;
         let shared = self
@@ -468,15 +474,9 @@ impl DecodedEvents {
             },
         };
         let new = match (change.value, written) {
-            // The stored document decodes to itself: stamped and presented as `decode` would.
-            (Some(bytes), Some(mut doc)) => {
-                object::set_resource_version(&mut doc, revision);
-                Some(State::of_stored(
-                    crate::crud::present(ri, crate::conversion::from_storage(ri, doc), revision),
-                    ri,
-                    bytes,
-                    revision,
-                ))
+            // The writer's document, as a read of the stored bytes presents them.
+            (Some(bytes), Some(presented)) => {
+                Some(State::of_stored(presented(), ri, bytes, revision))
             }
             (value, _) => value.and_then(|b| decode_state(ri, b, revision)),
         };
@@ -1070,7 +1070,11 @@ mod tests {
             value: Some(&b11),
             prev_value: Some(&b10),
         };
-        events.wrote(pods, &change, doc("c"));
+        events.wrote(pods, &change, || {
+            let mut v = doc("c");
+            object::set_resource_version(&mut v, 11);
+            v
+        });
         let d = events.get(pods, &event(11, EventKind::Update, &b11, Some(&b10)));
         assert_eq!(events.decodes(), decodes, "kept by its writer");
         assert_eq!(
