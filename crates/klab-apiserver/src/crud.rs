@@ -231,24 +231,12 @@ pub(crate) fn decode_kv(ri: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
     ))
 }
 
-/// The bytes to store for `obj`, and the document they encode when that is not `obj` itself
+/// The bytes to store for `obj`, and the document they encode when `obj` is stored converted
 /// (which the watches' window of decoded changes can keep instead of decoding the bytes again).
-///
-/// An object stored as it is served, without a `selfLink` and with its `resourceVersion` (if
-/// any) last in `metadata`, as `object::set_resource_version` leaves it, is encoded straight
-/// from `obj`, leaving the resourceVersion out: the bytes `strip_for_storage` of a copy would
-/// give, without the copy (which was most of a write's allocations).
+/// An object stored as it is served is encoded straight from `obj` (`object::Unversioned`):
+/// the bytes of a stripped copy, without the copy (which was most of a write's allocations).
 fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Option<Value>)> {
-    let direct = conversion::is_identity(ri)
-        && obj
-            .get("metadata")
-            .and_then(Value::as_object)
-            .is_none_or(|m| {
-                !m.contains_key("selfLink")
-                    && (!m.contains_key("resourceVersion")
-                        || m.keys().next_back().is_some_and(|k| k == "resourceVersion"))
-            });
-    let (bytes, doc) = if direct {
+    let (bytes, doc) = if conversion::is_identity(ri) {
         (serde_json::to_vec(&object::Unversioned(obj)), None)
     } else {
         let mut v = conversion::to_storage(ri, obj);
@@ -285,13 +273,23 @@ fn keep_written(
     doc: Option<Value>,
 ) {
     let rev = change.revision;
-    inner.decoded.wrote(ri, change, move || match doc {
-        None => present(ri, obj.clone(), rev),
-        Some(mut doc) => {
-            object::set_resource_version(&mut doc, rev);
-            present(ri, conversion::from_storage(ri, doc), rev)
+    inner
+        .decoded
+        .wrote(ri, change, move || stored_as_read(ri, obj, doc, rev));
+}
+
+/// What a read at `rev` of the bytes `encode_for_store(ri, obj)` gave presents (`decode_kv`),
+/// from `obj` and the converted document (if any) that call returned.
+fn stored_as_read(ri: &ResourceInfo, obj: &Value, doc: Option<Value>, rev: u64) -> Value {
+    let doc = match doc {
+        None => {
+            let mut doc = obj.clone();
+            object::strip_for_storage(&mut doc);
+            doc
         }
-    });
+        Some(doc) => conversion::from_storage(ri, doc),
+    };
+    present(ri, doc, rev)
 }
 
 /// A stored object as `decode_kv` gives it: the watches' kept decoding of it, or decoded anew.
@@ -2083,8 +2081,8 @@ mod tests {
     use super::*;
 
     /// Whichever way a write is encoded, the store gets the bytes of the stored form of a copy
-    /// without resourceVersion and selfLink, and the window's document (the object itself when
-    /// none is given) decodes from them as a read presents them.
+    /// without resourceVersion and selfLink, and the window's document (from the object itself
+    /// when no converted one is given) is what a read of them presents.
     #[test]
     fn a_write_stores_its_object_stripped_and_presents_it_as_a_read_does() {
         let pods = registry::lookup("", "v1", "pods").unwrap();
@@ -2100,16 +2098,16 @@ mod tests {
                 true,
             ),
             (pods, pod(json!({"name": "p", "uid": "u"})), true),
-            // Not last, or a selfLink: encoded from a stripped copy.
+            // resourceVersion not last, a selfLink: removed as `Map::remove` does.
             (
                 pods,
                 pod(json!({"resourceVersion": "3", "name": "p", "uid": "u"})),
-                false,
+                true,
             ),
             (
                 pods,
                 pod(json!({"name": "p", "selfLink": "/x", "resourceVersion": "3"})),
-                false,
+                true,
             ),
             (
                 events,
@@ -2130,13 +2128,7 @@ mod tests {
                 create_revision: 9,
                 mod_revision: 9,
             };
-            let presented = match doc {
-                None => present(ri, obj.clone(), 9),
-                Some(mut doc) => {
-                    object::set_resource_version(&mut doc, 9);
-                    present(ri, conversion::from_storage(ri, doc), 9)
-                }
-            };
+            let presented = stored_as_read(ri, &obj, doc, 9);
             let read = decode_kv(ri, &kv).unwrap();
             assert_eq!(presented, read, "{obj}");
             assert_eq!(

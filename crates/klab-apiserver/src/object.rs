@@ -78,20 +78,25 @@ pub fn strip_for_storage(obj: &mut Value) {
     }
 }
 
-/// An object serialized without `metadata.resourceVersion`: what `strip_for_storage` of a copy
-/// serializes to when the object has no `selfLink` and its resourceVersion (if any) is the last
-/// field of `metadata` (removing the last field moves no other), without the copy.
+/// An object serialized as `strip_for_storage` of a copy of it would be, without the copy:
+/// `metadata` without `resourceVersion` and `selfLink`, each removed as `Map::remove` removes
+/// (with `preserve_order`, the map's last field takes the removed one's place).
 pub struct Unversioned<'a>(pub &'a Value);
 
 impl serde::Serialize for Unversioned<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        /// A metadata map without its resourceVersion.
+        /// A metadata map without the fields never stored.
         struct Meta<'a>(&'a Map<String, Value>);
         impl serde::Serialize for Meta<'_> {
             fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-                let fields = self.0.iter().filter(|(k, _)| *k != "resourceVersion");
-                let mut m = ser.serialize_map(None)?;
+                let mut fields: Vec<(&String, &Value)> = self.0.iter().collect();
+                for key in ["resourceVersion", "selfLink"] {
+                    if let Some(i) = fields.iter().position(|(k, _)| *k == key) {
+                        fields.swap_remove(i);
+                    }
+                }
+                let mut m = ser.serialize_map(Some(fields.len()))?;
                 for (k, v) in fields {
                     m.serialize_entry(k, v)?;
                 }
@@ -162,13 +167,17 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
 mod tests {
     use super::*;
 
-    /// `Unversioned` writes what `strip_for_storage` of a copy does, for objects whose
-    /// resourceVersion is absent or last in metadata and that have no selfLink.
+    /// `Unversioned` writes what `strip_for_storage` of a copy does.
     #[test]
     fn unversioned_is_the_stripped_copy_encoded() {
         let cases = [
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u",
                 "resourceVersion": "7"}, "spec": {"containers": []}}),
+            json!({"metadata": {"resourceVersion": "7", "name": "p", "uid": "u", "x": 1}}),
+            json!({"metadata": {"a": 1, "selfLink": "/s", "b": 2, "resourceVersion": "7",
+                "c": 3, "d": 4}}),
+            json!({"metadata": {"selfLink": "/s", "resourceVersion": "7"}}),
+            json!({"metadata": {"resourceVersion": "7", "a": 1, "selfLink": "/s"}}),
             json!({"metadata": {"name": "p", "labels": {"resourceVersion": "x"}}, "status": {}}),
             json!({"metadata": {"resourceVersion": "1"}}),
             json!({"metadata": {}}),
