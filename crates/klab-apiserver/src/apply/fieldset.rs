@@ -131,12 +131,19 @@ impl Set {
     }
 
     pub fn insert(&mut self, path: &[PathElement]) {
+        // An element already there is not copied: a comparison inserts every path it walks
+        // from the root, and most of their elements are there by then.
         match path {
             [] => {}
             [last] => {
-                self.members.insert(last.clone());
+                if !self.members.contains(last) {
+                    self.members.insert(last.clone());
+                }
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(child) => child.insert(rest),
+                None => self.children.entry(first.clone()).or_default().insert(rest),
+            },
         }
     }
 

@@ -62,15 +62,21 @@ fn item_element(lt: ListType, item: &Value, index: usize) -> PathElement {
 /// The items of a list with their elements; later duplicates of an element are ignored, as
 /// upstream does.
 fn items(lt: ListType, list: &[Value]) -> Vec<(PathElement, &Value)> {
+    let elements: Vec<PathElement> = list
+        .iter()
+        .enumerate()
+        .map(|(i, item)| item_element(lt, item, i))
+        .collect();
+    // The first of equal elements is kept; the check borrows them rather than copying each.
     let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::with_capacity(list.len());
-    for (i, item) in list.iter().enumerate() {
-        let pe = item_element(lt, item, i);
-        if seen.insert(pe.clone()) {
-            out.push((pe, item));
-        }
-    }
-    out
+    let first: Vec<bool> = elements.iter().map(|pe| seen.insert(pe)).collect();
+    drop(seen);
+    elements
+        .into_iter()
+        .zip(list)
+        .zip(first)
+        .filter_map(|(item, first)| first.then_some(item))
+        .collect()
 }
 
 /// The fields `obj` specifies: its scalars, list items, atomic lists and structs (structs
