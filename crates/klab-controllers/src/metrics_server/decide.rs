@@ -2,6 +2,7 @@
 //! (upstream's rules for incomplete points included) and the two-sample storage that turns
 //! cumulative CPU into a rate over the window between two scrapes.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -95,95 +96,86 @@ impl Partial {
     }
 }
 
-/// One series of the Prometheus text format: name, labels, value, timestamp (ms).
+/// One series of the Prometheus text format: name, labels, value, timestamp (ms). Borrowed from
+/// the page where it can be (a label value with escapes is the one copy): a scrape has a few
+/// series per container of every pod on the node.
 #[derive(Debug, PartialEq)]
-struct Series {
-    name: String,
-    labels: BTreeMap<String, String>,
+struct Series<'a> {
+    name: &'a str,
+    labels: Vec<(&'a str, Cow<'a, str>)>,
     value: f64,
     timestamp_ms: Option<i64>,
 }
 
+impl<'a> Series<'a> {
+    /// The value of a label (the last one, when a line repeats it), `""` when absent.
+    #[cfg(test)]
+    fn label(&self, key: &str) -> &str {
+        self.labels
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map_or("", |(_, v)| v)
+    }
+
+    /// [`Series::label`], taken out of the series.
+    fn take_label(&mut self, key: &str) -> Cow<'a, str> {
+        match self.labels.iter().rposition(|(k, _)| *k == key) {
+            Some(i) => std::mem::take(&mut self.labels[i].1),
+            None => Cow::Borrowed(""),
+        }
+    }
+}
+
 /// Parses one sample line (`name{k="v",…} value [timestamp]`); `None` for what is not one.
-fn parse_series(line: &str) -> Option<Series> {
+fn parse_series(line: &str) -> Option<Series<'_>> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return None;
     }
     let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
-    let name = line.get(..name_end)?.to_string();
+    let name = line.get(..name_end)?;
     let mut rest = line.get(name_end..)?;
-    let mut labels = BTreeMap::new();
-    if let Some(after) = rest.strip_prefix('{') {
-        let mut chars = after.char_indices().peekable();
-        let mut consumed = None;
+    let mut labels = Vec::new();
+    if let Some(mut after) = rest.strip_prefix('{') {
         loop {
-            // Skip separators.
-            while let Some((_, c)) = chars.peek() {
-                if *c == ',' || c.is_whitespace() {
-                    chars.next();
-                } else {
-                    break;
-                }
+            after = after.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
+            if let Some(r) = after.strip_prefix('}') {
+                rest = r;
+                break;
             }
-            match chars.peek() {
-                Some((i, '}')) => {
-                    consumed = Some(i.saturating_add(1));
-                    break;
-                }
-                None => break,
-                _ => {}
-            }
-            let mut key = String::new();
-            for (_, c) in chars.by_ref() {
-                if c == '=' {
-                    break;
-                }
-                key.push(c);
-            }
-            if chars.next().map(|(_, c)| c) != Some('"') {
-                return None;
-            }
-            let mut value = String::new();
-            let mut closed = false;
-            // A value without escapes (nearly all) is copied in one piece.
-            if let Some(&(start, _)) = chars.peek()
-                && let Some(rel) = after.get(start..).and_then(|r| r.find(['"', '\\']))
-                && after.as_bytes().get(start.saturating_add(rel)) == Some(&b'"')
-            {
-                value.push_str(
-                    after
-                        .get(start..start.saturating_add(rel))
-                        .unwrap_or_default(),
-                );
-                while chars
-                    .peek()
-                    .is_some_and(|&(i, _)| i <= start.saturating_add(rel))
-                {
-                    chars.next();
-                }
-                closed = true;
-            }
-            while !closed && let Some((_, c)) = chars.next() {
-                match c {
-                    '\\' => match chars.next().map(|(_, c)| c) {
-                        Some('n') => value.push('\n'),
-                        Some(c) => value.push(c),
-                        None => return None,
-                    },
-                    '"' => {
-                        closed = true;
-                        break;
+            let eq = after.find('=')?;
+            let key = after.get(..eq)?.trim();
+            after = after.get(eq.saturating_add(1)..)?.strip_prefix('"')?;
+            let stop = after.find(['"', '\\'])?;
+            let value = if after.as_bytes().get(stop) == Some(&b'"') {
+                // No escapes (nearly every value): the page's own text.
+                let v = after.get(..stop)?;
+                after = after.get(stop.saturating_add(1)..)?;
+                Cow::Borrowed(v)
+            } else {
+                let mut v = after.get(..stop)?.to_string();
+                let mut chars = after.get(stop..)?.char_indices();
+                let mut close = None;
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => match chars.next().map(|(_, c)| c) {
+                            Some('n') => v.push('\n'),
+                            Some(c) => v.push(c),
+                            None => return None,
+                        },
+                        '"' => {
+                            close = Some(i);
+                            break;
+                        }
+                        c => v.push(c),
                     }
-                    c => value.push(c),
                 }
-            }
-            if !closed {
-                return None;
-            }
-            labels.insert(key.trim().to_string(), value);
+                after = after.get(stop.saturating_add(close?).saturating_add(1)..)?;
+                Cow::Owned(v)
+            };
+            labels.push((key, value));
         }
-        rest = after.get(consumed?..)?;
     }
     let mut fields = rest.split_whitespace();
     let value = match fields.next()? {
@@ -229,7 +221,7 @@ const DECODED_FAMILIES: [&str; 5] = [
 /// scrape's start).
 pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
     let mut node_point = Partial::default();
-    let mut pods: BTreeMap<PodRef, BTreeMap<String, Partial>> = BTreeMap::new();
+    let mut pods: Containers<'_> = BTreeMap::new();
     for line in text.lines() {
         // Only five families matter: the others' labels are not parsed at all.
         let name = line
@@ -240,11 +232,11 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
         if !DECODED_FAMILIES.contains(&name) {
             continue;
         }
-        let Some(s) = parse_series(line) else {
+        let Some(mut s) = parse_series(line) else {
             continue;
         };
         let at = s.timestamp_ms.and_then(ms).unwrap_or(default_time);
-        match s.name.as_str() {
+        match s.name {
             "node_cpu_usage_seconds_total" => {
                 node_point.cpu_ns = nanos(s.value);
                 node_point.timestamp = Some(at);
@@ -254,17 +246,17 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
                 node_point.timestamp = Some(at);
             }
             "container_cpu_usage_seconds_total" => {
-                let p = pod_entry(&mut pods, &s);
+                let p = pod_entry(&mut pods, &mut s);
                 p.cpu_ns = nanos(s.value);
                 p.timestamp = Some(at);
             }
             "container_memory_working_set_bytes" => {
-                let p = pod_entry(&mut pods, &s);
+                let p = pod_entry(&mut pods, &mut s);
                 p.memory = s.value as u64;
                 p.timestamp = Some(at);
             }
             "container_start_time_seconds" => {
-                let p = pod_entry(&mut pods, &s);
+                let p = pod_entry(&mut pods, &mut s);
                 // The value is the start in seconds since the epoch (not the sample's time).
                 p.start = Timestamp::from_nanosecond((s.value * 1e9) as i128).ok();
             }
@@ -278,7 +270,8 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
     {
         batch.nodes.insert(node.to_string(), p);
     }
-    for (pod, containers) in pods {
+    for ((namespace, pod), containers) in pods {
+        let pod = (namespace.into_owned(), pod.into_owned());
         let mut points = BTreeMap::new();
         let mut complete = true;
         for (name, c) in containers {
@@ -287,7 +280,7 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
             }
             match c.point() {
                 Some(p) if p.cpu_ns != 0 && p.memory != 0 => {
-                    points.insert(name, p);
+                    points.insert(name.into_owned(), p);
                 }
                 _ => {
                     complete = false;
@@ -302,14 +295,14 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
     batch
 }
 
-fn pod_entry<'a>(
-    pods: &'a mut BTreeMap<PodRef, BTreeMap<String, Partial>>,
-    s: &Series,
-) -> &'a mut Partial {
-    let get = |k: &str| s.labels.get(k).cloned().unwrap_or_default();
-    pods.entry((get("namespace"), get("pod")))
+/// The partial points of each container of each pod on a page, keyed by the page's text.
+type Containers<'a> = BTreeMap<(Cow<'a, str>, Cow<'a, str>), BTreeMap<Cow<'a, str>, Partial>>;
+
+fn pod_entry<'a, 'p>(pods: &'p mut Containers<'a>, s: &mut Series<'a>) -> &'p mut Partial {
+    let pod = (s.take_label("namespace"), s.take_label("pod"));
+    pods.entry(pod)
         .or_default()
-        .entry(get("container"))
+        .entry(s.take_label("container"))
         .or_default()
 }
 

@@ -44,14 +44,25 @@ fn page(at: i64, node_cpu: f64, node_mem: u64, cs: &[(&str, &str, &str, f64, u64
 fn series_lines_parse_as_prometheus_text() {
     let s = parse_series(r#"container_cpu_usage_seconds_total{container="a",namespace="n\"s",pod="p"} 1.5e+01 1700000000123"#).unwrap();
     assert_eq!(s.name, "container_cpu_usage_seconds_total");
-    assert_eq!(s.labels["namespace"], "n\"s");
-    assert_eq!(s.labels["pod"], "p");
+    assert_eq!(s.label("namespace"), "n\"s");
+    assert_eq!(s.label("pod"), "p");
     assert_eq!(s.value, 15.0);
     assert_eq!(s.timestamp_ms, Some(1_700_000_000_123));
     let s = parse_series(r#"x{a="",b="l1\nl2",c="plain"} 1"#).unwrap();
-    assert_eq!(s.labels["a"], "");
-    assert_eq!(s.labels["b"], "l1\nl2");
-    assert_eq!(s.labels["c"], "plain");
+    assert_eq!(s.label("a"), "");
+    assert_eq!(s.label("b"), "l1\nl2");
+    assert_eq!(s.label("c"), "plain");
+    assert_eq!(s.label("missing"), "");
+    assert!(
+        matches!(s.labels[2].1, Cow::Borrowed(_)),
+        "no copy without escapes"
+    );
+    let s = parse_series(r#"x{ a ="1" , a="2",b="x\\y\"z"} 3"#).unwrap();
+    assert_eq!(
+        (s.label("a"), s.label("b")),
+        ("2", "x\\y\"z"),
+        "the last of a repeated label"
+    );
     let s = parse_series("resource_scrape_error 0").unwrap();
     assert!(s.labels.is_empty());
     assert_eq!(s.timestamp_ms, None);
