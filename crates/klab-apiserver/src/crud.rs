@@ -42,7 +42,8 @@ pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
 }
 
 /// A response of JSON already encoded.
-fn json_bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
+fn json_bytes_response(code: StatusCode, bytes: impl Into<Bytes>) -> Response {
+    let bytes: Bytes = bytes.into();
     (
         code,
         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -251,39 +252,28 @@ fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Option<
 }
 
 /// Tells the watches' window what a write of `obj` stored (`doc`, as `encode_for_store` gave
-/// it), and returns the object the write answers with: `obj` presented at the change's revision.
+/// it), and returns the object the write answers with: the stored version as a read presents it,
+/// the window's own state when it keeps one (so that the answer's JSON is the watches' too).
 fn written(
     inner: &Inner,
     ri: &'static ResourceInfo,
     change: &crate::watch::Change<'_>,
     obj: Value,
     doc: Option<Value>,
-) -> Value {
-    keep_written(inner, ri, change, &obj, doc);
-    present(ri, obj, change.revision)
+) -> Current {
+    let read = stored_as_read(ri, obj, doc, change.revision);
+    match inner.decoded.wrote(ri, change, read) {
+        Ok(state) => Current::Kept(state),
+        Err(read) => Current::Decoded(read),
+    }
 }
 
-/// [`written`] for a writer that goes on with `obj`: the window copies what it keeps (only
-/// when it keeps the change at all).
-fn keep_written(
-    inner: &Inner,
-    ri: &'static ResourceInfo,
-    change: &crate::watch::Change<'_>,
-    obj: &Value,
-    doc: Option<Value>,
-) {
-    let rev = change.revision;
-    inner
-        .decoded
-        .wrote(ri, change, move || stored_as_read(ri, obj, doc, rev));
-}
-
-/// What a read at `rev` of the bytes `encode_for_store(ri, obj)` gave presents (`decode_kv`),
+/// What a read at `rev` of the bytes `encode_for_store(ri, &obj)` gave presents (`decode_kv`),
 /// from `obj` and the converted document (if any) that call returned.
-fn stored_as_read(ri: &ResourceInfo, obj: &Value, doc: Option<Value>, rev: u64) -> Value {
+fn stored_as_read(ri: &ResourceInfo, obj: Value, doc: Option<Value>, rev: u64) -> Value {
     let doc = match doc {
         None => {
-            let mut doc = obj.clone();
+            let mut doc = obj;
             object::strip_for_storage(&mut doc);
             doc
         }
@@ -308,6 +298,12 @@ impl std::ops::Deref for Current {
     }
 }
 
+impl From<Value> for Current {
+    fn from(v: Value) -> Self {
+        Current::Decoded(v)
+    }
+}
+
 impl Current {
     pub(crate) fn into_value(self) -> Value {
         match self {
@@ -317,9 +313,20 @@ impl Current {
     }
 }
 
-/// Writes the response for a single object, as a Table or metadata-only when asked.
-pub(crate) fn object_response(ctx: &Ctx, code: StatusCode, obj: Value) -> ApiResult<Response> {
+/// Writes the response for a single object, as a Table or metadata-only when asked. A kept
+/// state answers plain JSON with the bytes its watch events carry (written once for all).
+pub(crate) fn object_response(
+    ctx: &Ctx,
+    code: StatusCode,
+    obj: impl Into<Current>,
+) -> ApiResult<Response> {
+    let obj = obj.into();
     let accept = ctx.accept();
+    if let Current::Kept(state) = &obj
+        && wants_plain_json(accept)
+    {
+        return Ok(json_bytes_response(code, state.json().clone()));
+    }
     if crate::table::wants_table(accept) {
         let include = crate::table::IncludeObject::parse(ctx.q("includeObject"))
             .map_err(ApiError::bad_request)?;
@@ -397,7 +404,7 @@ pub(crate) async fn get(ctx: &Ctx) -> ApiResult<Response> {
         return Ok(json_bytes_response(StatusCode::OK, stored_json(ri, &kv)?));
     }
     let (obj, _) = get_current(&ctx.inner, ri, &key, name).await?;
-    object_response(ctx, StatusCode::OK, obj.into_value())
+    object_response(ctx, StatusCode::OK, obj)
 }
 
 /// Whether a response is the object itself as JSON (not a Table, metadata only or protobuf).
@@ -916,7 +923,9 @@ pub(crate) async fn create_object(
     strict: bool,
 ) -> ApiResult<Value> {
     let rec = Recording::Update(FieldManager::new("kube-apiserver", None));
-    create_object_as(inner, ri, url_namespace, obj, dry_run, strict, &rec).await
+    create_object_as(inner, ri, url_namespace, obj, dry_run, strict, &rec)
+        .await
+        .map(Current::into_value)
 }
 
 /// How a write records field managers in `metadata.managedFields`.
@@ -1025,7 +1034,7 @@ pub(crate) async fn create_object_as(
     dry_run: bool,
     strict: bool,
     rec: &Recording,
-) -> ApiResult<Value> {
+) -> ApiResult<Current> {
     let mut obj = normalize(ri, obj, strict)?;
     let requested_fields = obj.pointer("/metadata/managedFields").cloned();
     // Namespace: filled from the URL, and must agree with it.
@@ -1158,7 +1167,11 @@ pub(crate) async fn create_object_as(
         )
         .await?;
         if dry_run {
-            return Ok(present(ri, obj, inner.store.current_revision()));
+            return Ok(Current::Decoded(present(
+                ri,
+                obj,
+                inner.store.current_revision(),
+            )));
         }
         let key = conversion::storage_resource(ri).key(namespace.as_deref(), &name);
         let (bytes, doc) = encode_for_store(ri, &obj)?;
@@ -1371,9 +1384,9 @@ pub(crate) struct WriteMode {
 /// The outcome of a guarded write.
 pub(crate) enum WriteOutcome {
     /// Stored (or unchanged) object.
-    Stored(Value),
+    Stored(Current),
     /// The write emptied the finalizers of a deleted object, which is now gone.
-    Deleted(Value),
+    Deleted(Current),
 }
 
 /// Read–modify–write with compare-and-swap, retried when the store moved underneath us and the
@@ -1514,14 +1527,22 @@ where
             .await?;
         }
         if object::same_ignoring_rv(&next, &current) {
-            return Ok(WriteOutcome::Stored(current.into_value()));
+            return Ok(WriteOutcome::Stored(current));
         }
         if dry_run {
-            return Ok(WriteOutcome::Stored(present(ri, next, kv.mod_revision)));
+            return Ok(WriteOutcome::Stored(Current::Decoded(present(
+                ri,
+                next,
+                kv.mod_revision,
+            ))));
         }
         if should_delete_during_update(&next) {
             match inner.store.delete(&key, Some(kv.mod_revision)).await {
-                Ok((rev, _)) => return Ok(WriteOutcome::Deleted(present(ri, next, rev))),
+                Ok((rev, _)) => {
+                    return Ok(WriteOutcome::Deleted(Current::Decoded(present(
+                        ri, next, rev,
+                    ))));
+                }
                 Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
                 Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
                 Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
@@ -1813,13 +1834,13 @@ fn pod_view(obj: &Value) -> PodDeleteView {
 /// The result of deleting one object.
 pub(crate) enum Deleted {
     /// Removed from storage; the last state (with the deletion's revision).
-    Removed(Value),
+    Removed(Current),
     /// Still stored, marked for deletion (graceful pod, finalizers, namespace).
-    Marked(Value),
+    Marked(Current),
 }
 
 impl Deleted {
-    pub fn object(&self) -> &Value {
+    pub fn into_object(self) -> Current {
         match self {
             Deleted::Removed(v) | Deleted::Marked(v) => v,
         }
@@ -1902,7 +1923,7 @@ pub(crate) async fn delete_object(
             )
         };
         match decision {
-            DeleteDecision::Unchanged => return Ok(Deleted::Marked(current.into_value())),
+            DeleteDecision::Unchanged => return Ok(Deleted::Marked(current)),
             DeleteDecision::Mark {
                 deletion_timestamp,
                 grace_seconds,
@@ -1926,7 +1947,11 @@ pub(crate) async fn delete_object(
                     next["status"]["phase"] = json!("Terminating");
                 }
                 if opts.dry_run {
-                    return Ok(Deleted::Marked(present(ri, next, kv.mod_revision)));
+                    return Ok(Deleted::Marked(Current::Decoded(present(
+                        ri,
+                        next,
+                        kv.mod_revision,
+                    ))));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
                 match inner
@@ -1950,7 +1975,11 @@ pub(crate) async fn delete_object(
                 );
                 m.insert("deletionGracePeriodSeconds".into(), json!(0));
                 if opts.dry_run {
-                    return Ok(Deleted::Removed(present(ri, next, kv.mod_revision)));
+                    return Ok(Deleted::Removed(Current::Decoded(present(
+                        ri,
+                        next,
+                        kv.mod_revision,
+                    ))));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
                 let marked = match inner
@@ -1959,7 +1988,8 @@ pub(crate) async fn delete_object(
                     .await
                 {
                     Ok(rev) => {
-                        keep_written(inner, ri, &updated(rev, &key, &bytes, &kv), &next, doc);
+                        let change = updated(rev, &key, &bytes, &kv);
+                        written(inner, ri, &change, next.clone(), doc);
                         rev
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
@@ -1968,20 +1998,24 @@ pub(crate) async fn delete_object(
                 // Someone else (the kubelet, a force delete) may remove it first: not an error,
                 // as upstream ignores NotFound here.
                 return match inner.store.delete(&key, Some(marked)).await {
-                    Ok((rev, _)) => Ok(Deleted::Removed(present(ri, next, rev))),
-                    Err(StoreError::NotFound(_)) | Err(StoreError::Conflict { .. }) => {
-                        Ok(Deleted::Removed(present(ri, next, marked)))
-                    }
+                    Ok((rev, _)) => Ok(Deleted::Removed(Current::Decoded(present(ri, next, rev)))),
+                    Err(StoreError::NotFound(_)) | Err(StoreError::Conflict { .. }) => Ok(
+                        Deleted::Removed(Current::Decoded(present(ri, next, marked))),
+                    ),
                     Err(e) => Err(e.into()),
                 };
             }
             DeleteDecision::RemoveNow => {
                 if opts.dry_run {
-                    return Ok(Deleted::Removed(current.into_value()));
+                    return Ok(Deleted::Removed(current));
                 }
                 match inner.store.delete(&key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
-                        return Ok(Deleted::Removed(present(ri, current.into_value(), rev)));
+                        return Ok(Deleted::Removed(Current::Decoded(present(
+                            ri,
+                            current.into_value(),
+                            rev,
+                        ))));
                     }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(ri, name)),
@@ -2044,7 +2078,7 @@ pub(crate) async fn delete(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         Deleted::Removed(obj) if !returns_object => {
             Ok(json_response(StatusCode::OK, &success_status(ri, &obj)))
         }
-        other => object_response(ctx, StatusCode::OK, other.object().clone()),
+        other => object_response(ctx, StatusCode::OK, other.into_object()),
     }
 }
 
@@ -2067,7 +2101,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
         )
         .await
         {
-            Ok(d) => out.push(d.object().clone()),
+            Ok(d) => out.push(d.into_object().into_value()),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
@@ -2128,7 +2162,7 @@ mod tests {
                 create_revision: 9,
                 mod_revision: 9,
             };
-            let presented = stored_as_read(ri, &obj, doc, 9);
+            let presented = stored_as_read(ri, obj.clone(), doc, 9);
             let read = decode_kv(ri, &kv).unwrap();
             assert_eq!(presented, read, "{obj}");
             assert_eq!(

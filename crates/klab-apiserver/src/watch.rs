@@ -188,10 +188,10 @@ impl State {
         &self.value
     }
 
-    /// `{"type":ty,"object":…}` and a newline, byte for byte what [`encode_line`] writes (`ty`
-    /// is one of the fixed event types, which need no escaping).
-    fn line(&self, ty: &str) -> Bytes {
-        let json = self.json.get_or_init(|| {
+    /// The object in JSON, as a read answers with it: written once, for the write's answer and
+    /// every watch's event alike.
+    pub(crate) fn json(&self) -> &Bytes {
+        self.json.get_or_init(|| {
             self.stored
                 .as_ref()
                 .and_then(|s| {
@@ -204,7 +204,13 @@ impl State {
                 })
                 .unwrap_or_else(|| serde_json::to_vec(&self.value).unwrap_or_default())
                 .into()
-        });
+        })
+    }
+
+    /// `{"type":ty,"object":…}` and a newline, byte for byte what [`encode_line`] writes (`ty`
+    /// is one of the fixed event types, which need no escaping).
+    fn line(&self, ty: &str) -> Bytes {
+        let json = self.json();
         let mut out = Vec::with_capacity(json.len().saturating_add(ty.len()).saturating_add(24));
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
@@ -381,21 +387,39 @@ impl DecodedEvents {
             value: ev.value.as_ref(),
             prev_value: ev.prev_value.as_ref(),
         };
-        self.settle(ri, &change, None::<fn() -> Value>)
-            .unwrap_or_default()
+        self.settle(ri, &change, &mut None).unwrap_or_default()
     }
 
     /// Keeps the state a write of `ri` just stored, so that the watches examining the change
-    /// need not decode it: `presented` gives the object a read of `change.value` at its
-    /// revision would (`crud::decode_kv`), from the document the API server encoded into those
-    /// bytes. It is called only when the change is kept (more than one watch of `ri` is open).
+    /// need not decode it: `presented` is the object a read of `change.value` at its revision
+    /// gives (`crud::decode_kv`), made from the document the API server encoded into those
+    /// bytes. The state kept, or `presented` back when the change is not kept (at most one
+    /// watch of `ri` is open).
     pub(crate) fn wrote(
         &self,
         ri: &'static ResourceInfo,
         change: &Change<'_>,
-        presented: impl FnOnce() -> Value,
-    ) {
-        self.settle(ri, change, Some(presented));
+        presented: Value,
+    ) -> Result<Arc<State>, Value> {
+        if !self.keeps(ri) {
+            return Err(presented);
+        }
+        let mut presented = Some(presented);
+        let kept = self.settle(ri, change, &mut presented).and_then(|d| d.new);
+        match kept {
+            Some(state) => Ok(state),
+            // Not kept (a change without bytes): `settle` handed the object back.
+            None => Err(presented.unwrap_or_default()),
+        }
+    }
+
+    /// Whether the changes of `ri` are kept: more than one watch of it is open.
+    fn keeps(&self, ri: &'static ResourceInfo) -> bool {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(std::ptr::from_ref(ri) as usize))
+            .is_some_and(|n| *n > 1)
     }
 
     /// The kept state of `key` when `kv` is the stored version it was decoded from: the object
@@ -413,25 +437,17 @@ impl DecodedEvents {
         (l.revision == kv.mod_revision && same_buffer(&l.bytes, &kv.value)).then(|| l.state.clone())
     }
 
-    /// The decoded states of `change` for watches of `ri`: the kept ones, or decoded (from
-    /// `written` when the API server had the document at hand) and kept when more than one
-    /// watch of `ri` is open. `None` when `written` is given and nothing would be kept.
+    /// The decoded states of `change` for watches of `ri`: the kept ones, or decoded (taken
+    /// from `written` when the API server had the object at hand) and kept when more than one
+    /// watch of `ri` is open.
     fn settle(
         &self,
         ri: &'static ResourceInfo,
         change: &Change<'_>,
-        written: Option<impl FnOnce() -> Value>,
+        written: &mut Option<Value>,
     ) -> Option<Decoded> {
         let resource = std::ptr::from_ref(ri) as usize;
-        let shared = self
-            .watches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&resource)
-            .is_some_and(|n| *n > 1);
-        if written.is_some() && !shared {
-            return None;
-        }
+        let shared = self.keeps(ri);
         let revision = change.revision;
         let id = (revision, resource);
         let mut window = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -473,12 +489,15 @@ impl DecodedEvents {
                 })),
             },
         };
-        let new = match (change.value, written) {
-            // The writer's document, as a read of the stored bytes presents them.
+        let new = match (change.value, written.take()) {
+            // The writer's object, as a read of the stored bytes presents them.
             (Some(bytes), Some(presented)) => {
-                Some(State::of_stored(presented(), ri, bytes, revision))
+                Some(State::of_stored(presented, ri, bytes, revision))
             }
-            (value, _) => value.and_then(|b| decode_state(ri, b, revision)),
+            (value, w) => {
+                *written = w;
+                value.and_then(|b| decode_state(ri, b, revision))
+            }
         };
         let d = Decoded { new, prev };
         if shared {
@@ -1070,13 +1089,15 @@ mod tests {
             value: Some(&b11),
             prev_value: Some(&b10),
         };
-        events.wrote(pods, &change, || {
-            let mut v = doc("c");
-            object::set_resource_version(&mut v, 11);
-            v
-        });
+        let mut v = doc("c");
+        object::set_resource_version(&mut v, 11);
+        let kept = events.wrote(pods, &change, v).expect("two watches: kept");
         let d = events.get(pods, &event(11, EventKind::Update, &b11, Some(&b10)));
         assert_eq!(events.decodes(), decodes, "kept by its writer");
+        assert!(
+            Arc::ptr_eq(d.new.as_ref().unwrap(), &kept),
+            "the writer's state is the one sent"
+        );
         assert_eq!(
             d.new.unwrap().value().pointer("/metadata/resourceVersion"),
             Some(&json!("11"))
