@@ -77,7 +77,7 @@ pub struct PriorityClassInfo {
 }
 
 /// The fields of a stored PriorityClass admission reads, decoded straight from its bytes: every
-/// pod create reads every class, and decoding the whole documents was a tenth of a create.
+/// pod create reads every class, and decoding the whole documents was an eighth of a create.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StoredPriorityClass {

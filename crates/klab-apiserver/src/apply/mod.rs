@@ -278,18 +278,18 @@ fn strip_ignored(ri: &ResourceInfo, sub: Option<&str>, set: &mut Set) {
 
 /// [`schema::ignored_paths`] as field paths (built once: every write asks).
 fn ignored_field_paths(ri: &ResourceInfo, sub: Option<&str>) -> &'static [Path] {
-    static CASES: std::sync::LazyLock<[Vec<Path>; 3]> = std::sync::LazyLock::new(|| {
-        let of = |sub: Option<&str>, ri: &ResourceInfo| {
-            schema::ignored_paths(ri, sub)
-                .iter()
-                .map(|p| p.iter().map(|f| PathElement::field(f)).collect())
-                .collect()
-        };
-        let pods = crate::registry::lookup("", "v1", "pods").expect("pods are served");
-        let maps = crate::registry::lookup("", "v1", "configmaps").expect("configmaps are served");
-        [of(None, maps), of(Some("status"), pods), of(None, pods)]
-    });
-    &CASES[schema::reset_case(ri, sub)]
+    static CASES: std::sync::LazyLock<[Vec<Path>; schema::RESET_CASES]> =
+        std::sync::LazyLock::new(|| {
+            std::array::from_fn(|case| {
+                schema::ignored_paths_of_case(case)
+                    .iter()
+                    .map(|p| p.iter().map(|f| PathElement::field(f)).collect())
+                    .collect()
+            })
+        });
+    CASES
+        .get(schema::reset_case(ri, sub))
+        .map_or(&[], Vec::as_slice)
 }
 
 fn strip_paths(paths: &[Path], set: &mut Set) {
@@ -607,7 +607,7 @@ fn record_update_in_place(
             None
         }
     };
-    let list: Vec<Value> = out
+    let entries: Vec<Value> = out
         .into_iter()
         .map(|(_, o)| match (o, sent.as_mut()) {
             (Out::Kept(i), Some(sent)) => sent.get_mut(i).map(Value::take).unwrap_or_default(),
@@ -615,7 +615,7 @@ fn record_update_in_place(
             (Out::Changed(k, e), _) => encode_entry(&k, &e),
         })
         .collect();
-    put_managed_fields(next, Value::Array(list));
+    put_managed_fields(next, Value::Array(entries));
     true
 }
 

@@ -257,8 +257,12 @@ const STRIPPED: [&[&str]; 12] = [
     &["metadata", "deletionGracePeriodSeconds"],
 ];
 
+/// The number of [`reset_case`]s.
+pub const RESET_CASES: usize = 3;
+
 /// Which part of the object a write cannot change besides [`STRIPPED`] (upstream's reset
-/// fields): the three cases [`ignored_paths`] distinguishes, as an index into tables built once.
+/// fields): nothing, `spec` (a status write) or `status` (a main-resource write of a kind with
+/// a status subresource), as an index into tables built once.
 pub fn reset_case(ri: &ResourceInfo, subresource: Option<&str>) -> usize {
     match subresource {
         Some("status") => 1,
@@ -268,20 +272,24 @@ pub fn reset_case(ri: &ResourceInfo, subresource: Option<&str>) -> usize {
 }
 
 /// Paths field management never records (upstream `stripmeta`), plus the part of the object a
-/// write through `subresource` cannot change (upstream's reset fields). Static: every write
-/// asks.
+/// write through `subresource` cannot change (upstream's reset fields).
 pub fn ignored_paths(
     ri: &ResourceInfo,
     subresource: Option<&str>,
 ) -> &'static [&'static [&'static str]] {
-    static CASES: std::sync::LazyLock<[Vec<&'static [&'static str]>; 3]> =
+    ignored_paths_of_case(reset_case(ri, subresource))
+}
+
+/// [`ignored_paths`] by [`reset_case`] (built once: every write asks).
+pub fn ignored_paths_of_case(case: usize) -> &'static [&'static [&'static str]] {
+    static CASES: std::sync::LazyLock<[Vec<&'static [&'static str]>; RESET_CASES]> =
         std::sync::LazyLock::new(|| {
             let with = |extra: Option<&'static [&'static str]>| {
                 STRIPPED.iter().copied().chain(extra).collect::<Vec<_>>()
             };
             [with(None), with(Some(&["spec"])), with(Some(&["status"]))]
         });
-    &CASES[reset_case(ri, subresource)]
+    CASES.get(case).map_or(&[], Vec::as_slice)
 }
 
 #[cfg(test)]
@@ -291,6 +299,29 @@ mod tests {
 
     fn ri(group: &str, plural: &str) -> &'static ResourceInfo {
         registry::lookup(group, "v1", plural).expect("served")
+    }
+
+    #[test]
+    fn a_write_ignores_the_part_its_subresource_cannot_change() {
+        let top = |g, p, sub| -> Vec<&str> {
+            ignored_paths(ri(g, p), sub)
+                .iter()
+                .filter(|p| p.len() == 1)
+                .map(|p| p[0])
+                .collect()
+        };
+        assert_eq!(top("", "pods", None), ["apiVersion", "kind", "status"]);
+        assert_eq!(
+            top("", "pods", Some("status")),
+            ["apiVersion", "kind", "spec"]
+        );
+        assert_eq!(top("", "configmaps", None), ["apiVersion", "kind"]);
+        assert_eq!(
+            top("apps", "deployments", Some("scale")),
+            ["apiVersion", "kind"]
+        );
+        assert!(ignored_paths(ri("", "configmaps"), None).contains(&&["metadata", "uid"][..]));
+        assert!(ignored_paths_of_case(RESET_CASES).is_empty());
     }
 
     #[test]

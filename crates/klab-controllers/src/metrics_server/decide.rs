@@ -108,19 +108,20 @@ struct Series<'a> {
 }
 
 impl<'a> Series<'a> {
-    /// The value of a label (the last one, when a line repeats it), `""` when absent.
+    /// Where a label is (the last one, when a line repeats it).
+    fn position(&self, key: &str) -> Option<usize> {
+        self.labels.iter().rposition(|(k, _)| *k == key)
+    }
+
+    /// The value of a label, `""` when absent.
     #[cfg(test)]
     fn label(&self, key: &str) -> &str {
-        self.labels
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == key)
-            .map_or("", |(_, v)| v)
+        self.position(key).map_or("", |i| &self.labels[i].1)
     }
 
     /// [`Series::label`], taken out of the series.
     fn take_label(&mut self, key: &str) -> Cow<'a, str> {
-        match self.labels.iter().rposition(|(k, _)| *k == key) {
+        match self.position(key) {
             Some(i) => std::mem::take(&mut self.labels[i].1),
             None => Cow::Borrowed(""),
         }
