@@ -5,6 +5,7 @@
 //! DefaultStorageClass (a claim without a class gets the default one) and
 //! StorageObjectInUseProtection (the pvc-/pv-protection finalizers on create).
 
+use crate::object::Pointer;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -118,7 +119,7 @@ impl PriorityClassInfo {
     pub fn from_object(obj: &Value) -> PriorityClassInfo {
         PriorityClassInfo {
             name: obj
-                .pointer("/metadata/name")
+                .at("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string(),
@@ -203,11 +204,7 @@ pub fn keep_pod_priority(pod: &mut Value, old: &Value) {
     };
     for field in ["priority", "preemptionPolicy"] {
         let unset = spec.get(field).is_none_or(Value::is_null);
-        if unset
-            && let Some(v) = old
-                .pointer(&format!("/spec/{field}"))
-                .filter(|v| !v.is_null())
-        {
+        if unset && let Some(v) = old.at(&format!("/spec/{field}")).filter(|v| !v.is_null()) {
             spec.insert(field.into(), v.clone());
         }
     }
@@ -262,7 +259,7 @@ impl StorageClassInfo {
     }
 
     pub fn from_object(obj: &Value) -> Self {
-        let ann = |k: &str| obj.pointer("/metadata/annotations").and_then(|a| a.get(k));
+        let ann = |k: &str| obj.at("/metadata/annotations").and_then(|a| a.get(k));
         let is_default = [ANN_DEFAULT_STORAGE_CLASS, ANN_BETA_DEFAULT_STORAGE_CLASS]
             .iter()
             .any(|k| ann(k).and_then(Value::as_str) == Some("true"));
@@ -286,7 +283,7 @@ impl StorageClassInfo {
 /// (`GetDefaultClass`). No default leaves the claim unchanged.
 pub fn admit_claim_storage_class(pvc: &mut Value, classes: &[StorageClassInfo]) {
     let has_annotation = pvc
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
         .is_some();
     let Some(spec) = pvc.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -575,8 +572,7 @@ mod tests {
         for (mut pvc, want) in cases {
             admit_claim_storage_class(&mut pvc, &classes);
             assert_eq!(
-                pvc.pointer("/spec/storageClassName")
-                    .and_then(Value::as_str),
+                pvc.at("/spec/storageClassName").and_then(Value::as_str),
                 want,
                 "{pvc}"
             );
@@ -630,7 +626,7 @@ pub fn admit_service_account(
     suffix: impl FnOnce() -> String,
 ) -> Result<(), String> {
     let mirror = pod
-        .pointer("/metadata/annotations/kubernetes.io~1config.mirror")
+        .at("/metadata/annotations/kubernetes.io~1config.mirror")
         .is_some();
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());

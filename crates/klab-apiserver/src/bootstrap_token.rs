@@ -5,6 +5,7 @@
 //! `system:bootstrappers` plus the token's `auth-extra-groups`. The decision is pure
 //! ([`decide`]); the server's bearer layer loads the Secret.
 
+use crate::object::Pointer;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -43,7 +44,7 @@ pub fn secret_name(id: &str) -> String {
 fn data(secret: &Value, key: &str) -> String {
     use base64::Engine as _;
     secret
-        .pointer(&format!("/data/{key}"))
+        .at(&format!("/data/{key}"))
         .and_then(Value::as_str)
         .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
         .and_then(|b| String::from_utf8(b).ok())
@@ -107,7 +108,7 @@ pub fn decide(
 ) -> Result<Identity, String> {
     let name = secret_name(id);
     let refuse = |why: &str| Err(format!("bootstrap secret {NAMESPACE}/{name} {why}"));
-    if secret.pointer("/metadata/deletionTimestamp").is_some() {
+    if secret.at("/metadata/deletionTimestamp").is_some() {
         return refuse("is deleted and awaiting removal");
     }
     if secret["type"].as_str() != Some(SECRET_TYPE) || !secret["data"].is_object() {

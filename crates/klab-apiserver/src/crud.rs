@@ -5,6 +5,7 @@
 //! Every write follows the same path: decode → default → admit → validate → compare with the
 //! stored object → compare-and-swap in the store. A failing request stores nothing.
 
+use crate::object::Pointer;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -836,7 +837,7 @@ fn admission_forbidden(ri: &ResourceInfo, obj: &Value, reason: &str) -> ApiError
 /// The ServiceAccount a new pod names (`spec.serviceAccountName`, defaulted), if it exists.
 async fn pod_service_account(inner: &Inner, ns: &str, pod: &Value) -> ApiResult<Option<Value>> {
     let name = pod
-        .pointer("/spec/serviceAccountName")
+        .at("/spec/serviceAccountName")
         .and_then(Value::as_str)
         .unwrap_or("default");
     let sa_ri = registry::lookup("", "v1", "serviceaccounts").expect("served");
@@ -855,7 +856,7 @@ async fn check_namespace(inner: &Inner, ri: &ResourceInfo, ns: &str, name: &str)
     let phase = match crate::json_field::string_at(&kv.value, &["status", "phase"]) {
         Ok(phase) => phase,
         Err(_) => decode_kv(nsri, &kv)?
-            .pointer("/status/phase")
+            .at("/status/phase")
             .and_then(Value::as_str)
             .map(str::to_string),
     };
@@ -950,9 +951,7 @@ impl Recording {
         now: &str,
     ) {
         let keep = match self {
-            Recording::Keep => live
-                .and_then(|l| l.pointer("/metadata/managedFields"))
-                .cloned(),
+            Recording::Keep => live.and_then(|l| l.at("/metadata/managedFields")).cloned(),
             Recording::Applied => requested,
             Recording::Update(m) => {
                 crate::apply::record_update(ri, m, live, requested, next, now);
@@ -1036,7 +1035,7 @@ pub(crate) async fn create_object_as(
     rec: &Recording,
 ) -> ApiResult<Current> {
     let mut obj = normalize(ri, obj, strict)?;
-    let requested_fields = obj.pointer("/metadata/managedFields").cloned();
+    let requested_fields = obj.at("/metadata/managedFields").cloned();
     // Namespace: filled from the URL, and must agree with it.
     let body_ns = object::namespace(&obj).map(str::to_string);
     let namespace = if ri.namespaced {
@@ -1363,7 +1362,7 @@ fn should_delete_during_update(obj: &Value) -> bool {
     object::deletion_timestamp(obj).is_some()
         && object::finalizers(obj).is_empty()
         && obj
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0)
             == 0
@@ -1477,7 +1476,7 @@ where
         // Moved out rather than copied: `merge_update` drops the proposed object's managedFields
         // (the null left in their place goes with them, so the stored key order is unchanged).
         let requested_fields = proposed
-            .pointer_mut("/metadata/managedFields")
+            .at_mut("/metadata/managedFields")
             .map(std::mem::take);
         let mut next = merge_update(ri, scope, &current, proposed);
         crate::defaults::default_object(ri, &mut next);
@@ -1794,11 +1793,11 @@ impl DeleteOptions {
                     })
                 }),
             precondition_uid: v
-                .pointer("/preconditions/uid")
+                .at("/preconditions/uid")
                 .and_then(Value::as_str)
                 .map(String::from),
             precondition_rv: v
-                .pointer("/preconditions/resourceVersion")
+                .at("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
                 .map(String::from),
             dry_run: v
@@ -1813,19 +1812,19 @@ fn pod_view(obj: &Value) -> PodDeleteView {
     let ts = |s: Option<&str>| s.and_then(|s| s.parse::<Timestamp>().ok());
     PodDeleteView {
         node_name: obj
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .map(String::from),
         phase: obj
-            .pointer("/status/phase")
+            .at("/status/phase")
             .and_then(Value::as_str)
             .map(String::from),
         termination_grace_period_seconds: obj
-            .pointer("/spec/terminationGracePeriodSeconds")
+            .at("/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_i64),
         deletion_timestamp: ts(object::deletion_timestamp(obj)),
         deletion_grace_period_seconds: obj
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64),
         has_finalizers: !object::finalizers(obj).is_empty(),
     }

@@ -4,6 +4,7 @@
 //! usages, signer name, `expirationSeconds`, conditions) and kubectl's `CONDITION` column. No
 //! approver or signer runs: a request stays `Pending` until someone writes its status.
 
+use crate::object::Pointer;
 use serde_json::{Value, json};
 
 use crate::identity::Identity;
@@ -171,7 +172,7 @@ pub fn validate(obj: &Value, errs: &mut Vec<FieldError>) {
         ));
     }
     let conditions = obj
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -234,7 +235,7 @@ pub fn validate(obj: &Value, errs: &mut Vec<FieldError>) {
 /// kubectl's `CONDITION` column (upstream's `extractCSRStatus`).
 pub fn condition(obj: &Value) -> String {
     let types: Vec<&str> = obj
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|c| c["type"].as_str()).collect())
         .unwrap_or_default();
@@ -249,7 +250,7 @@ pub fn condition(obj: &Value) -> String {
         s.push_str(",Failed");
     }
     if obj
-        .pointer("/status/certificate")
+        .at("/status/certificate")
         .and_then(Value::as_str)
         .is_some_and(|c| !c.is_empty())
     {

@@ -8,6 +8,7 @@
 //! absent (or `null`) are filled: a value the client sent is never overwritten (except the
 //! namespace name label, which upstream always forces).
 
+use crate::object::Pointer;
 use klab_api::names::{
     LABEL_JOB_CONTROLLER_UID as LABEL_CONTROLLER_UID,
     LABEL_JOB_CONTROLLER_UID_LEGACY as LABEL_LEGACY_CONTROLLER_UID, LABEL_JOB_NAME,
@@ -271,17 +272,17 @@ pub fn pod_qos_class(pod: &Value) -> &'static str {
     let lists = ["containers", "initContainers"];
     for list in lists {
         let containers = pod
-            .pointer(&format!("/spec/{list}"))
+            .at(&format!("/spec/{list}"))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
         for c in &containers {
             let mut limits_found = 0;
             for (i, name) in names.iter().enumerate() {
-                let limit = c.pointer(&format!("/resources/limits/{name}"));
+                let limit = c.at(&format!("/resources/limits/{name}"));
                 // A request defaults to its limit (`SetDefaults_Pod`); applied here too so the
                 // class does not depend on whether defaulting already ran.
-                let request = c.pointer(&format!("/resources/requests/{name}")).or(limit);
+                let request = c.at(&format!("/resources/requests/{name}")).or(limit);
                 if let Some(q) = request.and_then(parse_quantity)
                     && q > 0.0
                 {
@@ -400,7 +401,7 @@ fn default_daemonset(spec: &mut Map<String, Value>) {
 fn default_job(obj: &mut Map<String, Value>) {
     let template_labels = obj
         .get("spec")
-        .and_then(|s| s.pointer("/template/metadata/labels"))
+        .and_then(|s| s.at("/template/metadata/labels"))
         .cloned();
     let Some(spec) = obj_at(obj, "spec") else {
         return;
@@ -456,7 +457,7 @@ fn default_job(obj: &mut Map<String, Value>) {
 /// `default_object`, which then also copies the template labels onto a Job without labels.
 pub fn default_job_selector(obj: &mut Value, uid: &str) {
     let name = obj
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();

@@ -11,6 +11,7 @@
 //! IP:10250: …`), an upgrade's as `error dialing backend: dial tcp IP:10250: …`; a kubelet's own
 //! error answer is mapped as `GenericHttpResponseChecker` does.
 
+use crate::object::Pointer;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -231,10 +232,7 @@ fn invalid_log_options(name: &str, errs: Vec<(String, String, &'static str)>) ->
 fn container_names(pod: &Value) -> Vec<String> {
     let mut names = Vec::new();
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        if let Some(cs) = pod
-            .pointer(&format!("/spec/{list}"))
-            .and_then(Value::as_array)
-        {
+        if let Some(cs) = pod.at(&format!("/spec/{list}")).and_then(Value::as_array) {
             for c in cs {
                 if let Some(n) = c.get("name").and_then(Value::as_str) {
                     names.push(n.to_string());
@@ -248,13 +246,13 @@ fn container_names(pod: &Value) -> Vec<String> {
 /// `validateContainer`: the container a request is for, defaulted when the pod has one.
 pub(crate) fn validate_container(pod: &Value, container: Option<&str>) -> ApiResult<String> {
     let name = pod
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     match container {
         None => {
             let cs = pod
-                .pointer("/spec/containers")
+                .at("/spec/containers")
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
@@ -394,7 +392,7 @@ pub(crate) async fn log(ctx: &Ctx) -> ApiResult<Response> {
     let pod = object::decode_stored(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
     let container = validate_container(&pod, opts.container.as_deref())?;
     let node = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .unwrap_or("");
     if node.is_empty() {
@@ -565,7 +563,7 @@ pub(crate) async fn upgrade(
         }
     };
     let node = pod
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .unwrap_or("");
     if node.is_empty() {

@@ -5,6 +5,7 @@
 //! by the composition root). Nothing is stored; an object without metrics is simply absent from
 //! a list, and a get of one is metrics-server's 404.
 
+use crate::object::Pointer;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
@@ -140,7 +141,7 @@ fn metadata(obj: &Value, now: Timestamp) -> Value {
 
 /// The NodeMetrics of a Node, if the pipeline has its usage.
 pub fn node_metrics(reader: &dyn MetricsReader, node: &Value, now: Timestamp) -> Option<Value> {
-    let name = node.pointer("/metadata/name")?.as_str()?;
+    let name = node.at("/metadata/name")?.as_str()?;
     let u = reader.node(name)?;
     Some(json!({
         "kind": "NodeMetrics",
@@ -154,8 +155,8 @@ pub fn node_metrics(reader: &dyn MetricsReader, node: &Value, now: Timestamp) ->
 
 /// The PodMetrics of a Pod, if the pipeline has its containers' usage.
 pub fn pod_metrics(reader: &dyn MetricsReader, pod: &Value, now: Timestamp) -> Option<Value> {
-    let name = pod.pointer("/metadata/name")?.as_str()?;
-    let ns = pod.pointer("/metadata/namespace")?.as_str()?;
+    let name = pod.at("/metadata/name")?.as_str()?;
+    let ns = pod.at("/metadata/namespace")?.as_str()?;
     let u = reader.pod(ns, name)?;
     let containers: Vec<Value> = u
         .containers
@@ -205,7 +206,7 @@ pub fn table(items: &[Value], include: crate::table::IncludeObject) -> Value {
                 crate::table::IncludeObject::Object => m.clone(),
             };
             json!({
-                "cells": [m.pointer("/metadata/name").cloned().unwrap_or(json!("")),
+                "cells": [m.at("/metadata/name").cloned().unwrap_or(json!("")),
                           decimal_si(cpu, -9), binary_si(mem),
                           m.get("window").cloned().unwrap_or(json!(""))],
                 "object": object,

@@ -4,6 +4,7 @@
 //! bound to it; everything else it gets from the static `system:node` rules. Pure: the caller
 //! builds a [`NodeGraph`] from the stored pods, claims and attachments.
 
+use crate::object::Pointer;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
@@ -94,7 +95,7 @@ impl NodeGraph {
                     add(&mut g.configmaps, s(src, "/configMap/name"));
                 }
                 add(&mut g.claims, s(v, "/persistentVolumeClaim/claimName"));
-                if v.pointer("/ephemeral").is_some_and(|e| !e.is_null()) {
+                if v.at("/ephemeral").is_some_and(|e| !e.is_null()) {
                     // A generic ephemeral volume's claim is named <pod>-<volume>.
                     add(&mut g.claims, &format!("{name}-{}", s(v, "/name")));
                 }

@@ -5,6 +5,7 @@
 //! deletions of its own pods, only its own Lease and CSINode, only claim status. Pure: the caller
 //! passes the stored objects it read.
 
+use crate::object::Pointer;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -52,7 +53,7 @@ fn s<'a>(v: Option<&'a Value>, ptr: &str) -> &'a str {
 }
 
 fn labels(v: Option<&Value>) -> BTreeMap<String, String> {
-    v.and_then(|v| v.pointer("/metadata/labels"))
+    v.and_then(|v| v.at("/metadata/labels"))
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -142,15 +143,15 @@ fn admit_node(node: &str, r: &Request) -> Result<(), String> {
             }
         }
         Op::Update => {
-            let new_cs = r.object.and_then(|o| o.pointer("/spec/configSource"));
-            let old_cs = r.old.and_then(|o| o.pointer("/spec/configSource"));
+            let new_cs = r.object.and_then(|o| o.at("/spec/configSource"));
+            let old_cs = r.old.and_then(|o| o.at("/spec/configSource"));
             if new_cs.is_some_and(|c| !c.is_null()) && new_cs != old_cs {
                 return Err(format!(
                     "node {node:?} is not allowed to update configSource to a new non-nil configSource"
                 ));
             }
             let taints = |v: Option<&Value>| {
-                v.and_then(|o| o.pointer("/spec/taints"))
+                v.and_then(|o| o.at("/spec/taints"))
                     .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
                     .cloned()
             };
@@ -174,14 +175,14 @@ fn admit_node(node: &str, r: &Request) -> Result<(), String> {
 /// `VisitPodConfigmapNames`, through the Node authorizer's graph walk).
 fn pod_references(pod: &Value) -> (bool, bool) {
     let mut pod = pod.clone();
-    if let Some(m) = pod.pointer_mut("/spec").and_then(Value::as_object_mut) {
+    if let Some(m) = pod.at_mut("/spec").and_then(Value::as_object_mut) {
         m.insert("nodeName".into(), Value::from("\u{0}"));
     }
-    if let Some(m) = pod.pointer_mut("/metadata").and_then(Value::as_object_mut) {
+    if let Some(m) = pod.at_mut("/metadata").and_then(Value::as_object_mut) {
         m.entry("namespace").or_insert(Value::from("x"));
     }
     let mut no_sa = pod.clone();
-    if let Some(m) = no_sa.pointer_mut("/spec").and_then(Value::as_object_mut) {
+    if let Some(m) = no_sa.at_mut("/spec").and_then(Value::as_object_mut) {
         m.insert("serviceAccountName".into(), Value::from("\u{0}"));
     }
     let g = crate::node_authz::NodeGraph::build("\u{0}", &[no_sa], &[], &[]);
@@ -191,7 +192,7 @@ fn pod_references(pod: &Value) -> (bool, bool) {
 fn admit_mirror_pod(node: &str, r: &Request) -> Result<(), String> {
     let pod = r.object;
     let mirror = pod
-        .and_then(|p| p.pointer("/metadata/annotations"))
+        .and_then(|p| p.at("/metadata/annotations"))
         .and_then(Value::as_object)
         .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
     if !mirror {
@@ -205,7 +206,7 @@ fn admit_mirror_pod(node: &str, r: &Request) -> Result<(), String> {
         ));
     }
     let owners = pod
-        .and_then(|p| p.pointer("/metadata/ownerReferences"))
+        .and_then(|p| p.at("/metadata/ownerReferences"))
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
@@ -263,12 +264,12 @@ fn admit_mirror_pod(node: &str, r: &Request) -> Result<(), String> {
         ));
     }
     let volumes = pod
-        .and_then(|p| p.pointer("/spec/volumes"))
+        .and_then(|p| p.at("/spec/volumes"))
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
     let trust_bundle = volumes.iter().any(|v| {
-        v.pointer("/projected/sources")
+        v.at("/projected/sources")
             .and_then(Value::as_array)
             .is_some_and(|s| {
                 s.iter()
@@ -318,7 +319,7 @@ fn admit_pod(node: &str, r: &Request) -> Result<(), String> {
                 ));
             }
             let claims = |v: Option<&Value>| {
-                v.and_then(|p| p.pointer("/status/resourceClaimStatuses"))
+                v.and_then(|p| p.at("/status/resourceClaimStatuses"))
                     .cloned()
                     .filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
             };
@@ -375,12 +376,12 @@ pub fn admit(node: &str, r: &Request) -> Result<(), String> {
             // Only status.capacity, status.conditions (and the allocation fields) may change.
             let strip = |v: Option<&Value>| {
                 let mut v = v.cloned().unwrap_or(Value::Null);
-                if let Some(m) = v.pointer_mut("/metadata").and_then(Value::as_object_mut) {
+                if let Some(m) = v.at_mut("/metadata").and_then(Value::as_object_mut) {
                     for k in ["resourceVersion", "managedFields"] {
                         m.remove(k);
                     }
                 }
-                if let Some(m) = v.pointer_mut("/status").and_then(Value::as_object_mut) {
+                if let Some(m) = v.at_mut("/status").and_then(Value::as_object_mut) {
                     for k in [
                         "capacity",
                         "conditions",

@@ -3,7 +3,58 @@
 
 use serde_json::{Map, Value, json};
 
-/// `metadata` as a mutable map, created if missing or not an object.
+/// `Value::pointer` without its two string copies per path segment: a pointer written in the
+/// code has no escapes to undo (one that has falls back to `Value::pointer`). The same answers;
+/// every request reads a few dozen of them.
+pub trait Pointer {
+    fn at(&self, pointer: &str) -> Option<&Value>;
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value>;
+}
+
+/// A JSON pointer's array index: decimal, no sign, no leading zero (as `Value::pointer`).
+fn pointer_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+impl Pointer for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        if pointer.contains('~') {
+            return self.pointer(pointer);
+        }
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        pointer
+            .strip_prefix('/')?
+            .split('/')
+            .try_fold(self, |target, token| match target {
+                Value::Object(m) => m.get(token),
+                Value::Array(a) => pointer_index(token).and_then(|i| a.get(i)),
+                _ => None,
+            })
+    }
+
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value> {
+        if pointer.contains('~') {
+            return self.pointer_mut(pointer);
+        }
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        pointer
+            .strip_prefix('/')?
+            .split('/')
+            .try_fold(self, |target, token| match target {
+                Value::Object(m) => m.get_mut(token),
+                Value::Array(a) => pointer_index(token).and_then(|i| a.get_mut(i)),
+                _ => None,
+            })
+    }
+}
+
 /// A JSON object of these fields, moved in. (`json!` would copy each non-literal value through
 /// `serde_json::to_value`, which for a list's items or a Table's rows is a deep copy of the whole
 /// response.)
@@ -16,6 +67,7 @@ pub fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
     )
 }
 
+/// `metadata` as a mutable map, created if missing or not an object.
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
@@ -166,6 +218,46 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `at` and `at_mut` answer what `pointer` and `pointer_mut` do, for every kind of pointer.
+    #[test]
+    fn at_is_pointer() {
+        let mut v = json!({"metadata": {"name": "p", "labels": {"a/b": "1", "c~d": "2", "": "3"}},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]},
+            "": {"x": 1}, "n": null, "s": "str"});
+        let pointers = [
+            "",
+            "/",
+            "/metadata",
+            "/metadata/name",
+            "/metadata/name/x",
+            "/metadata/labels/a~1b",
+            "/metadata/labels/c~0d",
+            "/metadata/labels/",
+            "/metadata/labels/a/b",
+            "//x",
+            "/spec/containers/0/name",
+            "/spec/containers/00/name",
+            "/spec/containers/+0/name",
+            "/spec/containers/1",
+            "/spec/containers/-1",
+            "/spec/containers/0/ports/0/containerPort",
+            "/spec/containers/x",
+            "metadata",
+            "/n",
+            "/n/x",
+            "/s/0",
+            "/missing",
+            "/spec/containers/18446744073709551616",
+        ];
+        for p in pointers {
+            assert_eq!(v.at(p), v.pointer(p), "{p:?}");
+            let want = v.pointer(p).cloned();
+            assert_eq!(v.at_mut(p).map(|x| x.clone()), want, "{p:?} mut");
+        }
+        *v.at_mut("/spec/containers/0/name").expect("present") = json!("d");
+        assert_eq!(v.pointer("/spec/containers/0/name"), Some(&json!("d")));
+    }
 
     /// `Unversioned` writes what `strip_for_storage` of a copy does.
     #[test]

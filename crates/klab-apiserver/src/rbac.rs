@@ -3,6 +3,7 @@
 //! and binding writes, and the objects' defaults and validation. Everything here is pure: the
 //! caller loads a [`Policy`] snapshot from the store and asks it.
 
+use crate::object::Pointer;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -247,12 +248,12 @@ impl Policy {
     /// Files one stored RBAC object.
     pub fn add(&mut self, kind: &str, obj: &Value) {
         let name = obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
         let ns = obj
-            .pointer("/metadata/namespace")
+            .at("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();

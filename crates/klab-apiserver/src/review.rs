@@ -4,6 +4,7 @@
 //! the `serviceaccounts/token` subresource (TokenRequest: `kubectl create token`). Access answers
 //! come from [`crate::authz`], the same decision every request gets.
 
+use crate::object::Pointer;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
@@ -131,7 +132,7 @@ fn validate_access_spec(spec: &Value, kind: Review, namespace: &str) -> Vec<Fiel
     if kind == Review::Local {
         // A local review asks about its own namespace only.
         let asked = spec
-            .pointer("/resourceAttributes/namespace")
+            .at("/resourceAttributes/namespace")
             .and_then(Value::as_str)
             .unwrap_or("");
         if has("resourceAttributes") && asked != namespace {
@@ -194,7 +195,7 @@ async fn access_review(ctx: &Ctx, obj: &Value, kind: Review) -> ApiResult<Value>
 
 async fn rules_review(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
     let ns = obj
-        .pointer("/spec/namespace")
+        .at("/spec/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let mut out = obj.clone();
@@ -213,10 +214,7 @@ fn self_subject_review(ctx: &Ctx, obj: &Value) -> Value {
 }
 
 async fn token_review(inner: &Inner, obj: &Value) -> ApiResult<Value> {
-    let token = obj
-        .pointer("/spec/token")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let token = obj.at("/spec/token").and_then(Value::as_str).unwrap_or("");
     let mut out = obj.clone();
     out["status"] = match authenticate(inner, token).await? {
         Some((id, subject)) => {
@@ -271,7 +269,7 @@ pub(crate) async fn authenticate(
         let o = decode_kv(ri, &kv)?;
         // A bound pod that is being deleted no longer vouches for its token.
         if object::uid(&o) != uid.as_str()
-            || (kind == "Pod" && o.pointer("/metadata/deletionTimestamp").is_some())
+            || (kind == "Pod" && o.at("/metadata/deletionTimestamp").is_some())
         {
             return Ok(None);
         }
@@ -410,7 +408,7 @@ async fn bound_object(
     }
     let mut node = None;
     if kind == "Pod"
-        && let Some(node_name) = o.pointer("/spec/nodeName").and_then(Value::as_str)
+        && let Some(node_name) = o.at("/spec/nodeName").and_then(Value::as_str)
     {
         let nri = registry::lookup("", "v1", "nodes").expect("served");
         if let Some(kv) = inner.store.get(&nri.key(None, node_name)).await? {

@@ -7,6 +7,7 @@
 //! message, plus each registry's `ToSelectableFields` for the value a field has in an object
 //! (missing = `""`, booleans `"true"`/`"false"`, Job `status.successful` = `status.succeeded`).
 
+use crate::object::Pointer;
 use std::fmt;
 
 use serde_json::Value;
@@ -155,7 +156,7 @@ fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
         ("", "Pod", "spec.hostNetwork") => bool_at(obj, &["spec", "hostNetwork"]),
         ("", "Pod", "status.podIP") => {
             // Upstream uses podIPs[0]; fall back to the singular field older writers set.
-            let first = obj.pointer("/status/podIPs/0/ip").and_then(Value::as_str);
+            let first = obj.at("/status/podIPs/0/ip").and_then(Value::as_str);
             first
                 .map(str::to_string)
                 .unwrap_or_else(|| str_at(obj, &["status", "podIP"]))
@@ -172,7 +173,7 @@ fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
             }
         }
         ("batch", "Job", "status.successful") => obj
-            .pointer("/status/succeeded")
+            .at("/status/succeeded")
             .and_then(Value::as_i64)
             .unwrap_or(0)
             .to_string(),

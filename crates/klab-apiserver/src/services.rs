@@ -7,6 +7,7 @@
 //! deleted Service frees its values; one lock around allocate-and-store keeps two creates from
 //! taking the same value.
 
+use crate::object::Pointer;
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
@@ -80,13 +81,10 @@ impl InUse {
         let mut u = InUse::default();
         for s in svcs {
             let ns = s
-                .pointer("/metadata/namespace")
+                .at("/metadata/namespace")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let name = s
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = s.at("/metadata/name").and_then(Value::as_str).unwrap_or("");
             if skip == Some((ns, name)) {
                 continue;
             }
@@ -111,7 +109,7 @@ impl InUse {
 
 fn cluster_ips(s: &Value) -> Vec<String> {
     let mut v: Vec<String> = s
-        .pointer("/spec/clusterIPs")
+        .at("/spec/clusterIPs")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -121,7 +119,7 @@ fn cluster_ips(s: &Value) -> Vec<String> {
         })
         .unwrap_or_default();
     if v.is_empty()
-        && let Some(ip) = s.pointer("/spec/clusterIP").and_then(Value::as_str)
+        && let Some(ip) = s.at("/spec/clusterIP").and_then(Value::as_str)
         && !ip.is_empty()
     {
         v.push(ip.to_string());
@@ -130,14 +128,14 @@ fn cluster_ips(s: &Value) -> Vec<String> {
 }
 
 fn ports(s: &Value) -> Vec<Value> {
-    s.pointer("/spec/ports")
+    s.at("/spec/ports")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
 }
 
 fn ty(s: &Value) -> &str {
-    s.pointer("/spec/type")
+    s.at("/spec/type")
         .and_then(Value::as_str)
         .unwrap_or("ClusterIP")
 }
@@ -165,12 +163,12 @@ pub fn allocate(
     }
     // Cluster IP: kept from the old object when omitted.
     let mut ip = svc
-        .pointer("/spec/clusterIP")
+        .at("/spec/clusterIP")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
     if ip.is_empty()
-        && let Some(first) = svc.pointer("/spec/clusterIPs/0").and_then(Value::as_str)
+        && let Some(first) = svc.at("/spec/clusterIPs/0").and_then(Value::as_str)
     {
         ip = first.to_string();
     }
@@ -264,7 +262,7 @@ pub fn allocate(
             .filter(|n| *n != 0)
     };
     let mut taken: BTreeSet<i64> = BTreeSet::new();
-    let Some(list) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+    let Some(list) = svc.at_mut("/spec/ports").and_then(Value::as_array_mut) else {
         return Ok(());
     };
     // Requested ports first, so that a drawn port never takes one requested later in the list.

@@ -2,6 +2,7 @@
 //! `pods/binding`, `pods/eviction` (with PodDisruptionBudgets) and `namespaces/finalize`
 //! (api-surface §b.12, control-plane §10.1).
 
+use crate::object::Pointer;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
@@ -56,7 +57,7 @@ fn name(ctx: &Ctx) -> &str {
 /// The autoscaling/v1 Scale view of a workload.
 fn scale_of(obj: &Value) -> Value {
     let selector = obj
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .and_then(|s| serde_json::from_value(s.clone()).ok())
         .and_then(|s| LabelSelector::from_label_selector(&s).ok())
         .map(|s| s.to_string())
@@ -72,9 +73,9 @@ fn scale_of(obj: &Value) -> Value {
             "resourceVersion": meta.get("resourceVersion"),
             "creationTimestamp": meta.get("creationTimestamp"),
         },
-        "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+        "spec": {"replicas": obj.at("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
         "status": {
-            "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+            "replicas": obj.at("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
             "selector": selector,
         },
     })
@@ -145,7 +146,7 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
                 (None, None) => scale,
             };
             let replicas = new_scale
-                .pointer("/spec/replicas")
+                .at("/spec/replicas")
                 .and_then(Value::as_i64)
                 .ok_or_else(|| ApiError::bad_request("spec.replicas: Required value"))?;
             let mut next = current.clone();
@@ -165,7 +166,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let pod_name = name(ctx).to_string();
     let meta = |field: &str| {
         binding
-            .pointer(&format!("/metadata/{field}"))
+            .at(&format!("/metadata/{field}"))
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string()
@@ -180,7 +181,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     // for this: `PreserveRequestObjectMetaSystemFieldsOnSubresourceCreate`).
     let (uid, rv) = (meta("uid"), meta("resourceVersion"));
     let annotations = binding
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -207,10 +208,10 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         if object::deletion_timestamp(current).is_some() {
             return Err(conflict(format!("pod {pod_name} is being deleted, cannot be assigned to a host")));
         }
-        if let Some(existing) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(existing) = current.at("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             return Err(conflict(format!("pod {pod_name} is already assigned to node \"{existing}\"")));
         }
-        if current.pointer("/spec/schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty()) {
+        if current.at("/spec/schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty()) {
             return Err(conflict(format!("pod {pod_name} has non-empty .spec.schedulingGates")));
         }
         let mut next = current.clone();
@@ -244,7 +245,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
 fn binding_target(binding: &Value) -> ApiResult<String> {
     let target = |field: &str| {
         binding
-            .pointer(&format!("/target/{field}"))
+            .at(&format!("/target/{field}"))
             .and_then(Value::as_str)
             .unwrap_or("")
     };
@@ -320,7 +321,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
     let pod_ri = t.ri;
     let ns = t.namespace.clone().unwrap_or_default();
     let pod_name = name(ctx).to_string();
-    if let Some(body_name) = eviction.pointer("/metadata/name").and_then(Value::as_str)
+    if let Some(body_name) = eviction.at("/metadata/name").and_then(Value::as_str)
         && body_name != pod_name
     {
         return Err(ApiError::bad_request(
@@ -354,7 +355,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
     .await?;
     let pod_rv = kv.mod_revision.to_string();
     let phase = pod
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
     let deleting = object::deletion_timestamp(&pod).is_some();
@@ -378,13 +379,13 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
         .store
         .list(&pdb_ri.key_prefix_in(Some(&ns)), Default::default())
         .await?;
-    let labels = pod.pointer("/metadata/labels");
+    let labels = pod.at("/metadata/labels");
     let mut matching = Vec::new();
     for pkv in &pdbs.kvs {
         let pdb =
             object::decode_stored(&pkv.value, pkv.mod_revision).map_err(ApiError::internal)?;
         let sel = pdb
-            .pointer("/spec/selector")
+            .at("/spec/selector")
             .and_then(|s| serde_json::from_value(s.clone()).ok())
             .and_then(|s| LabelSelector::from_label_selector(&s).ok());
         // policy/v1: an empty selector matches every pod in the namespace, a missing one none.
@@ -406,7 +407,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
     // A pod that is not Ready does not count as healthy: it may go without consuming the budget
     // when the policy says so, or while the budget is met (deleted only as it was read).
     let ready = pod
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
@@ -416,7 +417,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
         });
     if !ready {
         let always = pdb
-            .pointer("/spec/unhealthyPodEvictionPolicy")
+            .at("/spec/unhealthyPodEvictionPolicy")
             .and_then(Value::as_str)
             == Some("AlwaysAllow");
         let current = int_at(&pdb, "/status/currentHealthy");
@@ -448,7 +449,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
             ));
         }
         let disrupted = cur
-            .pointer("/status/disruptedPods")
+            .at("/status/disruptedPods")
             .and_then(Value::as_object)
             .map_or(0, |m| m.len());
         if disrupted > MAX_DISRUPTED_POD_SIZE {
@@ -469,7 +470,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
         next["status"]["disruptionsAllowed"] = json!(allowed);
         if allowed == 0 {
             // `UpdateDisruptionAllowedCondition`, as the controller would write it.
-            let observed = cur.pointer("/status/observedGeneration").cloned();
+            let observed = cur.at("/status/observedGeneration").cloned();
             set_condition(
                 &mut next["status"],
                 json!({"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods",
@@ -629,10 +630,7 @@ async fn delete_evicted(
 async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     let new = crud::decode_body_any(&body)?;
     let ri = ctx.target.ri;
-    let finalizers = new
-        .pointer("/spec/finalizers")
-        .cloned()
-        .unwrap_or(json!([]));
+    let finalizers = new.at("/spec/finalizers").cloned().unwrap_or(json!([]));
     let outcome = guarded_update(
         &ctx.inner,
         ri,
@@ -654,7 +652,7 @@ async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
     .await?;
     let (WriteOutcome::Stored(obj) | WriteOutcome::Deleted(obj)) = outcome;
     let empty = obj
-        .pointer("/spec/finalizers")
+        .at("/spec/finalizers")
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty);
     if empty

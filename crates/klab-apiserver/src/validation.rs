@@ -10,6 +10,7 @@
 //! Go's `map[string]string{...}` form; the pod-update `Forbidden` message carries a short list of
 //! changed fields instead of upstream's `cmp.Diff` output.
 
+use crate::object::Pointer;
 use std::collections::{BTreeMap, BTreeSet};
 
 use klab_api::selector::{
@@ -506,24 +507,26 @@ fn validate_object_meta(ri: &ResourceInfo, obj: &Value, errs: &mut Errs) {
     validate_finalizers(meta, errs);
 }
 
+/// A `metadata` field that is set (not null).
+fn meta_field<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
+    obj.get("metadata")
+        .and_then(|m| m.get(key))
+        .filter(|v| !v.is_null())
+}
+
 fn validate_object_meta_update(obj: &Value, old: &Value, errs: &mut Errs) {
+    // Every update is checked: read in place, copied only into an error.
     for key in ["name", "namespace", "uid", "creationTimestamp"] {
-        let new_v = obj
-            .pointer(&format!("/metadata/{key}"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let old_v = old
-            .pointer(&format!("/metadata/{key}"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let new_v = meta_field(obj, key);
+        let old_v = meta_field(old, key);
         // An absent uid/creationTimestamp in the request means "keep" (the server copies them).
-        if matches!(key, "uid" | "creationTimestamp") && new_v.is_null() {
+        if matches!(key, "uid" | "creationTimestamp") && new_v.is_none() {
             continue;
         }
         if new_v != old_v {
             errs.push(FieldError::invalid(
                 format!("metadata.{key}"),
-                new_v,
+                new_v.cloned().unwrap_or(Value::Null),
                 "field is immutable",
             ));
         }
@@ -603,7 +606,7 @@ fn validate_workload_selector(spec: &Value, empty_msg: &str, errs: &mut Errs) {
         return;
     }
     validate_label_selector(sel, "spec.selector", errs);
-    let labels = spec.pointer("/template/metadata/labels");
+    let labels = spec.at("/template/metadata/labels");
     match klab_api::selector::LabelSelector::from_json(sel) {
         Ok(selector) => {
             if !selector.matches_json(labels) {
@@ -845,7 +848,7 @@ fn validate_container(c: &Value, path: &str, volumes: &BTreeSet<String>, errs: &
 fn validate_resources(c: &Value, path: &str, errs: &mut Errs) {
     let empty = Map::new();
     let section = |name: &str| {
-        c.pointer(&format!("/resources/{name}"))
+        c.at(&format!("/resources/{name}"))
             .and_then(Value::as_object)
             .unwrap_or(&empty)
     };
@@ -1166,11 +1169,11 @@ fn validate_pod_template_as(
         return;
     };
     errs.extend(validate_labels(
-        template.pointer("/metadata/labels"),
+        template.at("/metadata/labels"),
         "spec.template.metadata.labels",
     ));
     errs.extend(validate_annotations(
-        template.pointer("/metadata/annotations"),
+        template.at("/metadata/annotations"),
         "spec.template.metadata.annotations",
     ));
     let empty = Value::Object(Map::new());
@@ -1341,9 +1344,7 @@ fn validate_statefulset(obj: &Value, errs: &mut Errs) {
     let us = spec.get("updateStrategy").unwrap_or(&empty);
     match s_or_empty(us, "type") {
         "RollingUpdate" => {
-            if let Some(p) = us
-                .pointer("/rollingUpdate/partition")
-                .and_then(Value::as_i64)
+            if let Some(p) = us.at("/rollingUpdate/partition").and_then(Value::as_i64)
                 && p < 0
             {
                 errs.push(FieldError::invalid(
@@ -1461,7 +1462,7 @@ fn validate_job(obj: &Value, errs: &mut Errs) {
 /// the Job is made, so it is not asked for here).
 fn validate_cronjob(obj: &Value, errs: &mut Errs) {
     let name = obj
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     if name.len() > 52 {
@@ -1508,7 +1509,7 @@ fn validate_cronjob(obj: &Value, errs: &mut Errs) {
         non_negative(errs, spec, key, "spec");
     }
     let job_spec = spec
-        .pointer("/jobTemplate/spec")
+        .at("/jobTemplate/spec")
         .cloned()
         .unwrap_or_else(|| Value::Object(Map::new()));
     let mut inner = Vec::new();
@@ -1553,7 +1554,7 @@ fn validate_node(obj: &Value, errs: &mut Errs) {
 
 fn validate_namespace(obj: &Value, errs: &mut Errs) {
     for (i, f) in obj
-        .pointer("/spec/finalizers")
+        .at("/spec/finalizers")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
@@ -1636,7 +1637,7 @@ fn validate_pvc(obj: &Value, errs: &mut Errs) {
         ));
     }
     validate_access_modes(modes, errs);
-    match spec.pointer("/resources/requests/storage") {
+    match spec.at("/resources/requests/storage") {
         None => errs.push(FieldError::required("spec.resources[storage]", "")),
         // `ValidatePersistentVolumeClaimSpec`: a size that is not a quantity, or not above zero.
         Some(q) => match crate::defaults::parse_quantity(q) {
@@ -1837,11 +1838,11 @@ fn validate_endpoint_slice(obj: &Value, errs: &mut Errs) {
 /// Upstream `legacyValidateEvent` for core/v1 Events.
 fn validate_event(obj: &Value, errs: &mut Errs) {
     let ns = obj
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let io_ns = obj
-        .pointer("/involvedObject/namespace")
+        .at("/involvedObject/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let has_event_time = obj.get("eventTime").is_some_and(|v| !v.is_null());
@@ -2033,7 +2034,7 @@ pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
 /// `HighestUserDefinablePriority`; the preemption policy is one of the two known.
 fn validate_priority_class(obj: &Value, errs: &mut Errs) {
     let name = obj
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let value = obj.get("value").and_then(Value::as_i64).unwrap_or(0);
@@ -2388,7 +2389,7 @@ fn validate_update_against(ri: &ResourceInfo, obj: &Value, old: &Value) -> Vec<F
                 spec_ptr(old, "/spec/completionMode"),
             );
             // The template may change only while the job is (and was) suspended.
-            let suspended = old.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+            let suspended = old.at("/spec/suspend").and_then(Value::as_bool) == Some(true);
             if !suspended {
                 field_immutable(
                     &mut errs,
@@ -2406,7 +2407,7 @@ fn validate_update_against(ri: &ResourceInfo, obj: &Value, old: &Value) -> Vec<F
                     m.remove("volumeAttributesClassName");
                     // volumeName may be set once (binding).
                     if old
-                        .pointer("/spec/volumeName")
+                        .at("/spec/volumeName")
                         .is_none_or(|v| v.as_str() == Some(""))
                     {
                         m.remove("volumeName");

@@ -17,6 +17,7 @@ pub mod fieldset;
 pub mod schema;
 pub mod typed;
 
+use crate::object::Pointer;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -448,7 +449,7 @@ fn record_update_decoded(
 ) {
     let sub = manager.subresource.as_deref();
     let live_fields =
-        || decode(live.and_then(|l| l.pointer("/metadata/managedFields"))).unwrap_or_default();
+        || decode(live.and_then(|l| l.at("/metadata/managedFields"))).unwrap_or_default();
     let mut managers = if sub.is_some() {
         live_fields()
     } else if is_reset(requested) {
@@ -505,7 +506,7 @@ fn record_update_in_place(
     now: &str,
 ) -> bool {
     let sub = manager.subresource.as_deref();
-    let Some(stored) = live.and_then(|l| l.pointer("/metadata/managedFields")) else {
+    let Some(stored) = live.and_then(|l| l.at("/metadata/managedFields")) else {
         return false;
     };
     let sent_back = requested.as_ref() == Some(stored);
@@ -534,6 +535,9 @@ fn record_update_in_place(
     // Each entry as it goes out: kept (the stored JSON at this index) or changed (decoded).
     enum Out {
         Kept(usize),
+        /// Kept with its time moved to now: the writer's own entry when it changed only
+        /// fields it already managed (a heartbeat).
+        Retimed(usize),
         Changed(ManagerKey, Entry),
     }
     let mut out: Vec<(EntryOrder, Out)> = Vec::with_capacity(headers.len() + 1);
@@ -570,6 +574,11 @@ fn record_update_in_place(
                 entry_order(&me, time.as_deref(), &api_version),
                 Out::Kept(i),
             ));
+        }
+        Some((api_version, Some(_), i, fields))
+            if !touches(fields, &c.removed) && holds(fields, &changed) =>
+        {
+            out.push((entry_order(&me, Some(now), &api_version), Out::Retimed(i)));
         }
         mine => {
             let (set, time) = match mine {
@@ -612,6 +621,16 @@ fn record_update_in_place(
         .map(|(_, o)| match (o, sent.as_mut()) {
             (Out::Kept(i), Some(sent)) => sent.get_mut(i).map(Value::take).unwrap_or_default(),
             (Out::Kept(i), None) => list[i].clone(),
+            (Out::Retimed(i), sent) => {
+                let mut e = match sent {
+                    Some(sent) => sent.get_mut(i).map(Value::take).unwrap_or_default(),
+                    None => list[i].clone(),
+                };
+                if let Some(t) = e.get_mut("time") {
+                    *t = Value::String(now.to_string());
+                }
+                e
+            }
             (Out::Changed(k, e), _) => encode_entry(&k, &e),
         })
         .collect();
@@ -632,6 +651,21 @@ fn touches(fields: &Value, set: &Set) -> bool {
     }) || set
         .children()
         .any(|(pe, c)| m.get(&pe.encode()).is_some_and(|child| touches(child, c)))
+}
+
+/// Whether the encoded set `fields` holds every path of `set` (a member as a member, not only as
+/// the parent of others): a writer changing only fields it already manages keeps its set.
+fn holds(fields: &Value, set: &Set) -> bool {
+    let Value::Object(m) = fields else {
+        return set.is_empty();
+    };
+    set.members().all(|pe| {
+        m.get(&pe.encode())
+            .and_then(Value::as_object)
+            .is_some_and(|c| c.is_empty() || c.contains_key("."))
+    }) && set
+        .children()
+        .all(|(pe, c)| c.is_empty() || m.get(&pe.encode()).is_some_and(|child| holds(child, c)))
 }
 
 /// The writer's own entry after its update: what it removed goes, what it changed comes in, and
@@ -763,7 +797,7 @@ pub fn conflict_error(ri: &ResourceInfo, name: &str, conflicts: &[Conflict]) -> 
 /// client-side apply owned them, so `kubectl apply --server-side` may take them over.
 fn allowed_from_last_applied(ri: &ResourceInfo, live: &Value) -> Option<Set> {
     let text = live
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(LAST_APPLIED))
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty())?;
@@ -798,7 +832,7 @@ fn sorted_json(v: &Value) -> Value {
 fn last_applied_text(config: &Value) -> String {
     let mut c = config.clone();
     if let Some(ann) = c
-        .pointer_mut("/metadata/annotations")
+        .at_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         ann.remove(LAST_APPLIED);
@@ -834,7 +868,7 @@ pub fn check_config(
         )));
     }
     let body_name = config
-        .pointer("/metadata/name")
+        .at("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     if !body_name.is_empty() && body_name != name {
@@ -937,7 +971,7 @@ fn apply_once(
 ) -> Result<Value, Vec<Conflict>> {
     let sub = manager.subresource.as_deref();
     let mut managers =
-        decode(live.and_then(|l| l.pointer("/metadata/managedFields"))).unwrap_or_default();
+        decode(live.and_then(|l| l.at("/metadata/managedFields"))).unwrap_or_default();
     let live_obj = live.map(without_managed_fields);
     let mut cfg = config.clone();
     if let Some(meta) = cfg.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -1003,7 +1037,7 @@ fn apply_once(
     // Keep the client-side apply annotation in step with what kubectl applies server-side.
     if manager.name == KUBECTL
         && new
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(|a| a.get(LAST_APPLIED))
             .is_some()
     {

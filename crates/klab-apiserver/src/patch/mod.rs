@@ -4,6 +4,7 @@
 
 pub mod strategic;
 
+use crate::object::Pointer;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -87,7 +88,7 @@ pub fn pins_resource_version(kind: PatchKind, patch: &Value) -> bool {
             })
         }),
         _ => patch
-            .pointer("/metadata/resourceVersion")
+            .at("/metadata/resourceVersion")
             .is_some_and(|v| !v.is_null()),
     }
 }

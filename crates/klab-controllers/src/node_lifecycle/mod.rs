@@ -280,12 +280,15 @@ impl Controller {
         to_remove: &[Taint],
         now: Timestamp,
     ) -> Result<bool, kube::Error> {
-        let name = hint.metadata.name.clone().unwrap_or_default();
-        let mut node = hint.clone();
+        // The hint is read in place: most passes find nothing to change on most nodes, and a
+        // copy of each was most of a pass. Only a conflict reads a fresh copy.
+        let mut fresh: Option<Node> = None;
         for attempt in 0..TAINT_WRITE_ATTEMPTS {
-            let Some(taints) = swap_taints(node_taints(&node), to_add, to_remove, now) else {
+            let node = fresh.as_ref().unwrap_or(hint);
+            let Some(taints) = swap_taints(node_taints(node), to_add, to_remove, now) else {
                 return Ok(true);
             };
+            let name = node.metadata.name.clone().unwrap_or_default();
             let patch = json!({
                 "metadata": { "resourceVersion": node.metadata.resource_version },
                 "spec": { "taints": taints },
@@ -297,7 +300,7 @@ impl Controller {
             {
                 Ok(_) => return Ok(true),
                 Err(e) if is_conflict(&e) && attempt.saturating_add(1) < TAINT_WRITE_ATTEMPTS => {
-                    node = self.nodes_api.get(&name).await?;
+                    fresh = Some(self.nodes_api.get(&name).await?);
                 }
                 Err(e) if is_not_found(&e) => return Ok(false),
                 Err(e) => return Err(e),
