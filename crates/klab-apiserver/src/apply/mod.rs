@@ -18,7 +18,7 @@ pub mod schema;
 pub mod typed;
 
 use crate::object::Pointer;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -252,15 +252,25 @@ fn entry_order(k: &ManagerKey, time: Option<&str>, api_version: &str) -> EntryOr
 }
 
 fn encode_entry(k: &ManagerKey, e: &Entry) -> Value {
+    encode_entry_fields(k, &e.api_version, e.time.as_deref(), e.set.to_fields_v1())
+}
+
+/// An entry with its set already encoded.
+fn encode_entry_fields(
+    k: &ManagerKey,
+    api_version: &str,
+    time: Option<&str>,
+    fields_v1: Value,
+) -> Value {
     let mut m = Map::new();
     m.insert("manager".into(), json!(k.manager));
     m.insert("operation".into(), json!(k.operation.as_str()));
-    m.insert("apiVersion".into(), json!(e.api_version));
-    if let Some(t) = &e.time {
+    m.insert("apiVersion".into(), json!(api_version));
+    if let Some(t) = time {
         m.insert("time".into(), json!(t));
     }
     m.insert("fieldsType".into(), json!("FieldsV1"));
-    m.insert("fieldsV1".into(), e.set.to_fields_v1());
+    m.insert("fieldsV1".into(), fields_v1);
     if !k.subresource.is_empty() {
         m.insert("subresource".into(), json!(k.subresource));
     }
@@ -431,10 +441,115 @@ pub fn record_update(
     next: &mut Value,
     now: &str,
 ) {
+    if live.is_none() && requested.is_none() {
+        record_create(ri, manager, next, now);
+        return;
+    }
     let mut requested = requested;
     if !record_update_in_place(ri, manager, live, &mut requested, next, now) {
         record_update_decoded(ri, manager, live, requested.as_ref(), next, now);
     }
+}
+
+/// The field sets of created objects, by the object's shape (see [`shape`]): objects of one
+/// shape get one set, and most creates repeat a shape (a component's Events, a ReplicaSet's
+/// pods). Kept for the process, cleared when it grows past [`CREATED_SETS_MAX`].
+static CREATED_SETS: std::sync::LazyLock<std::sync::Mutex<HashMap<Vec<u8>, Value>>> =
+    std::sync::LazyLock::new(Default::default);
+const CREATED_SETS_MAX: usize = 4096;
+
+/// [`record_update`] of a create that sends no managed fields: one entry, the writer's, with
+/// every field the object sets. Its `fieldsV1` is the one computed for the first object of the
+/// same shape; the first of a shape computes it the whole way ([`record_update_decoded`]).
+fn record_create(ri: &ResourceInfo, manager: &FieldManager, next: &mut Value, now: &str) {
+    let key = shape(ri, manager.subresource.as_deref(), next);
+    let known = CREATED_SETS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .cloned();
+    if let Some(fields) = known {
+        let me = ManagerKey::of(manager, Operation::Update, &ri.api_version());
+        let entry = encode_entry_fields(&me, &ri.api_version(), Some(now), fields);
+        put_managed_fields(next, Value::Array(vec![entry]));
+        return;
+    }
+    record_update_decoded(ri, manager, None, None, next, now);
+    let computed = next
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .filter(|entries| entries.len() == 1)
+        .and_then(|entries| entries[0].get("fieldsV1"))
+        .cloned();
+    if let Some(fields) = computed {
+        let mut sets = CREATED_SETS.lock().unwrap_or_else(|p| p.into_inner());
+        if sets.len() >= CREATED_SETS_MAX {
+            sets.clear();
+        }
+        sets.insert(key, fields);
+    }
+}
+
+/// What a created object's field set depends on, as bytes: the kind and subresource (whose
+/// schema and ignored paths the comparison reads), every object key at every level, the type of
+/// every value, and the whole value of every scalar inside a list (list-map keys, set values and
+/// positions are read from there). A scalar's value outside lists never changes the set: the
+/// zero object it is compared with holds only objects and nulls there.
+fn shape(ri: &ResourceInfo, sub: Option<&str>, obj: &Value) -> Vec<u8> {
+    fn text(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    fn walk(out: &mut Vec<u8>, v: &Value, in_list: bool) {
+        match v {
+            Value::Null => out.push(b'n'),
+            Value::Bool(b) => out.push(match (in_list, b) {
+                (false, _) => b'b',
+                (true, true) => b't',
+                (true, false) => b'f',
+            }),
+            Value::Number(n) => {
+                out.push(b'#');
+                if in_list {
+                    text(out, &n.to_string());
+                }
+            }
+            Value::String(s) => {
+                out.push(b's');
+                if in_list {
+                    text(out, s);
+                }
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+                for item in items {
+                    walk(out, item, true);
+                }
+            }
+            Value::Object(m) => {
+                out.push(b'{');
+                out.extend_from_slice(&(m.len() as u64).to_le_bytes());
+                for (k, v) in m {
+                    text(out, k);
+                    walk(out, v, in_list);
+                }
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(512);
+    for part in [
+        ri.group,
+        ri.version,
+        ri.kind,
+        ri.plural,
+        sub.unwrap_or("\0"),
+    ] {
+        text(&mut out, part);
+    }
+    walk(&mut out, obj, false);
+    out
 }
 
 /// [`record_update`] on every entry decoded, changed and encoded again: what it does when the

@@ -666,6 +666,105 @@ mod filled {
         }
     }
 
+    /// `v` with every scalar outside lists (`inside` false) or inside them (true) changed to
+    /// another of its type: the first keeps the shape, the second changes it where lists are.
+    fn rescalar(v: &Value, inside: bool, in_list: bool) -> Value {
+        match v {
+            _ if in_list != inside && !v.is_array() && !v.is_object() => v.clone(),
+            Value::Bool(b) => json!(!b),
+            Value::Number(n) => json!(n.as_i64().map_or(0, |i| i.wrapping_add(1))),
+            Value::String(s) => json!(format!("{s}x")),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|i| rescalar(i, inside, true)).collect())
+            }
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| (k.clone(), rescalar(v, inside, in_list)))
+                    .collect(),
+            ),
+            Value::Null => Value::Null,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// A create's entry is the one computed the whole way, whether its set was computed
+        /// for it or remembered from an object of the same shape.
+        #[test]
+        fn a_created_objects_set_is_its_shapes(
+            obj in object(),
+            kind in 0usize..4,
+            status in any::<bool>(),
+        ) {
+            let ri = [
+                pods(),
+                deployments(),
+                registry::lookup("", "v1", "events").unwrap(),
+                registry::lookup("", "v1", "configmaps").unwrap(),
+            ][kind];
+            let m = FieldManager::new("creator", status.then_some("status"));
+            let variants = [
+                obj.clone(),
+                rescalar(&obj, false, false),
+                rescalar(&obj, true, false),
+            ];
+            for next in variants {
+                let mut created = next.clone();
+                record_update(ri, &m, None, None, &mut created, T0);
+                let mut decoded = next;
+                record_update_decoded(ri, &m, None, None, &mut decoded, T0);
+                prop_assert_eq!(created, decoded);
+            }
+        }
+    }
+
+    /// Two pods alike but for their containers' names (list-map keys) and finalizers (set
+    /// values) have different sets, each the one computed the whole way: created one after the
+    /// other, the second is not given the first's.
+    #[test]
+    fn created_sets_follow_the_values_in_lists() {
+        let ri = pods();
+        let m = FieldManager::new("creator", None);
+        for (c, f) in [("a", "x"), ("b", "x"), ("b", "y")] {
+            let next = json!({"metadata": {"name": "p", "finalizers": [f]},
+                "spec": {"containers": [{"name": c, "image": "i"}]}});
+            let mut created = next.clone();
+            record_update(ri, &m, None, None, &mut created, T0);
+            let mut decoded = next;
+            record_update_decoded(ri, &m, None, None, &mut decoded, T0);
+            assert_eq!(created, decoded, "{c} {f}");
+            let fields = &created["metadata"]["managedFields"][0]["fieldsV1"];
+            assert!(
+                fields["f:spec"]["f:containers"]
+                    .get(format!("k:{{\"name\":\"{c}\"}}"))
+                    .is_some(),
+                "{fields}"
+            );
+            assert!(
+                fields["f:metadata"]["f:finalizers"]
+                    .get(format!("v:\"{f}\""))
+                    .is_some(),
+                "{fields}"
+            );
+        }
+    }
+
+    /// The shape of a created object leaves out its scalars' values only where the zero object
+    /// it is compared with cannot hold a scalar: every kind's zero object is objects and nulls.
+    #[test]
+    fn zero_objects_hold_only_objects_and_nulls() {
+        fn objects_and_nulls(v: &Value) -> bool {
+            match v {
+                Value::Null => true,
+                Value::Object(m) => m.values().all(objects_and_nulls),
+                _ => false,
+            }
+        }
+        for ri in registry::RESOURCES {
+            assert!(objects_and_nulls(&schema::zero_object(ri)), "{}", ri.kind);
+        }
+    }
+
     /// Objects equal only once trimmed or filled, or only as copies would be.
     #[test]
     fn compare_filled_on_objects_equal_once_filled() {

@@ -3,7 +3,7 @@
 //! template with its node pin, what to create and delete on each node (`manage`), the rolling
 //! update step, and the status that `kubectl get ds` / `rollout status` read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -107,47 +107,63 @@ pub fn add_or_update_daemon_pod_tolerations(spec: &mut PodSpec) {
 ///   `(false, true)` unless an untolerated taint is NoExecute (`(false, false)`);
 /// - otherwise `(true, true)`.
 pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> (bool, bool) {
-    let node_name = node.metadata.name.as_deref().unwrap_or("");
-    let mut spec = ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.clone())
-        .unwrap_or_default();
-    if let Some(n) = spec.node_name.as_deref()
-        && !n.is_empty()
-        && n != node_name
-    {
-        return (false, false);
+    DaemonPod::of(ds).should_run(node)
+}
+
+/// A DaemonSet's pod as the placement checks see it: the template's spec with the daemon
+/// tolerations added. Built once per pass over the nodes, not once per node (a copy of the
+/// template per node was most of a sync at thousands of nodes).
+pub struct DaemonPod {
+    pod: Pod,
+}
+
+impl DaemonPod {
+    pub fn of(ds: &DaemonSet) -> Self {
+        let mut spec = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .unwrap_or_default();
+        add_or_update_daemon_pod_tolerations(&mut spec);
+        DaemonPod {
+            pod: Pod {
+                spec: Some(spec),
+                ..Default::default()
+            },
+        }
     }
-    add_or_update_daemon_pod_tolerations(&mut spec);
-    let pod = Pod {
-        spec: Some(spec),
-        ..Default::default()
-    };
-    if !required_node_affinity_matches(&pod, node) {
-        return (false, false);
+
+    /// [`node_should_run_daemon_pod`] for this DaemonSet's pod.
+    pub fn should_run(&self, node: &Node) -> (bool, bool) {
+        let node_name = node.metadata.name.as_deref().unwrap_or("");
+        let spec = self.pod.spec.as_ref();
+        if let Some(n) = spec.and_then(|s| s.node_name.as_deref())
+            && !n.is_empty()
+            && n != node_name
+        {
+            return (false, false);
+        }
+        if !required_node_affinity_matches(&self.pod, node) {
+            return (false, false);
+        }
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[]);
+        let tolerations = spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
+        if untolerated(
+            taints,
+            tolerations,
+            &[names::EFFECT_NO_SCHEDULE, names::EFFECT_NO_EXECUTE],
+        )
+        .is_empty()
+        {
+            return (true, true);
+        }
+        let no_execute = untolerated(taints, tolerations, &[names::EFFECT_NO_EXECUTE]);
+        (false, no_execute.is_empty())
     }
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or(&[]);
-    let tolerations = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or(&[]);
-    if untolerated(
-        taints,
-        tolerations,
-        &[names::EFFECT_NO_SCHEDULE, names::EFFECT_NO_EXECUTE],
-    )
-    .is_empty()
-    {
-        return (true, true);
-    }
-    let no_execute = untolerated(taints, tolerations, &[names::EFFECT_NO_EXECUTE]);
-    (false, no_execute.is_empty())
 }
 
 /// Upstream `ReplaceDaemonSetPodNodeNameNodeAffinity`: pin the pod to `node` with a single required
@@ -171,9 +187,14 @@ pub fn replace_node_name_affinity(affinity: Option<Affinity>, node: &str) -> Aff
 
 /// Upstream `GetTargetNodeName`: `spec.nodeName`, else the node pinned by the required affinity.
 pub fn target_node_name(pod: &Pod) -> Option<String> {
+    target_node(pod).map(str::to_string)
+}
+
+/// [`target_node_name`], borrowed from the pod.
+fn target_node(pod: &Pod) -> Option<&str> {
     let spec = pod.spec.as_ref()?;
     if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
-        return Some(n.to_string());
+        return Some(n);
     }
     let terms = &spec
         .affinity
@@ -189,7 +210,7 @@ pub fn target_node_name(pod: &Pod) -> Option<String> {
                 && r.operator == "In"
                 && let Some([v]) = r.values.as_deref()
             {
-                return Some(v.clone());
+                return Some(v);
             }
         }
     }
@@ -232,10 +253,11 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
 pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
     let labels = pod.metadata.labels.as_ref();
     let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-    let gen_matches = generation
-        .is_some_and(|g| get(LABEL_POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str()));
-    let hash_matches = !hash.is_empty() && get(LABEL_CONTROLLER_REVISION_HASH) == Some(hash);
-    hash_matches || gen_matches
+    // The hash first: it decides nearly every pod, and the generation's text is formatted only
+    // when it does not.
+    (!hash.is_empty() && get(LABEL_CONTROLLER_REVISION_HASH) == Some(hash))
+        || generation
+            .is_some_and(|g| get(LABEL_POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str()))
 }
 
 /// The template new daemon pods are made from (upstream `CreatePodTemplate`): the DaemonSet's
@@ -264,14 +286,14 @@ pub fn daemon_pod_template(ds: &DaemonSet, hash: &str) -> PodTemplateSpec {
 
 /// The DaemonSet's pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
 /// oldest first (creation time, then name). Pods that are both terminal and deleting are left out.
-pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<String, Vec<&'a Pod>> {
-    let mut out: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
+pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
+    let mut out: BTreeMap<&'a str, Vec<&'a Pod>> = BTreeMap::new();
     for p in pods {
         let terminal = matches!(util::phase(p), util::PHASE_SUCCEEDED | util::PHASE_FAILED);
         if terminal && p.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Some(n) = target_node_name(p) {
+        if let Some(n) = target_node(p) {
             out.entry(n).or_default().push(p);
         }
     }
@@ -350,37 +372,41 @@ pub struct ManagePlan {
 pub fn manage(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<String, Vec<&Pod>>,
+    by_node: &BTreeMap<&str, Vec<&Pod>>,
     now: Timestamp,
     backoff: &mut FailedPodsBackoff,
     config: &super::config::DaemonSetControllerConfig,
 ) -> ManagePlan {
     let mut plan = ManagePlan::default();
     let surge = max_surge(ds) > 0;
+    let daemon = DaemonPod::of(ds);
     for node in nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let (should_run, should_continue) = node_should_run_daemon_pod(node, ds);
-        let pods = by_node.get(&name);
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let (should_run, should_continue) = daemon.should_run(node);
+        let pods = by_node.get(name);
         let exists = pods.is_some_and(|p| !p.is_empty());
         if should_run && !exists {
-            plan.create_on.push(name);
+            plan.create_on.push(name.to_string());
         } else if should_continue {
-            let mut running: Vec<&Pod> = Vec::new();
+            // The running pods after the oldest (nothing is copied for a node's usual one pod).
+            let mut oldest_running = false;
+            let mut extra_running: Vec<&Pod> = Vec::new();
             for p in pods.into_iter().flatten() {
                 if p.metadata.deletion_timestamp.is_some() {
                     continue;
                 }
-                let pname = p.metadata.name.clone().unwrap_or_default();
-                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                let pname = || p.metadata.name.clone().unwrap_or_default();
+                let ns = || p.metadata.namespace.clone().unwrap_or_default();
                 match util::phase(p) {
                     util::PHASE_FAILED => {
-                        if let Some(left) = backoff.in_backoff(&name, now) {
+                        let (pname, ns) = (pname(), ns());
+                        if let Some(left) = backoff.in_backoff(name, now) {
                             plan.requeue_after =
                                 Some(plan.requeue_after.map_or(left, |r| r.min(left)));
                             continue;
                         }
                         backoff.next(
-                            &name,
+                            name,
                             now,
                             config.failed_pods_backoff_initial,
                             config.failed_pods_backoff_max,
@@ -393,6 +419,7 @@ pub fn manage(
                         plan.delete.push(pname);
                     }
                     util::PHASE_SUCCEEDED => {
+                        let (pname, ns) = (pname(), ns());
                         plan.events.push(DsEvent {
                             type_: names::EVENT_NORMAL,
                             reason: REASON_SUCCEEDED_DAEMON_POD,
@@ -400,13 +427,14 @@ pub fn manage(
                         });
                         plan.delete.push(pname);
                     }
-                    _ => running.push(p),
+                    _ if oldest_running => extra_running.push(p),
+                    _ => oldest_running = true,
                 }
             }
             // Without surge, keep only the oldest running pod on a node.
-            if !surge && running.len() > 1 {
+            if !surge {
                 plan.delete.extend(
-                    running[1..]
+                    extra_running
                         .iter()
                         .map(|p| p.metadata.name.clone().unwrap_or_default()),
                 );
@@ -421,11 +449,13 @@ pub fn manage(
         }
     }
     // Daemon pods bound by affinity to nodes that do not exist and never scheduled: delete.
+    // (Looked up in a set: a scan of the node list per node was quadratic in the cluster size.)
+    let known: BTreeSet<&str> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
     for (node, pods) in by_node {
-        if nodes
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(node))
-        {
+        if known.contains(node) {
             continue;
         }
         for p in pods {
@@ -491,14 +521,12 @@ pub fn is_rolling_update(ds: &DaemonSet) -> bool {
 pub fn rolling_update_deletions(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<String, Vec<&Pod>>,
+    by_node: &BTreeMap<&str, Vec<&Pod>>,
     hash: &str,
     now: Timestamp,
 ) -> Vec<String> {
-    let desired = nodes
-        .iter()
-        .filter(|n| node_should_run_daemon_pod(n, ds).0)
-        .count() as i64;
+    let daemon = DaemonPod::of(ds);
+    let desired = nodes.iter().filter(|n| daemon.should_run(n).0).count() as i64;
     let ru = ds
         .spec
         .as_ref()
@@ -515,18 +543,26 @@ pub fn rolling_update_deletions(
     let mut replace: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
     for pods in by_node.values() {
-        let live: Vec<&&Pod> = pods
+        // The node's live pods, new and old: counted, and the first of each kept (no lists
+        // built per node).
+        let (mut new, mut old) = ((0usize, None), (0usize, None));
+        for p in pods
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        let (new, old): (Vec<&&Pod>, Vec<&&Pod>) = live
-            .iter()
-            .partition(|p| is_pod_updated(p, hash, generation));
-        if new.len() > 1 || old.len() > 1 {
+        {
+            let side = if is_pod_updated(p, hash, generation) {
+                &mut new
+            } else {
+                &mut old
+            };
+            side.0 = side.0.saturating_add(1);
+            side.1 = side.1.or(Some(p));
+        }
+        if new.0 > 1 || old.0 > 1 {
             unavailable = unavailable.saturating_add(1);
             continue;
         }
-        match (new.first(), old.first()) {
+        match (new.1, old.1) {
             (None, None) | (Some(_), Some(_)) => unavailable = unavailable.saturating_add(1),
             (Some(n), None) => {
                 if !util::is_pod_available(n, min_ready, now) {
@@ -555,7 +591,7 @@ pub fn rolling_update_deletions(
 pub fn compute_status(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<String, Vec<&Pod>>,
+    by_node: &BTreeMap<&str, Vec<&Pod>>,
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
@@ -568,9 +604,10 @@ pub fn compute_status(
     };
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
         (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
+    let daemon = DaemonPod::of(ds);
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or("");
-        let (should_run, _) = node_should_run_daemon_pod(node, ds);
+        let (should_run, _) = daemon.should_run(node);
         let pods = by_node.get(name).filter(|p| !p.is_empty());
         if should_run {
             desired = desired.saturating_add(1);
@@ -607,7 +644,7 @@ pub fn compute_status(
 /// `enqueueDaemonSetAfter(minReadySeconds)`).
 pub fn next_availability_check(
     ds: &DaemonSet,
-    by_node: &BTreeMap<String, Vec<&Pod>>,
+    by_node: &BTreeMap<&str, Vec<&Pod>>,
     now: Timestamp,
 ) -> Option<Timestamp> {
     let secs = ds
