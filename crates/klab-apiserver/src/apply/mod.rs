@@ -731,6 +731,17 @@ fn record_update_in_place(
             None
         }
     };
+    // Else the object to store usually still holds the stored entries (a status write's object
+    // is the stored one with a new status): the kept ones are moved out of it, not copied.
+    if sent.is_none()
+        && let Some(own) = next
+            .get_mut("metadata")
+            .and_then(|m| m.get_mut("managedFields"))
+            .filter(|own| **own == *stored)
+        && let Value::Array(own) = std::mem::take(own)
+    {
+        sent = Some(own);
+    }
     let entries: Vec<Value> = out
         .into_iter()
         .map(|(_, o)| match (o, sent.as_mut()) {
