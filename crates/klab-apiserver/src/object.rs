@@ -19,39 +19,36 @@ fn pointer_index(token: &str) -> Option<usize> {
     token.parse().ok()
 }
 
+/// A pointer's segments when it has nothing to unescape; `None` leaves the pointer (escaped,
+/// empty or not starting with `/`) to `Value::pointer`.
+fn plain_segments(pointer: &str) -> Option<std::str::Split<'_, char>> {
+    if pointer.contains('~') {
+        return None;
+    }
+    pointer.strip_prefix('/').map(|rest| rest.split('/'))
+}
+
 impl Pointer for Value {
     fn at(&self, pointer: &str) -> Option<&Value> {
-        if pointer.contains('~') {
+        let Some(mut segments) = plain_segments(pointer) else {
             return self.pointer(pointer);
-        }
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        pointer
-            .strip_prefix('/')?
-            .split('/')
-            .try_fold(self, |target, token| match target {
-                Value::Object(m) => m.get(token),
-                Value::Array(a) => pointer_index(token).and_then(|i| a.get(i)),
-                _ => None,
-            })
+        };
+        segments.try_fold(self, |target, token| match target {
+            Value::Object(m) => m.get(token),
+            Value::Array(a) => pointer_index(token).and_then(|i| a.get(i)),
+            _ => None,
+        })
     }
 
     fn at_mut(&mut self, pointer: &str) -> Option<&mut Value> {
-        if pointer.contains('~') {
+        let Some(mut segments) = plain_segments(pointer) else {
             return self.pointer_mut(pointer);
-        }
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        pointer
-            .strip_prefix('/')?
-            .split('/')
-            .try_fold(self, |target, token| match target {
-                Value::Object(m) => m.get_mut(token),
-                Value::Array(a) => pointer_index(token).and_then(|i| a.get_mut(i)),
-                _ => None,
-            })
+        };
+        segments.try_fold(self, |target, token| match target {
+            Value::Object(m) => m.get_mut(token),
+            Value::Array(a) => pointer_index(token).and_then(|i| a.get_mut(i)),
+            _ => None,
+        })
     }
 }
 

@@ -162,19 +162,9 @@ pub fn compare_filled(
     filled_comparison(ri, lhs, rhs, zero, skip, true)
 }
 
-/// [`compare_filled`] walking every node, identical ones too: what the skip must not change.
-#[cfg(test)]
-pub fn compare_filled_exhaustive(
-    ri: &ResourceInfo,
-    lhs: &Value,
-    rhs: &Value,
-    zero: &Value,
-    skip: &[&str],
-) -> Comparison {
-    filled_comparison(ri, lhs, rhs, zero, skip, false)
-}
-
-fn filled_comparison(
+/// [`compare_filled`], walking the parts both objects hold alike too when `skip_identical` is
+/// false (what the skip must not change).
+pub(crate) fn filled_comparison(
     ri: &ResourceInfo,
     lhs: &Value,
     rhs: &Value,
