@@ -5,7 +5,6 @@
 //! DefaultStorageClass (a claim without a class gets the default one) and
 //! StorageObjectInUseProtection (the pvc-/pv-protection finalizers on create).
 
-use crate::object::Pointer;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -14,6 +13,8 @@ use klab_api::names::{
     ANN_BETA_DEFAULT_STORAGE_CLASS, ANN_BETA_STORAGE_CLASS, ANN_DEFAULT_STORAGE_CLASS,
     FINALIZER_PV_PROTECTION, FINALIZER_PVC_PROTECTION, TAINT_NOT_READY, TAINT_UNREACHABLE,
 };
+
+use crate::object::Pointer;
 
 /// The two flags of the DefaultTolerationSeconds plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,11 @@
 //! `system:bootstrappers` plus the token's `auth-extra-groups`. The decision is pure
 //! ([`decide`]); the server's bearer layer loads the Secret.
 
-use crate::object::Pointer;
 use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::identity::Identity;
+use crate::object::Pointer;
 
 /// The Secret type a bootstrap token lives in.
 pub const SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";

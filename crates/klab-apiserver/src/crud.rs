@@ -5,7 +5,6 @@
 //! Every write follows the same path: decode → default → admit → validate → compare with the
 //! stored object → compare-and-swap in the store. A failing request stores nothing.
 
-use crate::object::Pointer;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -24,7 +23,7 @@ use crate::apply::FieldManager;
 use crate::conversion;
 use crate::deletion::{DeleteDecision, PodDeleteView, decide_generic_delete, decide_pod_delete};
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::object::{self, meta_mut};
+use crate::object::{self, Pointer, meta_mut};
 use crate::patch::PatchKind;
 use crate::registry::{self, ResourceInfo};
 use crate::selector_field::FieldSelector;

@@ -4,10 +4,10 @@
 //! usages, signer name, `expirationSeconds`, conditions) and kubectl's `CONDITION` column. No
 //! approver or signer runs: a request stays `Pending` until someone writes its status.
 
-use crate::object::Pointer;
 use serde_json::{Value, json};
 
 use crate::identity::Identity;
+use crate::object::Pointer;
 use crate::validation::FieldError;
 
 /// Upstream's `certificates.KeyUsage` values, sorted as its `sets.String.List()` prints them.

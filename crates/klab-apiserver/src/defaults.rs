@@ -8,7 +8,6 @@
 //! absent (or `null`) are filled: a value the client sent is never overwritten (except the
 //! namespace name label, which upstream always forces).
 
-use crate::object::Pointer;
 use klab_api::names::{
     LABEL_JOB_CONTROLLER_UID as LABEL_CONTROLLER_UID,
     LABEL_JOB_CONTROLLER_UID_LEGACY as LABEL_LEGACY_CONTROLLER_UID, LABEL_JOB_NAME,
@@ -16,6 +15,7 @@ use klab_api::names::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::object::Pointer;
 use crate::registry::ResourceInfo;
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@
 //! IP:10250: …`), an upgrade's as `error dialing backend: dial tcp IP:10250: …`; a kubelet's own
 //! error answer is mapped as `GenericHttpResponseChecker` does.
 
-use crate::object::Pointer;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -23,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::io::DuplexStream;
 
 use crate::error::{ApiError, ApiResult};
-use crate::object;
+use crate::object::{self, Pointer};
 use crate::registry;
 use crate::server::Ctx;
 

@@ -5,7 +5,6 @@
 //! by the composition root). Nothing is stored; an object without metrics is simply absent from
 //! a list, and a get of one is metrics-server's 404.
 
-use crate::object::Pointer;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
@@ -18,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::crud::{Selectors, decode_kv, json_response};
 use crate::error::{ApiError, ApiResult};
+use crate::object::Pointer;
 use crate::registry::{self, ResourceInfo};
 use crate::server::Ctx;
 

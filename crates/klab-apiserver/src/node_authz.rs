@@ -4,12 +4,12 @@
 //! bound to it; everything else it gets from the static `system:node` rules. Pure: the caller
 //! builds a [`NodeGraph`] from the stored pods, claims and attachments.
 
-use crate::object::Pointer;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use crate::authz::{Attributes, Decision};
+use crate::object::Pointer;
 use crate::rbac::{Rule, rule_allows};
 
 /// The group every kubelet identity carries.

@@ -5,10 +5,11 @@
 //! deletions of its own pods, only its own Lease and CSINode, only claim status. Pure: the caller
 //! passes the stored objects it read.
 
-use crate::object::Pointer;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
+
+use crate::object::Pointer;
 
 /// The admission operation, as upstream prints it (`UPDATE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

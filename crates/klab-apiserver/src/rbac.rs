@@ -3,12 +3,12 @@
 //! and binding writes, and the objects' defaults and validation. Everything here is pure: the
 //! caller loads a [`Policy`] snapshot from the store and asks it.
 
-use crate::object::Pointer;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::authz::{Attributes, Decision};
+use crate::object::Pointer;
 use crate::validation::FieldError;
 
 /// The API group of the RBAC kinds (also the `apiGroup` of role references and of User and Group

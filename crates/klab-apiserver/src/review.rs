@@ -4,7 +4,6 @@
 //! the `serviceaccounts/token` subresource (TokenRequest: `kubectl create token`). Access answers
 //! come from [`crate::authz`], the same decision every request gets.
 
-use crate::object::Pointer;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 use crate::authz::{self, Attributes};
 use crate::crud::{decode_body, decode_kv, normalize, object_response};
 use crate::identity::Identity;
-use crate::object;
+use crate::object::{self, Pointer};
 use crate::registry::{self, ResourceInfo};
 use crate::server::{Ctx, Inner};
 use crate::token::{self, TokenSubject};

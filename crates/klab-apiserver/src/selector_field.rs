@@ -7,11 +7,11 @@
 //! message, plus each registry's `ToSelectableFields` for the value a field has in an object
 //! (missing = `""`, booleans `"true"`/`"false"`, Job `status.successful` = `status.succeeded`).
 
-use crate::object::Pointer;
 use std::fmt;
 
 use serde_json::Value;
 
+use crate::object::Pointer;
 use crate::registry::ResourceInfo;
 
 /// `=`/`==` (match) or `!=` (does not match).

@@ -7,7 +7,6 @@
 //! deleted Service frees its values; one lock around allocate-and-store keeps two creates from
 //! taking the same value.
 
-use crate::object::Pointer;
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
@@ -15,6 +14,7 @@ use serde_json::{Value, json};
 
 use klab_api::DetRng;
 
+use crate::object::Pointer;
 use crate::validation::FieldError;
 
 /// The service CIDR: network address and prefix length.

@@ -2,7 +2,6 @@
 //! `pods/binding`, `pods/eviction` (with PodDisruptionBudgets) and `namespaces/finalize`
 //! (api-surface §b.12, control-plane §10.1).
 
-use crate::object::Pointer;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
@@ -15,7 +14,7 @@ use crate::crud::{
     self, DeleteOptions, WriteMode, WriteOutcome, WriteScope, guarded_update, json_response,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::object;
+use crate::object::{self, Pointer};
 use crate::registry;
 use crate::server::Ctx;
 

@@ -10,7 +10,6 @@
 //! Go's `map[string]string{...}` form; the pod-update `Forbidden` message carries a short list of
 //! changed fields instead of upstream's `cmp.Diff` output.
 
-use crate::object::Pointer;
 use std::collections::{BTreeMap, BTreeSet};
 
 use klab_api::selector::{
@@ -18,6 +17,7 @@ use klab_api::selector::{
 };
 use serde_json::{Map, Value};
 
+use crate::object::Pointer;
 use crate::registry::ResourceInfo;
 
 /// Upstream `field.ErrorType` (the subset klab emits).

@@ -17,12 +17,12 @@ pub mod fieldset;
 pub mod schema;
 pub mod typed;
 
-use crate::object::Pointer;
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
+use crate::object::Pointer;
 use crate::registry::ResourceInfo;
 use fieldset::{Path, PathElement, Set, path_string};
 

@@ -4,10 +4,10 @@
 
 pub mod strategic;
 
-use crate::object::Pointer;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
+use crate::object::Pointer;
 use crate::registry::ResourceInfo;
 
 /// The patch formats a PATCH may carry, by Content-Type.

@@ -395,11 +395,10 @@ pub fn manage(
                 if p.metadata.deletion_timestamp.is_some() {
                     continue;
                 }
-                let pname = || p.metadata.name.clone().unwrap_or_default();
-                let ns = || p.metadata.namespace.clone().unwrap_or_default();
+                let pname = p.metadata.name.as_deref().unwrap_or_default();
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
                 match util::phase(p) {
                     util::PHASE_FAILED => {
-                        let (pname, ns) = (pname(), ns());
                         if let Some(left) = backoff.in_backoff(name, now) {
                             plan.requeue_after =
                                 Some(plan.requeue_after.map_or(left, |r| r.min(left)));
@@ -416,16 +415,15 @@ pub fn manage(
                             reason: REASON_FAILED_DAEMON_POD,
                             message: format!("Found failed daemon pod {ns}/{pname} on node {name}, will try to kill it"),
                         });
-                        plan.delete.push(pname);
+                        plan.delete.push(pname.to_string());
                     }
                     util::PHASE_SUCCEEDED => {
-                        let (pname, ns) = (pname(), ns());
                         plan.events.push(DsEvent {
                             type_: names::EVENT_NORMAL,
                             reason: REASON_SUCCEEDED_DAEMON_POD,
                             message: format!("Found succeeded daemon pod {ns}/{pname} on node {name}, will try to delete it"),
                         });
-                        plan.delete.push(pname);
+                        plan.delete.push(pname.to_string());
                     }
                     _ if oldest_running => extra_running.push(p),
                     _ => oldest_running = true,

@@ -280,8 +280,8 @@ impl Controller {
         to_remove: &[Taint],
         now: Timestamp,
     ) -> Result<bool, kube::Error> {
-        // The hint is read in place: most passes find nothing to change on most nodes, and a
-        // copy of each was most of a pass. Only a conflict reads a fresh copy.
+        // The hint is read in place: a pass visits every node every 5 s and finds nothing to
+        // change on most of them, so nothing is copied. Only a conflict reads a fresh copy.
         let mut fresh: Option<Node> = None;
         for attempt in 0..TAINT_WRITE_ATTEMPTS {
             let node = fresh.as_ref().unwrap_or(hint);
