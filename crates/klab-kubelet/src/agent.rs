@@ -11,6 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use klab_api::shared;
+use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng, names};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
@@ -435,9 +436,11 @@ async fn backoff_ensure_lease(s: &Shared) -> (Option<Lease>, bool) {
 
 async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> {
     let ctx = &s.ctx;
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
+    // Decoded without managed fields: the kubelet sends the lease back without them, and the
+    // API server then keeps the stored ones (an update that omits them changes none).
+    let leases: Api<Slim<Lease>> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
     match leases.get(&ctx.name).await {
-        Ok(l) => Ok((Some(l), false)),
+        Ok(l) => Ok((Some(l.0), false)),
         Err(e) if is_status(&e, 404) => {
             // The owner-reference hook needs the Node; without it the lease is not created.
             let nodes: Api<Node> = Api::all(ctx.client.clone());
@@ -451,8 +454,8 @@ async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> 
                 ctx.cfg.node_lease_duration_seconds,
                 ctx.clock.now_micro(),
             );
-            let created = leases.create(&PostParams::default(), &lease).await?;
-            Ok((Some(created), true))
+            let created = leases.create(&PostParams::default(), &Slim(lease)).await?;
+            Ok((Some(created.0), true))
         }
         Err(e) => Err(e),
     }
@@ -461,7 +464,8 @@ async fn ensure_lease(s: &Shared) -> Result<(Option<Lease>, bool), kube::Error> 
 /// Up to 5 UPDATEs based on `base`; a 409 fetches a fresh base first. True on success.
 async fn retry_update_lease(s: &Shared, mut base: Lease, cached: &mut Option<Lease>) -> bool {
     let ctx = &s.ctx;
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
+    // Slim as in `ensure_lease`: the renewal's response is the kubelet's next base.
+    let leases: Api<Slim<Lease>> = Api::namespaced(ctx.client.clone(), names::NS_NODE_LEASE);
     for _ in 0..LEASE_MAX_UPDATE_RETRIES {
         let has_owner = base
             .metadata
@@ -485,11 +489,11 @@ async fn retry_update_lease(s: &Shared, mut base: Lease, cached: &mut Option<Lea
             ctx.clock.now_micro(),
         );
         match leases
-            .replace(&ctx.name, &PostParams::default(), &lease)
+            .replace(&ctx.name, &PostParams::default(), &Slim(lease))
             .await
         {
             Ok(l) => {
-                *cached = Some(l);
+                *cached = Some(l.0);
                 return true;
             }
             Err(e) if is_status(&e, 409) => match backoff_ensure_lease(s).await {
