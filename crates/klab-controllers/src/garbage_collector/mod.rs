@@ -225,16 +225,25 @@ impl Gc {
         if uid.is_empty() {
             return;
         }
-        if let Some(old) = self.items.remove(&uid) {
-            self.link(&uid, &old.meta, false);
-        }
-        self.link(&uid, &meta, true);
-        if meta
-            .owner_references
-            .as_ref()
-            .is_some_and(|r| !r.is_empty())
-        {
-            self.queue.add((ATTEMPT.into(), uid.clone()));
+        // As upstream's graph builder, an update is verified again only when its owner
+        // references changed: one that leaves them alone (a Lease renewal, a pod's status) has
+        // nothing new to check, and an owner's removal queues its dependents itself.
+        let owners_changed = self
+            .items
+            .get(&uid)
+            .is_none_or(|old| old.meta.owner_references != meta.owner_references);
+        if owners_changed {
+            if let Some(old) = self.items.remove(&uid) {
+                self.link(&uid, &old.meta, false);
+            }
+            self.link(&uid, &meta, true);
+            if meta
+                .owner_references
+                .as_ref()
+                .is_some_and(|r| !r.is_empty())
+            {
+                self.queue.add((ATTEMPT.into(), uid.clone()));
+            }
         }
         if decide::is_deleting_dependents(&meta) || decide::is_orphaning(&meta) {
             self.queue.add((OWNER.into(), uid.clone()));

@@ -208,3 +208,59 @@ async fn deleting_a_node_removes_its_lease() {
         .await;
     assert_eq!(t, before);
 }
+
+/// Upstream's graph builder verifies an object's owners when they appear or change, not on
+/// every update: a Lease renewal or a pod's status write queues no attempt to delete.
+#[tokio::test(start_paused = true)]
+async fn only_an_update_that_changes_owners_queues_an_attempt() {
+    use super::{ATTEMPT, Gc};
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+    let h = harness().await;
+    let mut gc = Gc {
+        client: h.client.clone(),
+        clock: h.clock.clone(),
+        resources: Vec::new(),
+        caches: Vec::new(),
+        synced: Vec::new(),
+        items: BTreeMap::new(),
+        dependents: BTreeMap::new(),
+        queue: Default::default(),
+    };
+    let owner = |uid: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: "n1".into(),
+        uid: uid.into(),
+        ..Default::default()
+    };
+    let lease = |rv: &str, owners: Vec<_>| ObjectMeta {
+        name: Some("n1".into()),
+        namespace: Some("kube-node-lease".into()),
+        uid: Some("lease-uid".into()),
+        resource_version: Some(rv.into()),
+        owner_references: Some(owners),
+        ..Default::default()
+    };
+    let mut drain = |gc: &mut Gc| {
+        let mut out = Vec::new();
+        while let Some(k) = gc.queue.pop() {
+            gc.queue.done(&k);
+            out.push(k);
+        }
+        out
+    };
+    let attempt = vec![(ATTEMPT.to_string(), "lease-uid".to_string())];
+    gc.upsert(0, lease("1", vec![owner("node-a")]));
+    assert_eq!(drain(&mut gc), attempt, "a new dependent is verified");
+    gc.upsert(0, lease("2", vec![owner("node-a")]));
+    assert_eq!(drain(&mut gc), vec![], "a renewal changes no owner");
+    assert_eq!(
+        gc.items["lease-uid"].meta.resource_version.as_deref(),
+        Some("2")
+    );
+    gc.upsert(0, lease("3", vec![owner("node-b")]));
+    assert_eq!(drain(&mut gc), attempt, "a changed owner is verified");
+    assert!(gc.dependents.get("node-a").is_none());
+    assert!(gc.dependents["node-b"].contains("lease-uid"));
+}
