@@ -358,8 +358,10 @@ async fn update_node_status(
         ) {
             events.push(e);
         }
-        let old = node.status.clone().unwrap_or_default();
-        let changed = node_status_changed(&old, &status);
+        let changed = match &node.status {
+            Some(old) => node_status_changed(old, &status),
+            None => node_status_changed(&Default::default(), &status),
+        };
         if !should_report(
             changed,
             now.0,

@@ -330,19 +330,61 @@ pub fn schedulable_event(node: &str, last: &mut bool, unschedulable: bool) -> Op
 /// Upstream `nodeStatusHasChanged`: conditions compared by type with `lastHeartbeatTime` blanked;
 /// every other status field compared for equality.
 pub fn node_status_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
-    fn normalized(s: &NodeStatus) -> (NodeStatus, Vec<NodeCondition>) {
-        let mut conds: Vec<NodeCondition> = s.conditions.clone().unwrap_or_default();
-        for c in &mut conds {
-            c.last_heartbeat_time = None;
-        }
-        conds.sort_by(|a, b| a.type_.cmp(&b.type_));
-        let rest = NodeStatus {
-            conditions: None,
-            ..s.clone()
-        };
-        (rest, conds)
+    // Field by field, without copies: every kubelet compares its status every 10 s. The
+    // destructuring names every field, so a field added to the type is compared too.
+    let NodeStatus {
+        addresses,
+        allocatable,
+        capacity,
+        conditions: _,
+        config,
+        daemon_endpoints,
+        features,
+        images,
+        node_info,
+        phase,
+        runtime_handlers,
+        volumes_attached,
+        volumes_in_use,
+    } = old;
+    let rest_same = *addresses == new.addresses
+        && *allocatable == new.allocatable
+        && *capacity == new.capacity
+        && *config == new.config
+        && *daemon_endpoints == new.daemon_endpoints
+        && *features == new.features
+        && *images == new.images
+        && *node_info == new.node_info
+        && *phase == new.phase
+        && *runtime_handlers == new.runtime_handlers
+        && *volumes_attached == new.volumes_attached
+        && *volumes_in_use == new.volumes_in_use;
+    if !rest_same {
+        return true;
     }
-    normalized(old) != normalized(new)
+    fn by_type(s: &NodeStatus) -> Vec<&NodeCondition> {
+        let mut conds: Vec<&NodeCondition> = s.conditions.iter().flatten().collect();
+        conds.sort_by(|a, b| a.type_.cmp(&b.type_));
+        conds
+    }
+    // Equal but for the heartbeat time.
+    fn same(a: &NodeCondition, b: &NodeCondition) -> bool {
+        let NodeCondition {
+            last_heartbeat_time: _,
+            last_transition_time,
+            message,
+            reason,
+            status,
+            type_,
+        } = a;
+        *last_transition_time == b.last_transition_time
+            && *message == b.message
+            && *reason == b.reason
+            && *status == b.status
+            && *type_ == b.type_
+    }
+    let (a, b) = (by_type(old), by_type(new));
+    a.len() != b.len() || a.iter().zip(&b).any(|(x, y)| !same(x, y))
 }
 
 /// PATCH iff the status changed or the last report is at least `report_frequency` old.
@@ -608,34 +650,41 @@ pub fn compute_status(
     now: &Time,
 ) -> (NodeStatus, Vec<NodeEvent>) {
     let name = existing.metadata.name.clone().unwrap_or_default();
-    let old = existing.status.clone().unwrap_or_default();
+    let old = existing.status.as_ref();
     let mut events = Vec::new();
-    let new_boot = machine
-        .node_info
-        .as_ref()
-        .map(|i| i.boot_id.clone())
-        .unwrap_or_default();
-    let old_boot = old
-        .node_info
-        .as_ref()
-        .map(|i| i.boot_id.clone())
-        .unwrap_or_default();
-    if !old_boot.is_empty() && old_boot != new_boot {
-        events.push(rebooted_event(&name, &new_boot));
+    fn boot(s: Option<&NodeStatus>) -> &str {
+        s.and_then(|s| s.node_info.as_ref())
+            .map_or("", |i| i.boot_id.as_str())
     }
-    let mut status = NodeStatus {
-        conditions: None,
-        addresses: machine.addresses.clone(),
-        capacity: machine.capacity.clone(),
-        allocatable: machine.allocatable.clone(),
-        daemon_endpoints: machine.daemon_endpoints.clone(),
-        node_info: machine.node_info.clone(),
-        ..old.clone()
-    };
-    let (conds, mut cond_events) =
-        set_conditions(&name, old.conditions.as_deref().unwrap_or(&[]), health, now);
-    status.conditions = Some(conds);
+    let new_boot = boot(Some(machine));
+    let old_boot = boot(old);
+    if !old_boot.is_empty() && old_boot != new_boot {
+        events.push(rebooted_event(&name, new_boot));
+    }
+    let (conds, mut cond_events) = set_conditions(
+        &name,
+        old.and_then(|o| o.conditions.as_deref()).unwrap_or(&[]),
+        health,
+        now,
+    );
     events.append(&mut cond_events);
+    // The machine's fields and the new conditions; the rest as stored. Every field is named
+    // (no `..`), so only what is kept is copied.
+    let status = NodeStatus {
+        addresses: machine.addresses.clone(),
+        allocatable: machine.allocatable.clone(),
+        capacity: machine.capacity.clone(),
+        conditions: Some(conds),
+        config: old.and_then(|o| o.config.clone()),
+        daemon_endpoints: machine.daemon_endpoints.clone(),
+        features: old.and_then(|o| o.features.clone()),
+        images: old.and_then(|o| o.images.clone()),
+        node_info: machine.node_info.clone(),
+        phase: old.and_then(|o| o.phase.clone()),
+        runtime_handlers: old.and_then(|o| o.runtime_handlers.clone()),
+        volumes_attached: old.and_then(|o| o.volumes_attached.clone()),
+        volumes_in_use: old.and_then(|o| o.volumes_in_use.clone()),
+    };
     (status, events)
 }
 
@@ -1327,6 +1376,80 @@ mod tests {
         );
         assert_eq!(json["nodeInfo"]["kubeProxyVersion"], "");
         assert_eq!(events.len(), 3);
+    }
+
+    /// The field-by-field comparison is the comparison of copies with the conditions sorted by
+    /// type and their heartbeat times cleared, over statuses that differ in each field, in a
+    /// condition's parts, in the conditions' order, and in none versus no conditions.
+    #[test]
+    fn status_change_is_the_comparison_of_normalized_copies() {
+        fn reference(old: &NodeStatus, new: &NodeStatus) -> bool {
+            let norm = |s: &NodeStatus| {
+                let mut conds = s.conditions.clone().unwrap_or_default();
+                for c in &mut conds {
+                    c.last_heartbeat_time = None;
+                }
+                conds.sort_by(|a, b| a.type_.cmp(&b.type_));
+                (
+                    NodeStatus {
+                        conditions: None,
+                        ..s.clone()
+                    },
+                    conds,
+                )
+            };
+            norm(old) != norm(new)
+        }
+        let spec = NodeSpecConfig::default();
+        let cfg = KubeletConfig::default();
+        let (node, _) = initial_node(
+            "n1",
+            &spec,
+            &cfg,
+            &ident("b-1"),
+            &NodeHealth::default(),
+            &time(0),
+        );
+        let base = node.status.unwrap();
+        let mut variants = vec![base.clone(), NodeStatus::default()];
+        let mut with = |f: &dyn Fn(&mut NodeStatus)| {
+            let mut s = base.clone();
+            f(&mut s);
+            variants.push(s);
+        };
+        with(&|s| s.conditions = None);
+        with(&|s| s.conditions = Some(vec![]));
+        with(&|s| s.conditions.as_mut().unwrap().reverse());
+        with(&|s| s.conditions.as_mut().unwrap()[0].last_heartbeat_time = Some(time(99)));
+        with(&|s| s.conditions.as_mut().unwrap()[0].last_transition_time = Some(time(99)));
+        with(&|s| s.conditions.as_mut().unwrap()[0].message = Some("other".into()));
+        with(&|s| s.conditions.as_mut().unwrap()[0].reason = Some("Other".into()));
+        with(&|s| s.conditions.as_mut().unwrap()[0].status = "Unknown".into());
+        with(&|s| s.conditions.as_mut().unwrap()[0].type_ = "Other".into());
+        with(&|s| {
+            s.conditions.as_mut().unwrap().pop();
+        });
+        with(&|s| s.addresses = None);
+        with(&|s| s.allocatable = None);
+        with(&|s| s.capacity = None);
+        with(&|s| s.config = Some(Default::default()));
+        with(&|s| s.daemon_endpoints = None);
+        with(&|s| s.features = Some(Default::default()));
+        with(&|s| s.images = Some(vec![Default::default()]));
+        with(&|s| s.node_info.as_mut().unwrap().boot_id = "b-2".into());
+        with(&|s| s.phase = Some("Running".into()));
+        with(&|s| s.runtime_handlers = Some(vec![Default::default()]));
+        with(&|s| s.volumes_attached = Some(vec![Default::default()]));
+        with(&|s| s.volumes_in_use = Some(vec!["v".into()]));
+        let mut differ = 0;
+        for a in &variants {
+            for b in &variants {
+                assert_eq!(node_status_changed(a, b), reference(a, b), "{a:?}\n{b:?}");
+                differ += usize::from(reference(a, b));
+            }
+        }
+        // Most pairs differ; the heartbeat and order variants do not differ from the base.
+        assert!(differ > variants.len() * (variants.len() - 4));
     }
 
     #[test]
