@@ -3,7 +3,9 @@
 //! template with its node pin, what to create and delete on each node (`manage`), the rolling
 //! update step, and the status that `kubectl get ds` / `rollout status` read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -286,8 +288,8 @@ pub fn daemon_pod_template(ds: &DaemonSet, hash: &str) -> PodTemplateSpec {
 
 /// The DaemonSet's pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
 /// oldest first (creation time, then name). Pods that are both terminal and deleting are left out.
-pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
-    let mut out: BTreeMap<&'a str, Vec<&'a Pod>> = BTreeMap::new();
+pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> ByNode<'a> {
+    let mut out = ByNode::with_capacity_and_hasher(pods.len(), Fixed::default());
     for p in pods {
         let terminal = matches!(util::phase(p), util::PHASE_SUCCEEDED | util::PHASE_FAILED);
         if terminal && p.metadata.deletion_timestamp.is_some() {
@@ -302,6 +304,15 @@ pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, Vec<&'a Pod>> {
     }
     out
 }
+
+/// A DaemonSet's pods by the node they are bound or pinned to, each node's oldest first.
+/// Hashed, with a fixed hasher: a sync looks every node up, and at 5 000 nodes an ordered map's
+/// comparisons (each reading a node name out of another pod) were most of its time. Where the
+/// order of nodes shows in a result, the result is sorted by node name.
+pub type ByNode<'a> = HashMap<&'a str, Vec<&'a Pod>, Fixed>;
+
+/// The hasher of [`ByNode`] and its sets: the same on every run.
+pub type Fixed = BuildHasherDefault<DefaultHasher>;
 
 /// The order of one node's daemon pods: creation time (none first), then name.
 pub fn oldest_first(a: &Pod, b: &Pod) -> std::cmp::Ordering {
@@ -372,7 +383,7 @@ pub struct ManagePlan {
 pub fn manage(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<&str, Vec<&Pod>>,
+    by_node: &ByNode,
     now: Timestamp,
     backoff: &mut FailedPodsBackoff,
     config: &super::config::DaemonSetControllerConfig,
@@ -380,10 +391,14 @@ pub fn manage(
     let mut plan = ManagePlan::default();
     let surge = max_surge(ds) > 0;
     let daemon = DaemonPod::of(ds);
+    // Nodes with daemon pods; when that is every node of `by_node`, no pod is pinned to a node
+    // that is gone (node names are distinct: they are the Node objects' names).
+    let mut matched = 0usize;
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let (should_run, should_continue) = daemon.should_run(node);
         let pods = by_node.get(name);
+        matched = matched.saturating_add(usize::from(pods.is_some()));
         let exists = pods.is_some_and(|p| !p.is_empty());
         if should_run && !exists {
             plan.create_on.push(name.to_string());
@@ -447,26 +462,8 @@ pub fn manage(
         }
     }
     // Daemon pods bound by affinity to nodes that do not exist and never scheduled: delete.
-    // (Looked up in a set: a scan of the node list per node was quadratic in the cluster size.)
-    let known: BTreeSet<&str> = nodes
-        .iter()
-        .filter_map(|n| n.metadata.name.as_deref())
-        .collect();
-    for (node, pods) in by_node {
-        if known.contains(node) {
-            continue;
-        }
-        for p in pods {
-            let unscheduled = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_none_or(str::is_empty);
-            if unscheduled && p.metadata.deletion_timestamp.is_none() {
-                plan.delete
-                    .push(p.metadata.name.clone().unwrap_or_default());
-            }
-        }
+    if matched != by_node.len() {
+        plan.delete.extend(ghost_deletions(nodes, by_node));
     }
     plan.create_on.truncate(config.burst_replicas);
     plan.delete.truncate(config.burst_replicas);
@@ -513,24 +510,63 @@ pub fn is_rolling_update(ds: &DaemonSet) -> bool {
         == "RollingUpdate"
 }
 
+/// The daemon pods pinned to nodes not in `nodes` that never scheduled, by node name (a node's
+/// pods oldest first). The nodes are looked up in a set: a scan of the node list per node was
+/// quadratic in the cluster size.
+fn ghost_deletions(nodes: &[&Node], by_node: &ByNode) -> Vec<String> {
+    let known: HashSet<&str, Fixed> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut ghosts: Vec<(&str, &Pod)> = Vec::new();
+    for (node, pods) in by_node {
+        if known.contains(node) {
+            continue;
+        }
+        for p in pods {
+            let unscheduled = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty);
+            if unscheduled && p.metadata.deletion_timestamp.is_none() {
+                ghosts.push((node, p));
+            }
+        }
+    }
+    // Stable: a node's pods stay oldest first.
+    ghosts.sort_by(|a, b| a.0.cmp(b.0));
+    ghosts
+        .into_iter()
+        .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
 /// Upstream `rollingUpdate` without surge: delete just enough old pods to stay within
 /// `maxUnavailable` (default 1, percentages of desiredNumberScheduled rounded up); unavailable old
 /// pods are always replaced. The manage step recreates them from the new template.
 pub fn rolling_update_deletions(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<&str, Vec<&Pod>>,
+    by_node: &ByNode,
     hash: &str,
     now: Timestamp,
 ) -> Vec<String> {
-    let daemon = DaemonPod::of(ds);
-    let desired = nodes.iter().filter(|n| daemon.should_run(n).0).count() as i64;
     let ru = ds
         .spec
         .as_ref()
         .and_then(|s| s.update_strategy.as_ref())
         .and_then(|u| u.rolling_update.as_ref());
-    let mut max_unavailable = scaled(ru.and_then(|r| r.max_unavailable.as_ref()), desired, 1);
+    let limit = ru.and_then(|r| r.max_unavailable.as_ref());
+    // Only a percentage reads the desired count, a placement check of every node.
+    let desired = match limit {
+        Some(IntOrString::String(_)) => {
+            let daemon = DaemonPod::of(ds);
+            nodes.iter().filter(|n| daemon.should_run(n).0).count() as i64
+        }
+        _ => 0,
+    };
+    let mut max_unavailable = scaled(limit, desired, 1);
     if max_unavailable == 0 && max_surge(ds) == 0 {
         max_unavailable = 1;
     }
@@ -538,9 +574,10 @@ pub fn rolling_update_deletions(
         crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
     let generation = template_generation(ds);
     let mut unavailable = 0i64;
-    let mut replace: Vec<String> = Vec::new();
-    let mut candidates: Vec<String> = Vec::new();
-    for pods in by_node.values() {
+    // Each with its node's name: both lists are taken in node-name order.
+    let mut replace: Vec<(&str, String)> = Vec::new();
+    let mut candidates: Vec<(&str, String)> = Vec::new();
+    for (node, pods) in by_node {
         // The node's live pods, new and old: counted, and the first of each kept (no lists
         // built per node).
         let (mut new, mut old) = ((0usize, None), (0usize, None));
@@ -570,18 +607,26 @@ pub fn rolling_update_deletions(
             (None, Some(o)) => {
                 let name = o.metadata.name.clone().unwrap_or_default();
                 if !util::is_pod_available(o, min_ready, now) {
-                    replace.push(name);
-                } else if unavailable < max_unavailable {
-                    candidates.push(name);
+                    replace.push((node, name));
+                } else {
+                    candidates.push((node, name));
                 }
             }
         }
     }
+    // Taken in node-name order, this is upstream's walk that skips a candidate once the
+    // unavailable count reaches the limit: with `unavailable` below it at the end, it was
+    // below it at every node (every candidate kept); at or above it, no room is left.
     let room = max_unavailable
         .saturating_sub(unavailable)
         .clamp(0, candidates.len() as i64) as usize;
-    replace.extend(candidates.into_iter().take(room));
+    replace.sort_by(|a, b| a.0.cmp(b.0));
+    candidates.sort_by(|a, b| a.0.cmp(b.0));
     replace
+        .into_iter()
+        .chain(candidates.into_iter().take(room))
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// Upstream `updateDaemonSetStatus`: counts over the nodes (a node that should not run the daemon
@@ -589,7 +634,7 @@ pub fn rolling_update_deletions(
 pub fn compute_status(
     ds: &DaemonSet,
     nodes: &[&Node],
-    by_node: &BTreeMap<&str, Vec<&Pod>>,
+    by_node: &ByNode,
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
@@ -642,7 +687,7 @@ pub fn compute_status(
 /// `enqueueDaemonSetAfter(minReadySeconds)`).
 pub fn next_availability_check(
     ds: &DaemonSet,
-    by_node: &BTreeMap<&str, Vec<&Pod>>,
+    by_node: &ByNode,
     now: Timestamp,
 ) -> Option<Timestamp> {
     let secs = ds
@@ -1083,6 +1128,183 @@ mod tests {
         let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
         assert_eq!(plan.create_on, vec!["n1"]);
         assert_eq!(plan.delete, vec!["ds-ghost"]);
+    }
+
+    /// The rolling update's deletions and manage's ghost deletions, from the hashed pods by
+    /// node, are the ones of upstream's walk over the nodes in name order that stops taking
+    /// candidates once the unavailable count reaches the limit.
+    #[test]
+    fn deletions_are_those_of_the_walk_in_node_name_order() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        // The walk as written for an ordered map (the reference).
+        fn walk(
+            ds: &DaemonSet,
+            desired: i64,
+            by_node: &BTreeMap<&str, Vec<&Pod>>,
+            hash: &str,
+            now: Timestamp,
+        ) -> Vec<String> {
+            let ru = ds
+                .spec
+                .as_ref()
+                .and_then(|s| s.update_strategy.as_ref())
+                .and_then(|u| u.rolling_update.as_ref());
+            let mut max = scaled(ru.and_then(|r| r.max_unavailable.as_ref()), desired, 1);
+            if max == 0 {
+                max = 1;
+            }
+            let generation = template_generation(ds);
+            let (mut unavailable, mut replace, mut candidates) = (0i64, vec![], vec![]);
+            for pods in by_node.values() {
+                let live: Vec<&&Pod> = pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .collect();
+                let (new, old): (Vec<&&Pod>, Vec<&&Pod>) = live
+                    .into_iter()
+                    .partition(|p| is_pod_updated(p, hash, generation));
+                if new.len() > 1 || old.len() > 1 {
+                    unavailable += 1;
+                    continue;
+                }
+                match (new.first(), old.first()) {
+                    (None, None) | (Some(_), Some(_)) => unavailable += 1,
+                    (Some(n), None) => {
+                        if !util::is_pod_available(n, Duration::ZERO, now) {
+                            unavailable += 1;
+                        }
+                    }
+                    (None, Some(o)) => {
+                        let name = o.metadata.name.clone().unwrap_or_default();
+                        if !util::is_pod_available(o, Duration::ZERO, now) {
+                            replace.push(name);
+                        } else if unavailable < max {
+                            candidates.push(name);
+                        }
+                    }
+                }
+            }
+            let room = (max - unavailable).clamp(0, candidates.len() as i64) as usize;
+            replace.extend(candidates.into_iter().take(room));
+            replace
+        }
+
+        // Per node: which pods it has (none, old available, old unavailable, new available,
+        // new unavailable, two of them, one being deleted); some nodes are gone.
+        let case = (
+            proptest::collection::vec((0u8..8, any::<bool>(), 0u8..3), 1..14),
+            0i32..5,
+        );
+        TestRunner::new(Config {
+            cases: 300,
+            ..Config::default()
+        })
+        .run(&case, |(kinds, max_unavailable)| {
+            let mut d = ds(json!({"containers": [{"name": "c", "image": "v2"}]}));
+            d.metadata.generation = Some(2);
+            d.spec.as_mut().unwrap().update_strategy = Some(
+                serde_json::from_value(json!({"type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": max_unavailable}}))
+                .unwrap(),
+            );
+            let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+            let new_lbl = json!({"controller-revision-hash": hash, "pod-template-generation": "2"});
+            let old_lbl =
+                json!({"controller-revision-hash": "old", "pod-template-generation": "1"});
+            let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+            let mut nodes = Vec::new();
+            let mut pods = Vec::new();
+            // Node names out of order, so that name order is not insertion order.
+            for (i, (kind, gone, extra)) in kinds.iter().enumerate() {
+                let n = format!("n{}", (i * 7) % 13);
+                if nodes
+                    .iter()
+                    .any(|x: &Node| x.metadata.name.as_deref() == Some(&n))
+                {
+                    continue;
+                }
+                if !gone {
+                    nodes.push(node(&n, json!({}), json!({})));
+                }
+                let mut add = |suffix: &str, new: bool, ready: bool| {
+                    let lbl = if new { &new_lbl } else { &old_lbl };
+                    let mut p = dpod(
+                        &format!("ds-{n}-{suffix}"),
+                        &n,
+                        "Running",
+                        ready,
+                        lbl.clone(),
+                        "2026-01-01T00:00:00Z",
+                    );
+                    if *gone {
+                        p.spec.as_mut().unwrap().node_name = None;
+                    }
+                    pods.push(p);
+                };
+                match kind {
+                    0 => {}
+                    1 => add("a", false, true),
+                    2 => add("a", false, false),
+                    3 => add("a", true, true),
+                    4 => add("a", true, false),
+                    5 => {
+                        add("a", false, true);
+                        add("b", true, true);
+                    }
+                    6 => {
+                        add("a", false, true);
+                        add("b", false, *extra > 0);
+                    }
+                    _ => {
+                        add("a", false, true);
+                        pods.last_mut().unwrap().metadata.deletion_timestamp =
+                            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+                    }
+                }
+            }
+            let nrefs: Vec<&Node> = nodes.iter().collect();
+            let prefs: Vec<&Pod> = pods.iter().collect();
+            let by = pods_by_node(&prefs);
+            let ordered: BTreeMap<&str, Vec<&Pod>> =
+                by.iter().map(|(k, v)| (*k, v.clone())).collect();
+            let daemon = DaemonPod::of(&d);
+            let desired = nrefs.iter().filter(|n| daemon.should_run(n).0).count() as i64;
+            prop_assert_eq!(
+                rolling_update_deletions(&d, &nrefs, &by, &hash, now),
+                walk(&d, desired, &ordered, &hash, now)
+            );
+            // Ghost deletions: the pods pinned to gone nodes, in node-name order.
+            let known: std::collections::BTreeSet<&str> = nrefs
+                .iter()
+                .filter_map(|n| n.metadata.name.as_deref())
+                .collect();
+            let ghosts: Vec<String> = ordered
+                .iter()
+                .filter(|(n, _)| !known.contains(*n))
+                .flat_map(|(_, ps)| ps.iter())
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect();
+            let plan = manage(
+                &d,
+                &nrefs,
+                &by,
+                now,
+                &mut FailedPodsBackoff::default(),
+                &Default::default(),
+            );
+            let deleted_ghosts: Vec<String> = plan
+                .delete
+                .iter()
+                .filter(|name| ghosts.contains(name))
+                .cloned()
+                .collect();
+            prop_assert_eq!(deleted_ghosts, ghosts);
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]

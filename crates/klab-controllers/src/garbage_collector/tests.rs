@@ -242,7 +242,7 @@ async fn only_an_update_that_changes_owners_queues_an_attempt() {
         owner_references: Some(owners),
         ..Default::default()
     };
-    let mut drain = |gc: &mut Gc| {
+    let drain = |gc: &mut Gc| {
         let mut out = Vec::new();
         while let Some(k) = gc.queue.pop() {
             gc.queue.done(&k);

@@ -238,7 +238,7 @@ pub fn next_action_with_claims(
     let mut slots: Vec<Option<&Pod>> = vec![None; count as usize];
     let mut condemned: Vec<&Pod> = Vec::new();
     let mut sorted: Vec<&Pod> = pods.to_vec();
-    sorted.sort_by_key(|p| p.metadata.name.clone());
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for p in sorted {
         match ordinal(p) {
             Some(o) if o >= start && o <= end => slots[o.abs_diff(start) as usize] = Some(p),
