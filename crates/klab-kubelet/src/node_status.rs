@@ -1378,6 +1378,21 @@ mod tests {
         assert_eq!(events.len(), 3);
     }
 
+    /// Node `n1` as first registered, boot id `b-1`, with the configuration it was built from.
+    fn registered_n1() -> (NodeSpecConfig, KubeletConfig, Node) {
+        let spec = NodeSpecConfig::default();
+        let cfg = KubeletConfig::default();
+        let (node, _) = initial_node(
+            "n1",
+            &spec,
+            &cfg,
+            &ident("b-1"),
+            &NodeHealth::default(),
+            &time(0),
+        );
+        (spec, cfg, node)
+    }
+
     /// The field-by-field comparison is the comparison of copies with the conditions sorted by
     /// type and their heartbeat times cleared, over statuses that differ in each field, in a
     /// condition's parts, in the conditions' order, and in none versus no conditions.
@@ -1400,17 +1415,7 @@ mod tests {
             };
             norm(old) != norm(new)
         }
-        let spec = NodeSpecConfig::default();
-        let cfg = KubeletConfig::default();
-        let (node, _) = initial_node(
-            "n1",
-            &spec,
-            &cfg,
-            &ident("b-1"),
-            &NodeHealth::default(),
-            &time(0),
-        );
-        let base = node.status.unwrap();
+        let base = registered_n1().2.status.unwrap();
         let mut variants = vec![base.clone(), NodeStatus::default()];
         let mut with = |f: &dyn Fn(&mut NodeStatus)| {
             let mut s = base.clone();
@@ -1454,16 +1459,7 @@ mod tests {
 
     #[test]
     fn reboot_detected_once_per_changed_boot_id() {
-        let spec = NodeSpecConfig::default();
-        let cfg = KubeletConfig::default();
-        let (node, _) = initial_node(
-            "n1",
-            &spec,
-            &cfg,
-            &ident("b-1"),
-            &NodeHealth::default(),
-            &time(0),
-        );
+        let (spec, cfg, node) = registered_n1();
         // Same boot id: no event, nothing changed.
         let m1 = machine_status("n1", &spec, &cfg, &ident("b-1"));
         let (s, e) = compute_status(&node, &m1, &NodeHealth::default(), &time(10));
