@@ -398,7 +398,8 @@ pub fn manage(
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let (should_run, should_continue) = daemon.should_run(node);
         let pods = by_node.get(name);
-        matched = matched.saturating_add(usize::from(pods.is_some()));
+        matched =
+            matched.saturating_add(usize::from(pods.is_some() && node.metadata.name.is_some()));
         let exists = pods.is_some_and(|p| !p.is_empty());
         if should_run && !exists {
             plan.create_on.push(name.to_string());
