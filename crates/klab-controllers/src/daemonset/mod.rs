@@ -21,6 +21,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
+use klab_api::slim::Slim;
 use klab_api::{Clock, names};
 
 pub use config::DaemonSetControllerConfig;
@@ -301,7 +302,8 @@ impl Dsc {
         let mut exp = Expectations::expect_deletions(delete, now);
         exp.adds = create_on.len() as i64;
         self.expectations.insert(key.clone(), exp);
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        // Slim: the created pod is read only for its name.
+        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
         let r = ds_ref(ds);
         let template = decide::daemon_pod_template(ds, hash);
         let owner = util::new_controller_ref("apps/v1", "DaemonSet", &ds.metadata);
@@ -330,7 +332,7 @@ impl Dsc {
                     spec: Some(spec),
                     status: None,
                 };
-                match api.create(&PostParams::default(), &pod).await {
+                match api.create(&PostParams::default(), &Slim(pod)).await {
                     Ok(created) => {
                         self.recorder
                             .record(

@@ -23,6 +23,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
+use klab_api::slim::Slim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -578,7 +579,8 @@ impl Rsc {
             .insert(key.clone(), Expectations::expect_creations(n, now));
         let template = rs.spec.as_ref().and_then(|s| s.template.clone())?;
         let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
+        // Slim: the created pod is read only for its name.
+        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
         let mut created = 0usize;
         for batch in decide::slow_start_batches(n, decide::SLOW_START_INITIAL_BATCH_SIZE) {
@@ -586,7 +588,7 @@ impl Rsc {
             for _ in 0..batch {
                 let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
                 pod.metadata.generate_name = Some(format!("{}-", key.1));
-                match api.create(&PostParams::default(), &pod).await {
+                match api.create(&PostParams::default(), &Slim(pod)).await {
                     Ok(p) => {
                         created = created.saturating_add(1);
                         self.recorder

@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use klab_api::Clock;
 use klab_api::names;
+use klab_api::slim::Slim;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -611,8 +612,9 @@ impl Ssc {
                 }
             }
         }
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        match api.create(&PostParams::default(), &pod).await {
+        // Slim: the created pod is not read.
+        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
+        match api.create(&PostParams::default(), &Slim(pod)).await {
             Ok(_) => {
                 let msg = format!("create Pod {pod_name} in StatefulSet {set_name} successful");
                 self.recorder
