@@ -1193,10 +1193,14 @@ mod tests {
         }
 
         // Per node: which pods it has (none, old available, old unavailable, new available,
-        // new unavailable, two of them, one being deleted); some nodes are gone.
+        // new unavailable, two of them, one being deleted); some nodes are gone. The limit is a
+        // count or a percentage of the nodes that should run the daemon.
         let case = (
             proptest::collection::vec((0u8..8, any::<bool>(), 0u8..3), 1..14),
-            0i32..5,
+            prop_oneof![
+                (0i32..5).prop_map(|n| json!(n)),
+                (0i32..60).prop_map(|p| json!(format!("{p}%"))),
+            ],
         );
         TestRunner::new(Config {
             cases: 300,
