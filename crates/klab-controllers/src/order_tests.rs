@@ -122,7 +122,10 @@ fn assert_total<T: std::fmt::Debug>(
 proptest! {
     #[test]
     fn daemon_pods_oldest_first((v, s) in with_shuffle(arb_pod())) {
-        assert_total(&v, &s, daemonset::decide::oldest_first)?;
+        let member = |v: &[Pod]| -> Vec<daemonset::decide::Member> {
+            v.iter().map(daemonset::decide::Member::of).collect()
+        };
+        assert_total(&member(&v), &member(&s), daemonset::decide::oldest_first)?;
     }
 
     #[test]

@@ -149,6 +149,18 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
         self.lock().store.by_index(name, value)
     }
 
+    /// Calls `f` with each object in key order, under the informer's lock (`f` must not
+    /// block): a reader that keeps something derived from each object, not the objects
+    /// ([`crate::Derived`]), reads thousands without cloning them.
+    pub fn visit(&self, f: impl FnMut(&Arc<K>)) {
+        self.lock().store.visit(f)
+    }
+
+    /// [`Self::visit`] of the objects filed under `value` in index `name`.
+    pub fn visit_index(&self, name: &str, value: &str, f: impl FnMut(&Arc<K>)) {
+        self.lock().store.visit_index(name, value, f)
+    }
+
     /// Keys in key order (not counted as reads).
     pub fn keys(&self) -> Vec<ObjKey> {
         self.lock().store.keys()

@@ -14,6 +14,8 @@
 //!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the controller's
 //!   synchronous handler (which only enqueues keys and observes expectations), fire due timers,
 //!   then — once every source has synced — `reconcile` each dirty key.
+//! - [`Derived`] keeps what a controller derives from each stored object version across syncs,
+//!   so that a sync over thousands of objects derives only from those that changed.
 //!
 //! Components stay ordinary API clients: an informer is a kube-rs watcher over whatever
 //! `kube::Client` it is given (in-process transport or TLS). Everything is ordered (`BTreeMap`,
@@ -21,6 +23,7 @@
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
 pub mod controller;
+pub mod derived;
 pub mod index;
 pub mod informer;
 pub mod metrics;
@@ -29,6 +32,7 @@ pub mod store;
 pub mod throttle;
 
 pub use controller::{Reconcile, Sources, run};
+pub use derived::Derived;
 pub use informer::{
     Change, Informers, Notice, SharedInformer, StopGuard, Subscription, change_key,
 };

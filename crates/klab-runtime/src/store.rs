@@ -191,6 +191,22 @@ impl<K: Resource> Store<K> {
         v
     }
 
+    /// Calls `f` with each object in key order, without handing the objects out.
+    pub fn visit(&self, f: impl FnMut(&Arc<K>)) {
+        self.objects.values().for_each(f);
+        bump(&self.counters.scanned, self.objects.len());
+    }
+
+    /// Calls `f` with each object filed under `value` in index `name`, in key order, without
+    /// handing the objects out (no `Arc` is cloned unless `f` keeps one).
+    pub fn visit_index(&self, name: &str, value: &str, mut f: impl FnMut(&Arc<K>)) {
+        let Some(objs) = self.indexes.get(name).and_then(|ix| ix.entries.get(value)) else {
+            return;
+        };
+        objs.values().for_each(&mut f);
+        bump(&self.counters.indexed, objs.len());
+    }
+
     /// The object under `key`, not counted as a read (the informer's own bookkeeping).
     pub(crate) fn peek(&self, key: &ObjKey) -> Option<Arc<K>> {
         self.objects.get(key).cloned()

@@ -3,9 +3,8 @@
 //! template with its node pin, what to create and delete on each node (`manage`), the rolling
 //! update step, and the status that `kubectl get ds` / `rollout status` read.
 
-use std::collections::hash_map::DefaultHasher;
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -115,6 +114,7 @@ pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> (bool, bool) {
 /// A DaemonSet's pod as the placement checks see it: the template's spec with the daemon
 /// tolerations added. Built once per pass over the nodes, not once per node (a copy of the
 /// template per node was most of a sync at thousands of nodes).
+#[derive(Clone, Debug, PartialEq)]
 pub struct DaemonPod {
     pod: Pod,
 }
@@ -166,6 +166,41 @@ impl DaemonPod {
         let no_execute = untolerated(taints, tolerations, &[names::EFFECT_NO_EXECUTE]);
         (false, no_execute.is_empty())
     }
+}
+
+/// A node as a DaemonSet's decisions see it: its name and whether the daemon pod should run
+/// and continue running there ([`DaemonPod::should_run`]). The shell keeps one per node version
+/// and DaemonSet generation across syncs: at thousands of nodes, reading every Node (labels,
+/// taints) on every sync was a large part of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub name: Option<String>,
+    pub should_run: bool,
+    pub should_continue: bool,
+}
+
+impl Placed {
+    fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+}
+
+impl DaemonPod {
+    /// `node` as this DaemonSet's decisions see it.
+    pub fn place(&self, node: &Node) -> Placed {
+        let (should_run, should_continue) = self.should_run(node);
+        Placed {
+            name: node.metadata.name.clone(),
+            should_run,
+            should_continue,
+        }
+    }
+}
+
+/// Every node of `nodes` as `ds`'s decisions see it.
+pub fn place(ds: &DaemonSet, nodes: &[&Node]) -> Vec<Placed> {
+    let daemon = DaemonPod::of(ds);
+    nodes.iter().map(|n| daemon.place(n)).collect()
 }
 
 /// Upstream `ReplaceDaemonSetPodNodeNameNodeAffinity`: pin the pod to `node` with a single required
@@ -286,16 +321,89 @@ pub fn daemon_pod_template(ds: &DaemonSet, hash: &str) -> PodTemplateSpec {
     t
 }
 
-/// The DaemonSet's pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
+/// A pod's phase as the DaemonSet decisions tell phases apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Succeeded,
+    Failed,
+    /// Pending, Running, Unknown or none.
+    Other,
+}
+
+/// A daemon pod as the decisions read it, taken out of the Pod once per version of the pod: a
+/// sync reads every pod of the DaemonSet, and at thousands of nodes reading these fields out of
+/// the Pods themselves (their node pin, labels and conditions, scattered in memory) was most of
+/// a sync. The shell keeps one per stored pod version across syncs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub name: String,
+    /// Upstream `GetTargetNodeName`: `spec.nodeName`, else the node pinned by the affinity.
+    pub node: Option<String>,
+    /// `spec.nodeName` is set (the pod was scheduled).
+    pub bound: bool,
+    pub created: Option<Timestamp>,
+    /// `deletionTimestamp` is set.
+    pub deleting: bool,
+    pub phase: Phase,
+    /// The Ready condition (status is True, lastTransitionTime), as [`util::ready_condition`].
+    pub ready: Option<(bool, Option<Timestamp>)>,
+    /// The `controller-revision-hash` label.
+    pub hash: Option<String>,
+    /// The `pod-template-generation` label.
+    pub generation: Option<String>,
+}
+
+impl Member {
+    pub fn of(pod: &Pod) -> Member {
+        let label = |k: &str| pod.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned();
+        Member {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            node: target_node_name(pod),
+            bound: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty()),
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            phase: match util::phase(pod) {
+                util::PHASE_SUCCEEDED => Phase::Succeeded,
+                util::PHASE_FAILED => Phase::Failed,
+                _ => Phase::Other,
+            },
+            ready: util::ready_condition(pod),
+            hash: label(LABEL_CONTROLLER_REVISION_HASH),
+            generation: label(LABEL_POD_TEMPLATE_GENERATION),
+        }
+    }
+
+    /// Upstream `IsPodReady`.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.ready, Some((true, _)))
+    }
+
+    /// Upstream `IsPodAvailable` ([`util::is_pod_available`]).
+    pub fn is_available(&self, min_ready: Duration, now: Timestamp) -> bool {
+        util::available(self.ready, min_ready, now)
+    }
+
+    /// [`is_pod_updated`] with the generation already formatted (`generation_text`).
+    pub fn is_updated(&self, hash: &str, generation_text: Option<&str>) -> bool {
+        (!hash.is_empty() && self.hash.as_deref() == Some(hash))
+            || generation_text.is_some_and(|g| self.generation.as_deref() == Some(g))
+    }
+}
+
+/// The daemon pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
 /// oldest first (creation time, then name). Pods that are both terminal and deleting are left out.
-pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> ByNode<'a> {
-    let mut out = ByNode::with_capacity_and_hasher(pods.len(), Fixed::default());
+pub fn pods_by_node<'a>(pods: impl IntoIterator<Item = &'a Member>) -> ByNode<'a> {
+    let pods = pods.into_iter();
+    let mut out = ByNode::with_capacity_and_hasher(pods.size_hint().0, Fixed::default());
     for p in pods {
-        let terminal = matches!(util::phase(p), util::PHASE_SUCCEEDED | util::PHASE_FAILED);
-        if terminal && p.metadata.deletion_timestamp.is_some() {
+        if p.phase != Phase::Other && p.deleting {
             continue;
         }
-        if let Some(n) = target_node(p) {
+        if let Some(n) = p.node.as_deref() {
             out.entry(n).or_default().push(p);
         }
     }
@@ -307,22 +415,16 @@ pub fn pods_by_node<'a>(pods: &[&'a Pod]) -> ByNode<'a> {
 
 /// A DaemonSet's pods by the node they are bound or pinned to, each node's oldest first.
 /// Hashed, with a fixed hasher: a sync looks every node up, and at 5 000 nodes an ordered map's
-/// comparisons (each reading a node name out of another pod) were most of its time. Where the
-/// order of nodes shows in a result, the result is sorted by node name.
-pub type ByNode<'a> = HashMap<&'a str, Vec<&'a Pod>, Fixed>;
+/// comparisons were most of its time. Where the order of nodes shows in a result, the result is
+/// sorted by node name.
+pub type ByNode<'a> = HashMap<&'a str, Vec<&'a Member>, Fixed>;
 
 /// The hasher of [`ByNode`] and its sets: the same on every run.
-pub type Fixed = BuildHasherDefault<DefaultHasher>;
+pub use klab_runtime::derived::Fixed;
 
 /// The order of one node's daemon pods: creation time (none first), then name.
-pub fn oldest_first(a: &Pod, b: &Pod) -> std::cmp::Ordering {
-    let key = |p: &Pod| {
-        (
-            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            p.metadata.name.clone(),
-        )
-    };
-    key(a).cmp(&key(b))
+pub fn oldest_first(a: &Member, b: &Member) -> std::cmp::Ordering {
+    (a.created, &a.name).cmp(&(b.created, &b.name))
 }
 
 /// Per-(DaemonSet, node) back-off for replacing failed daemon pods (client-go `flowcontrol.Backoff`).
@@ -382,7 +484,7 @@ pub struct ManagePlan {
 /// tolerated) nothing is created and the existing pod is kept.
 pub fn manage(
     ds: &DaemonSet,
-    nodes: &[&Node],
+    nodes: &[impl Borrow<Placed>],
     by_node: &ByNode,
     now: Timestamp,
     backoff: &mut FailedPodsBackoff,
@@ -390,31 +492,31 @@ pub fn manage(
 ) -> ManagePlan {
     let mut plan = ManagePlan::default();
     let surge = max_surge(ds) > 0;
-    let daemon = DaemonPod::of(ds);
+    // A DaemonSet's pods are in its namespace.
+    let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
     // Nodes with daemon pods; when that is every node of `by_node`, no pod is pinned to a node
     // that is gone (node names are distinct: they are the Node objects' names).
     let mut matched = 0usize;
     for node in nodes {
-        let name = node.metadata.name.as_deref().unwrap_or_default();
-        let (should_run, should_continue) = daemon.should_run(node);
+        let node: &Placed = node.borrow();
+        let name = node.name();
+        let (should_run, should_continue) = (node.should_run, node.should_continue);
         let pods = by_node.get(name);
-        matched =
-            matched.saturating_add(usize::from(pods.is_some() && node.metadata.name.is_some()));
+        matched = matched.saturating_add(usize::from(pods.is_some() && node.name.is_some()));
         let exists = pods.is_some_and(|p| !p.is_empty());
         if should_run && !exists {
             plan.create_on.push(name.to_string());
         } else if should_continue {
             // The running pods after the oldest (nothing is copied for a node's usual one pod).
             let mut oldest_running = false;
-            let mut extra_running: Vec<&Pod> = Vec::new();
+            let mut extra_running: Vec<&Member> = Vec::new();
             for p in pods.into_iter().flatten() {
-                if p.metadata.deletion_timestamp.is_some() {
+                if p.deleting {
                     continue;
                 }
-                let pname = p.metadata.name.as_deref().unwrap_or_default();
-                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-                match util::phase(p) {
-                    util::PHASE_FAILED => {
+                let pname = p.name.as_str();
+                match p.phase {
+                    Phase::Failed => {
                         if let Some(left) = backoff.in_backoff(name, now) {
                             plan.requeue_after =
                                 Some(plan.requeue_after.map_or(left, |r| r.min(left)));
@@ -433,7 +535,7 @@ pub fn manage(
                         });
                         plan.delete.push(pname.to_string());
                     }
-                    util::PHASE_SUCCEEDED => {
+                    Phase::Succeeded => {
                         plan.events.push(DsEvent {
                             type_: names::EVENT_NORMAL,
                             reason: REASON_SUCCEEDED_DAEMON_POD,
@@ -447,17 +549,13 @@ pub fn manage(
             }
             // Without surge, keep only the oldest running pod on a node.
             if !surge {
-                plan.delete.extend(
-                    extra_running
-                        .iter()
-                        .map(|p| p.metadata.name.clone().unwrap_or_default()),
-                );
+                plan.delete
+                    .extend(extra_running.iter().map(|p| p.name.clone()));
             }
         } else if exists {
             for p in pods.into_iter().flatten() {
-                if p.metadata.deletion_timestamp.is_none() {
-                    plan.delete
-                        .push(p.metadata.name.clone().unwrap_or_default());
+                if !p.deleting {
+                    plan.delete.push(p.name.clone());
                 }
             }
         }
@@ -514,33 +612,25 @@ pub fn is_rolling_update(ds: &DaemonSet) -> bool {
 /// The daemon pods pinned to nodes not in `nodes` that never scheduled, by node name (a node's
 /// pods oldest first). The nodes are looked up in a set: a scan of the node list per node was
 /// quadratic in the cluster size.
-fn ghost_deletions(nodes: &[&Node], by_node: &ByNode) -> Vec<String> {
+fn ghost_deletions(nodes: &[impl Borrow<Placed>], by_node: &ByNode) -> Vec<String> {
     let known: HashSet<&str, Fixed> = nodes
         .iter()
-        .filter_map(|n| n.metadata.name.as_deref())
+        .filter_map(|n| n.borrow().name.as_deref())
         .collect();
-    let mut ghosts: Vec<(&str, &Pod)> = Vec::new();
+    let mut ghosts: Vec<(&str, &Member)> = Vec::new();
     for (node, pods) in by_node {
         if known.contains(node) {
             continue;
         }
         for p in pods {
-            let unscheduled = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_none_or(str::is_empty);
-            if unscheduled && p.metadata.deletion_timestamp.is_none() {
+            if !p.bound && !p.deleting {
                 ghosts.push((node, p));
             }
         }
     }
     // Stable: a node's pods stay oldest first.
     ghosts.sort_by(|a, b| a.0.cmp(b.0));
-    ghosts
-        .into_iter()
-        .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
-        .collect()
+    ghosts.into_iter().map(|(_, p)| p.name.clone()).collect()
 }
 
 /// Upstream `rollingUpdate` without surge: delete just enough old pods to stay within
@@ -548,7 +638,7 @@ fn ghost_deletions(nodes: &[&Node], by_node: &ByNode) -> Vec<String> {
 /// pods are always replaced. The manage step recreates them from the new template.
 pub fn rolling_update_deletions(
     ds: &DaemonSet,
-    nodes: &[&Node],
+    nodes: &[impl Borrow<Placed>],
     by_node: &ByNode,
     hash: &str,
     now: Timestamp,
@@ -559,12 +649,12 @@ pub fn rolling_update_deletions(
         .and_then(|s| s.update_strategy.as_ref())
         .and_then(|u| u.rolling_update.as_ref());
     let limit = ru.and_then(|r| r.max_unavailable.as_ref());
-    // Only a percentage reads the desired count, a placement check of every node.
+    // Only a percentage reads the desired count.
     let desired = match limit {
-        Some(IntOrString::String(_)) => {
-            let daemon = DaemonPod::of(ds);
-            nodes.iter().filter(|n| daemon.should_run(n).0).count() as i64
-        }
+        Some(IntOrString::String(_)) => nodes
+            .iter()
+            .filter(|n| Borrow::<Placed>::borrow(*n).should_run)
+            .count() as i64,
         _ => 0,
     };
     let mut max_unavailable = scaled(limit, desired, 1);
@@ -573,7 +663,7 @@ pub fn rolling_update_deletions(
     }
     let min_ready =
         crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
-    let generation = template_generation(ds);
+    let generation = template_generation(ds).map(|g| g.to_string());
     let mut unavailable = 0i64;
     // Each with its node's name: both lists are taken in node-name order.
     let mut replace: Vec<(&str, String)> = Vec::new();
@@ -582,11 +672,8 @@ pub fn rolling_update_deletions(
         // The node's live pods, new and old: counted, and the first of each kept (no lists
         // built per node).
         let (mut new, mut old) = ((0usize, None), (0usize, None));
-        for p in pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-        {
-            let side = if is_pod_updated(p, hash, generation) {
+        for p in pods.iter().filter(|p| !p.deleting) {
+            let side = if p.is_updated(hash, generation.as_deref()) {
                 &mut new
             } else {
                 &mut old
@@ -601,13 +688,13 @@ pub fn rolling_update_deletions(
         match (new.1, old.1) {
             (None, None) | (Some(_), Some(_)) => unavailable = unavailable.saturating_add(1),
             (Some(n), None) => {
-                if !util::is_pod_available(n, min_ready, now) {
+                if !n.is_available(min_ready, now) {
                     unavailable = unavailable.saturating_add(1);
                 }
             }
             (None, Some(o)) => {
-                let name = o.metadata.name.clone().unwrap_or_default();
-                if !util::is_pod_available(o, min_ready, now) {
+                let name = o.name.clone();
+                if !o.is_available(min_ready, now) {
                     replace.push((node, name));
                 } else {
                     candidates.push((node, name));
@@ -634,38 +721,36 @@ pub fn rolling_update_deletions(
 /// but has a pod counts as misscheduled), `observedGeneration` = generation.
 pub fn compute_status(
     ds: &DaemonSet,
-    nodes: &[&Node],
+    nodes: &[impl Borrow<Placed>],
     by_node: &ByNode,
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
     let min_ready =
         crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
-    let generation = template_generation(ds);
+    let generation = template_generation(ds).map(|g| g.to_string());
     let mut st = DaemonSetStatus {
         observed_generation: ds.metadata.generation,
         ..Default::default()
     };
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
         (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
-    let daemon = DaemonPod::of(ds);
     for node in nodes {
-        let name = node.metadata.name.as_deref().unwrap_or("");
-        let (should_run, _) = daemon.should_run(node);
-        let pods = by_node.get(name).filter(|p| !p.is_empty());
-        if should_run {
+        let node: &Placed = node.borrow();
+        let pods = by_node.get(node.name()).filter(|p| !p.is_empty());
+        if node.should_run {
             desired = desired.saturating_add(1);
             let Some(pods) = pods else { continue };
             current = current.saturating_add(1);
             // Oldest first; upstream also prefers the better phase among equally old pods.
             let pod = pods[0];
-            if util::is_pod_ready(pod) {
+            if pod.is_ready() {
                 ready = ready.saturating_add(1);
-                if util::is_pod_available(pod, min_ready, now) {
+                if pod.is_available(min_ready, now) {
                     available = available.saturating_add(1);
                 }
             }
-            if is_pod_updated(pod, hash, generation) {
+            if pod.is_updated(hash, generation.as_deref()) {
                 updated = updated.saturating_add(1);
             }
         } else if pods.is_some() {
@@ -703,8 +788,8 @@ pub fn next_availability_check(
     by_node
         .values()
         .filter_map(|v| v.first())
-        .filter(|p| util::is_pod_ready(p) && !util::is_pod_available(p, min_ready, now))
-        .filter_map(|p| util::available_at(p, min_ready))
+        .filter(|p| p.is_ready() && !p.is_available(min_ready, now))
+        .filter_map(|p| util::available_at_of(p.ready, min_ready))
         .min()
 }
 
@@ -772,14 +857,15 @@ mod tests {
                 "spec": {"nodeName": "n1"},
                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
                 .unwrap();
-            let by_node = pods_by_node(&[&p]);
-            let st = compute_status(&d, &[&n], &by_node, "new", t0);
+            let ms = members(&[&p]);
+            let by_node = pods_by_node(&ms);
+            let st = compute_status(&d, &place(&d, &[&n]), &by_node, "new", t0);
             assert_eq!(st.desired_number_scheduled, 1);
             assert_eq!(
                 st.number_unavailable,
                 Some(if min_ready > 0 { 1 } else { 0 })
             );
-            let _ = rolling_update_deletions(&d, &[&n], &by_node, "new", t0);
+            let _ = rolling_update_deletions(&d, &place(&d, &[&n]), &by_node, "new", t0);
             let _ = next_availability_check(&d, &by_node, t0);
         }
     }
@@ -968,6 +1054,10 @@ mod tests {
         }
     }
 
+    fn members(pods: &[&Pod]) -> Vec<Member> {
+        pods.iter().map(|p| Member::of(p)).collect()
+    }
+
     fn dpod(
         name: &str,
         node: &str,
@@ -1017,16 +1107,23 @@ mod tests {
             lbl.clone(),
             "2026-01-01T00:00:00Z",
         );
-        let pods = [&p1, &p2];
-        let by = pods_by_node(&pods);
+        let ms = members(&[&p1, &p2]);
+        let by = pods_by_node(&ms);
         let nodes = [&n1, &n2, &n3, &n4];
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let mut backoff = FailedPodsBackoff::default();
-        let plan = manage(&d, &nodes, &by, now, &mut backoff, &Default::default());
+        let plan = manage(
+            &d,
+            &place(&d, &nodes),
+            &by,
+            now,
+            &mut backoff,
+            &Default::default(),
+        );
         // n3 gets a pod; the dead n2 keeps its pod; n4 (NotReady, no pod) gets none.
         assert_eq!(plan.create_on, vec!["n3"]);
         assert!(plan.delete.is_empty());
-        let st = compute_status(&d, &nodes, &by, &hash, now);
+        let st = compute_status(&d, &place(&d, &nodes), &by, &hash, now);
         assert_eq!(st.desired_number_scheduled, 2); // n1, n3
         assert_eq!(st.current_number_scheduled, 1);
         assert_eq!(st.number_misscheduled, 1); // n2
@@ -1085,14 +1182,28 @@ mod tests {
         let mut backoff = FailedPodsBackoff::default();
         let cfg = super::super::config::DaemonSetControllerConfig::default();
         let pods = [&failed];
-        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        let plan = manage(
+            &d,
+            &place(&d, &[&n1]),
+            &pods_by_node(&members(&pods)),
+            now,
+            &mut backoff,
+            &cfg,
+        );
         assert_eq!(plan.delete, vec!["ds-f"]);
         assert_eq!(
             plan.events[0].message,
             "Found failed daemon pod kube-system/ds-f on node n1, will try to kill it"
         );
         // immediately again: in back-off, requeued for the rest of the 1 s
-        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        let plan = manage(
+            &d,
+            &place(&d, &[&n1]),
+            &pods_by_node(&members(&pods)),
+            now,
+            &mut backoff,
+            &cfg,
+        );
         assert!(plan.delete.is_empty());
         assert_eq!(plan.requeue_after, Some(Duration::from_secs(1)));
         // two running pods on one node: the younger is deleted
@@ -1113,7 +1224,14 @@ mod tests {
             "2026-01-01T00:05:00Z",
         );
         let pods = [&young, &old];
-        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        let plan = manage(
+            &d,
+            &place(&d, &[&n1]),
+            &pods_by_node(&members(&pods)),
+            now,
+            &mut backoff,
+            &cfg,
+        );
         assert_eq!(plan.delete, vec!["ds-young"]);
         // a pod pinned to a node that no longer exists and never scheduled is deleted
         let mut ghost = dpod(
@@ -1126,7 +1244,14 @@ mod tests {
         );
         ghost.spec.as_mut().unwrap().node_name = None;
         let pods = [&ghost];
-        let plan = manage(&d, &[&n1], &pods_by_node(&pods), now, &mut backoff, &cfg);
+        let plan = manage(
+            &d,
+            &place(&d, &[&n1]),
+            &pods_by_node(&members(&pods)),
+            now,
+            &mut backoff,
+            &cfg,
+        );
         assert_eq!(plan.create_on, vec!["n1"]);
         assert_eq!(plan.delete, vec!["ds-ghost"]);
     }
@@ -1271,13 +1396,22 @@ mod tests {
             }
             let nrefs: Vec<&Node> = nodes.iter().collect();
             let prefs: Vec<&Pod> = pods.iter().collect();
-            let by = pods_by_node(&prefs);
-            let ordered: BTreeMap<&str, Vec<&Pod>> =
-                by.iter().map(|(k, v)| (*k, v.clone())).collect();
+            let ms = members(&prefs);
+            let by = pods_by_node(&ms);
+            // The reference reads the Pods themselves.
+            let mut ordered: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+            for p in &prefs {
+                if let Some(n) = target_node(p) {
+                    ordered.entry(n).or_default().push(p);
+                }
+            }
+            for v in ordered.values_mut() {
+                v.sort_by_key(|p| p.metadata.name.clone());
+            }
             let daemon = DaemonPod::of(&d);
             let desired = nrefs.iter().filter(|n| daemon.should_run(n).0).count() as i64;
             prop_assert_eq!(
-                rolling_update_deletions(&d, &nrefs, &by, &hash, now),
+                rolling_update_deletions(&d, &place(&d, &nrefs), &by, &hash, now),
                 walk(&d, desired, &ordered, &hash, now)
             );
             // Ghost deletions: the pods pinned to gone nodes, in node-name order.
@@ -1294,7 +1428,7 @@ mod tests {
                 .collect();
             let plan = manage(
                 &d,
-                &nrefs,
+                &place(&d, &nrefs),
                 &by,
                 now,
                 &mut FailedPodsBackoff::default(),
@@ -1309,6 +1443,118 @@ mod tests {
             prop_assert_eq!(deleted_ghosts, ghosts);
             Ok(())
         })
+        .unwrap();
+    }
+
+    /// A Member answers every question the decisions ask as the Pod it was taken from does:
+    /// target node, phase, deletion, readiness, availability and its instant, updatedness.
+    #[test]
+    fn a_member_answers_as_its_pod() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let opt = |v: Vec<&'static str>| proptest::sample::select(v);
+        let case = (
+            (
+                opt(vec!["", "h1", "h2"]),
+                opt(vec!["", "1", "2", "x"]),
+                opt(vec![
+                    "",
+                    "Pending",
+                    "Running",
+                    "Succeeded",
+                    "Failed",
+                    "Unknown",
+                ]),
+            ),
+            (opt(vec!["-", "", "n1"]), any::<bool>(), any::<bool>()),
+            (
+                opt(vec!["-", "True", "False"]),
+                proptest::option::of(0i64..20),
+            ),
+        );
+        TestRunner::new(Config {
+            cases: 300,
+            ..Config::default()
+        })
+        .run(
+            &case,
+            |((hash, gen_, phase), (node_name, pinned, deleting), (ready, since))| {
+                let t = |s: i64| Timestamp::from_second(1_767_225_600 + s).unwrap();
+                let mut labels = serde_json::Map::new();
+                if !hash.is_empty() {
+                    labels.insert(LABEL_CONTROLLER_REVISION_HASH.into(), json!(hash));
+                }
+                if !gen_.is_empty() {
+                    labels.insert(LABEL_POD_TEMPLATE_GENERATION.into(), json!(gen_));
+                }
+                let mut spec = json!({"containers": []});
+                if node_name != "-" {
+                    spec["nodeName"] = json!(node_name);
+                }
+                if pinned {
+                    spec["affinity"] =
+                        serde_json::to_value(replace_node_name_affinity(None, "n2")).unwrap();
+                }
+                let mut status = json!({});
+                if !phase.is_empty() {
+                    status["phase"] = json!(phase);
+                }
+                if ready != "-" {
+                    let mut c = json!({"type": "Ready", "status": ready});
+                    if let Some(s) = since {
+                        c["lastTransitionTime"] = json!(t(s).to_string());
+                    }
+                    status["conditions"] = json!([{"type": "PodScheduled", "status": "True"}, c]);
+                }
+                let mut meta =
+                    json!({"name": "p", "labels": labels, "creationTimestamp": t(0).to_string()});
+                if deleting {
+                    meta["deletionTimestamp"] = json!(t(1).to_string());
+                }
+                let pod: Pod = serde_json::from_value(
+                    json!({"metadata": meta, "spec": spec, "status": status}),
+                )
+                .unwrap();
+                let m = Member::of(&pod);
+                prop_assert_eq!(&m.node, &target_node_name(&pod));
+                prop_assert_eq!(m.deleting, pod.metadata.deletion_timestamp.is_some());
+                prop_assert_eq!(m.created, Some(t(0)));
+                prop_assert_eq!(m.is_ready(), util::is_pod_ready(&pod));
+                let terminal = matches!(
+                    util::phase(&pod),
+                    util::PHASE_SUCCEEDED | util::PHASE_FAILED
+                );
+                prop_assert_eq!(m.phase != Phase::Other, terminal);
+                prop_assert_eq!(
+                    pods_by_node([&m]).is_empty(),
+                    target_node_name(&pod).is_none() || (terminal && deleting)
+                );
+                for mr in [0u64, 5, 100] {
+                    let mr = Duration::from_secs(mr);
+                    prop_assert_eq!(
+                        util::available_at_of(m.ready, mr),
+                        util::available_at(&pod, mr)
+                    );
+                    for now in [0, 5, 10, 30, 200] {
+                        prop_assert_eq!(
+                            m.is_available(mr, t(now)),
+                            util::is_pod_available(&pod, mr, t(now))
+                        );
+                    }
+                }
+                for h in ["", "h1"] {
+                    for g in [None, Some(1i64), Some(2)] {
+                        let text = g.map(|g| g.to_string());
+                        prop_assert_eq!(
+                            m.is_updated(h, text.as_deref()),
+                            is_pod_updated(&pod, h, g)
+                        );
+                    }
+                }
+                Ok(())
+            },
+        )
         .unwrap();
     }
 
@@ -1340,7 +1586,13 @@ mod tests {
         let prefs: Vec<&Pod> = pods.iter().collect();
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         assert_eq!(
-            rolling_update_deletions(&d2, &nrefs, &pods_by_node(&prefs), &hash, now),
+            rolling_update_deletions(
+                &d2,
+                &place(&d2, &nrefs),
+                &pods_by_node(&members(&prefs)),
+                &hash,
+                now
+            ),
             vec!["ds-n1"]
         );
         // one new pod not yet ready: no further deletions
@@ -1356,7 +1608,14 @@ mod tests {
         );
         let prefs2: Vec<&Pod> = pods2.iter().collect();
         assert!(
-            rolling_update_deletions(&d2, &nrefs, &pods_by_node(&prefs2), &hash, now).is_empty()
+            rolling_update_deletions(
+                &d2,
+                &place(&d2, &nrefs),
+                &pods_by_node(&members(&prefs2)),
+                &hash,
+                now
+            )
+            .is_empty()
         );
     }
 

@@ -11,7 +11,6 @@ pub mod config;
 pub mod decide;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -25,13 +24,14 @@ use klab_api::slim::Slim;
 use klab_api::{Clock, names};
 
 pub use config::DaemonSetControllerConfig;
-use decide::FailedPodsBackoff;
+use decide::{DaemonPod, FailedPodsBackoff, Member, Placed};
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Expectations, slow_start_batches};
 use crate::replicaset::util;
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
+    Change, Derived, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index,
+    key_of,
 };
 
 /// The controller's name (event source, field manager).
@@ -95,6 +95,7 @@ pub async fn run(
         queue: informers.queue("daemonset"),
         expectations: BTreeMap::new(),
         backoff: BTreeMap::new(),
+        seen: BTreeMap::new(),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -117,6 +118,7 @@ impl Reconcile for Dsc {
                     let k = key_of(o.as_ref());
                     self.expectations.remove(&k);
                     self.backoff.remove(&k);
+                    self.seen.remove(&k);
                 }
                 (None, None) => {}
             },
@@ -152,6 +154,58 @@ struct Dsc {
     queue: WorkQueue,
     expectations: BTreeMap<ObjKey, Expectations>,
     backoff: BTreeMap<ObjKey, FailedPodsBackoff>,
+    /// What each DaemonSet's syncs read of its pods and the nodes, kept across syncs.
+    seen: BTreeMap<ObjKey, Seen>,
+}
+
+/// What a DaemonSet's syncs derive from its pods and from the nodes, kept across syncs: a sync
+/// reads every pod of the DaemonSet and every node (thousands of each at thousands of nodes),
+/// nearly all unchanged since the last one.
+#[derive(Default)]
+struct Seen {
+    /// Its pods as the decisions read them (`None`: filed under the DaemonSet's UID but not its
+    /// daemon pod: another namespace, or a controller of another kind with the same UID).
+    members: Derived<Pod, Option<Member>>,
+    /// The nodes as its pod's placement checks see them ...
+    placed: Derived<Node, Placed>,
+    /// ... for this pod (a template change places every node again).
+    placed_for: Option<DaemonPod>,
+}
+
+impl Seen {
+    /// The DaemonSet's pods (in name order, from the informer's UID index) and every node (in
+    /// name order, as `daemon`'s placement checks see it).
+    fn read(
+        &mut self,
+        pods: &SharedInformer<Pod>,
+        nodes: &SharedInformer<Node>,
+        ds: &DaemonSet,
+    ) -> (Vec<&Member>, Vec<&Placed>) {
+        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+        let members = self
+            .members
+            .refresh(
+                |f| pods.visit_index(index::CONTROLLER_UID, uid, f),
+                |p| is_daemon_pod_in(p, ns).then(|| Member::of(p)),
+            )
+            .into_iter()
+            .flatten()
+            .collect();
+        let daemon = DaemonPod::of(ds);
+        if self.placed_for.as_ref() != Some(&daemon) {
+            self.placed.clear();
+        }
+        let d = self.placed_for.insert(daemon);
+        let placed = self.placed.refresh(|f| nodes.visit(f), |n| d.place(n));
+        (members, placed)
+    }
+}
+
+/// A pod of namespace `ns` whose controller is a DaemonSet.
+fn is_daemon_pod_in(pod: &Pod, ns: &str) -> bool {
+    pod.metadata.namespace.as_deref().unwrap_or_default() == ns
+        && util::controller_ref(&pod.metadata).is_some_and(|r| r.kind == "DaemonSet")
 }
 
 fn owner_ds_key(dss: &SharedInformer<DaemonSet>, pod: &Pod) -> Option<ObjKey> {
@@ -217,6 +271,7 @@ impl Dsc {
         let Some(ds) = self.dss.get(&key) else {
             self.expectations.remove(&key);
             self.backoff.remove(&key);
+            self.seen.remove(&key);
             return;
         };
         if ds.metadata.deletion_timestamp.is_some() {
@@ -224,37 +279,41 @@ impl Dsc {
         }
         let now = self.clock.now();
         let (ns, _) = key.clone();
-        let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let owned: Vec<Arc<Pod>> =
-            index::owned_in_namespace(&self.pods, &ns, std::slice::from_ref(&uid))
-                .into_iter()
-                .filter(|p| {
-                    util::controller_ref(&p.metadata).is_some_and(|r| r.kind == "DaemonSet")
-                })
-                .collect();
-        let owned_refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
-        let by_node = decide::pods_by_node(&owned_refs);
-        let nodes: Vec<Arc<Node>> = self.nodes.list();
-        let node_refs: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+        // Taken out for the sync (the decisions borrow it while the sync writes).
+        let mut seen = self.seen.remove(&key).unwrap_or_default();
+        let (members, nodes) = seen.read(&self.pods, &self.nodes, &ds);
+        self.sync_with(&key, &ds, &ns, now, members, nodes).await;
+        self.seen.insert(key, seen);
+    }
+
+    async fn sync_with(
+        &mut self,
+        key: &ObjKey,
+        ds: &DaemonSet,
+        ns: &str,
+        now: Timestamp,
+        members: Vec<&Member>,
+        nodes: Vec<&Placed>,
+    ) {
+        let by_node = decide::pods_by_node(members);
         let Some(spec) = ds.spec.as_ref() else { return };
         let hash = decide::template_hash(
             &spec.template,
             ds.status.as_ref().and_then(|s| s.collision_count),
         );
 
-        let satisfied = self.expectations.get(&key).is_none_or(|e| e.satisfied(now));
-        if !satisfied && let Some(t) = self.expectations.get(&key).and_then(|e| e.expires_at()) {
+        let satisfied = self.expectations.get(key).is_none_or(|e| e.satisfied(now));
+        if !satisfied && let Some(t) = self.expectations.get(key).and_then(|e| e.expires_at()) {
             self.queue.add_at(key.clone(), t);
         }
         if satisfied {
             let backoff = self.backoff.entry(key.clone()).or_default();
-            let mut plan = decide::manage(&ds, &node_refs, &by_node, now, backoff, &self.config);
-            if plan.create_on.is_empty() && plan.delete.is_empty() && decide::is_rolling_update(&ds)
+            let mut plan = decide::manage(ds, &nodes, &by_node, now, backoff, &self.config);
+            if plan.create_on.is_empty() && plan.delete.is_empty() && decide::is_rolling_update(ds)
             {
-                plan.delete =
-                    decide::rolling_update_deletions(&ds, &node_refs, &by_node, &hash, now);
+                plan.delete = decide::rolling_update_deletions(ds, &nodes, &by_node, &hash, now);
             }
-            let r = ds_ref(&ds);
+            let r = ds_ref(ds);
             for ev in &plan.events {
                 self.recorder
                     .record(&r, ev.type_, ev.reason, ev.message.clone())
@@ -263,15 +322,15 @@ impl Dsc {
             if let Some(d) = plan.requeue_after {
                 self.queue.add_at(key.clone(), add(now, d));
             }
-            self.apply(&ds, &key, &hash, &plan.create_on, &plan.delete, now)
+            self.apply(ds, key, &hash, &plan.create_on, &plan.delete, now)
                 .await;
         }
-        if let Some(t) = decide::next_availability_check(&ds, &by_node, now) {
+        if let Some(t) = decide::next_availability_check(ds, &by_node, now) {
             self.queue.add_at(key.clone(), t);
         }
-        let status = decide::compute_status(&ds, &node_refs, &by_node, &hash, now);
+        let status = decide::compute_status(ds, &nodes, &by_node, &hash, now);
         if ds.status.as_ref() != Some(&status) {
-            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), &ns);
+            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
             let patch = json!({"status": status});
             // The role grants `update` on daemonsets/status, as upstream's UpdateStatus.
             if let Err(e) =
@@ -413,7 +472,103 @@ fn add(t: Timestamp, d: Duration) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher;
     use serde_json::json;
+
+    /// A sync derives only from the pods and nodes that changed since the last one; another
+    /// namespace's pods and pods of another kind of controller with the same UID are not
+    /// members; a template change places every node again.
+    #[test]
+    fn a_sync_reads_what_changed() {
+        let pods: SharedInformer<Pod> = SharedInformer::default();
+        pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+        let nodes: SharedInformer<Node> = SharedInformer::default();
+        let pod = |ns: &str, name: &str, kind: &str, node: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": "ds", "uid": "u", "controller": true}]},
+                "spec": {"containers": [], "nodeName": node}}))
+            .unwrap()
+        };
+        let node = |name: &str, zone: &str| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"zone": zone}}}))
+                .unwrap()
+        };
+        let mut ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "ds", "namespace": "kube-system", "uid": "u"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": []}}}}))
+        .unwrap();
+        for (ns, name, kind) in [
+            ("kube-system", "ds-c", "DaemonSet"),
+            ("kube-system", "ds-a", "DaemonSet"),
+            ("kube-system", "ds-b", "DaemonSet"),
+            ("other", "ds-x", "DaemonSet"),
+            ("kube-system", "rs-y", "ReplicaSet"),
+        ] {
+            pods.apply(watcher::Event::Apply(pod(ns, name, kind, "n1")));
+        }
+        for (n, z) in [("n2", "b"), ("n1", "a")] {
+            nodes.apply(watcher::Event::Apply(node(n, z)));
+        }
+        let mut seen = Seen::default();
+        type View = (Vec<(String, Option<String>)>, Vec<(String, bool)>);
+        let read = |seen: &mut Seen, ds: &DaemonSet| -> View {
+            let (m, p) = seen.read(&pods, &nodes, ds);
+            (
+                m.into_iter()
+                    .map(|x| (x.name.clone(), x.node.clone()))
+                    .collect(),
+                p.into_iter()
+                    .map(|x| (x.name.clone().unwrap_or_default(), x.should_run))
+                    .collect(),
+            )
+        };
+        let s = |v: &str| v.to_string();
+        let n1 = || Some(s("n1"));
+        let (members, placed) = read(&mut seen, &ds);
+        assert_eq!(
+            members,
+            vec![(s("ds-a"), n1()), (s("ds-b"), n1()), (s("ds-c"), n1())]
+        );
+        assert_eq!(placed, vec![(s("n1"), true), (s("n2"), true)]);
+        let counts = |seen: &Seen| (seen.members.derived(), seen.placed.derived());
+        assert_eq!(counts(&seen), (5, 2));
+        read(&mut seen, &ds);
+        assert_eq!(counts(&seen), (5, 2), "nothing changed: nothing read again");
+
+        pods.apply(watcher::Event::Apply(pod(
+            "kube-system",
+            "ds-b",
+            "DaemonSet",
+            "n2",
+        )));
+        nodes.apply(watcher::Event::Apply(node("n2", "a")));
+        let (members, _) = read(&mut seen, &ds);
+        assert_eq!(members[1], (s("ds-b"), Some(s("n2"))));
+        assert_eq!(counts(&seen), (6, 3));
+        assert_eq!(
+            (seen.members.len(), seen.placed.len()),
+            (5, 2),
+            "old versions dropped"
+        );
+        let gone = pods.get(&(s("kube-system"), s("ds-c"))).unwrap();
+        pods.apply(watcher::Event::Delete(gone.as_ref().clone()));
+        assert_eq!(read(&mut seen, &ds).0.len(), 2);
+        assert_eq!(seen.members.len(), 4);
+
+        // A node selector: every node placed again, by its labels.
+        nodes.apply(watcher::Event::Apply(node("n2", "b")));
+        ds.spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .node_selector = Some([(s("zone"), s("a"))].into());
+        let (_, placed) = read(&mut seen, &ds);
+        assert_eq!(placed, vec![(s("n1"), true), (s("n2"), false)]);
+        assert_eq!(counts(&seen), (6, 5));
+    }
 
     #[test]
     fn node_heartbeats_do_not_matter() {

@@ -71,7 +71,16 @@ pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
 /// Upstream `podutil.IsPodAvailable`: Ready, and Ready for longer than `min_ready` (strictly:
 /// `lastTransitionTime + minReadySeconds < now`). With `min_ready == 0` Ready is enough.
 pub fn is_pod_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
-    match ready_condition(pod) {
+    available(ready_condition(pod), min_ready, now)
+}
+
+/// [`is_pod_available`] of a pod whose [`ready_condition`] is `ready`.
+pub fn available(
+    ready: Option<(bool, Option<Timestamp>)>,
+    min_ready: Duration,
+    now: Timestamp,
+) -> bool {
+    match ready {
         Some((true, _)) if min_ready.is_zero() => true,
         Some((true, Some(t))) => match jiff::SignedDuration::try_from(min_ready) {
             Ok(d) => t.checked_add(d).map(|avail| avail < now).unwrap_or(false),
@@ -83,7 +92,17 @@ pub fn is_pod_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool 
 
 /// The instant at which a Ready pod becomes available (None if not Ready or already counted).
 pub fn available_at(pod: &Pod, min_ready: Duration) -> Option<Timestamp> {
-    let t = ready_since(pod)?;
+    available_at_of(ready_condition(pod), min_ready)
+}
+
+/// [`available_at`] of a pod whose [`ready_condition`] is `ready`.
+pub fn available_at_of(
+    ready: Option<(bool, Option<Timestamp>)>,
+    min_ready: Duration,
+) -> Option<Timestamp> {
+    let Some((true, Some(t))) = ready else {
+        return None;
+    };
     let d = jiff::SignedDuration::try_from(min_ready).ok()?;
     // Available strictly after `t + minReady` (upstream compares with `Before(now)`); real clocks
     // are never exactly on the second, so wake a millisecond later, not a whole period later.
