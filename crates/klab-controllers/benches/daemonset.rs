@@ -1,0 +1,99 @@
+//! Benchmark: one DaemonSet sync's reads and decisions at N nodes (default 5 000), one daemon pod
+//! per node, nothing changed since the last sync (the common case while thousands of daemon pods
+//! start: each pod event syncs the DaemonSet again). Reads the pods and nodes through
+//! [`Derived`] as the controller does, then groups, manages, rolls and counts. Prints the time
+//! per sync and its parts. Run with `cargo bench -p klab-controllers --bench daemonset`
+//! (release); `KLAB_BENCH_NODES` overrides the size.
+#![allow(clippy::disallowed_methods)] // measuring wall time is the point here
+#![allow(clippy::arithmetic_side_effects)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use klab_controllers::daemonset::decide::{
+    self, DaemonPod, FailedPodsBackoff, Member, Placed, replace_node_name_affinity,
+};
+use klab_runtime::{Derived, SharedInformer, index};
+use kube::runtime::watcher;
+use serde_json::json;
+
+fn main() {
+    let n: usize = std::env::var("KLAB_BENCH_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "logs", "namespace": "default", "uid": "ds-uid", "generation": 1},
+        "spec": {"selector": {"matchLabels": {"app": "logs"}},
+            "template": {"metadata": {"labels": {"app": "logs"}},
+                "spec": {"containers": [{"name": "agent", "image": "logs"}]}}}}))
+    .expect("daemonset");
+    let hash = decide::template_hash(&ds.spec.as_ref().expect("spec").template, None);
+    let pods: SharedInformer<Pod> = SharedInformer::default();
+    pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+    let nodes: SharedInformer<Node> = SharedInformer::default();
+    for i in 0..n {
+        let node = format!("zone-a-n{i}");
+        nodes.apply(watcher::Event::Apply(
+            serde_json::from_value(json!({"metadata": {"name": node,
+                "labels": {"kubernetes.io/hostname": node, "topology.kubernetes.io/zone": "a"}},
+                "spec": {}}))
+            .expect("node"),
+        ));
+        let aff = replace_node_name_affinity(None, &node);
+        pods.apply(watcher::Event::Apply(
+            serde_json::from_value(json!({"metadata": {"name": format!("logs-{i:05}"),
+                "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app": "logs", "controller-revision-hash": hash, "pod-template-generation": "1"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "logs", "uid": "ds-uid", "controller": true}]},
+                "spec": {"containers": [{"name": "agent", "image": "logs"}], "nodeName": node, "affinity": aff},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:05Z"}]}}))
+            .expect("pod"),
+        ));
+    }
+    let now: Timestamp = "2026-01-01T00:10:00Z".parse().expect("time");
+    let mut members: Derived<Pod, Option<Member>> = Derived::default();
+    let mut placed: Derived<Node, Placed> = Derived::default();
+    let daemon = DaemonPod::of(&ds);
+    let config = Default::default();
+    let mut backoff = FailedPodsBackoff::default();
+    let rounds = 200;
+    let (mut read, mut group, mut decide_t) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        let ms: Vec<&Member> = members
+            .refresh(
+                |f| pods.visit_index(index::CONTROLLER_UID, "ds-uid", f),
+                |p| Some(Member::of(p)),
+            )
+            .into_iter()
+            .flatten()
+            .collect();
+        let ps: Vec<&Placed> = placed.refresh(|f| nodes.visit(f), |nd| daemon.place(nd));
+        let t1 = Instant::now();
+        let by = decide::pods_by_node(ms);
+        let t2 = Instant::now();
+        let plan = decide::manage(&ds, &ps, &by, now, &mut backoff, &config);
+        let del = decide::rolling_update_deletions(&ds, &ps, &by, &hash, now);
+        let st = decide::compute_status(&ds, &ps, &by, &hash, now);
+        let t3 = Instant::now();
+        assert!(plan.create_on.is_empty() && plan.delete.is_empty() && del.is_empty());
+        assert_eq!(st.number_available, Some(n as i32));
+        black_box((plan, del, st));
+        read += t1 - t0;
+        group += t2 - t1;
+        decide_t += t3 - t2;
+    }
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / rounds as f64;
+    println!(
+        "daemonset sync at {n} nodes: {:.0} µs (reads {:.0}, grouping {:.0}, decisions {:.0})",
+        per(read + group + decide_t),
+        per(read),
+        per(group),
+        per(decide_t)
+    );
+}
