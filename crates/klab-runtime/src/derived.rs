@@ -76,6 +76,66 @@ impl<K, V> Derived<K, V> {
             .collect()
     }
 
+    /// What changed since the last read of the objects `visit` walks: the values derived now
+    /// (of versions not seen before, in the walk's order) and the values dropped (of versions
+    /// no longer walked: replaced or gone). A reader that keeps something built from the values
+    /// takes the dropped ones out of it, then puts the new ones in.
+    pub fn update(
+        &mut self,
+        visit: impl FnOnce(&mut dyn FnMut(&Arc<K>)),
+        derive: impl Fn(&K) -> V,
+    ) -> (Vec<&V>, Vec<V>) {
+        self.epoch = self.epoch.wrapping_add(1);
+        let epoch = self.epoch;
+        let mut added: Vec<usize> = Vec::new();
+        let mut walked = 0usize;
+        let (entries, derived) = (&mut self.entries, &mut self.derived);
+        visit(&mut |obj: &Arc<K>| {
+            let at = Arc::as_ptr(obj) as usize;
+            walked = walked.saturating_add(1);
+            match entries.get_mut(&at) {
+                Some(e) => e.seen = epoch,
+                None => {
+                    *derived = derived.wrapping_add(1);
+                    entries.insert(
+                        at,
+                        Entry {
+                            _obj: obj.clone(),
+                            value: derive(obj),
+                            seen: epoch,
+                        },
+                    );
+                    added.push(at);
+                }
+            }
+        });
+        let mut dropped = Vec::new();
+        if self.entries.len() > walked {
+            // In address order, made deterministic by the caller's use (it files by name).
+            let gone: Vec<usize> = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.seen != epoch)
+                .map(|(at, _)| *at)
+                .collect();
+            for at in gone {
+                if let Some(e) = self.entries.remove(&at) {
+                    dropped.push(e.value);
+                }
+            }
+        }
+        let added = added
+            .iter()
+            .filter_map(|at| self.entries.get(at).map(|e| &e.value))
+            .collect();
+        (added, dropped)
+    }
+
+    /// Every value held, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.values().map(|e| &e.value)
+    }
+
     /// How many values were derived so far (each one an object version read).
     pub fn derived(&self) -> u64 {
         self.derived

@@ -4,7 +4,7 @@
 //! update step, and the status that `kubectl get ds` / `rollout status` read.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -395,35 +395,122 @@ impl Member {
     }
 }
 
-/// The daemon pods grouped by target node (upstream `getNodesToDaemonPods`), each list sorted
-/// oldest first (creation time, then name). Pods that are both terminal and deleting are left out.
-pub fn pods_by_node<'a>(pods: impl IntoIterator<Item = &'a Member>) -> ByNode<'a> {
-    let pods = pods.into_iter();
-    let mut out = ByNode::with_capacity_and_hasher(pods.size_hint().0, Fixed::default());
-    for p in pods {
-        if p.phase != Phase::Other && p.deleting {
-            continue;
-        }
-        if let Some(n) = p.node.as_deref() {
-            out.entry(n).or_default().push(p);
-        }
+/// Whether a daemon pod is filed on its node (upstream `getNodesToDaemonPods`): it has a target
+/// node, and is not both terminal and being deleted.
+fn filed(m: &Member) -> Option<&str> {
+    if m.phase != Phase::Other && m.deleting {
+        return None;
     }
-    for v in out.values_mut() {
-        v.sort_by(|a, b| oldest_first(a, b));
-    }
-    out
+    m.node.as_deref()
 }
 
-/// A DaemonSet's pods by the node they are bound or pinned to, each node's oldest first.
-/// Hashed, with a fixed hasher: a sync looks every node up, and at 5 000 nodes an ordered map's
-/// comparisons were most of its time. Where the order of nodes shows in a result, the result is
-/// sorted by node name.
-/// A node's list is inline: nearly every node has one daemon pod, and a list allocated per node
-/// per sync was a third of the grouping.
-pub type ByNode<'a> = HashMap<&'a str, SmallVec<[&'a Member; 1]>, Fixed>;
+/// One node's row of a DaemonSet's [`Table`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    /// `(should_run, should_continue)` of a node that exists; `None`: daemon pods are pinned to
+    /// a node that does not.
+    pub placed: Option<(bool, bool)>,
+    /// Its daemon pods, oldest first. Inline: nearly every node has one.
+    pub pods: SmallVec<[Member; 1]>,
+}
 
-/// The hasher of [`ByNode`] and its sets: the same on every run.
-pub use klab_runtime::derived::Fixed;
+/// A DaemonSet's nodes and its pods joined by node name, in node-name order: what every decision
+/// reads. The shell keeps it across syncs and changes only the rows of the pods and nodes that
+/// changed; the decisions then walk rows in one pass each, without looking anything up (at
+/// thousands of nodes, grouping the pods and looking every node up in the groups on every sync
+/// was most of a sync).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    rows: BTreeMap<String, Slot>,
+}
+
+impl Table {
+    /// The table of these nodes and pods.
+    pub fn build<'a>(
+        nodes: &[impl Borrow<Placed>],
+        pods: impl IntoIterator<Item = &'a Member>,
+    ) -> Table {
+        let mut t = Table::default();
+        for n in nodes {
+            let n: &Placed = n.borrow();
+            t.set_node(n.name(), Some((n.should_run, n.should_continue)));
+        }
+        for p in pods {
+            t.add_pod(p.clone());
+        }
+        t
+    }
+
+    /// Sets a node's placement (`None`: the node is gone).
+    pub fn set_node(&mut self, name: &str, placed: Option<(bool, bool)>) {
+        match self.rows.get_mut(name) {
+            Some(row) => {
+                row.placed = placed;
+                if row.placed.is_none() && row.pods.is_empty() {
+                    self.rows.remove(name);
+                }
+            }
+            None if placed.is_some() => {
+                self.rows.insert(
+                    name.to_string(),
+                    Slot {
+                        placed,
+                        pods: SmallVec::new(),
+                    },
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Every node gone (their pods stay, on nodes that do not exist).
+    pub fn clear_nodes(&mut self) {
+        self.rows.retain(|_, row| {
+            row.placed = None;
+            !row.pods.is_empty()
+        });
+    }
+
+    /// Files a pod (a pod not filed on a node is not kept).
+    pub fn add_pod(&mut self, m: Member) {
+        let Some(node) = filed(&m) else { return };
+        let row = match self.rows.get_mut(node) {
+            Some(row) => row,
+            None => self.rows.entry(node.to_string()).or_default(),
+        };
+        let at = row
+            .pods
+            .iter()
+            .position(|p| oldest_first(p, &m).is_gt())
+            .unwrap_or(row.pods.len());
+        row.pods.insert(at, m);
+    }
+
+    /// Takes a pod (as it was filed) out.
+    pub fn remove_pod(&mut self, m: &Member) {
+        let Some(node) = filed(m) else { return };
+        let Some(row) = self.rows.get_mut(node) else {
+            return;
+        };
+        if let Some(at) = row.pods.iter().position(|p| p.name == m.name) {
+            row.pods.remove(at);
+        }
+        if row.placed.is_none() && row.pods.is_empty() {
+            self.rows.remove(node);
+        }
+    }
+
+    /// Rows in node-name order.
+    pub fn rows(&self) -> impl Iterator<Item = (&str, &Slot)> {
+        self.rows.iter().map(|(n, r)| (n.as_str(), r))
+    }
+
+    /// The nodes that exist, in name order, with their placement and pods.
+    fn nodes(&self) -> impl Iterator<Item = (&str, (bool, bool), &[Member])> {
+        self.rows()
+            .filter_map(|(n, r)| Some((n, r.placed?, r.pods.as_slice())))
+    }
+}
 
 /// The order of one node's daemon pods: creation time (none first), then name.
 pub fn oldest_first(a: &Member, b: &Member) -> std::cmp::Ordering {
@@ -487,8 +574,7 @@ pub struct ManagePlan {
 /// tolerated) nothing is created and the existing pod is kept.
 pub fn manage(
     ds: &DaemonSet,
-    nodes: &[impl Borrow<Placed>],
-    by_node: &ByNode,
+    table: &Table,
     now: Timestamp,
     backoff: &mut FailedPodsBackoff,
     config: &super::config::DaemonSetControllerConfig,
@@ -497,23 +583,27 @@ pub fn manage(
     let surge = max_surge(ds) > 0;
     // A DaemonSet's pods are in its namespace.
     let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
-    // Nodes with daemon pods; when that is every node of `by_node`, no pod is pinned to a node
-    // that is gone (node names are distinct: they are the Node objects' names).
-    let mut matched = 0usize;
-    for node in nodes {
-        let node: &Placed = node.borrow();
-        let name = node.name();
-        let (should_run, should_continue) = (node.should_run, node.should_continue);
-        let pods = by_node.get(name);
-        matched = matched.saturating_add(usize::from(pods.is_some() && node.name.is_some()));
-        let exists = pods.is_some_and(|p| !p.is_empty());
+    // Daemon pods bound by affinity to nodes that do not exist and never scheduled, in node
+    // name order (a node's oldest first): deleted after the nodes' deletions.
+    let mut ghosts: Vec<String> = Vec::new();
+    for (name, row) in table.rows() {
+        let pods = row.pods.as_slice();
+        let Some((should_run, should_continue)) = row.placed else {
+            ghosts.extend(
+                pods.iter()
+                    .filter(|p| !p.bound && !p.deleting)
+                    .map(|p| p.name.clone()),
+            );
+            continue;
+        };
+        let exists = !pods.is_empty();
         if should_run && !exists {
             plan.create_on.push(name.to_string());
         } else if should_continue {
             // The running pods after the oldest (nothing is copied for a node's usual one pod).
             let mut oldest_running = false;
             let mut extra_running: Vec<&Member> = Vec::new();
-            for p in pods.into_iter().flatten() {
+            for p in pods {
                 if p.deleting {
                     continue;
                 }
@@ -556,17 +646,14 @@ pub fn manage(
                     .extend(extra_running.iter().map(|p| p.name.clone()));
             }
         } else if exists {
-            for p in pods.into_iter().flatten() {
+            for p in pods {
                 if !p.deleting {
                     plan.delete.push(p.name.clone());
                 }
             }
         }
     }
-    // Daemon pods bound by affinity to nodes that do not exist and never scheduled: delete.
-    if matched != by_node.len() {
-        plan.delete.extend(ghost_deletions(nodes, by_node));
-    }
+    plan.delete.extend(ghosts);
     plan.create_on.truncate(config.burst_replicas);
     plan.delete.truncate(config.burst_replicas);
     plan
@@ -612,37 +699,12 @@ pub fn is_rolling_update(ds: &DaemonSet) -> bool {
         == "RollingUpdate"
 }
 
-/// The daemon pods pinned to nodes not in `nodes` that never scheduled, by node name (a node's
-/// pods oldest first). The nodes are looked up in a set: a scan of the node list per node was
-/// quadratic in the cluster size.
-fn ghost_deletions(nodes: &[impl Borrow<Placed>], by_node: &ByNode) -> Vec<String> {
-    let known: HashSet<&str, Fixed> = nodes
-        .iter()
-        .filter_map(|n| n.borrow().name.as_deref())
-        .collect();
-    let mut ghosts: Vec<(&str, &Member)> = Vec::new();
-    for (node, pods) in by_node {
-        if known.contains(node) {
-            continue;
-        }
-        for p in pods {
-            if !p.bound && !p.deleting {
-                ghosts.push((node, p));
-            }
-        }
-    }
-    // Stable: a node's pods stay oldest first.
-    ghosts.sort_by(|a, b| a.0.cmp(b.0));
-    ghosts.into_iter().map(|(_, p)| p.name.clone()).collect()
-}
-
 /// Upstream `rollingUpdate` without surge: delete just enough old pods to stay within
 /// `maxUnavailable` (default 1, percentages of desiredNumberScheduled rounded up); unavailable old
 /// pods are always replaced. The manage step recreates them from the new template.
 pub fn rolling_update_deletions(
     ds: &DaemonSet,
-    nodes: &[impl Borrow<Placed>],
-    by_node: &ByNode,
+    table: &Table,
     hash: &str,
     now: Timestamp,
 ) -> Vec<String> {
@@ -654,10 +716,9 @@ pub fn rolling_update_deletions(
     let limit = ru.and_then(|r| r.max_unavailable.as_ref());
     // Only a percentage reads the desired count.
     let desired = match limit {
-        Some(IntOrString::String(_)) => nodes
-            .iter()
-            .filter(|n| Borrow::<Placed>::borrow(*n).should_run)
-            .count() as i64,
+        Some(IntOrString::String(_)) => {
+            table.nodes().filter(|(_, (run, _), _)| *run).count() as i64
+        }
         _ => 0,
     };
     let mut max_unavailable = scaled(limit, desired, 1);
@@ -668,10 +729,11 @@ pub fn rolling_update_deletions(
         crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
     let generation = template_generation(ds).map(|g| g.to_string());
     let mut unavailable = 0i64;
-    // Each with its node's name: both lists are taken in node-name order.
-    let mut replace: Vec<(&str, String)> = Vec::new();
-    let mut candidates: Vec<(&str, String)> = Vec::new();
-    for (node, pods) in by_node {
+    // Rows are in node-name order, so both lists are.
+    let mut replace: Vec<String> = Vec::new();
+    let mut candidates: Vec<String> = Vec::new();
+    // Every node with daemon pods, whether it exists or not.
+    for pods in table.rows().map(|(_, r)| &r.pods).filter(|p| !p.is_empty()) {
         // The node's live pods, new and old: counted, and the first of each kept (no lists
         // built per node).
         let (mut new, mut old) = ((0usize, None), (0usize, None));
@@ -698,34 +760,28 @@ pub fn rolling_update_deletions(
             (None, Some(o)) => {
                 let name = o.name.clone();
                 if !o.is_available(min_ready, now) {
-                    replace.push((node, name));
+                    replace.push(name);
                 } else {
-                    candidates.push((node, name));
+                    candidates.push(name);
                 }
             }
         }
     }
-    // Taken in node-name order, this is upstream's walk that skips a candidate once the
+    // In node-name order, this is upstream's walk that skips a candidate once the
     // unavailable count reaches the limit: with `unavailable` below it at the end, it was
     // below it at every node (every candidate kept); at or above it, no room is left.
     let room = max_unavailable
         .saturating_sub(unavailable)
         .clamp(0, candidates.len() as i64) as usize;
-    replace.sort_by(|a, b| a.0.cmp(b.0));
-    candidates.sort_by(|a, b| a.0.cmp(b.0));
+    replace.extend(candidates.into_iter().take(room));
     replace
-        .into_iter()
-        .chain(candidates.into_iter().take(room))
-        .map(|(_, name)| name)
-        .collect()
 }
 
 /// Upstream `updateDaemonSetStatus`: counts over the nodes (a node that should not run the daemon
 /// but has a pod counts as misscheduled), `observedGeneration` = generation.
 pub fn compute_status(
     ds: &DaemonSet,
-    nodes: &[impl Borrow<Placed>],
-    by_node: &ByNode,
+    table: &Table,
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
@@ -738,15 +794,13 @@ pub fn compute_status(
     };
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
         (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
-    for node in nodes {
-        let node: &Placed = node.borrow();
-        let pods = by_node.get(node.name()).filter(|p| !p.is_empty());
-        if node.should_run {
+    for (_, (should_run, _), pods) in table.nodes() {
+        let oldest = pods.first();
+        if should_run {
             desired = desired.saturating_add(1);
-            let Some(pods) = pods else { continue };
-            current = current.saturating_add(1);
             // Oldest first; upstream also prefers the better phase among equally old pods.
-            let pod = pods[0];
+            let Some(pod) = oldest else { continue };
+            current = current.saturating_add(1);
             if pod.is_ready() {
                 ready = ready.saturating_add(1);
                 if pod.is_available(min_ready, now) {
@@ -756,7 +810,7 @@ pub fn compute_status(
             if pod.is_updated(hash, generation.as_deref()) {
                 updated = updated.saturating_add(1);
             }
-        } else if pods.is_some() {
+        } else if oldest.is_some() {
             misscheduled = misscheduled.saturating_add(1);
         }
     }
@@ -774,11 +828,7 @@ pub fn compute_status(
 
 /// When a Ready-but-not-yet-available daemon pod becomes available (re-sync then, as upstream's
 /// `enqueueDaemonSetAfter(minReadySeconds)`).
-pub fn next_availability_check(
-    ds: &DaemonSet,
-    by_node: &ByNode,
-    now: Timestamp,
-) -> Option<Timestamp> {
+pub fn next_availability_check(ds: &DaemonSet, table: &Table, now: Timestamp) -> Option<Timestamp> {
     let secs = ds
         .spec
         .as_ref()
@@ -788,9 +838,9 @@ pub fn next_availability_check(
         return None;
     }
     let min_ready = Duration::from_secs(secs as u64);
-    by_node
-        .values()
-        .filter_map(|v| v.first())
+    table
+        .rows()
+        .filter_map(|(_, r)| r.pods.first())
         .filter(|p| p.is_ready() && !p.is_available(min_ready, now))
         .filter_map(|p| util::available_at_of(p.ready, min_ready))
         .min()
@@ -861,15 +911,14 @@ mod tests {
                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
                 .unwrap();
             let ms = members(&[&p]);
-            let by_node = pods_by_node(&ms);
-            let st = compute_status(&d, &place(&d, &[&n]), &by_node, "new", t0);
+            let st = compute_status(&d, &Table::build(&place(&d, &[&n]), &ms), "new", t0);
             assert_eq!(st.desired_number_scheduled, 1);
             assert_eq!(
                 st.number_unavailable,
                 Some(if min_ready > 0 { 1 } else { 0 })
             );
-            let _ = rolling_update_deletions(&d, &place(&d, &[&n]), &by_node, "new", t0);
-            let _ = next_availability_check(&d, &by_node, t0);
+            let _ = rolling_update_deletions(&d, &Table::build(&place(&d, &[&n]), &ms), "new", t0);
+            let _ = next_availability_check(&d, &Table::build(&place(&d, &[&n]), &ms), t0);
         }
     }
 
@@ -1111,14 +1160,12 @@ mod tests {
             "2026-01-01T00:00:00Z",
         );
         let ms = members(&[&p1, &p2]);
-        let by = pods_by_node(&ms);
         let nodes = [&n1, &n2, &n3, &n4];
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let mut backoff = FailedPodsBackoff::default();
         let plan = manage(
             &d,
-            &place(&d, &nodes),
-            &by,
+            &Table::build(&place(&d, &nodes), &ms),
             now,
             &mut backoff,
             &Default::default(),
@@ -1126,7 +1173,7 @@ mod tests {
         // n3 gets a pod; the dead n2 keeps its pod; n4 (NotReady, no pod) gets none.
         assert_eq!(plan.create_on, vec!["n3"]);
         assert!(plan.delete.is_empty());
-        let st = compute_status(&d, &place(&d, &nodes), &by, &hash, now);
+        let st = compute_status(&d, &Table::build(&place(&d, &nodes), &ms), &hash, now);
         assert_eq!(st.desired_number_scheduled, 2); // n1, n3
         assert_eq!(st.current_number_scheduled, 1);
         assert_eq!(st.number_misscheduled, 1); // n2
@@ -1187,8 +1234,7 @@ mod tests {
         let pods = [&failed];
         let plan = manage(
             &d,
-            &place(&d, &[&n1]),
-            &pods_by_node(&members(&pods)),
+            &Table::build(&place(&d, &[&n1]), &members(&pods)),
             now,
             &mut backoff,
             &cfg,
@@ -1201,8 +1247,7 @@ mod tests {
         // immediately again: in back-off, requeued for the rest of the 1 s
         let plan = manage(
             &d,
-            &place(&d, &[&n1]),
-            &pods_by_node(&members(&pods)),
+            &Table::build(&place(&d, &[&n1]), &members(&pods)),
             now,
             &mut backoff,
             &cfg,
@@ -1229,8 +1274,7 @@ mod tests {
         let pods = [&young, &old];
         let plan = manage(
             &d,
-            &place(&d, &[&n1]),
-            &pods_by_node(&members(&pods)),
+            &Table::build(&place(&d, &[&n1]), &members(&pods)),
             now,
             &mut backoff,
             &cfg,
@@ -1249,8 +1293,7 @@ mod tests {
         let pods = [&ghost];
         let plan = manage(
             &d,
-            &place(&d, &[&n1]),
-            &pods_by_node(&members(&pods)),
+            &Table::build(&place(&d, &[&n1]), &members(&pods)),
             now,
             &mut backoff,
             &cfg,
@@ -1400,7 +1443,6 @@ mod tests {
             let nrefs: Vec<&Node> = nodes.iter().collect();
             let prefs: Vec<&Pod> = pods.iter().collect();
             let ms = members(&prefs);
-            let by = pods_by_node(&ms);
             // The reference reads the Pods themselves.
             let mut ordered: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
             for p in &prefs {
@@ -1414,7 +1456,7 @@ mod tests {
             let daemon = DaemonPod::of(&d);
             let desired = nrefs.iter().filter(|n| daemon.should_run(n).0).count() as i64;
             prop_assert_eq!(
-                rolling_update_deletions(&d, &place(&d, &nrefs), &by, &hash, now),
+                rolling_update_deletions(&d, &Table::build(&place(&d, &nrefs), &ms), &hash, now),
                 walk(&d, desired, &ordered, &hash, now)
             );
             // Ghost deletions: the pods pinned to gone nodes, in node-name order.
@@ -1431,8 +1473,7 @@ mod tests {
                 .collect();
             let plan = manage(
                 &d,
-                &place(&d, &nrefs),
-                &by,
+                &Table::build(&place(&d, &nrefs), &ms),
                 now,
                 &mut FailedPodsBackoff::default(),
                 &Default::default(),
@@ -1530,7 +1571,11 @@ mod tests {
                 );
                 prop_assert_eq!(m.phase != Phase::Other, terminal);
                 prop_assert_eq!(
-                    pods_by_node([&m]).is_empty(),
+                    {
+                        let mut t = Table::default();
+                        t.add_pod(m.clone());
+                        t.rows().next().is_none()
+                    },
                     target_node_name(&pod).is_none() || (terminal && deleting)
                 );
                 for mr in [0u64, 5, 100] {
@@ -1591,8 +1636,7 @@ mod tests {
         assert_eq!(
             rolling_update_deletions(
                 &d2,
-                &place(&d2, &nrefs),
-                &pods_by_node(&members(&prefs)),
+                &Table::build(&place(&d2, &nrefs), &members(&prefs)),
                 &hash,
                 now
             ),
@@ -1613,8 +1657,7 @@ mod tests {
         assert!(
             rolling_update_deletions(
                 &d2,
-                &place(&d2, &nrefs),
-                &pods_by_node(&members(&prefs2)),
+                &Table::build(&place(&d2, &nrefs), &members(&prefs2)),
                 &hash,
                 now
             )

@@ -24,7 +24,7 @@ use klab_api::slim::Slim;
 use klab_api::{Clock, names};
 
 pub use config::DaemonSetControllerConfig;
-use decide::{DaemonPod, FailedPodsBackoff, Member, Placed};
+use decide::{DaemonPod, FailedPodsBackoff, Member, Placed, Table};
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Expectations, slow_start_batches};
@@ -170,35 +170,49 @@ struct Seen {
     placed: Derived<Node, Placed>,
     /// ... for this pod (a template change places every node again).
     placed_for: Option<DaemonPod>,
+    /// Both joined by node: changed by the pods and nodes that changed.
+    table: Table,
 }
 
 impl Seen {
-    /// The DaemonSet's pods (in name order, from the informer's UID index) and every node (in
-    /// name order, as `daemon`'s placement checks see it).
+    /// The DaemonSet's nodes and pods (from the informer's UID index) as of now.
     fn read(
         &mut self,
         pods: &SharedInformer<Pod>,
         nodes: &SharedInformer<Node>,
         ds: &DaemonSet,
-    ) -> (Vec<&Member>, Vec<&Placed>) {
+    ) -> &Table {
         let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
         let uid = ds.metadata.uid.as_deref().unwrap_or_default();
-        let members = self
-            .members
-            .refresh(
-                |f| pods.visit_index(index::CONTROLLER_UID, uid, f),
-                |p| is_daemon_pod_in(p, ns).then(|| Member::of(p)),
-            )
-            .into_iter()
-            .flatten()
-            .collect();
+        let (added, dropped) = self.members.update(
+            |f| pods.visit_index(index::CONTROLLER_UID, uid, f),
+            |p| is_daemon_pod_in(p, ns).then(|| Member::of(p)),
+        );
+        // Old versions out first: a changed pod is its old version dropped and its new added.
+        for m in dropped.iter().flatten() {
+            self.table.remove_pod(m);
+        }
+        for m in added.into_iter().flatten() {
+            self.table.add_pod(m.clone());
+        }
         let daemon = DaemonPod::of(ds);
         if self.placed_for.as_ref() != Some(&daemon) {
             self.placed.clear();
+            self.table.clear_nodes();
         }
         let d = self.placed_for.insert(daemon);
-        let placed = self.placed.refresh(|f| nodes.visit(f), |n| d.place(n));
-        (members, placed)
+        let (added, dropped) = self.placed.update(|f| nodes.visit(f), |n| d.place(n));
+        for n in &dropped {
+            self.table
+                .set_node(n.name.as_deref().unwrap_or_default(), None);
+        }
+        for n in added {
+            self.table.set_node(
+                n.name.as_deref().unwrap_or_default(),
+                Some((n.should_run, n.should_continue)),
+            );
+        }
+        &self.table
     }
 }
 
@@ -281,8 +295,8 @@ impl Dsc {
         let (ns, _) = key.clone();
         // Taken out for the sync (the decisions borrow it while the sync writes).
         let mut seen = self.seen.remove(&key).unwrap_or_default();
-        let (members, nodes) = seen.read(&self.pods, &self.nodes, &ds);
-        self.sync_with(&key, &ds, &ns, now, members, nodes).await;
+        let table = seen.read(&self.pods, &self.nodes, &ds);
+        self.sync_with(&key, &ds, &ns, now, table).await;
         self.seen.insert(key, seen);
     }
 
@@ -292,10 +306,8 @@ impl Dsc {
         ds: &DaemonSet,
         ns: &str,
         now: Timestamp,
-        members: Vec<&Member>,
-        nodes: Vec<&Placed>,
+        table: &Table,
     ) {
-        let by_node = decide::pods_by_node(members);
         let Some(spec) = ds.spec.as_ref() else { return };
         let hash = decide::template_hash(
             &spec.template,
@@ -308,10 +320,10 @@ impl Dsc {
         }
         if satisfied {
             let backoff = self.backoff.entry(key.clone()).or_default();
-            let mut plan = decide::manage(ds, &nodes, &by_node, now, backoff, &self.config);
+            let mut plan = decide::manage(ds, table, now, backoff, &self.config);
             if plan.create_on.is_empty() && plan.delete.is_empty() && decide::is_rolling_update(ds)
             {
-                plan.delete = decide::rolling_update_deletions(ds, &nodes, &by_node, &hash, now);
+                plan.delete = decide::rolling_update_deletions(ds, table, &hash, now);
             }
             let r = ds_ref(ds);
             for ev in &plan.events {
@@ -325,10 +337,10 @@ impl Dsc {
             self.apply(ds, key, &hash, &plan.create_on, &plan.delete, now)
                 .await;
         }
-        if let Some(t) = decide::next_availability_check(ds, &by_node, now) {
+        if let Some(t) = decide::next_availability_check(ds, table, now) {
             self.queue.add_at(key.clone(), t);
         }
-        let status = decide::compute_status(ds, &nodes, &by_node, &hash, now);
+        let status = decide::compute_status(ds, table, &hash, now);
         if ds.status.as_ref() != Some(&status) {
             let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
             let patch = json!({"status": status});
@@ -512,15 +524,18 @@ mod tests {
         let mut seen = Seen::default();
         type View = (Vec<(String, Option<String>)>, Vec<(String, bool)>);
         let read = |seen: &mut Seen, ds: &DaemonSet| -> View {
-            let (m, p) = seen.read(&pods, &nodes, ds);
-            (
-                m.into_iter()
-                    .map(|x| (x.name.clone(), x.node.clone()))
-                    .collect(),
-                p.into_iter()
-                    .map(|x| (x.name.clone().unwrap_or_default(), x.should_run))
-                    .collect(),
-            )
+            let t = seen.read(&pods, &nodes, ds);
+            let mut m: Vec<(String, Option<String>)> = t
+                .rows()
+                .flat_map(|(_, r)| r.pods.iter())
+                .map(|x| (x.name.clone(), x.node.clone()))
+                .collect();
+            m.sort();
+            let p = t
+                .rows()
+                .filter_map(|(n, r)| Some((n.to_string(), r.placed?.0)))
+                .collect();
+            (m, p)
         };
         let s = |v: &str| v.to_string();
         let n1 = || Some(s("n1"));
@@ -568,6 +583,146 @@ mod tests {
         let (_, placed) = read(&mut seen, &ds);
         assert_eq!(placed, vec![(s("n1"), true), (s("n2"), false)]);
         assert_eq!(counts(&seen), (6, 5));
+    }
+
+    /// Under any sequence of pod and node changes (new versions, deletions, pods of other
+    /// namespaces and controllers, terminal and deleting pods, pins to nodes that do not exist)
+    /// and template changes, the table kept across reads is the table built from scratch.
+    #[test]
+    fn the_kept_table_is_the_table_built_from_scratch() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Pod {
+                i: u8,
+                node: u8,
+                bound: bool,
+                phase: u8,
+                deleting: bool,
+                other: u8,
+            },
+            DeletePod(u8),
+            Node {
+                j: u8,
+                zone_a: bool,
+                tainted: bool,
+            },
+            DeleteNode(u8),
+            Selector(bool),
+            Read,
+        }
+        let op = prop_oneof![
+            3 => (0u8..6, 0u8..6, any::<bool>(), 0u8..4, any::<bool>(), 0u8..5).prop_map(
+                |(i, node, bound, phase, deleting, other)| Op::Pod { i, node, bound, phase, deleting, other }
+            ),
+            1 => (0u8..6).prop_map(Op::DeletePod),
+            2 => (0u8..5, any::<bool>(), any::<bool>())
+                .prop_map(|(j, zone_a, tainted)| Op::Node { j, zone_a, tainted }),
+            1 => (0u8..5).prop_map(Op::DeleteNode),
+            1 => any::<bool>().prop_map(Op::Selector),
+            2 => Just(Op::Read),
+        ];
+        TestRunner::new(Config {
+            cases: 200,
+            ..Config::default()
+        })
+        .run(&proptest::collection::vec(op, 1..40), |ops| {
+            let pods: SharedInformer<Pod> = SharedInformer::default();
+            pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+            let nodes: SharedInformer<Node> = SharedInformer::default();
+            let mut ds: DaemonSet = serde_json::from_value(json!({
+                "metadata": {"name": "ds", "namespace": "kube-system", "uid": "u"},
+                "spec": {"selector": {}, "template": {"spec": {"containers": []}}}}))
+            .unwrap();
+            let mut seen = Seen::default();
+            let last = ops.len().saturating_sub(1);
+            for (at, op) in ops.into_iter().enumerate() {
+                // Several changes between reads, as between syncs.
+                let check = matches!(op, Op::Read) || at == last;
+                match op {
+                    Op::Pod { i, node, bound, phase, deleting, other } => {
+                        let (ns, kind) = match other {
+                            0 => ("other", "DaemonSet"),
+                            1 => ("kube-system", "ReplicaSet"),
+                            _ => ("kube-system", "DaemonSet"),
+                        };
+                        let node = format!("n{node}");
+                        let mut spec = json!({"containers": [],
+                            "affinity": decide::replace_node_name_affinity(None, &node)});
+                        if bound {
+                            spec["nodeName"] = json!(node);
+                        }
+                        let mut meta = json!({"name": format!("p{i}"), "namespace": ns,
+                            "creationTimestamp": format!("2026-01-01T00:00:0{}Z", i % 3),
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": "ds", "uid": "u", "controller": true}]});
+                        if deleting {
+                            meta["deletionTimestamp"] = json!("2026-01-01T00:01:00Z");
+                        }
+                        let phase = ["Pending", "Running", "Succeeded", "Failed"][usize::from(phase)];
+                        // A pod that moves namespace is another pod: delete the old one first.
+                        for other_ns in ["other", "kube-system"] {
+                            if other_ns != ns
+                                && let Some(o) = pods.get(&(other_ns.into(), format!("p{i}")))
+                            {
+                                pods.apply(watcher::Event::Delete(o.as_ref().clone()));
+                            }
+                        }
+                        pods.apply(watcher::Event::Apply(
+                            serde_json::from_value(json!({"metadata": meta, "spec": spec,
+                                "status": {"phase": phase}}))
+                            .unwrap(),
+                        ));
+                    }
+                    Op::DeletePod(i) => {
+                        for ns in ["other", "kube-system"] {
+                            if let Some(o) = pods.get(&(ns.into(), format!("p{i}"))) {
+                                pods.apply(watcher::Event::Delete(o.as_ref().clone()));
+                            }
+                        }
+                    }
+                    Op::Node { j, zone_a, tainted } => {
+                        let taints = if tainted {
+                            json!([{"key": "k", "effect": "NoExecute"}])
+                        } else {
+                            json!([])
+                        };
+                        nodes.apply(watcher::Event::Apply(
+                            serde_json::from_value(json!({"metadata": {"name": format!("n{j}"),
+                                "labels": {"zone": if zone_a { "a" } else { "b" }}},
+                                "spec": {"taints": taints}}))
+                            .unwrap(),
+                        ));
+                    }
+                    Op::DeleteNode(j) => {
+                        if let Some(o) = nodes.get(&(String::new(), format!("n{j}"))) {
+                            nodes.apply(watcher::Event::Delete(o.as_ref().clone()));
+                        }
+                    }
+                    Op::Selector(on) => {
+                        let t = ds.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+                        t.node_selector = on.then(|| [("zone".to_string(), "a".to_string())].into());
+                    }
+                    Op::Read => {}
+                }
+                if !check {
+                    continue;
+                }
+                let kept = seen.read(&pods, &nodes, &ds).clone();
+                let all_nodes = nodes.list();
+                let node_refs: Vec<&Node> = all_nodes.iter().map(|n| n.as_ref()).collect();
+                let members: Vec<Member> = pods
+                    .list()
+                    .iter()
+                    .filter(|p| is_daemon_pod_in(p, "kube-system"))
+                    .map(|p| Member::of(p))
+                    .collect();
+                prop_assert_eq!(kept, Table::build(&decide::place(&ds, &node_refs), &members));
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]
