@@ -1,13 +1,15 @@
-//! Values a controller derives from stored objects, kept across syncs, one per stored version of
-//! each object: a sync that reads thousands of objects (a DaemonSet's pods, every node) derives
-//! only from the ones that changed since its last read.
-//!
-//! An informer never modifies a stored object in place: a change stores a new `Arc`. So the
-//! `Arc`'s address names one version of one object, as long as the `Arc` lives; each entry holds
-//! its `Arc`, so that address cannot be reused by another object while the entry exists.
+//! Values a controller derives from stored objects, kept across syncs: a sync that reads
+//! thousands of objects (a DaemonSet's pods, every node) derives only from the ones that changed
+//! since its last read, and finds those from the store's record of what changed when
+//! ([`crate::store::Store::changes_since`]) instead of visiting every object.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use kube::Resource;
+
+use crate::informer::SharedInformer;
+use crate::store::{ObjKey, key_of};
 
 /// The hasher of controllers' internal maps: fast (these maps are looked up thousands of times
 /// per sync at thousands of nodes; SipHash was a visible share of a sync) and the same on every
@@ -15,133 +17,91 @@ use std::sync::Arc;
 /// vary between runs.
 pub type Fixed = foldhash::fast::FixedState;
 
-struct Entry<K, V> {
-    _obj: Arc<K>,
-    value: V,
-    /// The read this entry was last seen in.
-    seen: u64,
-}
-
-/// `V`s derived from `K`s by object version. See the module documentation.
-pub struct Derived<K, V> {
-    entries: HashMap<usize, Entry<K, V>, Fixed>,
-    /// The current read's number.
-    epoch: u64,
-    /// Values derived so far (objects read).
+/// `V`s derived from the objects of one scope of an informer (every object, or those filed under
+/// one value of an index), kept by object key and brought up to date from what changed since the
+/// last read ([`SharedInformer::changes_since`]): a read costs the changes, not the scope.
+pub struct Tracked<V> {
+    /// The informer's change number at the last read.
+    since: u64,
+    entries: HashMap<ObjKey, V, Fixed>,
     derived: u64,
 }
 
-impl<K, V> Default for Derived<K, V> {
+impl<V> Default for Tracked<V> {
     fn default() -> Self {
-        Derived {
+        Tracked {
+            since: 0,
             entries: HashMap::default(),
-            epoch: 0,
             derived: 0,
         }
     }
 }
 
-impl<K, V> Derived<K, V> {
-    /// The values of the objects `visit` walks, in its order: `visit` calls the function it is
-    /// given with each object (e.g. [`crate::SharedInformer::visit_index`]), and `derive` runs
-    /// only for versions not seen before. Entries of objects not walked are dropped.
-    pub fn refresh(
+impl<V> Tracked<V> {
+    /// What changed in the scope since the last read: the values derived now (in change order)
+    /// and the values dropped (of objects changed, gone or out of the scope). A reader that
+    /// keeps something built from the values takes the dropped ones out of it, then puts the new
+    /// ones in.
+    pub fn update<K>(
         &mut self,
-        visit: impl FnOnce(&mut dyn FnMut(&Arc<K>)),
+        informer: &SharedInformer<K>,
+        index: Option<(&str, &str)>,
         derive: impl Fn(&K) -> V,
-    ) -> Vec<&V> {
-        self.epoch = self.epoch.wrapping_add(1);
-        let epoch = self.epoch;
-        let mut order: Vec<usize> = Vec::new();
+    ) -> (Vec<&V>, Vec<V>)
+    where
+        K: Resource + Send + Sync + 'static,
+    {
+        informer.track_changes();
+        let mut added: Vec<ObjKey> = Vec::new();
+        let mut dropped: Vec<V> = Vec::new();
         let (entries, derived) = (&mut self.entries, &mut self.derived);
-        visit(&mut |obj: &Arc<K>| {
-            let at = Arc::as_ptr(obj) as usize;
-            let e = entries.entry(at).or_insert_with(|| {
+        let seen = informer.changes_since(self.since, index, |obj, in_scope| {
+            let key = key_of(obj.as_ref());
+            let old = if in_scope {
                 *derived = derived.wrapping_add(1);
-                Entry {
-                    _obj: obj.clone(),
-                    value: derive(obj),
-                    seen: epoch,
-                }
-            });
-            e.seen = epoch;
-            order.push(at);
+                added.push(key.clone());
+                entries.insert(key, derive(obj))
+            } else {
+                entries.remove(&key)
+            };
+            dropped.extend(old);
         });
-        if self.entries.len() > order.len() {
-            self.entries.retain(|_, e| e.seen == epoch);
-        }
-        order
-            .iter()
-            .filter_map(|at| self.entries.get(at).map(|e| &e.value))
-            .collect()
-    }
-
-    /// What changed since the last read of the objects `visit` walks: the values derived now
-    /// (of versions not seen before, in the walk's order) and the values dropped (of versions
-    /// no longer walked: replaced or gone). A reader that keeps something built from the values
-    /// takes the dropped ones out of it, then puts the new ones in.
-    pub fn update(
-        &mut self,
-        visit: impl FnOnce(&mut dyn FnMut(&Arc<K>)),
-        derive: impl Fn(&K) -> V,
-    ) -> (Vec<&V>, Vec<V>) {
-        self.epoch = self.epoch.wrapping_add(1);
-        let epoch = self.epoch;
-        let mut added: Vec<usize> = Vec::new();
-        let mut walked = 0usize;
-        let (entries, derived) = (&mut self.entries, &mut self.derived);
-        visit(&mut |obj: &Arc<K>| {
-            let at = Arc::as_ptr(obj) as usize;
-            walked = walked.saturating_add(1);
-            match entries.get_mut(&at) {
-                Some(e) => e.seen = epoch,
-                None => {
-                    *derived = derived.wrapping_add(1);
-                    entries.insert(
-                        at,
-                        Entry {
-                            _obj: obj.clone(),
-                            value: derive(obj),
-                            seen: epoch,
-                        },
-                    );
-                    added.push(at);
-                }
+        let Some((now, len)) = seen else {
+            // Not tracked: cannot happen after `track_changes`; read everything again.
+            self.since = 0;
+            dropped.extend(self.entries.drain().map(|(_, v)| v));
+            return (Vec::new(), dropped);
+        };
+        self.since = now;
+        if self.entries.len() != len {
+            // Some were removed (removals are not visited): find which.
+            let mut present: HashSet<ObjKey, Fixed> = HashSet::default();
+            let mut note = |obj: &Arc<K>| {
+                present.insert(key_of(obj.as_ref()));
+            };
+            match index {
+                Some((name, value)) => informer.visit_index(name, value, &mut note),
+                None => informer.visit(&mut note),
             }
-        });
-        let mut dropped = Vec::new();
-        if self.entries.len() > walked {
-            // In address order, made deterministic by the caller's use (it files by name).
-            let gone: Vec<usize> = self
+            let gone: Vec<ObjKey> = self
                 .entries
-                .iter()
-                .filter(|(_, e)| e.seen != epoch)
-                .map(|(at, _)| *at)
+                .keys()
+                .filter(|k| !present.contains(*k))
+                .cloned()
                 .collect();
-            for at in gone {
-                if let Some(e) = self.entries.remove(&at) {
-                    dropped.push(e.value);
-                }
+            for k in gone {
+                dropped.extend(self.entries.remove(&k));
             }
         }
-        let added = added
-            .iter()
-            .filter_map(|at| self.entries.get(at).map(|e| &e.value))
-            .collect();
+        let added = added.iter().filter_map(|k| self.entries.get(k)).collect();
         (added, dropped)
     }
 
-    /// Every value held, in no particular order.
-    pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.entries.values().map(|e| &e.value)
-    }
-
-    /// How many values were derived so far (each one an object version read).
+    /// How many values were derived so far.
     pub fn derived(&self) -> u64 {
         self.derived
     }
 
-    /// How many object versions are held.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -150,9 +110,10 @@ impl<K, V> Derived<K, V> {
         self.entries.is_empty()
     }
 
-    /// Forgets every value (what they were derived with changed).
+    /// Forgets every value: the next read derives the whole scope again.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.since = 0;
     }
 }
 
@@ -160,61 +121,73 @@ impl<K, V> Derived<K, V> {
 mod tests {
     use super::*;
     use crate::SharedInformer;
-    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::watcher;
 
-    fn cm(name: &str, v: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                ..Default::default()
-            },
-            data: Some([("v".to_string(), v.to_string())].into()),
-            ..Default::default()
-        }
-    }
-
-    fn value(c: &ConfigMap) -> String {
-        c.data
-            .as_ref()
-            .and_then(|d| d.get("v"))
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Values come in the walk's order, are derived once per stored version, and go with it.
+    /// A tracked read derives only what changed in its scope; an object leaving the scope, a
+    /// removal (found by the count) and a re-creation are dropped and derived as they should be.
     #[test]
-    fn one_derivation_per_stored_version() {
-        let inf: SharedInformer<ConfigMap> = SharedInformer::default();
-        for (n, v) in [("b", "1"), ("a", "1"), ("c", "1")] {
-            inf.apply(watcher::Event::Apply(cm(n, v)));
-        }
-        let mut d: Derived<ConfigMap, String> = Derived::default();
-        let read = |d: &mut Derived<ConfigMap, String>| -> Vec<String> {
-            d.refresh(
-                |f| inf.visit(f),
-                |c| format!("{}={}", c.metadata.name.as_deref().unwrap_or(""), value(c)),
-            )
-            .into_iter()
-            .cloned()
-            .collect()
+    fn a_tracked_read_costs_the_changes() {
+        use k8s_openapi::api::core::v1::Pod;
+        let inf: SharedInformer<Pod> = SharedInformer::default();
+        inf.add_index(
+            crate::index::CONTROLLER_UID,
+            crate::index::controller_uid::<Pod>,
+        );
+        let pod = |name: &str, uid: &str, v: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": "ns",
+                "labels": {"v": v},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": uid, "controller": true}]}}))
+            .unwrap()
         };
-        assert_eq!(read(&mut d), ["a=1", "b=1", "c=1"]);
-        assert_eq!((d.derived(), d.len()), (3, 3));
-        assert_eq!(read(&mut d), ["a=1", "b=1", "c=1"]);
-        assert_eq!(d.derived(), 3);
-        // The same content written again is a new version: derived again.
-        inf.apply(watcher::Event::Apply(cm("b", "2")));
-        inf.apply(watcher::Event::Apply(cm("c", "1")));
-        assert_eq!(read(&mut d), ["a=1", "b=2", "c=1"]);
-        assert_eq!((d.derived(), d.len()), (5, 3));
-        inf.apply(watcher::Event::Delete(cm("a", "1")));
-        assert_eq!(read(&mut d), ["b=2", "c=1"]);
-        assert_eq!((d.derived(), d.len()), (5, 2));
-        d.clear();
-        assert!(d.is_empty());
-        assert_eq!(read(&mut d).len(), 2);
-        assert_eq!(d.derived(), 7);
+        let put = |p: Pod| inf.apply(watcher::Event::Apply(p));
+        for n in ["a", "b", "c"] {
+            put(pod(n, "u", "1"));
+        }
+        put(pod("z", "other", "1"));
+        let mut t: Tracked<String> = Tracked::default();
+        let label = |p: &Pod| {
+            format!(
+                "{}={}",
+                p.metadata.name.as_deref().unwrap_or(""),
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("v"))
+                    .cloned()
+                    .unwrap_or_default()
+            )
+        };
+        let read = |t: &mut Tracked<String>| -> (Vec<String>, Vec<String>) {
+            let (added, mut dropped) =
+                t.update(&inf, Some((crate::index::CONTROLLER_UID, "u")), label);
+            let added = added.into_iter().cloned().collect();
+            dropped.sort();
+            (added, dropped)
+        };
+        assert_eq!(
+            read(&mut t),
+            (vec!["a=1".into(), "b=1".into(), "c=1".into()], vec![])
+        );
+        assert_eq!(read(&mut t), (vec![], vec![]));
+        assert_eq!(t.derived(), 3);
+        // Another owner's pod changing is not derived.
+        put(pod("z", "other", "2"));
+        put(pod("b", "u", "2"));
+        assert_eq!(read(&mut t), (vec!["b=2".into()], vec!["b=1".into()]));
+        assert_eq!(t.derived(), 4);
+        // Out of the scope by an update; out by a removal; a removal and re-creation.
+        put(pod("a", "other", "3"));
+        inf.apply(watcher::Event::Delete(pod("c", "u", "1")));
+        put(pod("d", "u", "1"));
+        assert_eq!(
+            read(&mut t),
+            (vec!["d=1".into()], vec!["a=1".into(), "c=1".into()])
+        );
+        assert_eq!(t.len(), 2);
+        inf.apply(watcher::Event::Delete(pod("d", "u", "1")));
+        put(pod("d", "u", "4"));
+        assert_eq!(read(&mut t), (vec!["d=4".into()], vec!["d=1".into()]));
+        t.clear();
+        assert_eq!(read(&mut t).0, vec!["b=2".to_string(), "d=4".into()]);
     }
 }

@@ -151,7 +151,7 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
 
     /// Calls `f` with each object in key order, under the informer's lock (`f` must not
     /// block): a reader that keeps something derived from each object, not the objects
-    /// ([`crate::Derived`]), reads thousands without cloning them.
+    /// ([`crate::Tracked`] finding removals), reads thousands without cloning them.
     pub fn visit(&self, f: impl FnMut(&Arc<K>)) {
         self.lock().store.visit(f)
     }
@@ -159,6 +159,22 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
     /// [`Self::visit`] of the objects filed under `value` in index `name`.
     pub fn visit_index(&self, name: &str, value: &str, f: impl FnMut(&Arc<K>)) {
         self.lock().store.visit_index(name, value, f)
+    }
+
+    /// Keeps, from now on, what changed when, for [`Self::changes_since`] (idempotent).
+    pub fn track_changes(&self) {
+        self.lock().store.track_changes()
+    }
+
+    /// [`Store::changes_since`] under the informer's lock (`f` must not block); `None` until
+    /// [`Self::track_changes`].
+    pub fn changes_since(
+        &self,
+        since: u64,
+        index: Option<(&str, &str)>,
+        f: impl FnMut(&Arc<K>, bool),
+    ) -> Option<(u64, usize)> {
+        self.lock().store.changes_since(since, index, f)
     }
 
     /// Keys in key order (not counted as reads).

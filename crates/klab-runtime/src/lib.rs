@@ -14,8 +14,9 @@
 //!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the controller's
 //!   synchronous handler (which only enqueues keys and observes expectations), fire due timers,
 //!   then — once every source has synced — `reconcile` each dirty key.
-//! - [`Derived`] keeps what a controller derives from each stored object version across syncs,
-//!   so that a sync over thousands of objects derives only from those that changed.
+//! - [`Tracked`] keeps what a controller derives from the objects of one scope (an index value,
+//!   or every object) across syncs, brought up to date from the store's record of what changed
+//!   when: a sync over thousands of objects costs the ones that changed.
 //!
 //! Components stay ordinary API clients: an informer is a kube-rs watcher over whatever
 //! `kube::Client` it is given (in-process transport or TLS). Everything is ordered (`BTreeMap`,
@@ -32,7 +33,7 @@ pub mod store;
 pub mod throttle;
 
 pub use controller::{Reconcile, Sources, run};
-pub use derived::Derived;
+pub use derived::Tracked;
 pub use informer::{
     Change, Informers, Notice, SharedInformer, StopGuard, Subscription, change_key,
 };

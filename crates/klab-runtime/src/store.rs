@@ -2,7 +2,7 @@
 //! `(namespace, name)`, with named indexes kept up to date on every change (client-go's
 //! `ThreadSafeStore` with its `Indexers`), and counters of what readers took out of it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -78,11 +78,46 @@ struct Index<K> {
     entries: BTreeMap<String, BTreeMap<ObjKey, Arc<K>>>,
 }
 
+/// Every object at the number of the last change that stored it, so that a reader can visit
+/// what changed since it last read (see [`Store::changes_since`]). Kept only once a reader asks
+/// ([`Store::track_changes`]).
+struct Changes<K> {
+    by_seq: BTreeMap<u64, Arc<K>>,
+    /// The change number of each stored version (by the `Arc`'s address; `by_seq` holds the
+    /// `Arc`, so the address names that version while it is here).
+    seq_of: HashMap<usize, u64, crate::derived::Fixed>,
+}
+
+impl<K> Default for Changes<K> {
+    fn default() -> Self {
+        Changes {
+            by_seq: BTreeMap::new(),
+            seq_of: HashMap::default(),
+        }
+    }
+}
+
+impl<K> Changes<K> {
+    fn forget(&mut self, old: &Arc<K>) {
+        if let Some(seq) = self.seq_of.remove(&(Arc::as_ptr(old) as usize)) {
+            self.by_seq.remove(&seq);
+        }
+    }
+
+    fn record(&mut self, seq: u64, obj: &Arc<K>) {
+        self.by_seq.insert(seq, obj.clone());
+        self.seq_of.insert(Arc::as_ptr(obj) as usize, seq);
+    }
+}
+
 /// Objects of one kind by key, with indexes.
 pub struct Store<K> {
     objects: BTreeMap<ObjKey, Arc<K>>,
     indexes: BTreeMap<&'static str, Index<K>>,
     counters: Counters,
+    /// Changes so far (every insert and remove).
+    seq: u64,
+    changes: Option<Changes<K>>,
 }
 
 impl<K> Default for Store<K> {
@@ -91,6 +126,8 @@ impl<K> Default for Store<K> {
             objects: BTreeMap::new(),
             indexes: BTreeMap::new(),
             counters: Counters::default(),
+            seq: 0,
+            changes: None,
         }
     }
 }
@@ -118,6 +155,13 @@ impl<K: Resource> Store<K> {
     pub fn insert(&mut self, obj: Arc<K>) -> Option<Arc<K>> {
         let key = key_of(obj.as_ref());
         let old = self.objects.insert(key.clone(), obj.clone());
+        self.seq = self.seq.saturating_add(1);
+        if let Some(c) = &mut self.changes {
+            if let Some(o) = &old {
+                c.forget(o);
+            }
+            c.record(self.seq, &obj);
+        }
         for ix in self.indexes.values_mut() {
             if let Some(o) = &old {
                 for v in (ix.func)(o) {
@@ -137,6 +181,10 @@ impl<K: Resource> Store<K> {
     /// Removes the object under `key`; returns it.
     pub fn remove(&mut self, key: &ObjKey) -> Option<Arc<K>> {
         let old = self.objects.remove(key)?;
+        self.seq = self.seq.saturating_add(1);
+        if let Some(c) = &mut self.changes {
+            c.forget(&old);
+        }
         for ix in self.indexes.values_mut() {
             for v in (ix.func)(&old) {
                 unfile(&mut ix.entries, v, key);
@@ -205,6 +253,60 @@ impl<K: Resource> Store<K> {
         };
         objs.values().for_each(&mut f);
         bump(&self.counters.indexed, objs.len());
+    }
+
+    /// Keeps, from now on, what changed when (idempotent): every object held is taken as
+    /// changed now.
+    pub fn track_changes(&mut self) {
+        if self.changes.is_some() {
+            return;
+        }
+        let mut c = Changes::default();
+        for obj in self.objects.values() {
+            self.seq = self.seq.saturating_add(1);
+            c.record(self.seq, obj);
+        }
+        self.changes = Some(c);
+    }
+
+    /// The number of the last change.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Calls `f` with each object stored by a change after `since` (its current version, once,
+    /// in change order) and whether it is filed under `value` of index `name` (always `true`
+    /// without an index). Returns the number of the last change and how many objects that
+    /// scope holds now. `None` when changes are not tracked. Removed objects are not visited: a
+    /// reader that kept the scope's objects as of `since` and applied these changes holds more
+    /// than the scope when, and only when, some were removed.
+    pub fn changes_since(
+        &self,
+        since: u64,
+        index: Option<(&str, &str)>,
+        mut f: impl FnMut(&Arc<K>, bool),
+    ) -> Option<(u64, usize)> {
+        let c = self.changes.as_ref()?;
+        let ix = match index {
+            Some((name, value)) => Some((self.indexes.get(name)?, value)),
+            None => None,
+        };
+        let mut n = 0usize;
+        for obj in c.by_seq.range(since.saturating_add(1)..).map(|(_, o)| o) {
+            n = n.saturating_add(1);
+            let in_scope = ix.is_none_or(|(ix, value)| (ix.func)(obj).iter().any(|v| v == value));
+            f(obj, in_scope);
+        }
+        let counter = match ix {
+            Some(_) => &self.counters.indexed,
+            None => &self.counters.scanned,
+        };
+        bump(counter, n);
+        let len = match ix {
+            Some((ix, value)) => ix.entries.get(value).map_or(0, BTreeMap::len),
+            None => self.objects.len(),
+        };
+        Some((self.seq, len))
     }
 
     /// The object under `key`, not counted as a read (the informer's own bookkeeping).

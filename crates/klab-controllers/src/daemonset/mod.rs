@@ -30,7 +30,7 @@ use crate::events::EventRecorder;
 use crate::replicaset::decide::{Expectations, slow_start_batches};
 use crate::replicaset::util;
 use klab_runtime::{
-    Change, Derived, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, Tracked, WorkQueue, index,
     key_of,
 };
 
@@ -165,9 +165,9 @@ struct Dsc {
 struct Seen {
     /// Its pods as the decisions read them (`None`: filed under the DaemonSet's UID but not its
     /// daemon pod: another namespace, or a controller of another kind with the same UID).
-    members: Derived<Pod, Option<Member>>,
+    members: Tracked<Option<Member>>,
     /// The nodes as its pod's placement checks see them ...
-    placed: Derived<Node, Placed>,
+    placed: Tracked<Placed>,
     /// ... for this pod (a template change places every node again).
     placed_for: Option<DaemonPod>,
     /// Both joined by node: changed by the pods and nodes that changed.
@@ -184,10 +184,11 @@ impl Seen {
     ) -> &Table {
         let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
         let uid = ds.metadata.uid.as_deref().unwrap_or_default();
-        let (added, dropped) = self.members.update(
-            |f| pods.visit_index(index::CONTROLLER_UID, uid, f),
-            |p| is_daemon_pod_in(p, ns).then(|| Member::of(p)),
-        );
+        let (added, dropped) = self
+            .members
+            .update(pods, Some((index::CONTROLLER_UID, uid)), |p| {
+                is_daemon_pod_in(p, ns).then(|| Member::of(p))
+            });
         // Old versions out first: a changed pod is its old version dropped and its new added.
         for m in dropped.iter().flatten() {
             self.table.remove_pod(m);
@@ -201,7 +202,7 @@ impl Seen {
             self.table.clear_nodes();
         }
         let d = self.placed_for.insert(daemon);
-        let (added, dropped) = self.placed.update(|f| nodes.visit(f), |n| d.place(n));
+        let (added, dropped) = self.placed.update(nodes, None, |n| d.place(n));
         for n in &dropped {
             self.table
                 .set_node(n.name.as_deref().unwrap_or_default(), None);
