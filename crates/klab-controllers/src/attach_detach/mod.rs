@@ -96,6 +96,7 @@ pub async fn run(
         detach_requested: BTreeMap::new(),
         reported: BTreeSet::new(),
         last_in_use: BTreeMap::new(),
+        nodes_seen: 0,
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -121,6 +122,8 @@ struct Adc {
     reported: BTreeSet<(String, String, String)>,
     /// A deleted node's last `status.volumesInUse` (`MountedByNode` survives the Node object).
     last_in_use: BTreeMap<String, Arc<Node>>,
+    /// The node informer's change number when `last_in_use` was last brought up to date.
+    nodes_seen: u64,
 }
 
 /// One attachment as the VolumeAttachments show it.
@@ -186,17 +189,20 @@ impl Adc {
             decide::desired_state(&pod_refs, &claims, &volumes, &req)
         };
         // Remember each node's last state, so a deleted node's volumesInUse still counts. A sync
-        // runs every reconciler period: only a node whose object changed is stored again (no
-        // name copied per node per pass).
-        for n in self.nodes.list() {
+        // runs every reconciler period: only the nodes changed since the last one are read (the
+        // informer's record of changes; a removal changes nothing here).
+        self.nodes.track_changes();
+        let last_in_use = &mut self.last_in_use;
+        if let Some((seq, _)) = self.nodes.changes_since(self.nodes_seen, None, |n, _| {
             let name = n.metadata.name.as_deref().unwrap_or_default();
-            match self.last_in_use.get_mut(name) {
-                Some(kept) if Arc::ptr_eq(kept, &n) => {}
-                Some(kept) => *kept = n,
+            match last_in_use.get_mut(name) {
+                Some(kept) => *kept = n.clone(),
                 None => {
-                    self.last_in_use.insert(name.to_owned(), n);
+                    last_in_use.insert(name.to_owned(), n.clone());
                 }
             }
+        }) {
+            self.nodes_seen = seq;
         }
         let mut actual: BTreeMap<(String, String), Actual> = BTreeMap::new();
         for va in self.attachments.list() {
