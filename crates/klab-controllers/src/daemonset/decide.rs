@@ -1,7 +1,8 @@
 //! DaemonSet decisions as pure functions (upstream `pkg/controller/daemon`): which nodes should run
 //! a daemon pod (`node_should_run_daemon_pod`), the tolerations every daemon pod gets, the pod
 //! template with its node pin, what to create and delete on each node (`manage`), the rolling
-//! update step, and the status that `kubectl get ds` / `rollout status` read.
+//! update step, and the status that `kubectl get ds` / `rollout status` read — all over a
+//! [`Table`] of the nodes (as [`Placed`]) and the DaemonSet's pods (as [`Member`]s) joined by node.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
@@ -170,9 +171,9 @@ impl DaemonPod {
 }
 
 /// A node as a DaemonSet's decisions see it: its name and whether the daemon pod should run
-/// and continue running there ([`DaemonPod::should_run`]). The shell keeps one per node version
-/// and DaemonSet generation across syncs: at thousands of nodes, reading every Node (labels,
-/// taints) on every sync was a large part of it.
+/// and continue running there ([`DaemonPod::should_run`]). The shell keeps one per node across
+/// syncs, placed again when the node or the DaemonSet's pod template changes: at thousands of
+/// nodes, reading every Node (labels, taints) on every sync was a large part of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
     pub name: Option<String>,
@@ -334,7 +335,7 @@ pub enum Phase {
 /// A daemon pod as the decisions read it, taken out of the Pod once per version of the pod: a
 /// sync reads every pod of the DaemonSet, and at thousands of nodes reading these fields out of
 /// the Pods themselves (their node pin, labels and conditions, scattered in memory) was most of
-/// a sync. The shell keeps one per stored pod version across syncs.
+/// a sync. The shell keeps one per pod across syncs, taken again when the pod changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     pub name: String,

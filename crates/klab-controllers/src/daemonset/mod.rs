@@ -1,9 +1,12 @@
 //! The DaemonSet controller (shell); decisions live in decide.rs.
 //!
-//! Watches DaemonSets, Pods and Nodes into sorted caches; each dirty DaemonSet is synced in name
-//! order: upstream-style expectations gate `manage` (create a pod per eligible node, pinned with a
-//! `matchFields metadata.name` affinity and left to the default scheduler; delete failed,
-//! succeeded, duplicate and misplaced pods), then the RollingUpdate step, then the status PATCH.
+//! Reads DaemonSets, Pods and Nodes from the shared informers; each DaemonSet keeps, across syncs,
+//! its pods and the nodes joined by node name (`decide::Table`), changed only by the pods and
+//! nodes that changed since its last sync (`klab_runtime::Tracked`). Each dirty DaemonSet is
+//! synced in name order: upstream-style expectations gate `manage` (create a pod per eligible
+//! node, pinned with a `matchFields metadata.name` affinity and left to the default scheduler;
+//! delete failed, succeeded, duplicate and misplaced pods), then the RollingUpdate step, then the
+//! status PATCH.
 //! Pods are matched by controllerRef UID only (no adoption of orphans). ControllerRevisions are not
 //! written: the revision hash is computed from the template (see `decide::template_hash`).
 
