@@ -1232,27 +1232,24 @@ mod tests {
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let mut backoff = FailedPodsBackoff::default();
         let cfg = super::super::config::DaemonSetControllerConfig::default();
+        let on_n1 = |pods: &[&Pod], backoff: &mut FailedPodsBackoff| {
+            manage(
+                &d,
+                &Table::build(&place(&d, &[&n1]), &members(pods)),
+                now,
+                backoff,
+                &cfg,
+            )
+        };
         let pods = [&failed];
-        let plan = manage(
-            &d,
-            &Table::build(&place(&d, &[&n1]), &members(&pods)),
-            now,
-            &mut backoff,
-            &cfg,
-        );
+        let plan = on_n1(&pods, &mut backoff);
         assert_eq!(plan.delete, vec!["ds-f"]);
         assert_eq!(
             plan.events[0].message,
             "Found failed daemon pod kube-system/ds-f on node n1, will try to kill it"
         );
         // immediately again: in back-off, requeued for the rest of the 1 s
-        let plan = manage(
-            &d,
-            &Table::build(&place(&d, &[&n1]), &members(&pods)),
-            now,
-            &mut backoff,
-            &cfg,
-        );
+        let plan = on_n1(&pods, &mut backoff);
         assert!(plan.delete.is_empty());
         assert_eq!(plan.requeue_after, Some(Duration::from_secs(1)));
         // two running pods on one node: the younger is deleted
@@ -1273,13 +1270,7 @@ mod tests {
             "2026-01-01T00:05:00Z",
         );
         let pods = [&young, &old];
-        let plan = manage(
-            &d,
-            &Table::build(&place(&d, &[&n1]), &members(&pods)),
-            now,
-            &mut backoff,
-            &cfg,
-        );
+        let plan = on_n1(&pods, &mut backoff);
         assert_eq!(plan.delete, vec!["ds-young"]);
         // a pod pinned to a node that no longer exists and never scheduled is deleted
         let mut ghost = dpod(
@@ -1292,13 +1283,7 @@ mod tests {
         );
         ghost.spec.as_mut().unwrap().node_name = None;
         let pods = [&ghost];
-        let plan = manage(
-            &d,
-            &Table::build(&place(&d, &[&n1]), &members(&pods)),
-            now,
-            &mut backoff,
-            &cfg,
-        );
+        let plan = on_n1(&pods, &mut backoff);
         assert_eq!(plan.create_on, vec!["n1"]);
         assert_eq!(plan.delete, vec!["ds-ghost"]);
     }
