@@ -67,7 +67,7 @@ impl<V> Tracked<V> {
             dropped.extend(old);
         });
         let Some((now, len)) = seen else {
-            // Not tracked: cannot happen after `track_changes`; read everything again.
+            // No such index: nothing is in the scope.
             self.since = 0;
             dropped.extend(self.entries.drain().map(|(_, v)| v));
             return (Vec::new(), dropped);
