@@ -296,22 +296,14 @@ impl Dsc {
             return;
         }
         let now = self.clock.now();
-        let (ns, _) = key.clone();
         // Taken out for the sync (the decisions borrow it while the sync writes).
         let mut seen = self.seen.remove(&key).unwrap_or_default();
         let table = seen.read(&self.pods, &self.nodes, &ds);
-        self.sync_with(&key, &ds, &ns, now, table).await;
+        self.sync_with(&key, &ds, now, table).await;
         self.seen.insert(key, seen);
     }
 
-    async fn sync_with(
-        &mut self,
-        key: &ObjKey,
-        ds: &DaemonSet,
-        ns: &str,
-        now: Timestamp,
-        table: &Table,
-    ) {
+    async fn sync_with(&mut self, key: &ObjKey, ds: &DaemonSet, now: Timestamp, table: &Table) {
         let Some(spec) = ds.spec.as_ref() else { return };
         let hash = decide::template_hash(
             &spec.template,
@@ -346,7 +338,7 @@ impl Dsc {
         }
         let status = decide::compute_status(ds, table, &hash, now);
         if ds.status.as_ref() != Some(&status) {
-            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
+            let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), &key.0);
             let patch = json!({"status": status});
             // The role grants `update` on daemonsets/status, as upstream's UpdateStatus.
             if let Err(e) =
