@@ -8,6 +8,7 @@
 #![allow(clippy::arithmetic_side_effects)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -76,17 +77,18 @@ fn main() {
         }
         // As the controller keeps its table: changed pods and nodes out, then in.
         let t0 = Instant::now();
-        let (added, dropped) =
-            members.update(&pods, Some((index::CONTROLLER_UID, "ds-uid")), |p: &Pod| {
-                Some(Member::of(p))
-            });
+        let (added, dropped) = members.update(
+            &pods,
+            Some((index::CONTROLLER_UID, "ds-uid")),
+            |p: &Arc<Pod>| Some(Member::of(p)),
+        );
         for m in dropped.iter().flatten() {
             table.remove_pod(m);
         }
         for m in added.into_iter().flatten() {
             table.add_pod(m.clone());
         }
-        let (added, dropped) = placed.update(&nodes, None, |nd: &Node| daemon.place(nd));
+        let (added, dropped) = placed.update(&nodes, None, |nd: &Arc<Node>| daemon.place(nd));
         for p in &dropped {
             table.set_node(p.name.as_deref().unwrap_or_default(), None);
         }

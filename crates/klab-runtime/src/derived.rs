@@ -46,7 +46,7 @@ impl<V> Tracked<V> {
         &mut self,
         informer: &SharedInformer<K>,
         index: Option<(&str, &str)>,
-        derive: impl Fn(&K) -> V,
+        derive: impl Fn(&Arc<K>) -> V,
     ) -> (Vec<&V>, Vec<V>)
     where
         K: Resource + Send + Sync + 'static,
@@ -145,7 +145,7 @@ mod tests {
         }
         put(pod("z", "other", "1"));
         let mut t: Tracked<String> = Tracked::default();
-        let label = |p: &Pod| {
+        let label = |p: &Arc<Pod>| {
             format!(
                 "{}={}",
                 p.metadata.name.as_deref().unwrap_or(""),

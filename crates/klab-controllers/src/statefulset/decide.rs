@@ -7,6 +7,7 @@
 //! under `OrderedReady` it also stops all further processing.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -19,10 +20,7 @@ use klab_api::names;
 
 use super::retention::{self, Claims};
 use crate::deployment::hash;
-use crate::replicaset::util::{
-    self, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, is_pod_available,
-    is_terminating,
-};
+use crate::replicaset::util::{self, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED};
 
 /// One thing the controller does (or waits for) in a sync.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,20 +138,82 @@ pub fn pod_revision(pod: &Pod) -> Option<&str> {
         .map(|s| s.as_str())
 }
 
-fn is_running_and_available(pod: &Pod, min_ready: Duration, now: Timestamp) -> bool {
-    util::phase(pod) == PHASE_RUNNING && is_pod_available(pod, min_ready, now)
+/// A pod's phase, as the decisions tell them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    /// Unknown, or no phase at all.
+    Other,
 }
 
-/// Upstream `isUnavailable`: not running-and-available, or terminating.
-fn is_unavailable(pod: Option<&Pod>, min_ready: Duration, now: Timestamp) -> bool {
-    match pod {
-        None => true,
-        Some(p) => !is_running_and_available(p, min_ready, now) || is_terminating(&p.metadata),
+/// A pod of the set as the decisions read it, taken out of the Pod once per version of the pod
+/// (with the pod itself, for the claims' owner references): a sync reads every pod of the set,
+/// and at a thousand replicas reading the phase, the Ready condition and the revision label out
+/// of each Pod on every sync was most of a sync. The shell keeps one per pod across syncs.
+#[derive(Clone, Debug)]
+pub struct Replica {
+    pub pod: Arc<Pod>,
+    /// The ordinal of its name (`None`: not `<parent>-<ordinal>`).
+    pub ordinal: Option<i32>,
+    pub phase: Phase,
+    /// `deletionTimestamp` is set.
+    pub deleting: bool,
+    /// The Ready condition (status is True, lastTransitionTime), as [`util::ready_condition`].
+    pub ready: Option<(bool, Option<Timestamp>)>,
+    /// The `controller-revision-hash` label.
+    pub revision: Option<String>,
+}
+
+impl Replica {
+    pub fn of(pod: Arc<Pod>) -> Replica {
+        Replica {
+            ordinal: ordinal(&pod),
+            phase: match util::phase(&pod) {
+                PHASE_PENDING => Phase::Pending,
+                PHASE_RUNNING => Phase::Running,
+                PHASE_SUCCEEDED => Phase::Succeeded,
+                PHASE_FAILED => Phase::Failed,
+                _ => Phase::Other,
+            },
+            deleting: util::is_terminating(&pod.metadata),
+            ready: util::ready_condition(&pod),
+            revision: pod_revision(&pod).map(String::from),
+            pod,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.pod.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// Upstream `isRunningAndReady`.
+    pub fn is_running_and_ready(&self) -> bool {
+        self.phase == Phase::Running && matches!(self.ready, Some((true, _)))
+    }
+
+    /// Upstream `isRunningAndAvailable`.
+    pub fn is_running_and_available(&self, min_ready: Duration, now: Timestamp) -> bool {
+        self.phase == Phase::Running && util::available(self.ready, min_ready, now)
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.phase, Phase::Failed | Phase::Succeeded)
     }
 }
 
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
+/// Upstream `isUnavailable`: not running-and-available, or terminating.
+fn is_unavailable(pod: Option<&Replica>, min_ready: Duration, now: Timestamp) -> bool {
+    match pod {
+        None => true,
+        Some(p) => !p.is_running_and_available(min_ready, now) || p.deleting,
+    }
+}
+
+fn name_of(p: &Replica) -> String {
+    p.name().to_string()
 }
 
 /// The name a replica of `ordinal` gets.
@@ -164,17 +224,6 @@ fn slot_ordinal(start: i32, i: usize) -> i32 {
 
 pub fn pod_name(set: &StatefulSet, ordinal: i32) -> String {
     format!("{}-{}", set.metadata.name.as_deref().unwrap_or(""), ordinal)
-}
-
-/// `next_action_with_claims` for a set whose claims are not looked at (no retention work).
-pub fn next_action(
-    set: &StatefulSet,
-    pods: &[&Pod],
-    current: &str,
-    update: &str,
-    now: Timestamp,
-) -> Action {
-    next_action_with_claims(set, pods, &Claims::new(), current, update, now)
 }
 
 /// The names of the claims of one replica (`<template>-<pod>`).
@@ -189,30 +238,33 @@ fn claim_names(set: &StatefulSet, pod: &str) -> Vec<String> {
 }
 
 /// Upstream `updateStatefulSet` (MaxUnavailableStatefulSet off, as in v1.33) as a plan.
-/// `pods` are the pods claimed by the set; `claims` the namespace's claims by name (for the
-/// retention policy: owner references and stale claims); `current`/`update` the revision names.
-pub fn next_action_with_claims(
+/// `pods` are the pods claimed by the set (best in name order: they are sorted so); `claims` the
+/// namespace's claims by name (for the retention policy: owner references and stale claims);
+/// `current`/`update` the revision names.
+pub fn next_action(
     set: &StatefulSet,
-    pods: &[&Pod],
+    pods: &[&Replica],
     claims: &Claims,
     current: &str,
     update: &str,
     now: Timestamp,
 ) -> Action {
     // ClaimsMatchRetentionPolicy: a claim that is missing is picked up later
-    let needs_fix = |p: &Pod| {
-        claim_names(set, &name_of(p)).iter().any(|c| {
-            claims
-                .get(c.as_str())
-                .is_some_and(|m| !retention::claim_owner_up_to_date(m, set, p))
-        })
+    let needs_fix = |p: &Replica| {
+        !claims.is_empty()
+            && claim_names(set, p.name()).iter().any(|c| {
+                claims
+                    .get(c.as_str())
+                    .is_some_and(|m| !retention::claim_owner_up_to_date(m, set, &p.pod))
+            })
     };
     let stale = |pod: &str| {
-        claim_names(set, pod).iter().any(|c| {
-            claims
-                .get(c.as_str())
-                .is_some_and(|m| retention::claim_is_stale(set, m, pod))
-        })
+        !claims.is_empty()
+            && claim_names(set, pod).iter().any(|c| {
+                claims
+                    .get(c.as_str())
+                    .is_some_and(|m| retention::claim_is_stale(set, m, pod))
+            })
     };
     let mr = min_ready(set);
     let mut status = StatefulSetStatus {
@@ -235,18 +287,20 @@ pub fn next_action_with_claims(
     let count = replicas(set).min(i32::MAX.saturating_sub(start).saturating_add(1));
     let end = start.saturating_add(count).saturating_sub(1);
     // slots [start, end] and condemned (valid ordinal outside the range), descending ordinal
-    let mut slots: Vec<Option<&Pod>> = vec![None; count as usize];
-    let mut condemned: Vec<&Pod> = Vec::new();
-    let mut sorted: Vec<&Pod> = pods.to_vec();
-    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut slots: Vec<Option<&Replica>> = vec![None; count as usize];
+    let mut condemned: Vec<&Replica> = Vec::new();
+    let mut sorted: Vec<&Replica> = pods.to_vec();
+    // Two names of one ordinal ("web-1", "web-01"): the later name takes the slot, whatever the
+    // order they came in.
+    sorted.sort_by(|a, b| a.name().cmp(b.name()));
     for p in sorted {
-        match ordinal(p) {
+        match p.ordinal {
             Some(o) if o >= start && o <= end => slots[o.abs_diff(start) as usize] = Some(p),
             Some(_) => condemned.push(p),
             None => {}
         }
     }
-    condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+    condemned.sort_by_key(|p| std::cmp::Reverse(p.ordinal));
 
     let first_unavailable: Option<String> = slots
         .iter()
@@ -274,8 +328,8 @@ pub fn next_action_with_claims(
     for (i, slot) in slots.iter().enumerate() {
         let ord = slot_ordinal(start, i);
         let stop = match slot {
-            Some(p) if matches!(util::phase(p), PHASE_FAILED | PHASE_SUCCEEDED) => {
-                if !is_terminating(&p.metadata) {
+            Some(p) if p.is_terminal() => {
+                if !p.deleting {
                     steps.push(Step::Delete {
                         name: name_of(p),
                         why: DeleteWhy::Terminal,
@@ -309,18 +363,18 @@ pub fn next_action_with_claims(
                 // a Pending pod's claims are put right first (createMissingPersistentVolumeClaims),
                 // without the update event; the others once the monotonic waits are passed
                 let mut fix = needs_fix(p);
-                if fix && util::phase(p) == PHASE_PENDING {
+                if fix && p.phase == Phase::Pending {
                     steps.push(Step::FixClaims {
                         pod: name_of(p),
                         update_event: false,
                     });
                     fix = false;
                 }
-                let wait = if is_terminating(&p.metadata) {
+                let wait = if p.deleting {
                     Some(WAIT_TERMINATE)
-                } else if !util::is_running_and_ready(p) {
+                } else if !p.is_running_and_ready() {
                     Some(WAIT_RUNNING_READY)
-                } else if !is_running_and_available(p, mr, now) {
+                } else if !p.is_running_and_available(mr, now) {
                     Some(WAIT_AVAILABLE)
                 } else {
                     None
@@ -368,7 +422,7 @@ pub fn next_action_with_claims(
     }
     for p in &condemned {
         let n = name_of(p);
-        if is_terminating(&p.metadata) {
+        if p.deleting {
             if monotonic {
                 steps.push(Step::Wait {
                     pod: n,
@@ -389,7 +443,7 @@ pub fn next_action_with_claims(
             continue;
         }
         let is_first = first_unavailable.as_deref() == Some(n.as_str());
-        if monotonic && !util::is_running_and_ready(p) && !is_first {
+        if monotonic && !p.is_running_and_ready() && !is_first {
             steps.push(Step::Wait {
                 pod: first_unavailable.clone().unwrap_or_default(),
                 message: WAIT_READY_SCALE_DOWN,
@@ -406,7 +460,7 @@ pub fn next_action_with_claims(
             );
             return Action { steps, status };
         }
-        if monotonic && !is_running_and_available(p, mr, now) && !is_first {
+        if monotonic && !p.is_running_and_available(mr, now) && !is_first {
             steps.push(Step::Wait {
                 pod: first_unavailable.clone().unwrap_or_default(),
                 message: WAIT_AVAILABLE_SCALE_DOWN,
@@ -467,7 +521,7 @@ pub fn next_action_with_claims(
             });
             return Action { steps, status };
         };
-        if pod_revision(p) != Some(update) && !is_terminating(&p.metadata) {
+        if p.revision.as_deref() != Some(update) && !p.deleting {
             steps.push(Step::Delete {
                 name: name_of(p),
                 why: DeleteWhy::Update,
@@ -507,15 +561,15 @@ fn created_at_current(set: &StatefulSet, ord: i32) -> bool {
 fn finish_status(
     set: &StatefulSet,
     status: &mut StatefulSetStatus,
-    slots: &[Option<&Pod>],
-    condemned: &[&Pod],
+    slots: &[Option<&Replica>],
+    condemned: &[&Replica],
     mr: Duration,
     current: &str,
     update: &str,
     now: Timestamp,
 ) {
     let _ = set;
-    let pods: Vec<&Pod> = slots
+    let pods: Vec<&Replica> = slots
         .iter()
         .flatten()
         .copied()
@@ -528,7 +582,7 @@ fn finish_status(
 /// (Terminating ones too), current/updated only those not being deleted.
 fn compute_status(
     status: &mut StatefulSetStatus,
-    pods: &[&Pod],
+    pods: &[&Replica],
     mr: Duration,
     current: &str,
     update: &str,
@@ -537,17 +591,18 @@ fn compute_status(
     let (mut replicas, mut ready, mut available, mut cur, mut upd) = (0i32, 0i32, 0i32, 0i32, 0i32);
     for p in pods {
         replicas = replicas.saturating_add(1);
-        if util::is_running_and_ready(p) {
+        if p.is_running_and_ready() {
             ready = ready.saturating_add(1);
-            if is_running_and_available(p, mr, now) {
+            if p.is_running_and_available(mr, now) {
                 available = available.saturating_add(1);
             }
         }
-        if !is_terminating(&p.metadata) {
-            if pod_revision(p) == Some(current) {
+        if !p.deleting {
+            let rev = p.revision.as_deref();
+            if rev == Some(current) {
                 cur = cur.saturating_add(1);
             }
-            if pod_revision(p) == Some(update) {
+            if rev == Some(update) {
                 upd = upd.saturating_add(1);
             }
         }
@@ -745,7 +800,7 @@ pub fn revisions_to_prune(limit: i32, revisions: &[(String, i64)], live: &[Strin
 /// When a Ready pod becomes available (minReadySeconds): the next instant to look again.
 pub fn next_availability_check(
     set: &StatefulSet,
-    pods: &[&Pod],
+    pods: &[&Replica],
     now: Timestamp,
 ) -> Option<Timestamp> {
     let mr = min_ready(set);
@@ -753,8 +808,8 @@ pub fn next_availability_check(
         return None;
     }
     pods.iter()
-        .filter(|p| util::is_running_and_ready(p) && !is_pod_available(p, mr, now))
-        .filter_map(|p| util::available_at(p, mr))
+        .filter(|p| p.is_running_and_ready() && !p.is_running_and_available(mr, now))
+        .filter_map(|p| util::available_at_of(p.ready, mr))
         .min()
 }
 
@@ -804,6 +859,117 @@ mod tests {
             .running_ready(0)
             .label(names::LABEL_CONTROLLER_REVISION_HASH, rev)
             .build()
+    }
+
+    /// The decisions over these pods as the shell reads them (each pod taken as a [`Replica`]).
+    fn next_action_with_claims(
+        set: &StatefulSet,
+        pods: &[&Pod],
+        claims: &Claims,
+        current: &str,
+        update: &str,
+        now: Timestamp,
+    ) -> Action {
+        let replicas: Vec<Replica> = pods
+            .iter()
+            .map(|p| Replica::of(Arc::new((*p).clone())))
+            .collect();
+        let refs: Vec<&Replica> = replicas.iter().collect();
+        super::next_action(set, &refs, claims, current, update, now)
+    }
+
+    fn next_action(
+        set: &StatefulSet,
+        pods: &[&Pod],
+        current: &str,
+        update: &str,
+        now: Timestamp,
+    ) -> Action {
+        next_action_with_claims(set, pods, &Claims::new(), current, update, now)
+    }
+
+    /// A Replica answers every question the decisions ask as the Pod it was taken from does:
+    /// ordinal, phase, deletion, running-and-ready, running-and-available and when it becomes
+    /// so, revision.
+    #[test]
+    fn a_replica_answers_as_its_pod() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        use serde_json::json;
+
+        let opt = |v: Vec<&'static str>| proptest::sample::select(v);
+        let case = (
+            (
+                opt(vec!["web-0", "web-12", "web-01", "web", "web-x", "web-"]),
+                opt(vec!["", R1, R2]),
+                opt(vec![
+                    "",
+                    "Pending",
+                    "Running",
+                    "Succeeded",
+                    "Failed",
+                    "Unknown",
+                ]),
+            ),
+            any::<bool>(),
+            (
+                opt(vec!["-", "True", "False"]),
+                proptest::option::of(0i64..20),
+            ),
+        );
+        TestRunner::new(Config {
+            cases: 300,
+            ..Config::default()
+        })
+        .run(&case, |((name, rev, phase), deleting, (ready, since))| {
+            let mut b = pod(name);
+            if !rev.is_empty() {
+                b = b.label(names::LABEL_CONTROLLER_REVISION_HASH, rev);
+            }
+            let mut p = b.build();
+            let mut status = json!({});
+            if !phase.is_empty() {
+                status["phase"] = json!(phase);
+            }
+            if ready != "-" {
+                let mut c = json!({"type": "Ready", "status": ready});
+                if let Some(s) = since {
+                    c["lastTransitionTime"] = json!(ts(s).to_string());
+                }
+                status["conditions"] = json!([{"type": "PodScheduled", "status": "True"}, c]);
+            }
+            p.status = Some(serde_json::from_value(status).unwrap());
+            if deleting {
+                p.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(1)));
+            }
+            let r = Replica::of(Arc::new(p.clone()));
+            prop_assert_eq!(r.name(), name);
+            prop_assert_eq!(r.ordinal, ordinal(&p));
+            prop_assert_eq!(r.deleting, util::is_terminating(&p.metadata));
+            prop_assert_eq!(r.revision.as_deref(), pod_revision(&p));
+            prop_assert_eq!(r.is_running_and_ready(), util::is_running_and_ready(&p));
+            prop_assert_eq!(r.phase == Phase::Pending, util::phase(&p) == PHASE_PENDING);
+            prop_assert_eq!(
+                r.is_terminal(),
+                matches!(util::phase(&p), PHASE_FAILED | PHASE_SUCCEEDED)
+            );
+            for mr in [0u64, 5, 10] {
+                let mr = Duration::from_secs(mr);
+                for now in [0i64, 5, 10, 15, 30] {
+                    prop_assert_eq!(
+                        r.is_running_and_available(mr, ts(now)),
+                        util::phase(&p) == PHASE_RUNNING && util::is_pod_available(&p, mr, ts(now))
+                    );
+                }
+                prop_assert_eq!(
+                    util::available_at_of(r.ready, mr),
+                    util::available_at(&p, mr)
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 
     fn check(set: &StatefulSet, pods: &[&Pod], want: Vec<Step>) {

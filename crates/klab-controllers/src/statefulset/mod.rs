@@ -12,11 +12,12 @@ pub mod retention;
 #[cfg(test)]
 mod tests;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use klab_api::Clock;
 use klab_api::names;
@@ -26,16 +27,17 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 pub use config::StatefulSetControllerConfig;
-use decide::Step;
+use decide::{Replica, Step};
 
 use crate::events::EventRecorder;
 use crate::replicaset::decide::{Claim, claim};
 use crate::replicaset::util::{self, omit_zero};
 use crate::replicaset::{Error, api_error_text, set_owner_refs};
+use klab_runtime::derived::Fixed;
 use klab_runtime::index::owned_in_namespace;
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, change_key, index,
-    key_of,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, Tracked, WorkQueue, change_key,
+    index, key_of,
 };
 
 /// The changes the StatefulSet controller handles.
@@ -78,6 +80,7 @@ pub async fn run(
         revisions,
         claims,
         queue: informers.queue("statefulset"),
+        seen: HashMap::default(),
     };
     klab_runtime::run(clock, sources, &mut c)
         .await
@@ -153,6 +156,64 @@ struct Ssc {
     revisions: SharedInformer<ControllerRevision>,
     claims: SharedInformer<PersistentVolumeClaim>,
     queue: WorkQueue,
+    /// What each set's syncs read from its pods, kept for its next sync.
+    seen: HashMap<ObjKey, Seen, Fixed>,
+}
+
+/// What a set's syncs read from the pods filed under its UID, kept across syncs: each member
+/// pod as the decisions read it ([`Replica`]) with the set's claim on it, in name order, brought
+/// up to date from the pods changed since the last sync ([`Tracked`]). At a thousand replicas,
+/// claiming and reading every pod on every sync was most of a sync.
+#[derive(Default)]
+struct Seen {
+    /// The set's UID, deletion and selector the claims were made against: a change of any of
+    /// them reads every pod again.
+    basis: Option<(String, bool, LabelSelector)>,
+    /// `None`: filed under the UID but not a member (another namespace or name).
+    tracked: Tracked<Option<(Claim, Arc<Replica>)>>,
+    members: BTreeMap<String, (Claim, Arc<Replica>)>,
+}
+
+impl Seen {
+    /// The set's members (owned, or to be released) as of now, by name.
+    fn read(
+        &mut self,
+        pods: &SharedInformer<Pod>,
+        set: &StatefulSet,
+    ) -> &BTreeMap<String, (Claim, Arc<Replica>)> {
+        let ns = set.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = set.metadata.uid.as_deref().unwrap_or_default();
+        let deleting = set.metadata.deletion_timestamp.is_some();
+        let selector = set
+            .spec
+            .as_ref()
+            .map(|s| s.selector.clone())
+            .unwrap_or_default();
+        let basis = (uid.to_string(), deleting, selector);
+        if self.basis.as_ref() != Some(&basis) {
+            self.tracked.clear();
+            self.members.clear();
+        }
+        let (_, _, selector) = self.basis.insert(basis);
+        let (added, dropped) = self
+            .tracked
+            .update(pods, Some((index::CONTROLLER_UID, uid)), |p| {
+                let member = p.metadata.namespace.as_deref().unwrap_or_default() == ns
+                    && decide::is_member_of(set, p);
+                member.then(|| {
+                    let c = claim(uid, deleting, selector, &p.metadata);
+                    (c, Arc::new(Replica::of(p.clone())))
+                })
+            });
+        // Old versions out first: a changed pod is its old version dropped and its new added.
+        for (_, r) in dropped.iter().flatten() {
+            self.members.remove(r.name());
+        }
+        for (c, r) in added.into_iter().flatten() {
+            self.members.insert(r.name().to_string(), (*c, r.clone()));
+        }
+        &self.members
+    }
 }
 
 impl Ssc {
@@ -186,8 +247,23 @@ impl Ssc {
 
     async fn sync(&mut self, key: ObjKey) -> Result<(), SyncError> {
         let Some(set) = self.sets.get(&key) else {
+            self.seen.remove(&key);
             return Ok(());
         };
+        // Out of the map for the sync (which writes through `self`); a sync that fails keeps
+        // what it read all the same.
+        let mut seen = self.seen.remove(&key).unwrap_or_default();
+        let r = self.sync_with(key.clone(), &set, &mut seen).await;
+        self.seen.insert(key, seen);
+        r
+    }
+
+    async fn sync_with(
+        &mut self,
+        key: ObjKey,
+        set: &StatefulSet,
+        seen: &mut Seen,
+    ) -> Result<(), SyncError> {
         let Some(spec) = set.spec.clone() else {
             return Ok(());
         };
@@ -196,47 +272,56 @@ impl Ssc {
         let deleting = set.metadata.deletion_timestamp.is_some();
         let set_ref = set.object_ref(&());
 
-        // Claim member pods (Terminating ones stay ours: they still hold their identity).
-        // Its own pods and the namespace's orphans (by index): `claim` ignores every other pod.
-        let candidates: Vec<Arc<Pod>> =
-            owned_in_namespace(&self.pods, &ns, &[uid.clone(), index::orphan_key(&ns)])
-                .into_iter()
-                .filter(|p| decide::is_member_of(&set, p))
-                .collect();
-        let mut pods: Vec<Arc<Pod>> = Vec::new();
+        // Claim member pods (Terminating ones stay ours: they still hold their identity): its
+        // own, as read last time and changed since, and the namespace's orphans (by index).
         let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        for pod in candidates {
-            match claim(&uid, deleting, &spec.selector, &pod.metadata) {
-                Claim::Owned => pods.push(pod),
-                Claim::Adopt => {
-                    let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
-                    refs.push(util::new_controller_ref(
-                        "apps/v1",
-                        "StatefulSet",
-                        &set.metadata,
-                    ));
-                    if set_owner_refs(&pod_api, &pod.metadata, refs).await {
-                        pods.push(pod);
-                    }
-                }
-                Claim::Release => {
-                    let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
-                    refs.retain(|r| r.uid != uid);
-                    set_owner_refs(&pod_api, &pod.metadata, refs).await;
-                }
-                Claim::Ignore => {}
+        let mut pods: Vec<Arc<Replica>> = Vec::new();
+        let mut release: Vec<Arc<Replica>> = Vec::new();
+        for (c, r) in seen.read(&self.pods, set).values() {
+            match c {
+                Claim::Owned => pods.push(r.clone()),
+                Claim::Release => release.push(r.clone()),
+                Claim::Adopt | Claim::Ignore => {}
             }
         }
+        for r in release {
+            let mut refs = r.pod.metadata.owner_references.clone().unwrap_or_default();
+            refs.retain(|o| o.uid != uid);
+            set_owner_refs(&pod_api, &r.pod.metadata, refs).await;
+        }
+        let orphans: Vec<Arc<Pod>> = owned_in_namespace(&self.pods, &ns, &[index::orphan_key(&ns)])
+            .into_iter()
+            .filter(|p| decide::is_member_of(set, p))
+            .collect();
+        let mut adopted = false;
+        for pod in orphans {
+            if claim(&uid, deleting, &spec.selector, &pod.metadata) != Claim::Adopt {
+                continue;
+            }
+            let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
+            refs.push(util::new_controller_ref(
+                "apps/v1",
+                "StatefulSet",
+                &set.metadata,
+            ));
+            if set_owner_refs(&pod_api, &pod.metadata, refs).await {
+                pods.push(Arc::new(Replica::of(pod)));
+                adopted = true;
+            }
+        }
+        if adopted {
+            pods.sort_by(|a, b| a.name().cmp(b.name()));
+        }
 
-        let (current, update, current_template) = self.sync_revisions(&set).await?;
+        let (current, update, current_template) = self.sync_revisions(set).await?;
         let now = self.clock.now();
-        let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
+        let refs: Vec<&Replica> = pods.iter().map(|p| p.as_ref()).collect();
         let ns_claims = self.claims.in_namespace(&ns);
         let claims: retention::Claims = ns_claims
             .iter()
             .map(|c| (c.metadata.name.as_deref().unwrap_or(""), &c.metadata))
             .collect();
-        let action = decide::next_action_with_claims(&set, &refs, &claims, &current, &update, now);
+        let action = decide::next_action(set, &refs, &claims, &current, &update, now);
         for step in &action.steps {
             match step {
                 Step::Create {
@@ -248,7 +333,7 @@ impl Ssc {
                     } else {
                         (spec.template.clone(), update.clone())
                     };
-                    self.create_replica(&set, &set_ref, &template, *ordinal, &rev)
+                    self.create_replica(set, &set_ref, &template, *ordinal, &rev)
                         .await?;
                 }
                 Step::Delete { name: pod_name, .. } => {
@@ -288,13 +373,10 @@ impl Ssc {
                     tracing::debug!(statefulset = %name, pod = %pod, "{message}");
                 }
                 Step::FixClaims { pod, update_event } => {
-                    let Some(p) = refs
-                        .iter()
-                        .find(|p| p.metadata.name.as_deref() == Some(pod))
-                    else {
+                    let Some(p) = refs.iter().find(|p| p.name() == pod) else {
                         continue;
                     };
-                    self.fix_claims(&set, &set_ref, p, &claims).await?;
+                    self.fix_claims(set, &set_ref, &p.pod, &claims).await?;
                     if *update_event {
                         // upstream's UpdateStatefulPod, which writes the (unchanged) pod after
                         // fixing its claims and records the update
@@ -313,7 +395,7 @@ impl Ssc {
         }
 
         let mut status = action.status;
-        decide::complete_rolling_update(&set, &mut status);
+        decide::complete_rolling_update(set, &mut status);
         let old = set.status.clone().unwrap_or_default();
         let unchanged = old.replicas == status.replicas
             && old.ready_replicas.unwrap_or(0) == status.ready_replicas.unwrap_or(0)
@@ -339,10 +421,10 @@ impl Ssc {
             let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
             crate::write::update_merged(&api, &name, crate::write::Target::Status, &body).await?;
         }
-        if let Some(t) = decide::next_availability_check(&set, &refs, now) {
+        if let Some(t) = decide::next_availability_check(set, &refs, now) {
             self.queue.add_at(key, t);
         }
-        self.truncate_history(&set, &refs, &current, &update).await
+        self.truncate_history(set, &refs, &current, &update).await
     }
 
     /// Upstream `UpdatePodClaimForRetentionPolicy`: each existing claim of the pod whose owner
@@ -396,7 +478,7 @@ impl Ssc {
     async fn truncate_history(
         &self,
         set: &StatefulSet,
-        pods: &[&Pod],
+        pods: &[&Replica],
         current: &str,
         update: &str,
     ) -> Result<(), SyncError> {
@@ -406,12 +488,11 @@ impl Ssc {
             .iter()
             .map(|cr| (cr.metadata.name.clone().unwrap_or_default(), cr.revision))
             .collect();
+        // the revisions pods carry: a few distinct names among many pods
+        let mut carried: BTreeSet<&str> = BTreeSet::new();
+        carried.extend(pods.iter().filter_map(|p| p.revision.as_deref()));
         let mut live = vec![current.to_string(), update.to_string()];
-        live.extend(
-            pods.iter()
-                .filter_map(|p| decide::pod_revision(p))
-                .map(String::from),
-        );
+        live.extend(carried.into_iter().map(String::from));
         let limit = set
             .spec
             .as_ref()

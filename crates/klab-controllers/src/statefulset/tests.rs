@@ -394,3 +394,129 @@ async fn when_scaled_retain_keeps_claims_for_the_next_scale_up() {
         "the same claim"
     );
 }
+
+/// Through random sequences of pod changes (members and non-members, pods of other namespaces
+/// filed under the set's UID, controller references given up, phases, deletion, removal and
+/// re-creation) and changes of the set's selector and deletion, the members kept across reads
+/// are the members read from scratch.
+#[test]
+fn the_kept_members_are_the_members_read_from_scratch() {
+    use k8s_openapi::api::core::v1::Pod;
+    use klab_runtime::{SharedInformer, index};
+    use kube::runtime::watcher;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Pod {
+            i: u8,
+            ns: bool,
+            owned: bool,
+            label: bool,
+            phase: u8,
+            deleting: bool,
+        },
+        Delete(u8),
+        Set {
+            selector: bool,
+            deleting: bool,
+        },
+        Read,
+    }
+    let op = prop_oneof![
+        4 => (0u8..7, any::<bool>(), any::<bool>(), any::<bool>(), 0u8..4, any::<bool>()).prop_map(
+            |(i, ns, owned, label, phase, deleting)| Op::Pod { i, ns, owned, label, phase, deleting }
+        ),
+        1 => (0u8..7).prop_map(Op::Delete),
+        1 => (any::<bool>(), any::<bool>()).prop_map(|(selector, deleting)| Op::Set { selector, deleting }),
+        2 => Just(Op::Read),
+    ];
+    // Pod names: members web-0..web-3, "web-01" (ordinal 1 again), and two that are not.
+    let name =
+        |i: u8| ["web-0", "web-1", "web-2", "web-3", "web-01", "web", "db-0"][usize::from(i)];
+    let summary =
+        |m: &std::collections::BTreeMap<String, (super::Claim, std::sync::Arc<super::Replica>)>| {
+            m.iter()
+                .map(|(n, (c, r))| {
+                    (
+                        n.clone(),
+                        *c,
+                        r.ordinal,
+                        r.phase,
+                        r.deleting,
+                        r.revision.clone(),
+                        r.pod.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+    TestRunner::new(Config {
+        cases: 200,
+        ..Config::default()
+    })
+    .run(&proptest::collection::vec(op, 1..40), |ops| {
+        let pods: SharedInformer<Pod> = SharedInformer::default();
+        pods.add_index(index::CONTROLLER_UID, index::controller_uid::<Pod>);
+        let mut set: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "serviceName": "web",
+                "template": {"spec": {"containers": []}}}}))
+        .unwrap();
+        let mut seen = super::Seen::default();
+        let last = ops.len().saturating_sub(1);
+        for (at, op) in ops.into_iter().enumerate() {
+            let check = matches!(op, Op::Read) || at == last;
+            match op {
+                Op::Pod { i, ns, owned, label, phase, deleting } => {
+                    let ns = if ns { "default" } else { "other" };
+                    let mut meta = json!({"name": name(i), "namespace": ns,
+                        "labels": {"app": if label { "web" } else { "db" },
+                            names::LABEL_CONTROLLER_REVISION_HASH: format!("web-r{phase}")}});
+                    if owned {
+                        meta["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                            "kind": "StatefulSet", "name": "web", "uid": "u", "controller": true}]);
+                    }
+                    if deleting {
+                        meta["deletionTimestamp"] = json!("2026-01-01T00:01:00Z");
+                    }
+                    let phase = ["Pending", "Running", "Succeeded", "Failed"][usize::from(phase)];
+                    let other = if ns == "default" { "other" } else { "default" };
+                    if let Some(o) = pods.get(&(other.into(), name(i).into())) {
+                        pods.apply(watcher::Event::Delete(o.as_ref().clone()));
+                    }
+                    pods.apply(watcher::Event::Apply(
+                        serde_json::from_value(json!({"metadata": meta, "spec": {"containers": []},
+                            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}}))
+                        .unwrap(),
+                    ));
+                }
+                Op::Delete(i) => {
+                    for ns in ["default", "other"] {
+                        if let Some(o) = pods.get(&(ns.into(), name(i).into())) {
+                            pods.apply(watcher::Event::Delete(o.as_ref().clone()));
+                        }
+                    }
+                }
+                Op::Set { selector, deleting } => {
+                    let app = if selector { "web" } else { "db" };
+                    set.spec.as_mut().unwrap().selector.match_labels =
+                        Some([("app".to_string(), app.to_string())].into());
+                    set.metadata.deletion_timestamp = deleting.then(|| {
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            jiff::Timestamp::from_second(1_767_225_600).unwrap(),
+                        )
+                    });
+                }
+                Op::Read => {}
+            }
+            if check {
+                let kept = summary(seen.read(&pods, &set));
+                let fresh = summary(super::Seen::default().read(&pods, &set));
+                prop_assert_eq!(kept, fresh);
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+}
