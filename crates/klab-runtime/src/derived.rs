@@ -55,16 +55,11 @@ impl<V> Tracked<V> {
         let mut added: Vec<ObjKey> = Vec::new();
         let mut dropped: Vec<V> = Vec::new();
         let (entries, derived) = (&mut self.entries, &mut self.derived);
-        let seen = informer.changes_since(self.since, index, |obj, in_scope| {
+        let seen = informer.changes_since(self.since, index, |obj| {
             let key = key_of(obj.as_ref());
-            let old = if in_scope {
-                *derived = derived.wrapping_add(1);
-                added.push(key.clone());
-                entries.insert(key, derive(obj))
-            } else {
-                entries.remove(&key)
-            };
-            dropped.extend(old);
+            *derived = derived.wrapping_add(1);
+            added.push(key.clone());
+            dropped.extend(entries.insert(key, derive(obj)));
         });
         let Some((now, len)) = seen else {
             // No such index: nothing is in the scope.
@@ -170,11 +165,15 @@ mod tests {
         );
         assert_eq!(read(&mut t), (vec![], vec![]));
         assert_eq!(t.derived(), 3);
-        // Another owner's pod changing is not derived.
-        put(pod("z", "other", "2"));
+        // Another owner's pods changing are not derived, nor even walked.
+        for v in 2..20 {
+            put(pod("z", "other", &v.to_string()));
+        }
         put(pod("b", "u", "2"));
+        let before = inf.stats();
         assert_eq!(read(&mut t), (vec!["b=2".into()], vec!["b=1".into()]));
         assert_eq!(t.derived(), 4);
+        assert_eq!(inf.stats().since(&before).total(), 1);
         // Out of the scope by an update; out by a removal; a removal and re-creation.
         put(pod("a", "other", "3"));
         inf.apply(watcher::Event::Delete(pod("c", "u", "1")));

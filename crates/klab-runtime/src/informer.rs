@@ -172,7 +172,7 @@ impl<K: Resource + Send + Sync + 'static> SharedInformer<K> {
         &self,
         since: u64,
         index: Option<(&str, &str)>,
-        f: impl FnMut(&Arc<K>, bool),
+        f: impl FnMut(&Arc<K>),
     ) -> Option<(u64, usize)> {
         self.lock().store.changes_since(since, index, f)
     }

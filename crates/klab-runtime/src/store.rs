@@ -75,7 +75,24 @@ fn bump(c: &AtomicU64, n: usize) {
 /// lookup is one map access, not one per object).
 struct Index<K> {
     func: IndexFn<K>,
-    entries: BTreeMap<String, BTreeMap<ObjKey, Arc<K>>>,
+    entries: BTreeMap<String, Filed<K>>,
+}
+
+/// The objects filed under one index value; once changes are tracked, also by the number of the
+/// change that stored each, so that a reader of this value alone visits its own changes and not
+/// every change of the store (a ReplicaSet's sync: its pods, not every pod that changed).
+struct Filed<K> {
+    objs: BTreeMap<ObjKey, Arc<K>>,
+    by_seq: BTreeMap<u64, Arc<K>>,
+}
+
+impl<K> Default for Filed<K> {
+    fn default() -> Self {
+        Filed {
+            objs: BTreeMap::new(),
+            by_seq: BTreeMap::new(),
+        }
+    }
 }
 
 /// Every object at the number of the last change that stored it, so that a reader can visit
@@ -108,6 +125,11 @@ impl<K> Changes<K> {
         self.by_seq.insert(seq, obj.clone());
         self.seq_of.insert(Arc::as_ptr(obj) as usize, seq);
     }
+
+    /// The change number of this stored version, if recorded.
+    fn seq_of(&self, obj: &Arc<K>) -> Option<u64> {
+        self.seq_of.get(&(Arc::as_ptr(obj) as usize)).copied()
+    }
 }
 
 /// Objects of one kind by key, with indexes.
@@ -138,10 +160,11 @@ impl<K: Resource> Store<K> {
         if self.indexes.contains_key(name) {
             return;
         }
-        let mut entries: BTreeMap<String, BTreeMap<ObjKey, Arc<K>>> = BTreeMap::new();
+        let mut entries: BTreeMap<String, Filed<K>> = BTreeMap::new();
         for (k, o) in &self.objects {
+            let seq = self.changes.as_ref().and_then(|c| c.seq_of(o));
             for v in func(o) {
-                entries.entry(v).or_default().insert(k.clone(), o.clone());
+                file(&mut entries, v, k, o, seq);
             }
         }
         self.indexes.insert(name, Index { func, entries });
@@ -156,23 +179,24 @@ impl<K: Resource> Store<K> {
         let key = key_of(obj.as_ref());
         let old = self.objects.insert(key.clone(), obj.clone());
         self.seq = self.seq.saturating_add(1);
+        let mut old_seq = None;
+        let mut seq = None;
         if let Some(c) = &mut self.changes {
             if let Some(o) = &old {
+                old_seq = c.seq_of(o);
                 c.forget(o);
             }
             c.record(self.seq, &obj);
+            seq = Some(self.seq);
         }
         for ix in self.indexes.values_mut() {
             if let Some(o) = &old {
                 for v in (ix.func)(o) {
-                    unfile(&mut ix.entries, v, &key);
+                    unfile(&mut ix.entries, v, &key, old_seq);
                 }
             }
             for v in (ix.func)(&obj) {
-                ix.entries
-                    .entry(v)
-                    .or_default()
-                    .insert(key.clone(), obj.clone());
+                file(&mut ix.entries, v, &key, &obj, seq);
             }
         }
         old
@@ -182,12 +206,14 @@ impl<K: Resource> Store<K> {
     pub fn remove(&mut self, key: &ObjKey) -> Option<Arc<K>> {
         let old = self.objects.remove(key)?;
         self.seq = self.seq.saturating_add(1);
+        let mut old_seq = None;
         if let Some(c) = &mut self.changes {
+            old_seq = c.seq_of(&old);
             c.forget(&old);
         }
         for ix in self.indexes.values_mut() {
             for v in (ix.func)(&old) {
-                unfile(&mut ix.entries, v, key);
+                unfile(&mut ix.entries, v, key, old_seq);
             }
         }
         Some(old)
@@ -233,7 +259,7 @@ impl<K: Resource> Store<K> {
             .indexes
             .get(name)
             .and_then(|ix| ix.entries.get(value))
-            .map(|objs| objs.values().cloned().collect())
+            .map(|f| f.objs.values().cloned().collect())
             .unwrap_or_default();
         bump(&self.counters.indexed, v.len());
         v
@@ -248,11 +274,11 @@ impl<K: Resource> Store<K> {
     /// Calls `f` with each object filed under `value` in index `name`, in key order, without
     /// handing the objects out (no `Arc` is cloned unless `f` keeps one).
     pub fn visit_index(&self, name: &str, value: &str, mut f: impl FnMut(&Arc<K>)) {
-        let Some(objs) = self.indexes.get(name).and_then(|ix| ix.entries.get(value)) else {
+        let Some(filed) = self.indexes.get(name).and_then(|ix| ix.entries.get(value)) else {
             return;
         };
-        objs.values().for_each(&mut f);
-        bump(&self.counters.indexed, objs.len());
+        filed.objs.values().for_each(&mut f);
+        bump(&self.counters.indexed, filed.objs.len());
     }
 
     /// Keeps, from now on, what changed when (idempotent): every object held is taken as
@@ -266,6 +292,15 @@ impl<K: Resource> Store<K> {
             self.seq = self.seq.saturating_add(1);
             c.record(self.seq, obj);
         }
+        for ix in self.indexes.values_mut() {
+            for filed in ix.entries.values_mut() {
+                for obj in filed.objs.values() {
+                    if let Some(seq) = c.seq_of(obj) {
+                        filed.by_seq.insert(seq, obj.clone());
+                    }
+                }
+            }
+        }
         self.changes = Some(c);
     }
 
@@ -274,38 +309,33 @@ impl<K: Resource> Store<K> {
         self.seq
     }
 
-    /// Calls `f` with each object stored by a change after `since` (its current version, once,
-    /// in change order) and whether it is filed under `value` of index `name` (always `true`
-    /// without an index). Returns the number of the last change and how many objects that
-    /// scope holds now. `None` when changes are not tracked. Removed objects are not visited: a
-    /// reader that kept the scope's objects as of `since` and applied these changes holds more
-    /// than the scope when, and only when, some were removed.
+    /// Calls `f` with each object of a scope (every object, or those filed under `value` of
+    /// index `name`) stored by a change after `since`: its current version, once, in change
+    /// order; only the scope's own changes are walked. Returns the number of the last change
+    /// and how many objects the scope holds now. `None` when changes are not tracked or there
+    /// is no such index. Objects removed from the scope (deleted, or now filed elsewhere) are
+    /// not visited: a reader that kept the scope's objects as of `since` and applied these
+    /// changes holds more than the scope when, and only when, some left it.
     pub fn changes_since(
         &self,
         since: u64,
         index: Option<(&str, &str)>,
-        mut f: impl FnMut(&Arc<K>, bool),
+        mut f: impl FnMut(&Arc<K>),
     ) -> Option<(u64, usize)> {
         let c = self.changes.as_ref()?;
-        let ix = match index {
-            Some((name, value)) => Some((self.indexes.get(name)?, value)),
-            None => None,
+        let (log, len, counter) = match index {
+            Some((name, value)) => match self.indexes.get(name)?.entries.get(value) {
+                Some(filed) => (&filed.by_seq, filed.objs.len(), &self.counters.indexed),
+                None => return Some((self.seq, 0)),
+            },
+            None => (&c.by_seq, self.objects.len(), &self.counters.scanned),
         };
         let mut n = 0usize;
-        for obj in c.by_seq.range(since.saturating_add(1)..).map(|(_, o)| o) {
+        for obj in log.range(since.saturating_add(1)..).map(|(_, o)| o) {
             n = n.saturating_add(1);
-            let in_scope = ix.is_none_or(|(ix, value)| (ix.func)(obj).iter().any(|v| v == value));
-            f(obj, in_scope);
+            f(obj);
         }
-        let counter = match ix {
-            Some(_) => &self.counters.indexed,
-            None => &self.counters.scanned,
-        };
         bump(counter, n);
-        let len = match ix {
-            Some((ix, value)) => ix.entries.get(value).map_or(0, BTreeMap::len),
-            None => self.objects.len(),
-        };
         Some((self.seq, len))
     }
 
@@ -330,15 +360,141 @@ impl<K: Resource> Store<K> {
     }
 }
 
-fn unfile<K>(
-    entries: &mut BTreeMap<String, BTreeMap<ObjKey, Arc<K>>>,
+/// Files `obj` under `value` (at change `seq`, when changes are tracked).
+fn file<K>(
+    entries: &mut BTreeMap<String, Filed<K>>,
     value: String,
     key: &ObjKey,
+    obj: &Arc<K>,
+    seq: Option<u64>,
 ) {
-    if let Some(set) = entries.get_mut(&value) {
-        set.remove(key);
-        if set.is_empty() {
+    let filed = entries.entry(value).or_default();
+    filed.objs.insert(key.clone(), obj.clone());
+    if let Some(seq) = seq {
+        filed.by_seq.insert(seq, obj.clone());
+    }
+}
+
+/// Takes the object under `key` (stored at change `seq`) out of `value`.
+fn unfile<K>(
+    entries: &mut BTreeMap<String, Filed<K>>,
+    value: String,
+    key: &ObjKey,
+    seq: Option<u64>,
+) {
+    if let Some(filed) = entries.get_mut(&value) {
+        filed.objs.remove(key);
+        if let Some(seq) = seq {
+            filed.by_seq.remove(&seq);
+        }
+        if filed.objs.is_empty() {
             entries.remove(&value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    fn by_label(cm: &ConfigMap) -> Vec<String> {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("v"))
+            .cloned()
+            .into_iter()
+            .collect()
+    }
+
+    /// A reader of one index value that keeps the objects it was shown (by key, the version)
+    /// and finds the ones that left by the count, as `Tracked` does, holds the scope after every
+    /// sequence of stores, removals, moves between values, and changes tracked or an index added
+    /// part way; and each read walks only changes of its own value.
+    #[test]
+    fn a_scope_read_from_its_changes_is_the_scope() {
+        #[derive(Clone, Debug)]
+        enum Op {
+            Put(u8, u8),
+            Remove(u8),
+            Track,
+            AddIndex,
+            Read(u8),
+        }
+        let op = prop_oneof![
+            4 => (0u8..8, 0u8..3).prop_map(|(k, v)| Op::Put(k, v)),
+            1 => (0u8..8).prop_map(Op::Remove),
+            1 => Just(Op::Track),
+            1 => Just(Op::AddIndex),
+            2 => (0u8..3).prop_map(Op::Read),
+        ];
+        TestRunner::new(Config {
+            cases: 300,
+            ..Config::default()
+        })
+        .run(&proptest::collection::vec(op, 1..60), |ops| {
+            let mut store: Store<ConfigMap> = Store::default();
+            // Per value: the change number of the last read and what it kept.
+            let mut readers: Vec<(u64, BTreeMap<ObjKey, Arc<ConfigMap>>)> =
+                vec![(0, BTreeMap::new()); 3];
+            let mut version = 0u32;
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        version = version.saturating_add(1);
+                        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                            "metadata": {"name": format!("c{k}"), "namespace": "ns",
+                                "labels": {"v": v.to_string()},
+                                "annotations": {"version": version.to_string()}}}))
+                        .unwrap();
+                        store.insert(Arc::new(cm));
+                    }
+                    Op::Remove(k) => {
+                        store.remove(&("ns".into(), format!("c{k}")));
+                    }
+                    Op::Track => store.track_changes(),
+                    Op::AddIndex => store.add_index("v", by_label),
+                    Op::Read(v) => {
+                        let value = v.to_string();
+                        let (since, kept) = &mut readers[usize::from(v)];
+                        let before = store.stats();
+                        let mut walked = 0u64;
+                        let seen = store.changes_since(*since, Some(("v", &value)), |o| {
+                            walked += 1;
+                            kept.insert(key_of(o.as_ref()), o.clone());
+                        });
+                        let Some((now, len)) = seen else {
+                            // untracked, or no index yet: the reader starts over later
+                            *since = 0;
+                            kept.clear();
+                            continue;
+                        };
+                        prop_assert_eq!(store.stats().since(&before).indexed, walked);
+                        *since = now;
+                        if kept.len() != len {
+                            let mut present = Vec::new();
+                            store.visit_index("v", &value, |o| present.push(key_of(o.as_ref())));
+                            kept.retain(|k, _| present.contains(k));
+                        }
+                        let scope: BTreeMap<ObjKey, Arc<ConfigMap>> = store
+                            .by_index("v", &value)
+                            .into_iter()
+                            .map(|o| (key_of(o.as_ref()), o))
+                            .collect();
+                        prop_assert_eq!(kept.len(), scope.len());
+                        for (k, o) in &scope {
+                            prop_assert!(kept.get(k).is_some_and(|x| Arc::ptr_eq(x, o)));
+                        }
+                        // Every object walked was changed in this value since the last read.
+                        prop_assert!(walked <= u64::try_from(scope.len()).unwrap());
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 }

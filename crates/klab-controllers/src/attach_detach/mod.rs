@@ -193,7 +193,7 @@ impl Adc {
         // informer's record of changes; a removal changes nothing here).
         self.nodes.track_changes();
         let last_in_use = &mut self.last_in_use;
-        if let Some((seq, _)) = self.nodes.changes_since(self.nodes_seen, None, |n, _| {
+        if let Some((seq, _)) = self.nodes.changes_since(self.nodes_seen, None, |n| {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             match last_in_use.get_mut(name) {
                 Some(kept) => *kept = n.clone(),

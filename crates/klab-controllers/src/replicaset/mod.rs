@@ -33,7 +33,7 @@ use decide::{Claim, Expectations, Manage, PodFacts, StatusGates};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use klab_runtime::index::{self, owned_in_namespace};
 use klab_runtime::{
-    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, key_of,
+    Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, Tracked, WorkQueue, key_of,
 };
 
 use crate::events::EventRecorder;
@@ -103,14 +103,19 @@ struct Rsc {
     tallies: BTreeMap<ObjKey, Tally>,
 }
 
-/// What the last sync of a set derived from each candidate pod version, in name order, with the
-/// fields of the set those facts depend on (a change of any of them starts the tally afresh).
+/// What the syncs of a set derived from the pods filed under its UID (its own pods, and those it
+/// is to release), by name, with the fields of the set those facts depend on (a change of any of
+/// them starts the tally afresh). Kept across syncs and brought up to date from the pods changed
+/// since the last one ([`Tracked`]): a set of thousands of pods is synced once per change of one
+/// of them.
 struct Tally {
     uid: String,
     deleting: bool,
     selector: LabelSelector,
     template: BTreeMap<String, String>,
-    pods: Vec<(Arc<Pod>, PodFacts)>,
+    /// `None`: filed under the UID in another namespace.
+    tracked: Tracked<Option<(Arc<Pod>, PodFacts)>>,
+    pods: BTreeMap<String, (Arc<Pod>, PodFacts)>,
 }
 
 impl Tally {
@@ -138,46 +143,46 @@ impl Tally {
                 deleting,
                 selector,
                 template,
-                pods: Vec::new(),
+                tracked: Tracked::default(),
+                pods: BTreeMap::new(),
             },
         }
     }
 
-    /// Takes `candidates` (in name order) as the set's pods, keeping the facts of every pod
-    /// version seen last time (the same `Arc`: the informer replaces it on any change) and
-    /// deriving them for the others. Returns how many it derived.
-    fn refresh(&mut self, candidates: Vec<Arc<Pod>>) -> usize {
-        let mut derived = 0usize;
-        let mut old = std::mem::take(&mut self.pods).into_iter().peekable();
-        let mut pods = Vec::with_capacity(candidates.len());
-        for pod in candidates {
-            let mut kept = None;
-            while let Some((seen, facts)) = old.peek() {
-                if Arc::ptr_eq(seen, &pod) {
-                    kept = Some(*facts);
-                    old.next();
-                    break;
-                }
-                if seen.metadata.name < pod.metadata.name {
-                    old.next();
-                    continue;
-                }
-                break;
-            }
-            let facts = kept.unwrap_or_else(|| {
-                derived = derived.saturating_add(1);
-                decide::pod_facts(
-                    &self.uid,
-                    self.deleting,
-                    &self.selector,
-                    &self.template,
-                    &pod,
-                )
+    fn facts(&self, pod: &Pod) -> PodFacts {
+        decide::pod_facts(
+            &self.uid,
+            self.deleting,
+            &self.selector,
+            &self.template,
+            pod,
+        )
+    }
+
+    /// Brings the set's pods of namespace `ns` up to date with the informer; returns how many
+    /// pod versions it derived facts for.
+    fn refresh(&mut self, pods: &SharedInformer<Pod>, ns: &str) -> u64 {
+        let before = self.tracked.derived();
+        let (uid, deleting, selector, template) =
+            (&self.uid, self.deleting, &self.selector, &self.template);
+        let (added, dropped) = self
+            .tracked
+            .update(pods, Some((index::CONTROLLER_UID, uid)), |p| {
+                (p.metadata.namespace.as_deref().unwrap_or_default() == ns).then(|| {
+                    let f = decide::pod_facts(uid, deleting, selector, template, p);
+                    (p.clone(), f)
+                })
             });
-            pods.push((pod, facts));
+        // Old versions out first: a changed pod is its old version dropped and its new added.
+        for (p, _) in dropped.iter().flatten() {
+            self.pods
+                .remove(p.metadata.name.as_deref().unwrap_or_default());
         }
-        self.pods = pods;
-        derived
+        for (p, f) in added.into_iter().flatten() {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            self.pods.insert(name, (p.clone(), *f));
+        }
+        self.tracked.derived().saturating_sub(before)
     }
 }
 
@@ -347,16 +352,29 @@ impl Rsc {
         // namespace's orphans, never the rest of the namespace. What each pod version means to
         // the set is kept from the last sync (a set of thousands of pods is synced once per
         // change of one of them): only the pods that changed since are looked at again.
-        let candidates =
-            owned_in_namespace(&self.pods, &ns, &[uid.clone(), index::orphan_key(&ns)]);
         let mut tally = Tally::for_set(self.tallies.remove(&key), &rs);
-        tally.refresh(candidates);
-        // Indexes into `tally.pods`, in name order.
+        tally.refresh(&self.pods, &ns);
+        let orphans: Vec<(Arc<Pod>, PodFacts)> =
+            owned_in_namespace(&self.pods, &ns, &[index::orphan_key(&ns)])
+                .into_iter()
+                .map(|p| {
+                    let f = tally.facts(&p);
+                    (p, f)
+                })
+                .collect();
+        // Every candidate in name order: the set's own and the namespace's orphans (rare).
+        let mut candidates: Vec<(&Arc<Pod>, PodFacts)> =
+            tally.pods.values().map(|(p, f)| (p, *f)).collect();
+        if !orphans.is_empty() {
+            candidates.extend(orphans.iter().map(|(p, f)| (p, *f)));
+            candidates.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
+        }
+        // Indexes into `candidates`.
         let mut active: Vec<usize> = Vec::new();
         let mut owned_all: Vec<usize> = Vec::new();
         let mut can_adopt: Option<bool> = None;
         let mut settled = true;
-        for (i, (pod, facts)) in tally.pods.iter().enumerate() {
+        for (i, &(pod, facts)) in candidates.iter().enumerate() {
             match facts.claim {
                 Claim::Owned => {
                     owned_all.push(i);
@@ -385,7 +403,7 @@ impl Rsc {
         }
         let pods_at = |ix: &[usize]| -> Vec<&Pod> {
             ix.iter()
-                .filter_map(|&i| tally.pods.get(i))
+                .filter_map(|&i| candidates.get(i))
                 .map(|(p, _)| p.as_ref())
                 .collect()
         };
@@ -397,8 +415,8 @@ impl Rsc {
         if satisfied && !deleting && usize::try_from(desired.max(0)) != Ok(active.len()) {
             let owned_arcs: Vec<Arc<Pod>> = owned_all
                 .iter()
-                .filter_map(|&i| tally.pods.get(i))
-                .map(|(p, _)| p.clone())
+                .filter_map(|&i| candidates.get(i))
+                .map(|(p, _)| Arc::clone(p))
                 .collect();
             let related_owned = self.related_pods(&rs, &owned_arcs);
             let active_refs = pods_at(&active);
@@ -424,7 +442,7 @@ impl Rsc {
         };
         let claimed: Vec<(&Pod, PodFacts)> = owned_all
             .iter()
-            .filter_map(|&i| tally.pods.get(i))
+            .filter_map(|&i| candidates.get(i))
             .map(|(p, f)| (p.as_ref(), *f))
             .collect();
         let status = decide::calculate_status(&rs, &claimed, now, gates);
@@ -434,6 +452,7 @@ impl Rsc {
         } else {
             decide::next_availability_check(&pods_at(&active), min_ready, now)
         };
+        drop(candidates);
         self.tallies.insert(key.clone(), tally);
         let failure_changed = self.replica_failure_patch(&rs, create_error.as_deref());
         if decide::status_changed(rs.status.as_ref(), &status) || failure_changed.is_some() {

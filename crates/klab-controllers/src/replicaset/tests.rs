@@ -457,24 +457,35 @@ fn a_tally_derives_only_the_pods_that_changed() {
             .unwrap(),
         )
     };
-    let (a, b, c) = (
+    let informer: klab_runtime::SharedInformer<Pod> = Default::default();
+    informer.add_index(
+        klab_runtime::index::CONTROLLER_UID,
+        klab_runtime::index::controller_uid::<Pod>,
+    );
+    let put = |p: Arc<Pod>| informer.apply(kube::runtime::watcher::Event::Apply((*p).clone()));
+    for p in [
         pod("a", "web", true),
         pod("b", "web", false),
         pod("c", "web", true),
-    );
+    ] {
+        put(p);
+    }
     let mut t = Tally::for_set(None, &rs);
-    assert_eq!(t.refresh(vec![a.clone(), b.clone(), c.clone()]), 3);
-    assert_eq!(t.refresh(vec![a.clone(), b.clone(), c.clone()]), 0);
+    assert_eq!(t.refresh(&informer, "default"), 3);
+    assert_eq!(t.refresh(&informer, "default"), 0);
 
     // `a` goes, `b` becomes Ready, `c` is relabelled out of the selector, `d` comes.
-    let b2 = pod("b", "web", true);
-    let c2 = pod("c", "other", true);
-    let d = pod("d", "web", false);
-    assert_eq!(t.refresh(vec![b2, c2, d]), 3);
+    informer.apply(kube::runtime::watcher::Event::Delete(
+        (*pod("a", "web", true)).clone(),
+    ));
+    put(pod("b", "web", true));
+    put(pod("c", "other", true));
+    put(pod("d", "web", false));
+    assert_eq!(t.refresh(&informer, "default"), 3);
     let facts: Vec<(String, Claim, bool)> = t
         .pods
         .iter()
-        .map(|(p, f)| (p.metadata.name.clone().unwrap(), f.claim, f.ready))
+        .map(|(name, (_, f))| (name.clone(), f.claim, f.ready))
         .collect();
     assert_eq!(
         facts,
@@ -484,12 +495,11 @@ fn a_tally_derives_only_the_pods_that_changed() {
             ("d".to_string(), Claim::Owned, false),
         ]
     );
-    let kept: Vec<Arc<Pod>> = t.pods.iter().map(|(p, _)| p.clone()).collect();
-    assert_eq!(t.refresh(kept.clone()), 0);
+    assert_eq!(t.refresh(&informer, "default"), 0);
 
     // The same set keeps its tally; a new selector starts afresh.
     let mut t = Tally::for_set(Some(t), &rs);
-    assert_eq!(t.refresh(kept.clone()), 0);
+    assert_eq!(t.refresh(&informer, "default"), 0);
     let mut wider = rs.clone();
     wider.spec.as_mut().unwrap().selector.match_labels = None;
     wider.spec.as_mut().unwrap().selector.match_expressions = Some(vec![
@@ -500,6 +510,6 @@ fn a_tally_derives_only_the_pods_that_changed() {
         },
     ]);
     let mut t = Tally::for_set(Some(t), &wider);
-    assert_eq!(t.refresh(kept), 3);
-    assert!(t.pods.iter().all(|(_, f)| f.claim == Claim::Owned));
+    assert_eq!(t.refresh(&informer, "default"), 3);
+    assert!(t.pods.values().all(|(_, f)| f.claim == Claim::Owned));
 }
