@@ -238,7 +238,7 @@ fn claim_names(set: &StatefulSet, pod: &str) -> Vec<String> {
 }
 
 /// Upstream `updateStatefulSet` (MaxUnavailableStatefulSet off, as in v1.33) as a plan.
-/// `pods` are the pods claimed by the set (best in name order: they are sorted so); `claims` the
+/// `pods` are the pods claimed by the set, in any order; `claims` the
 /// namespace's claims by name (for the retention policy: owner references and stale claims);
 /// `current`/`update` the revision names.
 pub fn next_action(
@@ -289,18 +289,25 @@ pub fn next_action(
     // slots [start, end] and condemned (valid ordinal outside the range), descending ordinal
     let mut slots: Vec<Option<&Replica>> = vec![None; count as usize];
     let mut condemned: Vec<&Replica> = Vec::new();
-    let mut sorted: Vec<&Replica> = pods.to_vec();
-    // Two names of one ordinal ("web-1", "web-01"): the later name takes the slot, whatever the
-    // order they came in.
-    sorted.sort_by(|a, b| a.name().cmp(b.name()));
-    for p in sorted {
+    for &p in pods {
         match p.ordinal {
-            Some(o) if o >= start && o <= end => slots[o.abs_diff(start) as usize] = Some(p),
+            Some(o) if o >= start && o <= end => {
+                // Two names of one ordinal ("web-1", "web-01"): the later name takes the slot,
+                // whatever the order they came in.
+                let slot = &mut slots[o.abs_diff(start) as usize];
+                if slot.is_none_or(|q| q.name() < p.name()) {
+                    *slot = Some(p);
+                }
+            }
             Some(_) => condemned.push(p),
             None => {}
         }
     }
-    condemned.sort_by_key(|p| std::cmp::Reverse(p.ordinal));
+    condemned.sort_by(|a, b| {
+        b.ordinal
+            .cmp(&a.ordinal)
+            .then_with(|| a.name().cmp(b.name()))
+    });
 
     let first_unavailable: Option<String> = slots
         .iter()
@@ -967,6 +974,74 @@ mod tests {
                     util::available_at(&p, mr)
                 );
             }
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    /// The decisions do not depend on the order the pods come in: two names of one ordinal
+    /// ("web-1", "web-01") resolve to the later name, condemned pods go highest ordinal first.
+    #[test]
+    fn the_order_of_the_pods_does_not_matter() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let names = [
+            "web-0", "web-1", "web-01", "web-2", "web-3", "web-03", "web-4", "web-5",
+        ];
+        let one = (0usize..names.len(), 0u8..5, any::<bool>(), any::<bool>());
+        let case = (
+            proptest::collection::vec(one, 0..8),
+            1i32..5,
+            any::<bool>(),
+            any::<u64>(),
+        );
+        TestRunner::new(Config {
+            cases: 300,
+            ..Config::default()
+        })
+        .run(&case, |(pods, replicas, parallel, seed)| {
+            let set = sts(replicas, parallel);
+            let mut seen = std::collections::BTreeSet::new();
+            let pods: Vec<Pod> = pods
+                .into_iter()
+                .filter(|(i, ..)| seen.insert(*i))
+                .map(|(i, state, updated, deleting)| {
+                    let rev = if updated { R2 } else { R1 };
+                    let mut p = match state {
+                        0 => ready(names[i], rev),
+                        1 => pod(names[i]).phase(PHASE_PENDING).build(),
+                        2 => pod(names[i]).phase(PHASE_FAILED).build(),
+                        3 => pod(names[i]).phase(PHASE_RUNNING).ready(false, 0).build(),
+                        _ => pod(names[i]).phase(PHASE_RUNNING).ready(true, 95).build(),
+                    };
+                    if deleting {
+                        p.metadata.deletion_timestamp =
+                            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(1)));
+                    }
+                    p
+                })
+                .collect();
+            let refs: Vec<&Pod> = pods.iter().collect();
+            let mut shuffled = refs.clone();
+            // a permutation drawn from the seed
+            let mut x = seed;
+            for i in (1..shuffled.len()).rev() {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                shuffled.swap(i, (x >> 33) as usize % (i + 1));
+            }
+            prop_assert_eq!(
+                next_action(&set, &refs, R1, R2, ts(100)),
+                next_action(&set, &shuffled, R1, R2, ts(100))
+            );
+            let mut sorted = refs.clone();
+            sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            prop_assert_eq!(
+                next_action(&set, &refs, R1, R2, ts(100)),
+                next_action(&set, &sorted, R1, R2, ts(100))
+            );
             Ok(())
         })
         .unwrap();

@@ -293,7 +293,6 @@ impl Ssc {
             .into_iter()
             .filter(|p| decide::is_member_of(set, p))
             .collect();
-        let mut adopted = false;
         for pod in orphans {
             if claim(&uid, deleting, &spec.selector, &pod.metadata) != Claim::Adopt {
                 continue;
@@ -306,11 +305,7 @@ impl Ssc {
             ));
             if set_owner_refs(&pod_api, &pod.metadata, refs).await {
                 pods.push(Arc::new(Replica::of(pod)));
-                adopted = true;
             }
-        }
-        if adopted {
-            pods.sort_by(|a, b| a.name().cmp(b.name()));
         }
 
         let (current, update, current_template) = self.sync_revisions(set).await?;
