@@ -1,65 +1,319 @@
-//! Event recording for controllers: core/v1 Events with upstream reasons, sources and aggregation.
+//! Event recording for controllers: core/v1 Events with upstream reasons, sources and
+//! client-go's correlation.
 //!
-//! Modelled on client-go's legacy `record.EventRecorder` + `EventCorrelator`, kept simple and
-//! deterministic:
+//! Modelled on client-go's legacy `record.EventRecorder` and its `EventCorrelator`, deterministic:
 //! - an Event is named `<object name>.<hex of the clock's unix nanoseconds>` (client-go's
 //!   `fmt.Sprintf("%v.%x", ref.Name, t.UnixNano())`), in the object's namespace or `default` for
 //!   cluster-scoped objects (whose `involvedObject.namespace` stays empty);
-//! - a repeat of the same (source, object, type, reason, message) PATCHes the existing Event's
-//!   `count` and `lastTimestamp` instead of creating a new one (the correlator's de-duplication);
-//!   client-go's "similar events" aggregation (10 events with different messages in 10 minutes) is
-//!   not modelled;
+//! - aggregation: the 10th distinct message with the same (source, object, type, reason) within
+//!   10 minutes of the previous one turns into one Event "(combined from similar events): <latest
+//!   message>", whose count later ones raise;
+//! - de-duplication: a repeat of the same (source, object, type, reason, message) PATCHes the
+//!   existing Event's `count`, `lastTimestamp` and `message` instead of creating a new one;
+//! - spam filter: a source may write 25 Events about one object, then one every 5 minutes (a
+//!   token bucket per object); a filtered Event is still counted, so the next one written
+//!   carries the whole count;
+//! - each of the three remembers at most 4 096 keys, forgetting the one used longest ago;
 //! - recording never fails the caller: errors are logged with `tracing` and swallowed, as client-go
 //!   does (events are best effort).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
-/// How many distinct (object, reason, message) keys the de-duplication cache remembers. client-go
-/// uses an LRU of 4096; we drop the oldest-recorded entry when full (deterministic).
+/// How many keys each of the correlator's caches remembers (client-go's `maxLruCacheEntries`).
 const MAX_CACHE_ENTRIES: usize = 4096;
+
+/// client-go's `defaultAggregateMaxEvents`: distinct messages before similar events aggregate.
+const AGGREGATE_MAX_EVENTS: usize = 10;
+
+/// client-go's `defaultAggregateIntervalInSeconds`: a similar event this long after the last one
+/// starts a fresh count.
+const AGGREGATE_INTERVAL: jiff::SignedDuration = jiff::SignedDuration::from_secs(600);
+
+/// client-go's `EventAggregatorByReasonMessageFunc` prefix.
+const AGGREGATE_PREFIX: &str = "(combined from similar events): ";
+
+/// client-go's `defaultSpamBurst` and the refill period of `defaultSpamQPS` (1/300).
+const SPAM_BURST: i128 = 25;
+const SPAM_REFILL_NANOS: i128 = 300_000_000_000;
 
 /// Attempts at finding a free event name when another recorder used the same nanosecond suffix.
 const CREATE_ATTEMPTS: usize = 3;
 
-/// Identity of an event for de-duplication (client-go `getEventKey` minus the source host).
+/// Identity of an event for de-duplication (client-go `getEventKey`; the source is the
+/// recorder's). An aggregate's key has no message (`aggregate`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct EventKey {
     kind: String,
     namespace: String,
     name: String,
+    field_path: String,
     uid: String,
     api_version: String,
     type_: String,
     reason: String,
     message: String,
+    aggregate: bool,
 }
 
-/// What the cache remembers about the last Event written for a key.
+/// What the de-duplication cache remembers about the last Event written (or counted) for a key.
 #[derive(Clone, Debug)]
 struct Seen {
     namespace: String,
     event_name: String,
     count: i32,
-    /// Monotone sequence number of the last use, to evict the oldest entry deterministically.
+    first: Time,
+}
+
+/// The distinct messages of similar events (client-go's `aggregateRecord`).
+#[derive(Clone, Debug)]
+struct Similar {
+    messages: BTreeSet<String>,
+    last: Timestamp,
+}
+
+/// A source's token bucket for one object, in nanoseconds of credit (one event costs
+/// [`SPAM_REFILL_NANOS`]; the credit grows with time up to the burst).
+#[derive(Clone, Debug)]
+struct Bucket {
+    credit: i128,
+    at: Timestamp,
+}
+
+impl Bucket {
+    fn full(now: Timestamp) -> Bucket {
+        Bucket {
+            credit: SPAM_BURST.saturating_mul(SPAM_REFILL_NANOS),
+            at: now,
+        }
+    }
+
+    /// client-go's `TryAccept`: takes one event's worth of credit if there is one.
+    fn try_accept(&mut self, now: Timestamp) -> bool {
+        let elapsed = now
+            .as_nanosecond()
+            .saturating_sub(self.at.as_nanosecond())
+            .max(0);
+        self.credit = self
+            .credit
+            .saturating_add(elapsed)
+            .min(SPAM_BURST.saturating_mul(SPAM_REFILL_NANOS));
+        self.at = now;
+        if self.credit >= SPAM_REFILL_NANOS {
+            self.credit = self.credit.saturating_sub(SPAM_REFILL_NANOS);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A map of at most [`MAX_CACHE_ENTRIES`] keys that forgets the key used longest ago
+/// (deterministically: by a sequence number of uses).
+#[derive(Debug)]
+struct Lru<K, V> {
+    entries: BTreeMap<K, (V, u64)>,
+    /// The keys by their last use: the oldest is the first (found without a scan).
+    order: BTreeMap<u64, K>,
     seq: u64,
 }
 
+impl<K, V> Default for Lru<K, V> {
+    fn default() -> Self {
+        Lru {
+            entries: BTreeMap::new(),
+            order: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<K: Ord + Clone, V> Lru<K, V> {
+    fn get(&self, key: &K) -> Option<&V> {
+        self.entries.get(key).map(|(v, _)| v)
+    }
+
+    /// Stores `value` under `key` as its latest use.
+    fn put(&mut self, key: K, value: V) {
+        self.seq = self.seq.saturating_add(1);
+        let seq = self.seq;
+        if let Some((_, prev)) = self.entries.get(&key) {
+            self.order.remove(prev);
+        } else if self.entries.len() >= MAX_CACHE_ENTRIES
+            && let Some((_, oldest)) = self.order.pop_first()
+        {
+            self.entries.remove(&oldest);
+        }
+        self.order.insert(seq, key.clone());
+        self.entries.insert(key, (value, seq));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+/// The source-and-object key of the spam filter (client-go `getSpamKey`).
+type SpamKey = (String, String, String, String, String);
+
 #[derive(Debug, Default)]
 struct State {
-    seen: BTreeMap<EventKey, Seen>,
-    /// The keys of `seen` by their `seq`: the oldest is the first (found without a scan).
-    order: BTreeMap<u64, EventKey>,
+    seen: Lru<EventKey, Seen>,
+    similar: Lru<EventKey, Similar>,
+    spam: Lru<SpamKey, Bucket>,
     /// The last nanosecond suffix used, so that two events recorded at the same virtual instant
     /// still get distinct names.
     last_nanos: i128,
-    seq: u64,
+}
+
+/// What one recorded event comes to.
+#[derive(Clone, Debug, PartialEq)]
+enum Plan {
+    /// Filtered as spam (still counted).
+    Skip,
+    /// Write the Event `name` with this count, first timestamp and message: a PATCH of the
+    /// existing one (`patch`), else a create.
+    Write {
+        key: Box<EventKey>,
+        namespace: String,
+        name: String,
+        count: i32,
+        first: Time,
+        message: String,
+        patch: bool,
+    },
+}
+
+impl State {
+    fn next_suffix(&mut self, nanos: i128) -> i128 {
+        let n = if nanos <= self.last_nanos {
+            self.last_nanos.saturating_add(1)
+        } else {
+            nanos
+        };
+        self.last_nanos = n;
+        n
+    }
+
+    /// client-go's `EventCorrelate`: aggregation, then de-duplication (counted whether or not
+    /// the event is then written), then the spam filter.
+    fn correlate(&mut self, key: EventKey, event_namespace: &str, now: Timestamp) -> Plan {
+        // aggregation (`EventAggregate`)
+        let group = EventKey {
+            message: String::new(),
+            aggregate: true,
+            ..key.clone()
+        };
+        let mut similar = match self.similar.get(&group) {
+            Some(s)
+                if now.as_nanosecond().saturating_sub(s.last.as_nanosecond())
+                    <= AGGREGATE_INTERVAL.as_nanos() =>
+            {
+                s.clone()
+            }
+            _ => Similar {
+                messages: BTreeSet::new(),
+                last: now,
+            },
+        };
+        similar.messages.insert(key.message.clone());
+        similar.last = now;
+        let aggregate = similar.messages.len() >= AGGREGATE_MAX_EVENTS;
+        if aggregate {
+            // the set stays below the threshold: every further new message aggregates too
+            similar.messages.pop_first();
+        }
+        self.similar.put(group.clone(), similar);
+        let (key, message) = if aggregate {
+            let message = format!("{AGGREGATE_PREFIX}{}", key.message);
+            (group, message)
+        } else {
+            let message = key.message.clone();
+            (key, message)
+        };
+        // de-duplication (`eventObserve`)
+        let (namespace, name, count, first, patch) = match self.seen.get(&key) {
+            Some(s) => (
+                s.namespace.clone(),
+                s.event_name.clone(),
+                s.count.saturating_add(1),
+                s.first.clone(),
+                true,
+            ),
+            None => {
+                let suffix = self.next_suffix(now.as_nanosecond());
+                (
+                    event_namespace.to_string(),
+                    format!("{}.{suffix:x}", key.name),
+                    1,
+                    Time(now),
+                    false,
+                )
+            }
+        };
+        self.remember(
+            key.clone(),
+            namespace.clone(),
+            name.clone(),
+            count,
+            first.clone(),
+        );
+        // spam filter (`EventSourceObjectSpamFilter`)
+        let spam_key: SpamKey = (
+            key.kind.clone(),
+            key.namespace.clone(),
+            key.name.clone(),
+            key.uid.clone(),
+            key.api_version.clone(),
+        );
+        let mut bucket = self
+            .spam
+            .get(&spam_key)
+            .cloned()
+            .unwrap_or_else(|| Bucket::full(now));
+        let accepted = bucket.try_accept(now);
+        self.spam.put(spam_key, bucket);
+        if !accepted {
+            return Plan::Skip;
+        }
+        Plan::Write {
+            key: Box::new(key),
+            namespace,
+            name,
+            count,
+            first,
+            message,
+            patch,
+        }
+    }
+
+    /// Files the last Event written (or counted) for `key`.
+    fn remember(
+        &mut self,
+        key: EventKey,
+        namespace: String,
+        event_name: String,
+        count: i32,
+        first: Time,
+    ) {
+        self.seen.put(
+            key,
+            Seen {
+                namespace,
+                event_name,
+                count,
+                first,
+            },
+        );
+    }
 }
 
 /// Records core/v1 Events on behalf of one component (`source.component`). Cheap to clone.
@@ -110,33 +364,45 @@ impl EventRecorder {
             kind: regarding.kind.clone().unwrap_or_default(),
             namespace: regarding.namespace.clone().unwrap_or_default(),
             name: regarding.name.clone().unwrap_or_default(),
+            field_path: regarding.field_path.clone().unwrap_or_default(),
             uid: regarding.uid.clone().unwrap_or_default(),
             api_version: regarding.api_version.clone().unwrap_or_default(),
             type_: type_.to_string(),
             reason: reason.to_string(),
-            message: message.clone(),
+            message,
+            aggregate: false,
         };
-        let now = self.clock.now_time();
-        let previous = self.lock().seen.get(&key).cloned();
-        if let Some(prev) = previous {
-            let count = prev.count.saturating_add(1);
-            let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &prev.namespace);
-            let patch = serde_json::json!({ "count": count, "lastTimestamp": now });
+        let event_namespace = match regarding.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => ns.to_string(),
+            _ => klab_api::names::NS_DEFAULT.to_string(),
+        };
+        let now = self.clock.now();
+        let plan = self.lock().correlate(key, &event_namespace, now);
+        let Plan::Write {
+            key,
+            namespace,
+            name,
+            count,
+            first,
+            message,
+            patch,
+        } = plan
+        else {
+            return;
+        };
+        if patch {
+            let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &namespace);
+            let body = serde_json::json!({
+                "count": count, "lastTimestamp": Time(now), "message": message,
+            });
             match api
-                .patch(
-                    &prev.event_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
             {
-                Ok(_) => {
-                    self.remember(key, prev.namespace, prev.event_name, count);
-                    return;
-                }
+                Ok(_) => return,
                 Err(kube::Error::Api(s)) if s.code == 404 => {
-                    // The Event expired or was deleted: fall through and create a fresh one
-                    // (client-go does the same when its PATCH finds nothing).
+                    // The Event expired, was deleted or was never written (filtered): create
+                    // it as counted, as client-go does when its PATCH finds nothing.
                 }
                 Err(e) => {
                     tracing::warn!(component = %self.component, reason, error = %e, "could not update event");
@@ -144,28 +410,29 @@ impl EventRecorder {
                 }
             }
         }
-        self.create(key, regarding, type_, reason, message, now)
+        let write = Write {
+            count,
+            first,
+            message,
+            now: Time(now),
+        };
+        self.create(key, regarding, type_, namespace, name, write)
             .await;
     }
 
     async fn create(
         &self,
-        key: EventKey,
+        key: Box<EventKey>,
         regarding: &ObjectReference,
         type_: &str,
-        reason: &str,
-        message: String,
-        now: Time,
+        namespace: String,
+        name: String,
+        w: Write,
     ) {
-        let object_name = regarding.name.clone().unwrap_or_default();
-        let namespace = match regarding.namespace.as_deref() {
-            Some(ns) if !ns.is_empty() => ns.to_string(),
-            _ => klab_api::names::NS_DEFAULT.to_string(),
-        };
         let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &namespace);
-        let mut suffix = self.next_suffix();
+        let object_name = regarding.name.clone().unwrap_or_default();
+        let mut name = name;
         for attempt in 0..CREATE_ATTEMPTS {
-            let name = format!("{object_name}.{suffix:x}");
             // The reply is decoded without its managed fields: it is not read.
             let ev = Slim(Event {
                 metadata: ObjectMeta {
@@ -174,15 +441,15 @@ impl EventRecorder {
                     ..Default::default()
                 },
                 involved_object: regarding.clone(),
-                reason: Some(reason.to_string()),
-                message: Some(message.clone()),
+                reason: Some(key.reason.clone()),
+                message: Some(w.message.clone()),
                 source: Some(EventSource {
                     component: Some(self.component.clone()),
                     host: None,
                 }),
-                first_timestamp: Some(now.clone()),
-                last_timestamp: Some(now.clone()),
-                count: Some(1),
+                first_timestamp: Some(w.first.clone()),
+                last_timestamp: Some(w.now.clone()),
+                count: Some(w.count),
                 type_: Some(type_.to_string()),
                 reporting_component: Some(self.component.clone()),
                 reporting_instance: None,
@@ -190,7 +457,10 @@ impl EventRecorder {
             });
             match api.create(&PostParams::default(), &ev).await {
                 Ok(_) => {
-                    self.remember(key, namespace, name, 1);
+                    if attempt > 0 {
+                        self.lock()
+                            .remember(*key, namespace, name, w.count, w.first.clone());
+                    }
                     return;
                 }
                 Err(kube::Error::Api(s))
@@ -198,12 +468,17 @@ impl EventRecorder {
                 {
                     // Another recorder used this name (same object, same instant): move the
                     // suffix by a deterministic random amount and try again.
-                    suffix = suffix
+                    let tried = name
+                        .rsplit_once('.')
+                        .and_then(|(_, hex)| i128::from_str_radix(hex, 16).ok())
+                        .unwrap_or_else(|| w.now.0.as_nanosecond());
+                    let suffix = tried
                         .saturating_add(1)
                         .saturating_add(i128::from(self.rng.range(0, 1 << 20)));
+                    name = format!("{object_name}.{suffix:x}");
                 }
                 Err(e) => {
-                    tracing::warn!(component = %self.component, reason, error = %e, "could not create event");
+                    tracing::warn!(component = %self.component, reason = %key.reason, error = %e, "could not create event");
                     return;
                 }
             }
@@ -213,48 +488,14 @@ impl EventRecorder {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
-
-    fn next_suffix(&self) -> i128 {
-        let nanos = self.clock.now().as_nanosecond();
-        let mut st = self.lock();
-        let n = if nanos <= st.last_nanos {
-            st.last_nanos.saturating_add(1)
-        } else {
-            nanos
-        };
-        st.last_nanos = n;
-        n
-    }
-
-    fn remember(&self, key: EventKey, namespace: String, event_name: String, count: i32) {
-        self.lock().remember(key, namespace, event_name, count);
-    }
 }
 
-impl State {
-    /// Files the last Event written for `key`, dropping the least recently written key when the
-    /// cache is full.
-    fn remember(&mut self, key: EventKey, namespace: String, event_name: String, count: i32) {
-        self.seq = self.seq.saturating_add(1);
-        let seq = self.seq;
-        if let Some(prev) = self.seen.get(&key).map(|s| s.seq) {
-            self.order.remove(&prev);
-        } else if self.seen.len() >= MAX_CACHE_ENTRIES
-            && let Some((_, oldest)) = self.order.pop_first()
-        {
-            self.seen.remove(&oldest);
-        }
-        self.order.insert(seq, key.clone());
-        self.seen.insert(
-            key,
-            Seen {
-                namespace,
-                event_name,
-                count,
-                seq,
-            },
-        );
-    }
+/// The counted fields of an Event to create.
+struct Write {
+    count: i32,
+    first: Time,
+    message: String,
+    now: Time,
 }
 
 /// The reference NLC uses for Node events (`RecordNodeEvent`): cluster-scoped, so no namespace.
@@ -330,30 +571,137 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_forgets_the_key_written_longest_ago() {
-        let key = |i: usize| EventKey {
-            kind: "Pod".into(),
-            namespace: "default".into(),
-            name: format!("p{i}"),
-            uid: String::new(),
-            api_version: "v1".into(),
-            type_: "Normal".into(),
-            reason: "R".into(),
-            message: "m".into(),
-        };
-        let mut st = State::default();
+    fn a_full_cache_forgets_the_key_used_longest_ago() {
+        let mut lru: Lru<usize, i32> = Lru::default();
         for i in 0..MAX_CACHE_ENTRIES {
-            st.remember(key(i), "default".into(), format!("e{i}"), 1);
+            lru.put(i, 1);
         }
-        // Writing p0 again makes p1 the oldest.
-        st.remember(key(0), "default".into(), "e0".into(), 2);
-        st.remember(key(MAX_CACHE_ENTRIES), "default".into(), "new".into(), 1);
-        assert_eq!(st.seen.len(), MAX_CACHE_ENTRIES);
-        assert_eq!(st.order.len(), MAX_CACHE_ENTRIES);
-        assert!(!st.seen.contains_key(&key(1)));
-        assert_eq!(st.seen.get(&key(0)).map(|s| s.count), Some(2));
-        assert!(st.seen.contains_key(&key(2)));
-        assert!(st.seen.contains_key(&key(MAX_CACHE_ENTRIES)));
+        // Using 0 again makes 1 the oldest.
+        lru.put(0, 2);
+        lru.put(MAX_CACHE_ENTRIES, 1);
+        assert_eq!(lru.len(), MAX_CACHE_ENTRIES);
+        assert_eq!(lru.order.len(), MAX_CACHE_ENTRIES);
+        assert!(lru.get(&1).is_none());
+        assert_eq!(lru.get(&0), Some(&2));
+        assert!(lru.get(&2).is_some());
+        assert!(lru.get(&MAX_CACHE_ENTRIES).is_some());
+    }
+
+    fn key(object: &str, reason: &str, message: &str) -> EventKey {
+        EventKey {
+            kind: "ReplicaSet".into(),
+            namespace: "default".into(),
+            name: object.into(),
+            field_path: String::new(),
+            uid: format!("{object}-uid"),
+            api_version: "apps/v1".into(),
+            type_: "Normal".into(),
+            reason: reason.into(),
+            message: message.into(),
+            aggregate: false,
+        }
+    }
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_767_225_600 + s).unwrap()
+    }
+
+    /// (message, count, patch) of a plan; `None` for a skipped one.
+    fn outcome(p: &Plan) -> Option<(String, i32, bool)> {
+        match p {
+            Plan::Skip => None,
+            Plan::Write {
+                message,
+                count,
+                patch,
+                ..
+            } => Some((message.clone(), *count, *patch)),
+        }
+    }
+
+    /// client-go's correlation of a ReplicaSet creating pods: nine events as they are, the
+    /// tenth distinct message becomes "(combined from similar events): …", whose count the
+    /// next ones raise; after 25 writes about the object, one every 5 minutes, carrying the
+    /// events counted meanwhile.
+    #[test]
+    fn similar_events_aggregate_and_a_source_is_throttled_per_object() {
+        let mut st = State::default();
+        let mut plans = Vec::new();
+        for i in 0..40 {
+            let k = key("web", "SuccessfulCreate", &format!("Created pod: web-{i}"));
+            plans.push(st.correlate(k, "default", at(i / 10)));
+        }
+        for (i, p) in plans.iter().enumerate().take(9) {
+            assert_eq!(
+                outcome(p),
+                Some((format!("Created pod: web-{i}"), 1, false))
+            );
+        }
+        assert_eq!(
+            outcome(&plans[9]),
+            Some((format!("{AGGREGATE_PREFIX}Created pod: web-9"), 1, false))
+        );
+        for (i, p) in plans.iter().enumerate().take(25).skip(10) {
+            let count = i32::try_from(i).unwrap() - 8;
+            assert_eq!(
+                outcome(p),
+                Some((
+                    format!("{AGGREGATE_PREFIX}Created pod: web-{i}"),
+                    count,
+                    true
+                ))
+            );
+        }
+        // 25 writes about `web`: the rest are counted, not written.
+        assert!(plans[25..].iter().all(|p| *p == Plan::Skip));
+        // The same events about another object are their own.
+        let other = st.correlate(
+            key("api", "SuccessfulCreate", "Created pod: api-0"),
+            "default",
+            at(4),
+        );
+        assert_eq!(
+            outcome(&other),
+            Some(("Created pod: api-0".into(), 1, false))
+        );
+        // The bucket refills one event per 5 minutes from the first: one more at 300 s, with
+        // everything counted since.
+        let k = |i: usize| key("web", "SuccessfulCreate", &format!("Created pod: web-{i}"));
+        assert_eq!(st.correlate(k(40), "default", at(299)), Plan::Skip);
+        assert_eq!(
+            outcome(&st.correlate(k(41), "default", at(301))),
+            Some((format!("{AGGREGATE_PREFIX}Created pod: web-41"), 33, true))
+        );
+    }
+
+    /// A repeat of one message is counted on its Event; similar events more than 10 minutes
+    /// after the last one start over, below the aggregation threshold.
+    #[test]
+    fn repeats_count_and_similar_events_expire_after_ten_minutes() {
+        let mut st = State::default();
+        let k = |m: &str| key("n1", "NodeNotReady", m);
+        let p = st.correlate(k("a"), "default", at(0));
+        assert_eq!(outcome(&p), Some(("a".into(), 1, false)));
+        let p = st.correlate(k("a"), "default", at(7));
+        assert_eq!(outcome(&p), Some(("a".into(), 2, true)));
+        let Plan::Write { first, name, .. } = p else {
+            panic!("written")
+        };
+        assert_eq!(first, Time(at(0)));
+        assert!(name.starts_with("n1."));
+        for (i, m) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().enumerate() {
+            let t = 10 + i64::try_from(i).unwrap();
+            assert_eq!(
+                outcome(&st.correlate(k(m), "default", at(t))).map(|o| o.0),
+                Some(m.to_string())
+            );
+        }
+        // the tenth distinct message, but 10 minutes and a second after the last similar one
+        let p = st.correlate(k("j"), "default", at(17 + 601));
+        assert_eq!(outcome(&p), Some(("j".into(), 1, false)));
+        // within 10 minutes of the last, the set is the fresh one: no aggregation yet
+        let p = st.correlate(k("k"), "default", at(17 + 601 + 599));
+        assert_eq!(outcome(&p), Some(("k".into(), 1, false)));
     }
 
     #[tokio::test(start_paused = true)]
