@@ -1526,17 +1526,7 @@ mod tests {
                     spec["affinity"] =
                         serde_json::to_value(replace_node_name_affinity(None, "n2")).unwrap();
                 }
-                let mut status = json!({});
-                if !phase.is_empty() {
-                    status["phase"] = json!(phase);
-                }
-                if ready != "-" {
-                    let mut c = json!({"type": "Ready", "status": ready});
-                    if let Some(s) = since {
-                        c["lastTransitionTime"] = json!(t(s).to_string());
-                    }
-                    status["conditions"] = json!([{"type": "PodScheduled", "status": "True"}, c]);
-                }
+                let status = crate::replicaset::util::testutil::status_json(phase, ready, since);
                 let mut meta =
                     json!({"name": "p", "labels": labels, "creationTimestamp": t(0).to_string()});
                 if deleting {

@@ -250,6 +250,25 @@ pub(crate) mod testutil {
         Timestamp::from_second(1_767_225_600 + s).unwrap()
     }
 
+    /// A pod status as property tests vary it: `phase` ("" for none) and a Ready condition of
+    /// `ready` ("-" for none; "True" or "False") that changed at `since` seconds (or never),
+    /// after a PodScheduled one.
+    pub fn status_json(phase: &str, ready: &str, since: Option<i64>) -> serde_json::Value {
+        let mut status = serde_json::json!({});
+        if !phase.is_empty() {
+            status["phase"] = serde_json::json!(phase);
+        }
+        if ready != "-" {
+            let mut c = serde_json::json!({"type": "Ready", "status": ready});
+            if let Some(s) = since {
+                c["lastTransitionTime"] = serde_json::json!(ts(s).to_string());
+            }
+            status["conditions"] =
+                serde_json::json!([{"type": "PodScheduled", "status": "True"}, c]);
+        }
+        status
+    }
+
     #[derive(Clone)]
     pub struct P(pub Pod);
 

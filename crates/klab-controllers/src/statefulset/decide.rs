@@ -902,7 +902,6 @@ mod tests {
     fn a_replica_answers_as_its_pod() {
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
-        use serde_json::json;
 
         let opt = |v: Vec<&'static str>| proptest::sample::select(v);
         let case = (
@@ -934,17 +933,7 @@ mod tests {
                 b = b.label(names::LABEL_CONTROLLER_REVISION_HASH, rev);
             }
             let mut p = b.build();
-            let mut status = json!({});
-            if !phase.is_empty() {
-                status["phase"] = json!(phase);
-            }
-            if ready != "-" {
-                let mut c = json!({"type": "Ready", "status": ready});
-                if let Some(s) = since {
-                    c["lastTransitionTime"] = json!(ts(s).to_string());
-                }
-                status["conditions"] = json!([{"type": "PodScheduled", "status": "True"}, c]);
-            }
+            let status = crate::replicaset::util::testutil::status_json(phase, ready, since);
             p.status = Some(serde_json::from_value(status).unwrap());
             if deleting {
                 p.metadata.deletion_timestamp =
