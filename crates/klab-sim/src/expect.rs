@@ -623,7 +623,7 @@ mod tests {
     fn history() -> Vec<Record> {
         let node = |status: &str, taints: &[&str]| Change::Node {
             name: "n1".into(),
-            view: Some(NodeView {
+            view: Some(Box::new(NodeView {
                 status: status.into(),
                 conditions: [(
                     "Ready".to_string(),
@@ -636,18 +636,18 @@ mod tests {
                 .into(),
                 taints: taints.iter().map(|t| t.to_string()).collect(),
                 labels: BTreeMap::new(),
-            }),
+            })),
         };
         let pod = |name: &str, status: &str, node: &str| Change::Pod {
             namespace: "default".into(),
             name: name.into(),
-            view: Some(PodView {
+            view: Some(Box::new(PodView {
                 status: status.into(),
                 ready: "1/1".into(),
                 node: node.into(),
                 labels: [("app".to_string(), "web".to_string())].into(),
                 ..Default::default()
-            }),
+            })),
         };
         vec![
             Record {

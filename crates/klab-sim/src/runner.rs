@@ -291,18 +291,18 @@ impl Recorder {
             Watched::Object => return,
             Watched::Node => Change::Node {
                 name,
-                view: (!deleted).then(|| NodeView::from_object(&value, now)),
+                view: (!deleted).then(|| Box::new(NodeView::from_object(&value, now))),
             },
             Watched::Pod => Change::Pod {
                 namespace,
                 name,
-                view: (!deleted).then(|| PodView::from_object(&value, now)),
+                view: (!deleted).then(|| Box::new(PodView::from_object(&value, now))),
             },
             Watched::Workload(kind) => Change::Workload {
                 kind: kind.into(),
                 namespace,
                 name,
-                view: (!deleted).then(|| WorkloadView::from_object(kind, &value)),
+                view: (!deleted).then(|| Box::new(WorkloadView::from_object(kind, &value))),
             },
             Watched::Slice => Change::Slice {
                 namespace,
@@ -324,7 +324,7 @@ impl Recorder {
                 if modified && ev.count <= 1 {
                     return;
                 }
-                Change::Event(ev)
+                Change::Event(Box::new(ev))
             }
         };
         self.push(rv, change);

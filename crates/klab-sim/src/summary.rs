@@ -233,17 +233,17 @@ mod tests {
             kind: "StatefulSet".into(),
             namespace: "default".into(),
             name: "web".into(),
-            view: Some(WorkloadView {
+            view: Some(Box::new(WorkloadView {
                 desired: 2,
                 available: avail,
                 columns: format!("READY {avail}/2"),
                 ..Default::default()
-            }),
+            })),
         };
         let p = |v| Change::Pod {
             namespace: "default".into(),
             name: "web-1".into(),
-            view: Some(v),
+            view: Some(Box::new(v)),
         };
         let records = vec![
             Record {
@@ -251,10 +251,10 @@ mod tests {
                 rv: 1,
                 change: Change::Node {
                     name: "n2".into(),
-                    view: Some(NodeView {
+                    view: Some(Box::new(NodeView {
                         status: "Ready".into(),
                         ..Default::default()
-                    }),
+                    })),
                 },
             },
             Record {
@@ -282,10 +282,10 @@ mod tests {
                 rv: 6,
                 change: Change::Node {
                     name: "n2".into(),
-                    view: Some(NodeView {
+                    view: Some(Box::new(NodeView {
                         status: "NotReady".into(),
                         ..Default::default()
-                    }),
+                    })),
                 },
             },
             Record {
@@ -329,32 +329,32 @@ mod tests {
             kind: "ReplicaSet".into(),
             namespace: "d".into(),
             name: "web-5b".into(),
-            view: Some(WorkloadView {
+            view: Some(Box::new(WorkloadView {
                 owner: Some(("Deployment".into(), "web".into())),
                 ..Default::default()
-            }),
+            })),
         };
         let dep = |a| Change::Workload {
             kind: "Deployment".into(),
             namespace: "d".into(),
             name: "web".into(),
-            view: Some(WorkloadView {
+            view: Some(Box::new(WorkloadView {
                 desired: 1,
                 available: a,
                 strategy: Some("Recreate".into()),
                 ..Default::default()
-            }),
+            })),
         };
         let pod = |name: &str, status: &str, node: &str, deleting: bool| Change::Pod {
             namespace: "d".into(),
             name: name.into(),
-            view: Some(PodView {
+            view: Some(Box::new(PodView {
                 status: status.into(),
                 node: node.into(),
                 deleting,
                 owner: Some(("ReplicaSet".into(), "web-5b".into())),
                 ..Default::default()
-            }),
+            })),
         };
         let records = vec![
             Record {

@@ -41,22 +41,24 @@ pub struct Record {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
+    // The views are boxed: a run keeps every change, and an inline pod view made every record
+    // (whatever its kind) about 300 bytes.
     Node {
         name: String,
-        view: Option<NodeView>,
+        view: Option<Box<NodeView>>,
     },
     Pod {
         namespace: String,
         name: String,
-        view: Option<PodView>,
+        view: Option<Box<PodView>>,
     },
     Workload {
         kind: String,
         namespace: String,
         name: String,
-        view: Option<WorkloadView>,
+        view: Option<Box<WorkloadView>>,
     },
-    Event(EventView),
+    Event(Box<EventView>),
     /// An EndpointSlice (its endpoints, keyed by pod).
     Slice {
         namespace: String,
@@ -919,7 +921,7 @@ impl World {
                             names::COMPONENT_KUBELET
                         };
                         line(who, object, format!("created STATUS {}", v.status));
-                        self.nodes.insert(name.clone(), v.clone());
+                        self.nodes.insert(name.clone(), NodeView::clone(v));
                     }
                     (Some(p), Some(v)) => {
                         // Condition changes, grouped by (reason, message): the controller forces
@@ -990,7 +992,7 @@ impl World {
                             };
                             line(who, object.clone(), format!("taint- {t}"));
                         }
-                        self.nodes.insert(name.clone(), v.clone());
+                        self.nodes.insert(name.clone(), NodeView::clone(v));
                     }
                 }
             }
@@ -1040,7 +1042,7 @@ impl World {
                                 .unwrap_or("?")
                         };
                         line(who, object, format!("created {}", pod_columns(v)));
-                        self.pods.insert(key, v.clone());
+                        self.pods.insert(key, PodView::clone(v));
                     }
                     (Some(p), Some(v)) => {
                         if p.disruption != v.disruption
@@ -1125,7 +1127,7 @@ impl World {
                             };
                             line(who, object.clone(), format!("Ready={}", v.ready_condition));
                         }
-                        self.pods.insert(key, v.clone());
+                        self.pods.insert(key, PodView::clone(v));
                     }
                 }
             }
@@ -1198,7 +1200,7 @@ impl World {
                 // ReplicaSets are bookkeeping for ownership; their Deployment's line says it all.
                 let quiet = kind == "ReplicaSet"
                     && view
-                        .as_ref()
+                        .as_deref()
                         .or(prev.as_ref())
                         .is_some_and(|v| v.owner.is_some());
                 match (prev, view) {
@@ -1224,7 +1226,7 @@ impl World {
                             let verb = if p.is_none() { "created " } else { "" };
                             line(who, object, format!("{verb}{}", v.columns));
                         }
-                        self.workloads.insert(key, v.clone());
+                        self.workloads.insert(key, WorkloadView::clone(v));
                     }
                 }
             }
@@ -1361,7 +1363,7 @@ mod tests {
         );
         let n = |v| Change::Node {
             name: "n1".into(),
-            view: Some(v),
+            view: Some(Box::new(v)),
         };
         let records = vec![
             rec(0, 5, n(node("Ready", &[READY_OK, mem_ok], &[]))),
@@ -1436,7 +1438,7 @@ mod tests {
         let p = |v: PodView| Change::Pod {
             namespace: "default".into(),
             name: "web-a".into(),
-            view: Some(v),
+            view: Some(Box::new(v)),
         };
         let mut evicted = pod("1/1", "Running", 0, "n1");
         evicted.ready_condition = "False".into();
@@ -1452,7 +1454,7 @@ mod tests {
         not_ready.ready_condition = "False".into();
         let nodes_down = Change::Node {
             name: "n1".into(),
-            view: Some(node("NotReady", &[], &[])),
+            view: Some(Box::new(node("NotReady", &[], &[]))),
         };
         let records = vec![
             rec(0, 10, p(pod("0/1", "Pending", 0, ""))),
@@ -1503,7 +1505,7 @@ mod tests {
         let p = |view: Option<PodView>| Change::Pod {
             namespace: "d".into(),
             name: "web".into(),
-            view,
+            view: view.map(Box::new),
         };
         let records = vec![
             rec(0, 1, p(Some(pod("1/1", "Running", 0, "n1")))),
@@ -1535,7 +1537,7 @@ mod tests {
         let p = |status: &str| Change::Pod {
             namespace: "d".into(),
             name: "u".into(),
-            view: Some(pod("0/1", status, 0, "")),
+            view: Some(Box::new(pod("0/1", status, 0, ""))),
         };
         let records = vec![rec(0, 1, p("Terminating")), rec(20, 2, p("Failed"))];
         let who: Vec<String> = replay(&records, &Attribution::default())
@@ -1552,12 +1554,12 @@ mod tests {
     fn pod_deletions_are_attributed_to_the_kubelet_or_the_pod_garbage_collector() {
         let n = |status: &str, taints: &[&str]| Change::Node {
             name: "n1".into(),
-            view: Some(node(status, &[], taints)),
+            view: Some(Box::new(node(status, &[], taints))),
         };
         let p = |name: &str| Change::Pod {
             namespace: "d".into(),
             name: name.into(),
-            view: Some(pod("0/1", "Terminating", 0, "n1")),
+            view: Some(Box::new(pod("0/1", "Terminating", 0, "n1"))),
         };
         let gone = |name: &str| Change::Pod {
             namespace: "d".into(),
@@ -1584,7 +1586,7 @@ mod tests {
                 Change::Pod {
                     namespace: "d".into(),
                     name: "b".into(),
-                    view: Some(pod("0/1", "Failed", 0, "n1")),
+                    view: Some(Box::new(pod("0/1", "Failed", 0, "n1"))),
                 },
             ),
             rec(3, 7, gone("b")),
@@ -1634,14 +1636,14 @@ mod tests {
             kind: "StatefulSet".into(),
             namespace: "default".into(),
             name: "web".into(),
-            view: Some(v),
+            view: Some(Box::new(v)),
         };
         let records = vec![
             rec(0, 3, w(wl(0))),
             rec(5, 4, w(wl(2))),
             rec(5, 4, w(wl(2))), // same columns: no line
             rec(30, 4, Change::Action("Node n1 fault stop-kubelet".into())),
-            rec(55, 6, Change::Event(ev)),
+            rec(55, 6, Change::Event(Box::new(ev))),
         ];
         let attr = Attribution {
             user_revisions: [3].into(),
