@@ -763,4 +763,37 @@ mod tests {
         assert_eq!(e.reporting_component.as_deref(), Some("node-controller"));
         assert_eq!(e.type_.as_deref(), Some("Normal"));
     }
+
+    /// An Event counted while filtered, or deleted since it was written, is created as counted
+    /// when its next occurrence's PATCH finds nothing (client-go's fallback): same name, the
+    /// whole count, the first occurrence's time.
+    #[tokio::test(start_paused = true)]
+    async fn a_patch_that_finds_nothing_creates_the_event_as_counted() {
+        let c = crate::node_lifecycle::tests::Cluster::new().await;
+        let rec = EventRecorder::new(
+            c.client.clone(),
+            c.clock.clone(),
+            DetRng::seeded(3),
+            "node-controller",
+        );
+        let r = node_ref("n1", "u1");
+        let msg = "Node n1 status is now: NodeNotReady";
+        rec.record(&r, "Normal", "NodeNotReady", msg.into()).await;
+        let first = c.events("default").await;
+        assert_eq!(first.len(), 1);
+        let name = first[0].metadata.name.clone().unwrap();
+        Api::<Event>::namespaced(c.client.clone(), "default")
+            .delete(&name, &Default::default())
+            .await
+            .unwrap();
+        c.at(7.0).await;
+        rec.record(&r, "Normal", "NodeNotReady", msg.into()).await;
+        let events = c.events("default").await;
+        assert_eq!(events.len(), 1);
+        let e = &events[0];
+        assert_eq!(e.metadata.name.as_deref(), Some(name.as_str()));
+        assert_eq!(e.count, Some(2));
+        assert_eq!(c.secs(e.first_timestamp.as_ref().unwrap().0), 0.0);
+        assert_eq!(c.secs(e.last_timestamp.as_ref().unwrap().0), 7.0);
+    }
 }

@@ -69,7 +69,8 @@ impl<V> Tracked<V> {
         };
         self.since = now;
         if self.entries.len() != len {
-            // Some were removed (removals are not visited): find which.
+            // Some left the scope (removed, or filed under another value: neither is visited):
+            // find which.
             let mut present: HashSet<ObjKey, Fixed> = HashSet::default();
             let mut note = |obj: &Arc<K>| {
                 present.insert(key_of(obj.as_ref()));
