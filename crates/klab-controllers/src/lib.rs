@@ -16,7 +16,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpointslice;
-pub mod events;
+pub use klab_runtime::events;
 pub mod garbage_collector;
 pub mod job;
 pub mod manager;

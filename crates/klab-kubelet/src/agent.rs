@@ -129,7 +129,7 @@ impl Shared {
 
 /// Runs a kubelet process until the future is dropped (= the process is killed).
 pub async fn run_kubelet(ctx: KubeletContext) {
-    let recorder = Recorder::new(ctx.client.clone(), ctx.clock.clone(), &ctx.name);
+    let recorder = Recorder::new(ctx.client.clone(), ctx.clock.clone(), &ctx.rng, &ctx.name);
     let ctx_register_schedulable = ctx.cfg.register_schedulable;
     let shared = Arc::new(Shared {
         ctx,

@@ -1258,3 +1258,88 @@ async fn usage_annotation_changes_live_and_bad_values_change_nothing() {
         Some((c.ts(428), 137, "OOMKilled".into()))
     );
 }
+
+/// A crash-looping pod's events go through client-go's correlator as on a real kubelet: its
+/// repeats are counted on one Event each, and the kubelet writes at most 25 Events about the
+/// pod, then one every 5 minutes (the spam filter) — every write carrying the occurrences
+/// counted meanwhile. Each Event names the node as its source host and reporting instance.
+#[tokio::test(start_paused = true)]
+async fn a_crash_loop_s_events_are_counted_and_throttled_per_pod() {
+    use futures::StreamExt;
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(10.0).await;
+    // Every write of an Event about the pod, seen on a watch opened before the pod exists (and
+    // opened again from where it stopped when the server ends it).
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let events: Api<Event> = Api::namespaced(c.admin.clone(), "default");
+    let counted = writes.clone();
+    let watched = events.clone();
+    tokio::spawn(async move {
+        let mut rv = "0".to_string();
+        loop {
+            let Ok(stream) = watched.watch(&kube::api::WatchParams::default(), &rv).await else {
+                return;
+            };
+            let mut stream = stream.boxed();
+            while let Some(Ok(e)) = stream.next().await {
+                match e {
+                    kube::api::WatchEvent::Added(ev) | kube::api::WatchEvent::Modified(ev) => {
+                        rv = ev.metadata.resource_version.clone().unwrap_or_default();
+                        if ev.involved_object.name.as_deref() == Some("crash") {
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                    kube::api::WatchEvent::Deleted(ev) => {
+                        rv = ev.metadata.resource_version.clone().unwrap_or_default();
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    c.create_pod("crash", "Always", &["false"]).await;
+    let end = 10.0 + 2.0 * 3600.0;
+    c.at(end).await;
+    let restarts = c.container("crash").await.restart_count;
+    // Back-off caps at 5 minutes: about two dozen restarts in two hours.
+    assert!(restarts >= 20, "restarts {restarts}");
+    let written = writes.load(std::sync::atomic::Ordering::SeqCst);
+    // 25 at once, then one per 300 s of the 7 200 s since the pod's first event.
+    assert!(written <= 25 + 7200 / 300 + 1, "{written} writes");
+    assert!(
+        written > 25,
+        "writes resume as the bucket refills: {written}"
+    );
+    // Each restart's first event ("already present") takes the token the bucket refilled, and
+    // carries every occurrence; the events after it in the cycle are counted but not written,
+    // so their Events stall where the burst ran out — what `kubectl describe pod` shows of a
+    // crash loop on a real cluster.
+    let pulled: Vec<Event> = c
+        .events("Pulled")
+        .await
+        .into_iter()
+        .filter(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.contains("already present"))
+        })
+        .collect();
+    assert_eq!(pulled.len(), 1);
+    let pulls = pulled[0].count.unwrap_or_default();
+    assert!(
+        pulls >= restarts - 1 && pulls <= restarts,
+        "{pulls} of {restarts}"
+    );
+    let started = c.events("Started").await;
+    assert_eq!(started.len(), 1, "one Event counts the starts");
+    let e = &started[0];
+    let count = e.count.unwrap_or_default();
+    assert!(count > 1 && count < restarts / 2, "count {count} stalls");
+    assert_eq!(
+        e.source.as_ref().and_then(|s| s.host.as_deref()),
+        Some("n1")
+    );
+    assert_eq!(e.reporting_instance.as_deref(), Some("n1"));
+    assert_eq!(e.reporting_component.as_deref(), Some("kubelet"));
+}

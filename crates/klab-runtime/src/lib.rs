@@ -14,6 +14,8 @@
 //!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the controller's
 //!   synchronous handler (which only enqueues keys and observes expectations), fire due timers,
 //!   then — once every source has synced — `reconcile` each dirty key.
+//! - [`events::EventRecorder`] writes a component's Events through client-go's correlation
+//!   (aggregation, de-duplication, the spam filter), for controllers and kubelets alike.
 //! - [`Tracked`] keeps what a controller derives from the objects of one scope (an index value,
 //!   or every object) across syncs, brought up to date from the store's record of what changed
 //!   when: a sync over thousands of objects costs the ones that changed.
@@ -25,6 +27,7 @@
 
 pub mod controller;
 pub mod derived;
+pub mod events;
 pub mod index;
 pub mod informer;
 pub mod metrics;

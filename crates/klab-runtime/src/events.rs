@@ -1,7 +1,8 @@
-//! Event recording for controllers: core/v1 Events with upstream reasons, sources and
-//! client-go's correlation.
+//! Event recording for every component that writes core/v1 Events (controllers and kubelets):
+//! upstream reasons, sources and client-go's correlation.
 //!
-//! Modelled on client-go's legacy `record.EventRecorder` and its `EventCorrelator`, deterministic:
+//! Modelled on client-go's legacy `record.EventRecorder` and its `EventCorrelator`, which
+//! kube-controller-manager and the kubelet both use with its default options; deterministic:
 //! - an Event is named `<object name>.<hex of the clock's unix nanoseconds>` (client-go's
 //!   `fmt.Sprintf("%v.%x", ref.Name, t.UnixNano())`), in the object's namespace or `default` for
 //!   cluster-scoped objects (whose `involvedObject.namespace` stays empty);
@@ -172,6 +173,11 @@ struct State {
     /// The last nanosecond suffix used, so that two events recorded at the same virtual instant
     /// still get distinct names.
     last_nanos: i128,
+    /// Added to this recorder's suffixes (under a millisecond; none for controllers) so that two
+    /// recorders naming events about one object at one virtual instant — a kubelet and the node
+    /// controller both about a Node — seldom pick the same name; on a real clock their
+    /// nanoseconds differ anyway.
+    offset: i128,
 }
 
 /// What one recorded event comes to.
@@ -194,6 +200,7 @@ enum Plan {
 
 impl State {
     fn next_suffix(&mut self, nanos: i128) -> i128 {
+        let nanos = nanos.saturating_add(self.offset);
         let n = if nanos <= self.last_nanos {
             self.last_nanos.saturating_add(1)
         } else {
@@ -323,6 +330,11 @@ pub struct EventRecorder {
     clock: Clock,
     rng: DetRng,
     component: String,
+    /// `source.host` and `reportingInstance` (a kubelet's node name); none for controllers.
+    host: Option<String>,
+    /// Failures logged at debug rather than warn: a node agent cut off from the API server
+    /// fails every write, and says so once elsewhere.
+    quiet: bool,
     state: Arc<Mutex<State>>,
 }
 
@@ -343,8 +355,21 @@ impl EventRecorder {
             clock,
             rng,
             component: component.to_string(),
+            host: None,
+            quiet: false,
             state: Arc::default(),
         }
+    }
+
+    /// The recorder of a component on a node (the kubelet): `source.host` and
+    /// `reportingInstance` name it, and failed writes are logged at debug level.
+    pub fn on_host(mut self, host: &str) -> Self {
+        use std::hash::BuildHasher;
+        let hash = crate::derived::Fixed::default().hash_one((&self.component, host));
+        self.lock().offset = i128::from(hash % (1 << 20));
+        self.host = Some(host.to_string());
+        self.quiet = true;
+        self
     }
 
     /// The event source component.
@@ -405,7 +430,7 @@ impl EventRecorder {
                     // it as counted, as client-go does when its PATCH finds nothing.
                 }
                 Err(e) => {
-                    tracing::warn!(component = %self.component, reason, error = %e, "could not update event");
+                    self.failed(reason, &e, "could not update event");
                     return;
                 }
             }
@@ -445,14 +470,14 @@ impl EventRecorder {
                 message: Some(w.message.clone()),
                 source: Some(EventSource {
                     component: Some(self.component.clone()),
-                    host: None,
+                    host: self.host.clone(),
                 }),
                 first_timestamp: Some(w.first.clone()),
                 last_timestamp: Some(w.now.clone()),
                 count: Some(w.count),
                 type_: Some(type_.to_string()),
                 reporting_component: Some(self.component.clone()),
-                reporting_instance: None,
+                reporting_instance: self.host.clone(),
                 ..Default::default()
             });
             match api.create(&PostParams::default(), &ev).await {
@@ -478,10 +503,19 @@ impl EventRecorder {
                     name = format!("{object_name}.{suffix:x}");
                 }
                 Err(e) => {
-                    tracing::warn!(component = %self.component, reason = %key.reason, error = %e, "could not create event");
+                    self.failed(&key.reason, &e, "could not create event");
                     return;
                 }
             }
+        }
+    }
+
+    /// Logs a write that failed (events are best effort: nothing else is done about it).
+    fn failed(&self, reason: &str, e: &kube::Error, what: &str) {
+        if self.quiet {
+            tracing::debug!(component = %self.component, host = ?self.host, reason, error = %e, "{what}");
+        } else {
+            tracing::warn!(component = %self.component, reason, error = %e, "{what}");
         }
     }
 
@@ -534,6 +568,49 @@ pub fn object_ref_for_pod(pod: &Pod) -> ObjectReference {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::api::ListParams;
+
+    /// An API server on the virtual clock and an admin client of it.
+    struct Cluster {
+        _api: klab_apiserver::ApiServer,
+        clock: Clock,
+        client: kube::Client,
+    }
+
+    impl Cluster {
+        async fn new() -> Self {
+            let clock = Clock::virtual_default();
+            let api = klab_apiserver::testing::memory_server_with(
+                clock.clone(),
+                DetRng::seeded(1),
+                Default::default(),
+            )
+            .await;
+            let client = kube::Client::new(api.router(), "default");
+            Cluster {
+                _api: api,
+                clock,
+                client,
+            }
+        }
+
+        /// Sleeps until `secs` after the epoch.
+        async fn at(&self, secs: f64) {
+            let t = self.clock.epoch() + jiff::SignedDuration::from_secs_f64(secs);
+            self.clock.sleep_until(t).await;
+        }
+
+        fn secs(&self, t: Timestamp) -> f64 {
+            t.duration_since(self.clock.epoch()).as_secs_f64()
+        }
+
+        async fn events(&self, ns: &str) -> Vec<Event> {
+            let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
+            let mut v = api.list(&ListParams::default()).await.unwrap().items;
+            v.sort_by_key(|e| e.first_timestamp.as_ref().map(|t| t.0));
+            v
+        }
+    }
 
     #[test]
     fn node_reference_is_cluster_scoped() {
@@ -706,7 +783,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn repeats_are_aggregated_and_names_are_unique() {
-        let c = crate::node_lifecycle::tests::Cluster::new().await;
+        let c = Cluster::new().await;
         let rec = EventRecorder::new(
             c.client.clone(),
             c.clock.clone(),
@@ -769,7 +846,7 @@ mod tests {
     /// whole count, the first occurrence's time.
     #[tokio::test(start_paused = true)]
     async fn a_patch_that_finds_nothing_creates_the_event_as_counted() {
-        let c = crate::node_lifecycle::tests::Cluster::new().await;
+        let c = Cluster::new().await;
         let rec = EventRecorder::new(
             c.client.clone(),
             c.clock.clone(),
