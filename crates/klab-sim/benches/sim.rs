@@ -32,16 +32,27 @@ use klab_sim::{RunOptions, run_blocking, scenario};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Prints the run's virtual time every 10 s of wall time; past `cap` seconds, prints how far the
-/// run got and ends the process (a case too slow to finish still reports its pace).
-fn watch_progress(name: &str, t0: Instant, p: Arc<Progress>, cap: Option<f64>) {
+/// The run's store, once the cluster has started (for its memory figures).
+type HeldStore = Arc<Mutex<Option<klab_store::DynStorage>>>;
+
+/// Prints the run's virtual time (and what the store holds of its values, history included)
+/// every 10 s of wall time; past `cap` seconds, prints how far the run got and ends the process
+/// (a case too slow to finish still reports its pace).
+fn watch_progress(name: &str, t0: Instant, p: Arc<Progress>, cap: Option<f64>, store: HeldStore) {
     let name = name.to_string();
     std::thread::spawn(move || {
         loop {
             std::thread::sleep(Duration::from_secs(10));
             let wall = t0.elapsed().as_secs_f64();
             let virt = p.virtual_ms.load(Ordering::Relaxed) as f64 / 1e3;
-            eprintln!("{name}: {wall:>7.0} s wall, {virt:>7.1} virtual s");
+            let held = store
+                .lock()
+                .expect("not poisoned")
+                .as_ref()
+                .and_then(|s| s.memory_held())
+                .map(|(n, b)| format!(", store {n} versions, {:.0} MB", b as f64 / 1e6))
+                .unwrap_or_default();
+            eprintln!("{name}: {wall:>7.0} s wall, {virt:>7.1} virtual s{held}");
             if cap.is_some_and(|c| wall >= c) {
                 println!(
                     "{name:<40} stopped at the wall-time cap: {virt:.1} virtual s in {wall:.0} s wall ({:.2}x)",
@@ -63,17 +74,20 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
     for _ in 0..rounds {
         let t0 = Instant::now();
         let progress = Arc::new(Progress::default());
-        watch_progress(name, t0, progress.clone(), cap);
+        let store: HeldStore = Arc::default();
+        watch_progress(name, t0, progress.clone(), cap, store.clone());
         let metrics: Arc<Mutex<Option<SharedMetrics>>> = Arc::default();
         let keep = metrics.clone();
+        let requests = std::env::var_os("KLAB_BENCH_REQUESTS").is_some();
+        let hook: StartHook = Arc::new(move |c: &Cluster| {
+            *store.lock().expect("not poisoned") = Some(c.api().store().clone());
+            if requests {
+                *keep.lock().expect("not poisoned") = Some(c.api().metrics().clone());
+            }
+        });
         let opts = RunOptions {
             progress: Some(progress),
-            on_start: std::env::var_os("KLAB_BENCH_REQUESTS").map(|_| {
-                let hook: StartHook = Arc::new(move |c: &Cluster| {
-                    *keep.lock().expect("not poisoned") = Some(c.api().metrics().clone());
-                });
-                hook
-            }),
+            on_start: Some(hook),
             ..RunOptions::default()
         };
         let o = run_blocking(sc, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));

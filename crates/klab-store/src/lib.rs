@@ -217,6 +217,13 @@ pub trait Storage: Send + Sync + 'static {
         0
     }
 
+    /// What a backend holds in memory of the keys' values: `(versions, bytes)` of every retained
+    /// version (history included, a value shared by a version and its watch event counted once);
+    /// `None` for backends whose values live on disk. Diagnostics (the scale benchmark).
+    fn memory_held(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Drops history at or below `rev` (clamped to the current revision).
     async fn compact(&self, rev: Revision) -> Result<()>;
 }

@@ -58,6 +58,9 @@ struct Inner {
     keys: BTreeMap<String, Vec<Version>>,
     log: VecDeque<Arc<Event>>,
     hub: Hub,
+    /// Retained versions and the bytes of their values (kept as they change).
+    versions: u64,
+    value_bytes: u64,
 }
 
 /// The in-memory [`Storage`] backend. Create it with [`MemoryStore::new`], which returns an
@@ -90,6 +93,27 @@ impl MemoryStore {
     /// history. Diagnostics and tests.
     pub fn retained_versions(&self) -> usize {
         self.lock().keys.values().map(Vec::len).sum()
+    }
+
+    /// The bytes of every retained version's value, counted by a walk (what
+    /// [`Storage::memory_held`] keeps as it goes). Tests.
+    #[cfg(test)]
+    fn retained_value_bytes(&self) -> u64 {
+        self.lock()
+            .keys
+            .values()
+            .flatten()
+            .map(|v| v.value.as_ref().map_or(0, |b| b.len() as u64))
+            .sum()
+    }
+
+    /// Asserts that the running counts of [`Storage::memory_held`] are what a walk finds.
+    #[cfg(test)]
+    fn assert_memory_held(&self) {
+        assert_eq!(
+            self.memory_held(),
+            Some((self.retained_versions() as u64, self.retained_value_bytes()))
+        );
     }
 
     /// Number of retained events in the watch log. Diagnostics and tests.
@@ -129,6 +153,10 @@ impl Inner {
             value: value.clone(),
             prev_value: prev.map(|p| p.value.clone()),
         });
+        self.versions = self.versions.saturating_add(1);
+        self.value_bytes = self
+            .value_bytes
+            .saturating_add(value.as_ref().map_or(0, |v| v.len() as u64));
         self.keys.entry(key.to_owned()).or_default().push(Version {
             rev,
             create_rev,
@@ -171,7 +199,12 @@ impl Inner {
             } else {
                 at_or_below
             };
-            versions.drain(..drop_n);
+            for v in versions.drain(..drop_n) {
+                self.versions = self.versions.saturating_sub(1);
+                self.value_bytes = self
+                    .value_bytes
+                    .saturating_sub(v.value.as_ref().map_or(0, |v| v.len() as u64));
+            }
             if versions.is_empty() {
                 self.keys.remove(&key);
             }
@@ -314,6 +347,11 @@ impl Storage for MemoryStore {
         self.watch_triggered(prefix, after, None)
     }
 
+    fn memory_held(&self) -> Option<(u64, u64)> {
+        let g = self.lock();
+        Some((g.versions, g.value_bytes))
+    }
+
     fn offered_events(&self) -> u64 {
         self.lock().hub.offered()
     }
@@ -438,7 +476,7 @@ mod tests {
         for round in 0..40u32 {
             for n in 0..nodes {
                 let key = format!("/registry/leases/kube-node-lease/node-{n}");
-                let value = Bytes::from(format!("renew {round}"));
+                let value = Bytes::from(format!("renew {round} {}", "x".repeat(n)));
                 let rev = match revs.get(&key) {
                     None => store.create(&key, value).await.unwrap(),
                     Some(&r) => store.update(&key, value, r).await.unwrap(),
@@ -452,6 +490,7 @@ mod tests {
                 assert_eq!(store.retained_versions(), nodes);
                 assert_eq!(store.retained_events(), 0);
             }
+            store.assert_memory_held();
         }
         assert_eq!(store.current_revision(), 40 * nodes as u64);
         // Between compactions history grows by at most one version per write.
@@ -470,8 +509,11 @@ mod tests {
             .create("/a/y", Bytes::from_static(b"2"))
             .await
             .unwrap();
+        store.assert_memory_held();
         store.compact(2).await.unwrap();
         assert_eq!(store.retained_versions(), 1);
+        store.assert_memory_held();
+        assert_eq!(store.memory_held(), Some((1, 1)));
         let list = store
             .list(
                 "/a/",
