@@ -593,7 +593,6 @@ mod tests {
     use super::*;
     use crate::scenario::{Count, Pattern};
     use crate::trace::{Change, PodView, replay};
-    use std::collections::BTreeMap;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
@@ -635,7 +634,7 @@ mod tests {
                 )]
                 .into(),
                 taints: taints.iter().map(|t| t.to_string()).collect(),
-                labels: BTreeMap::new(),
+                labels: Default::default(),
             })),
         };
         let pod = |name: &str, status: &str, node: &str| Change::Pod {
@@ -645,7 +644,7 @@ mod tests {
                 status: status.into(),
                 ready: "1/1".into(),
                 node: node.into(),
-                labels: [("app".to_string(), "web".to_string())].into(),
+                labels: std::sync::Arc::new([("app".to_string(), "web".to_string())].into()),
                 ..Default::default()
             })),
         };

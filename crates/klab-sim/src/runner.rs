@@ -145,6 +145,8 @@ struct Recorded {
     changes_in_instant: BTreeMap<(String, String, String), u32>,
     /// Set when one object changed so often in one instant that the run cannot be progressing.
     livelock: Option<String>,
+    /// The label sets of the views, each kept once.
+    labels: trace::LabelSets,
 }
 
 /// How often one workload may change within a single virtual instant before the run is declared
@@ -291,12 +293,20 @@ impl Recorder {
             Watched::Object => return,
             Watched::Node => Change::Node {
                 name,
-                view: (!deleted).then(|| Box::new(NodeView::from_object(&value, now))),
+                view: (!deleted).then(|| {
+                    let mut view = NodeView::from_object(&value, now);
+                    view.labels = self.with(|r| r.labels.share(view.labels));
+                    Box::new(view)
+                }),
             },
             Watched::Pod => Change::Pod {
                 namespace,
                 name,
-                view: (!deleted).then(|| Box::new(PodView::from_object(&value, now))),
+                view: (!deleted).then(|| {
+                    let mut view = PodView::from_object(&value, now);
+                    view.labels = self.with(|r| r.labels.share(view.labels));
+                    Box::new(view)
+                }),
             },
             Watched::Workload(kind) => Change::Workload {
                 kind: kind.into(),

@@ -680,6 +680,38 @@ fn a_zero_time_loop_fails_the_run_as_a_livelock() {
     );
 }
 
+/// The run keeps every change with its view, so views share their labels: the changes of the
+/// pods of one ReplicaSet (and of one node) hold one map, however many there are.
+#[test]
+fn the_views_of_a_run_share_their_label_sets() {
+    let text = "run-for: 40s\ncluster:\n  nodes:\n    - name: n1\n    - name: n2\nmanifests:\n  - inline: |\n      apiVersion: apps/v1\n      kind: Deployment\n      metadata: {name: web}\n      spec:\n        replicas: 4\n        selector: {matchLabels: {app: web}}\n        template:\n          metadata: {labels: {app: web}}\n          spec: {containers: [{name: c, image: nginx}]}\n";
+    let sc = scenario::parse(text, Path::new("s.yaml")).unwrap();
+    let o = run_blocking(&sc, &RunOptions::default()).unwrap();
+    let mut pods: Vec<&trace::Labels> = Vec::new();
+    let mut nodes: Vec<&trace::Labels> = Vec::new();
+    for r in &o.records {
+        match &r.change {
+            trace::Change::Pod { view: Some(v), .. } => pods.push(&v.labels),
+            trace::Change::Node { view: Some(v), .. }
+                if v.labels.get("kubernetes.io/hostname").map(String::as_str) == Some("n1") =>
+            {
+                nodes.push(&v.labels)
+            }
+            _ => {}
+        }
+    }
+    // every change of the 4 pods (created, scheduled, started, ready: well over 4)
+    assert!(pods.len() > 8, "{} pod changes", pods.len());
+    assert_eq!(pods[0].get("app").map(String::as_str), Some("web"));
+    assert!(pods[0].contains_key("pod-template-hash"));
+    assert!(
+        pods.iter().all(|l| std::sync::Arc::ptr_eq(l, pods[0])),
+        "one map for all"
+    );
+    assert!(nodes.len() > 1, "{} node changes", nodes.len());
+    assert!(nodes.iter().all(|l| std::sync::Arc::ptr_eq(l, nodes[0])));
+}
+
 // ---- shipped scenarios ---------------------------------------------------------------------------
 
 /// Every shipped scenario runs twice with its seed: the two traces must be identical (hash and

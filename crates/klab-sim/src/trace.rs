@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -265,6 +266,38 @@ pub fn sort_records(records: &mut [Record]) {
     records.sort_by_key(|r| (r.rv, r.change.rank()));
 }
 
+/// An object's labels in a view: shared, since a run keeps every change and the pods of one
+/// template (and the changes of one object) carry the same labels — see [`LabelSets`].
+pub type Labels = Arc<BTreeMap<String, String>>;
+
+/// The label sets a run has seen, each kept once: views hold the shared copy, so the labels of
+/// a thousand pods of one ReplicaSet are one map, not a thousand (nor ten thousand: one per
+/// change).
+#[derive(Debug, Default)]
+pub struct LabelSets {
+    seen: std::collections::HashSet<Labels>,
+}
+
+impl LabelSets {
+    /// The kept copy of `labels` (`labels` itself, kept, when it is the first of its content).
+    pub fn share(&mut self, labels: Labels) -> Labels {
+        if let Some(kept) = self.seen.get(&labels) {
+            return kept.clone();
+        }
+        self.seen.insert(labels.clone());
+        labels
+    }
+
+    /// How many distinct label sets are kept.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
 /// A node as kubectl shows it, plus what the trace reports about it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeView {
@@ -274,7 +307,7 @@ pub struct NodeView {
     pub conditions: BTreeMap<String, (String, String, String)>,
     /// `key[=value]:Effect`, sorted.
     pub taints: BTreeSet<String>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
 }
 
 /// A pod as `kubectl get pods -o wide` shows it, plus deletion and ownership facts.
@@ -287,7 +320,7 @@ pub struct PodView {
     /// NotReady node while the kubectl READY column, which counts ready containers, does not change).
     pub ready_condition: String,
     pub node: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     pub deleting: bool,
     pub grace: Option<i64>,
     /// `DisruptionTarget=True` reason, when set.
@@ -474,7 +507,7 @@ impl NodeView {
             status: cell(&cells, 1),
             conditions,
             taints,
-            labels: labels(node),
+            labels: Arc::new(labels(node)),
         }
     }
 }
@@ -512,7 +545,7 @@ impl PodView {
             status: cell(&cells, 2),
             restarts,
             node: s(pod, "/spec/nodeName").to_string(),
-            labels: labels(pod),
+            labels: Arc::new(labels(pod)),
             deleting: pod
                 .pointer("/metadata/deletionTimestamp")
                 .is_some_and(|v| !v.is_null()),
@@ -1311,7 +1344,7 @@ mod tests {
                 .map(|(t, s, r, m)| (t.to_string(), (s.to_string(), r.to_string(), m.to_string())))
                 .collect(),
             taints: taints.iter().map(|t| t.to_string()).collect(),
-            labels: BTreeMap::new(),
+            labels: Labels::default(),
         }
     }
 
