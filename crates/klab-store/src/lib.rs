@@ -22,6 +22,7 @@ use futures::stream::BoxStream;
 
 mod key_index;
 pub mod memory;
+mod pack;
 pub mod redb_store;
 mod watch;
 
