@@ -604,6 +604,15 @@ mod tests {
             t.duration_since(self.clock.epoch()).as_secs_f64()
         }
 
+        fn recorder(&self, component: &str) -> EventRecorder {
+            EventRecorder::new(
+                self.client.clone(),
+                self.clock.clone(),
+                DetRng::seeded(3),
+                component,
+            )
+        }
+
         async fn events(&self, ns: &str) -> Vec<Event> {
             let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
             let mut v = api.list(&ListParams::default()).await.unwrap().items;
@@ -612,16 +621,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn node_reference_is_cluster_scoped() {
-        let node = Node {
+    fn node_n1() -> Node {
+        Node {
             metadata: ObjectMeta {
                 name: Some("n1".into()),
                 uid: Some("u1".into()),
                 ..Default::default()
             },
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn node_reference_is_cluster_scoped() {
+        let node = node_n1();
         let r = object_ref_for_node(&node);
         assert_eq!(r.kind.as_deref(), Some("Node"));
         assert_eq!(r.name.as_deref(), Some("n1"));
@@ -784,20 +797,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn repeats_are_aggregated_and_names_are_unique() {
         let c = Cluster::new().await;
-        let rec = EventRecorder::new(
-            c.client.clone(),
-            c.clock.clone(),
-            DetRng::seeded(3),
-            "node-controller",
-        );
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let rec = c.recorder("node-controller");
+        let node = node_n1();
         let r = object_ref_for_node(&node);
         rec.record(
             &r,
@@ -847,12 +848,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_patch_that_finds_nothing_creates_the_event_as_counted() {
         let c = Cluster::new().await;
-        let rec = EventRecorder::new(
-            c.client.clone(),
-            c.clock.clone(),
-            DetRng::seeded(3),
-            "node-controller",
-        );
+        let rec = c.recorder("node-controller");
         let r = node_ref("n1", "u1");
         let msg = "Node n1 status is now: NodeNotReady";
         rec.record(&r, "Normal", "NodeNotReady", msg.into()).await;
