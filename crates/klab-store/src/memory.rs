@@ -60,14 +60,15 @@ struct Version {
 struct Logged {
     revision: Revision,
     kind: EventKind,
-    key: String,
+    /// The key, shared with `keys` (one allocation per key, not one per revision).
+    key: Arc<str>,
 }
 
 #[derive(Default)]
 struct Inner {
     rev: Revision,
     compacted: Revision,
-    keys: BTreeMap<String, Vec<Version>>,
+    keys: BTreeMap<Arc<str>, Vec<Version>>,
     log: VecDeque<Logged>,
     hub: Hub,
     /// Retained versions and the bytes their values hold (packed ones at their packed size),
@@ -180,7 +181,11 @@ impl Inner {
         self.value_bytes = self
             .value_bytes
             .saturating_add(value.as_ref().map_or(0, |v| v.len() as u64));
-        let versions = self.keys.entry(key.to_owned()).or_default();
+        let shared: Arc<str> = match self.keys.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
+        };
+        let versions = self.keys.entry(shared.clone()).or_default();
         // The version this one supersedes becomes history: packed against this one's value.
         if let Some(last) = versions.last_mut()
             && let Some(Held::Plain(old)) = &last.value
@@ -200,7 +205,7 @@ impl Inner {
         self.log.push_back(Logged {
             revision: rev,
             kind,
-            key: key.to_owned(),
+            key: shared,
         });
         self.hub.publish(&event);
         rev
@@ -227,7 +232,7 @@ impl Inner {
             }
         }
         for key in touched {
-            let Some(versions) = self.keys.get_mut(&key) else {
+            let Some(versions) = self.keys.get_mut(&*key) else {
                 continue;
             };
             // Versions ≤ target: keep only the newest, and only if it is not a tombstone.
@@ -245,7 +250,7 @@ impl Inner {
                     .saturating_sub(v.value.as_ref().map_or(0, |v| v.held_len() as u64));
             }
             if versions.is_empty() {
-                self.keys.remove(&key);
+                self.keys.remove(&*key);
             }
         }
         self.compacted = target;
@@ -297,7 +302,7 @@ fn replayed(inner: &Inner, e: &Logged) -> Result<Arc<Event>> {
     };
     let versions = inner
         .keys
-        .get(&e.key)
+        .get(&*e.key)
         .ok_or_else(|| unreadable("no versions".into()))?;
     let idx = versions
         .binary_search_by_key(&e.revision, |v| v.rev)
@@ -315,7 +320,7 @@ fn replayed(inner: &Inner, e: &Logged) -> Result<Arc<Event>> {
     Ok(Arc::new(Event {
         revision: e.revision,
         kind: e.kind,
-        key: e.key.clone(),
+        key: e.key.to_string(),
         value,
         prev_value,
     }))
@@ -395,13 +400,13 @@ impl Storage for MemoryStore {
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix));
         for (key, versions) in range {
-            let idx = versions.partition_point(|v| v.rev <= at);
-            let Some(v) = idx.checked_sub(1).map(|i| &versions[i]) else {
+            let Some(i) = versions.partition_point(|v| v.rev <= at).checked_sub(1) else {
                 continue;
             };
+            let v = &versions[i];
             // Past the limit a live key is only counted, not copied out.
             if out.kvs.len() < limit {
-                let value = value_at(versions, idx - 1).map_err(|e| {
+                let value = value_at(versions, i).map_err(|e| {
                     StoreError::Io(format!("{key} at revision {at} unreadable: {e}"))
                 })?;
                 out.kvs.extend(kv_of(key, v, value));
