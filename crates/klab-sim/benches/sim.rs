@@ -10,8 +10,8 @@
 //! and DaemonSets, zone `za` powered off at 5 min, 30 virtual minutes). Both raise the controller
 //! manager's client rate (`kube-api-qps`), as large clusters are configured, so that pod creation is
 //! not what the run measures. `KLAB_BENCH_WALL_CAP=<seconds>` stops a case after that much wall
-//! time and prints how far it got in virtual time; every case prints its progress every 10 s and
-//! its trace hash (the same for the same seed; `KLAB_BENCH_TRACE=<file>` also writes the trace's
+//! time and prints how far it got in virtual time; every case prints its progress every 10 s (with
+//! the versions and bytes of values the store holds, history included) and its trace hash (the same for the same seed; `KLAB_BENCH_TRACE=<file>` also writes the trace's
 //! lines there, to compare two builds). `KLAB_BENCH_REQUESTS=1` also prints the API
 //! server's request counts (`apiserver_request_total`) at the end of each round: where the work is.
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
