@@ -4,8 +4,10 @@
 //! Modelled on client-go's legacy `record.EventRecorder` and its `EventCorrelator`, which
 //! kube-controller-manager and the kubelet both use with its default options; deterministic:
 //! - an Event is named `<object name>.<hex of the clock's unix nanoseconds>` (client-go's
-//!   `fmt.Sprintf("%v.%x", ref.Name, t.UnixNano())`), in the object's namespace or `default` for
-//!   cluster-scoped objects (whose `involvedObject.namespace` stays empty);
+//!   `fmt.Sprintf("%v.%x", ref.Name, t.UnixNano())`; a recorder on a host — a kubelet — adds a
+//!   fixed offset under a millisecond, so that two recorders at one virtual instant seldom pick
+//!   one name), in the object's namespace or `default` for cluster-scoped objects (whose
+//!   `involvedObject.namespace` stays empty);
 //! - aggregation: the 10th distinct message with the same (source, object, type, reason) within
 //!   10 minutes of the previous one turns into one Event "(combined from similar events): <latest
 //!   message>", whose count later ones raise;

@@ -275,7 +275,7 @@ pub type Labels = Arc<BTreeMap<String, String>>;
 /// change).
 #[derive(Debug, Default)]
 pub struct LabelSets {
-    seen: std::collections::HashSet<Labels>,
+    seen: BTreeSet<Labels>,
 }
 
 impl LabelSets {
@@ -286,15 +286,6 @@ impl LabelSets {
         }
         self.seen.insert(labels.clone());
         labels
-    }
-
-    /// How many distinct label sets are kept.
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
     }
 }
 

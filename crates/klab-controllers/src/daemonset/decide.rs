@@ -1488,14 +1488,7 @@ mod tests {
             (
                 opt(vec!["", "h1", "h2"]),
                 opt(vec!["", "1", "2", "x"]),
-                opt(vec![
-                    "",
-                    "Pending",
-                    "Running",
-                    "Succeeded",
-                    "Failed",
-                    "Unknown",
-                ]),
+                opt(crate::replicaset::util::testutil::PHASES.to_vec()),
             ),
             (opt(vec!["-", "", "n1"]), any::<bool>(), any::<bool>()),
             (

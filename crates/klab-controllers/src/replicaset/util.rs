@@ -250,6 +250,10 @@ pub(crate) mod testutil {
         Timestamp::from_second(1_767_225_600 + s).unwrap()
     }
 
+    /// The phases property tests give [`status_json`] ("" for none; "Unknown" for one the
+    /// controllers do not name).
+    pub const PHASES: &[&str] = &["", "Pending", "Running", "Succeeded", "Failed", "Unknown"];
+
     /// A pod status as property tests vary it: `phase` ("" for none) and a Ready condition of
     /// `ready` ("-" for none; "True" or "False") that changed at `since` seconds (or never),
     /// after a PodScheduled one.

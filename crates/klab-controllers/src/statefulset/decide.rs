@@ -908,14 +908,7 @@ mod tests {
             (
                 opt(vec!["web-0", "web-12", "web-01", "web", "web-x", "web-"]),
                 opt(vec!["", R1, R2]),
-                opt(vec![
-                    "",
-                    "Pending",
-                    "Running",
-                    "Succeeded",
-                    "Failed",
-                    "Unknown",
-                ]),
+                opt(crate::replicaset::util::testutil::PHASES.to_vec()),
             ),
             any::<bool>(),
             (
