@@ -420,10 +420,65 @@ pub struct Slot {
 /// changed; the decisions then walk rows in one pass each, without looking anything up (at
 /// thousands of nodes, grouping the pods and looking every node up in the groups on every sync
 /// was most of a sync).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Rows in the steady state of a rolled-out DaemonSet (see [`Settling`]) are set apart once
+/// they are seen so: every decision would read the same of each of them (nothing to create,
+/// delete or replace; desired, current, ready, available and updated), so the decisions count
+/// them instead of walking them, and a sync of a DaemonSet on thousands of nodes walks only
+/// the few rows that are changing.
+#[derive(Clone, Debug, Default)]
 pub struct Table {
+    /// The rows not set apart, in node-name order: what the decisions walk.
     rows: BTreeMap<String, Slot>,
+    /// The rows set apart as settled under `settled_by`, at or before `settled_at`.
+    settled: BTreeMap<String, Slot>,
+    settled_by: Option<Settling>,
+    settled_at: Option<Timestamp>,
 }
+
+/// What makes a row settled: the template hash and generation that count a pod as updated, and
+/// the `minReadySeconds` that count it as available. A row is settled when its node exists and
+/// should run and keep running the daemon, and it holds exactly one pod, neither terminal nor
+/// being deleted, updated and available. A settled row stays so as time passes (availability
+/// only comes with time) until the row changes or these do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settling {
+    hash: String,
+    generation: Option<String>,
+    min_ready: Duration,
+}
+
+impl Settling {
+    /// What `ds`'s decisions with template hash `hash` count as updated and available.
+    pub fn of(ds: &DaemonSet, hash: &str) -> Settling {
+        Settling {
+            hash: hash.to_string(),
+            generation: template_generation(ds).map(|g| g.to_string()),
+            min_ready: util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds)),
+        }
+    }
+
+    fn holds(&self, slot: &Slot, now: Timestamp) -> bool {
+        match (slot.placed, slot.pods.as_slice()) {
+            (Some((true, true)), [p]) => {
+                !p.deleting
+                    && p.phase == Phase::Other
+                    && p.is_updated(&self.hash, self.generation.as_deref())
+                    && p.is_available(self.min_ready, now)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Two tables are equal when they hold the same rows, whichever are set apart.
+impl PartialEq for Table {
+    fn eq(&self, other: &Table) -> bool {
+        self.all_rows().eq(other.all_rows())
+    }
+}
+
+impl Eq for Table {}
 
 impl Table {
     /// The table of these nodes and pods.
@@ -442,9 +497,21 @@ impl Table {
         t
     }
 
+    /// A row about to change, out of the settled ones if it was there.
+    fn unsettled_mut(&mut self, name: &str) -> Option<&mut Slot> {
+        if let Some(slot) = self.settled.remove(name) {
+            self.rows.insert(name.to_string(), slot);
+        }
+        self.rows.get_mut(name)
+    }
+
     /// Sets a node's placement (`None`: the node is gone).
     pub fn set_node(&mut self, name: &str, placed: Option<(bool, bool)>) {
-        match self.rows.get_mut(name) {
+        // A settled row stays settled when its node's placement is what made it so.
+        if placed == Some((true, true)) && self.settled.contains_key(name) {
+            return;
+        }
+        match self.unsettled_mut(name) {
             Some(row) => {
                 row.placed = placed;
                 if row.placed.is_none() && row.pods.is_empty() {
@@ -466,6 +533,7 @@ impl Table {
 
     /// Every node gone (their pods stay, on nodes that do not exist).
     pub fn clear_nodes(&mut self) {
+        self.rows.append(&mut self.settled);
         self.rows.retain(|_, row| {
             row.placed = None;
             !row.pods.is_empty()
@@ -475,7 +543,7 @@ impl Table {
     /// Files a pod (a pod not filed on a node is not kept).
     pub fn add_pod(&mut self, m: Member) {
         let Some(node) = filed(&m) else { return };
-        let row = match self.rows.get_mut(node) {
+        let row = match self.unsettled_mut(node) {
             Some(row) => row,
             None => self.rows.entry(node.to_string()).or_default(),
         };
@@ -490,7 +558,7 @@ impl Table {
     /// Takes a pod (as it was filed) out.
     pub fn remove_pod(&mut self, m: &Member) {
         let Some(node) = filed(m) else { return };
-        let Some(row) = self.rows.get_mut(node) else {
+        let Some(row) = self.unsettled_mut(node) else {
             return;
         };
         if let Some(at) = row.pods.iter().position(|p| p.name == m.name) {
@@ -501,16 +569,75 @@ impl Table {
         }
     }
 
-    /// Rows in node-name order.
-    pub fn rows(&self) -> impl Iterator<Item = (&str, &Slot)> {
-        self.rows.iter().map(|(n, r)| (n.as_str(), r))
+    /// Sets apart the rows settled under `by` at `now` (every row set apart under something
+    /// else first comes back). Decisions that read the table under `by` at `now` or later
+    /// count those rows instead of walking them; under anything else they walk every row.
+    pub fn settle(&mut self, by: &Settling, now: Timestamp) {
+        if self.settled_by.as_ref() != Some(by) {
+            self.rows.append(&mut self.settled);
+            self.settled_by = Some(by.clone());
+        }
+        let settled: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|(_, slot)| by.holds(slot, now))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in settled {
+            if let Some(slot) = self.rows.remove(&name) {
+                self.settled.insert(name, slot);
+            }
+        }
+        self.settled_at = Some(self.settled_at.map_or(now, |t| t.max(now)));
     }
 
-    /// The nodes that exist, in name order, with their placement and pods.
-    fn nodes(&self) -> impl Iterator<Item = (&str, (bool, bool), &[Member])> {
-        self.rows()
-            .filter_map(|(n, r)| Some((n, r.placed?, r.pods.as_slice())))
+    /// Every row in node-name order, settled or not.
+    pub fn all_rows(&self) -> impl Iterator<Item = (&str, &Slot)> {
+        merged(&self.rows, &self.settled)
     }
+
+    /// The rows a decision reading the table at `now` walks, and how many settled rows it counts
+    /// instead: the rows not set apart and the settled count when the table was settled at or
+    /// before `now` under a [`Settling`] that `counts` accepts, else every row and none.
+    fn walk(
+        &self,
+        counts: impl Fn(&Settling) -> bool,
+        now: Timestamp,
+    ) -> (Box<dyn Iterator<Item = (&str, &Slot)> + '_>, usize) {
+        let current = self.settled_by.as_ref().is_some_and(counts)
+            && self.settled_at.is_some_and(|at| at <= now);
+        if current || self.settled.is_empty() {
+            (
+                Box::new(self.unsettled()),
+                if current { self.settled.len() } else { 0 },
+            )
+        } else {
+            (Box::new(self.all_rows()), 0)
+        }
+    }
+
+    /// The rows not set apart, in node-name order.
+    fn unsettled(&self) -> impl Iterator<Item = (&str, &Slot)> {
+        self.rows.iter().map(|(n, r)| (n.as_str(), r))
+    }
+}
+
+/// Two ordered maps' entries as one, in key order (their keys are disjoint).
+fn merged<'a>(
+    a: &'a BTreeMap<String, Slot>,
+    b: &'a BTreeMap<String, Slot>,
+) -> impl Iterator<Item = (&'a str, &'a Slot)> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    std::iter::from_fn(move || {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some((ka, _)), Some((kb, _))) => ka <= kb,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let (k, v) = if take_a { a.next()? } else { b.next()? };
+        Some((k.as_str(), v))
+    })
 }
 
 /// The order of one node's daemon pods: creation time (none first), then name.
@@ -587,7 +714,8 @@ pub fn manage(
     // Daemon pods bound by affinity to nodes that do not exist and never scheduled, in node
     // name order (a node's oldest first): deleted after the nodes' deletions.
     let mut ghosts: Vec<String> = Vec::new();
-    for (name, row) in table.rows() {
+    // A settled row has nothing to create or delete, whatever it was settled under.
+    for (name, row) in table.unsettled() {
         let pods = row.pods.as_slice();
         let Some((should_run, should_continue)) = row.placed else {
             ghosts.extend(
@@ -715,31 +843,36 @@ pub fn rolling_update_deletions(
         .and_then(|s| s.update_strategy.as_ref())
         .and_then(|u| u.rolling_update.as_ref());
     let limit = ru.and_then(|r| r.max_unavailable.as_ref());
+    let by = Settling::of(ds, hash);
+    // A settled row has one pod, updated and available: it counts as desired, adds nothing
+    // unavailable and has nothing to replace.
+    let (rows, settled) = table.walk(|s| *s == by, now);
+    let rows: Vec<(&str, &Slot)> = rows.collect();
     // Only a percentage reads the desired count.
     let desired = match limit {
-        Some(IntOrString::String(_)) => {
-            table.nodes().filter(|(_, (run, _), _)| *run).count() as i64
-        }
+        Some(IntOrString::String(_)) => rows
+            .iter()
+            .filter(|(_, r)| matches!(r.placed, Some((true, _))))
+            .count()
+            .saturating_add(settled) as i64,
         _ => 0,
     };
     let mut max_unavailable = scaled(limit, desired, 1);
     if max_unavailable == 0 && max_surge(ds) == 0 {
         max_unavailable = 1;
     }
-    let min_ready =
-        crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
-    let generation = template_generation(ds).map(|g| g.to_string());
+    let (min_ready, generation) = (by.min_ready, by.generation.as_deref());
     let mut unavailable = 0i64;
     // Rows are in node-name order, so both lists are.
     let mut replace: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = Vec::new();
     // Every node with daemon pods, whether it exists or not.
-    for pods in table.rows().map(|(_, r)| &r.pods).filter(|p| !p.is_empty()) {
+    for pods in rows.iter().map(|(_, r)| &r.pods).filter(|p| !p.is_empty()) {
         // The node's live pods, new and old: counted, and the first of each kept (no lists
         // built per node).
         let (mut new, mut old) = ((0usize, None), (0usize, None));
         for p in pods.iter().filter(|p| !p.deleting) {
-            let side = if p.is_updated(hash, generation.as_deref()) {
+            let side = if p.is_updated(hash, generation) {
                 &mut new
             } else {
                 &mut old
@@ -786,16 +919,19 @@ pub fn compute_status(
     hash: &str,
     now: Timestamp,
 ) -> DaemonSetStatus {
-    let min_ready =
-        crate::replicaset::util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds));
-    let generation = template_generation(ds).map(|g| g.to_string());
+    let by = Settling::of(ds, hash);
+    let (min_ready, generation) = (by.min_ready, by.generation.as_deref());
     let mut st = DaemonSetStatus {
         observed_generation: ds.metadata.generation,
         ..Default::default()
     };
+    // A settled row's node should run the daemon and its one pod is current, ready, available
+    // and updated.
+    let (rows, settled) = table.walk(|s| *s == by, now);
+    let settled = i32::try_from(settled).unwrap_or(i32::MAX);
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
-        (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
-    for (_, (should_run, _), pods) in table.nodes() {
+        (settled, settled, 0i32, settled, settled, settled);
+    for (should_run, pods) in rows.filter_map(|(_, r)| Some((r.placed?.0, r.pods.as_slice()))) {
         let oldest = pods.first();
         if should_run {
             desired = desired.saturating_add(1);
@@ -808,7 +944,7 @@ pub fn compute_status(
                     available = available.saturating_add(1);
                 }
             }
-            if pod.is_updated(hash, generation.as_deref()) {
+            if pod.is_updated(hash, generation) {
                 updated = updated.saturating_add(1);
             }
         } else if oldest.is_some() {
@@ -839,9 +975,9 @@ pub fn next_availability_check(ds: &DaemonSet, table: &Table, now: Timestamp) ->
         return None;
     }
     let min_ready = Duration::from_secs(secs as u64);
-    table
-        .rows()
-        .filter_map(|(_, r)| r.pods.first())
+    // A settled row's pod is available under the same minReadySeconds.
+    let (rows, _) = table.walk(|s| s.min_ready == min_ready, now);
+    rows.filter_map(|(_, r)| r.pods.first())
         .filter(|p| p.is_ready() && !p.is_available(min_ready, now))
         .filter_map(|p| util::available_at_of(p.ready, min_ready))
         .min()
@@ -1543,7 +1679,7 @@ mod tests {
                     {
                         let mut t = Table::default();
                         t.add_pod(m.clone());
-                        t.rows().next().is_none()
+                        t.all_rows().next().is_none()
                     },
                     target_node_name(&pod).is_none() || (terminal && deleting)
                 );
@@ -1632,6 +1768,177 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    /// Setting settled rows apart changes no decision: under any sequence of node and pod
+    /// changes and settlings (under the DaemonSet's own hash and minReadySeconds or others, at
+    /// instants before and after the one decided at), every decision over the kept table is the
+    /// decision over the same rows built from scratch.
+    #[test]
+    fn settled_rows_change_no_decision() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Node(u8, u8),
+            Pod {
+                i: u8,
+                node: u8,
+                phase: u8,
+                deleting: bool,
+                ready: u8,
+                hash: u8,
+            },
+            RemovePod(u8),
+            ClearNodes,
+            Settle {
+                own: u8,
+                at: u8,
+            },
+            Decide(u8),
+        }
+        let op = prop_oneof![
+            2 => (0u8..6, 0u8..4).prop_map(|(j, p)| Op::Node(j, p)),
+            4 => (0u8..8, 0u8..6, 0u8..3, proptest::bool::weighted(0.2), 0u8..4, 0u8..3)
+                .prop_map(|(i, node, phase, deleting, ready, hash)| Op::Pod { i, node, phase, deleting, ready, hash }),
+            1 => (0u8..8).prop_map(Op::RemovePod),
+            1 => Just(Op::ClearNodes),
+            3 => (0u8..4, 0u8..4).prop_map(|(own, at)| Op::Settle { own, at }),
+            3 => (0u8..4).prop_map(Op::Decide),
+        ];
+        let case = (
+            proptest::collection::vec(op, 1..40),
+            prop_oneof![Just(json!(1)), Just(json!(2)), Just(json!("50%"))],
+            prop_oneof![Just(0), Just(5)],
+        );
+        TestRunner::new(Config {
+            cases: 400,
+            ..Config::default()
+        })
+        .run(&case, |(ops, max_unavailable, min_ready)| {
+            let t = |s: i64| Timestamp::from_second(1_767_225_600 + s).unwrap();
+            let mut d = ds(json!({"containers": [{"name": "c", "image": "v2"}]}));
+            d.metadata.generation = Some(2);
+            let spec = d.spec.as_mut().unwrap();
+            spec.min_ready_seconds = Some(min_ready);
+            spec.update_strategy = Some(
+                serde_json::from_value(json!({"type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": max_unavailable}}))
+                .unwrap(),
+            );
+            let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+            let mut other = d.clone();
+            other.spec.as_mut().unwrap().min_ready_seconds = Some(5 - min_ready);
+            let mut kept = Table::default();
+            let mut nodes: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+            let mut pods: BTreeMap<String, Member> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Node(j, p) => {
+                        let name = format!("n{j}");
+                        let placed = [
+                            None,
+                            Some((true, true)),
+                            Some((false, true)),
+                            Some((false, false)),
+                        ][usize::from(p)];
+                        match placed {
+                            Some(pl) => nodes.insert(name.clone(), pl),
+                            None => nodes.remove(&name),
+                        };
+                        kept.set_node(&name, placed);
+                    }
+                    Op::Pod {
+                        i,
+                        node,
+                        phase,
+                        deleting,
+                        ready,
+                        hash: h,
+                    } => {
+                        let name = format!("p{i}");
+                        if let Some(old) = pods.remove(&name) {
+                            kept.remove_pod(&old);
+                        }
+                        let m = Member {
+                            name: name.clone(),
+                            node: Some(format!("n{node}")),
+                            bound: true,
+                            created: Some(t(i64::from(i % 3))),
+                            deleting,
+                            phase: [Phase::Other, Phase::Failed, Phase::Succeeded]
+                                [usize::from(phase)],
+                            ready: [
+                                None,
+                                Some((false, Some(t(0)))),
+                                Some((true, Some(t(0)))),
+                                Some((true, Some(t(8)))),
+                            ][usize::from(ready)],
+                            hash: [Some(hash.as_str()), Some("old"), None][usize::from(h)]
+                                .map(str::to_string),
+                            generation: Some(if h == 2 { "2" } else { "1" }.to_string()),
+                        };
+                        kept.add_pod(m.clone());
+                        pods.insert(name, m);
+                    }
+                    Op::RemovePod(i) => {
+                        if let Some(old) = pods.remove(&format!("p{i}")) {
+                            kept.remove_pod(&old);
+                        }
+                    }
+                    Op::ClearNodes => {
+                        nodes.clear();
+                        kept.clear_nodes();
+                    }
+                    Op::Settle { own, at } => {
+                        let by = match own {
+                            0 | 1 => Settling::of(&d, &hash),
+                            2 => Settling::of(&d, "other"),
+                            _ => Settling::of(&other, &hash),
+                        };
+                        kept.settle(&by, t(i64::from(at) * 5));
+                    }
+                    Op::Decide(at) => {
+                        let now = t(i64::from(at) * 5);
+                        let placed: Vec<Placed> = nodes
+                            .iter()
+                            .map(|(n, (run, cont))| Placed {
+                                name: Some(n.clone()),
+                                should_run: *run,
+                                should_continue: *cont,
+                            })
+                            .collect();
+                        let fresh = Table::build(&placed, pods.values());
+                        prop_assert_eq!(&kept, &fresh);
+                        let plan = |table: &Table| {
+                            manage(
+                                &d,
+                                table,
+                                now,
+                                &mut FailedPodsBackoff::default(),
+                                &Default::default(),
+                            )
+                        };
+                        prop_assert_eq!(plan(&kept), plan(&fresh));
+                        prop_assert_eq!(
+                            rolling_update_deletions(&d, &kept, &hash, now),
+                            rolling_update_deletions(&d, &fresh, &hash, now)
+                        );
+                        prop_assert_eq!(
+                            compute_status(&d, &kept, &hash, now),
+                            compute_status(&d, &fresh, &hash, now)
+                        );
+                        prop_assert_eq!(
+                            next_availability_check(&d, &kept, now),
+                            next_availability_check(&d, &fresh, now)
+                        );
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]

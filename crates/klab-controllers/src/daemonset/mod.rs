@@ -298,17 +298,20 @@ impl Dsc {
         let now = self.clock.now();
         // Taken out for the sync (the decisions borrow it while the sync writes).
         let mut seen = self.seen.remove(&key).unwrap_or_default();
-        let table = seen.read(&self.pods, &self.nodes, &ds);
-        self.sync_with(&key, &ds, now, table).await;
+        seen.read(&self.pods, &self.nodes, &ds);
+        self.sync_with(&key, &ds, now, &mut seen.table).await;
         self.seen.insert(key, seen);
     }
 
-    async fn sync_with(&mut self, key: &ObjKey, ds: &DaemonSet, now: Timestamp, table: &Table) {
+    async fn sync_with(&mut self, key: &ObjKey, ds: &DaemonSet, now: Timestamp, table: &mut Table) {
         let Some(spec) = ds.spec.as_ref() else { return };
         let hash = decide::template_hash(
             &spec.template,
             ds.status.as_ref().and_then(|s| s.collision_count),
         );
+        // The rows in the rolled-out steady state are counted, not walked, by the decisions.
+        table.settle(&decide::Settling::of(ds, &hash), now);
+        let table = &*table;
 
         let satisfied = self.expectations.get(key).is_none_or(|e| e.satisfied(now));
         if !satisfied && let Some(t) = self.expectations.get(key).and_then(|e| e.expires_at()) {
@@ -522,13 +525,13 @@ mod tests {
         let read = |seen: &mut Seen, ds: &DaemonSet| -> View {
             let t = seen.read(&pods, &nodes, ds);
             let mut m: Vec<(String, Option<String>)> = t
-                .rows()
+                .all_rows()
                 .flat_map(|(_, r)| r.pods.iter())
                 .map(|x| (x.name.clone(), x.node.clone()))
                 .collect();
             m.sort();
             let p = t
-                .rows()
+                .all_rows()
                 .filter_map(|(n, r)| Some((n.to_string(), r.placed?.0)))
                 .collect();
             (m, p)
