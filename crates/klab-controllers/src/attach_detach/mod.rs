@@ -1,6 +1,7 @@
 //! The attach/detach controller (shell; decisions in decide.rs). One reconcile of the whole
 //! world, queued by any change of a pod that uses a claim (those pods are indexed; other pods
-//! never reach it), of nodes, claims, volumes, CSI drivers or VolumeAttachments, and by detach
+//! never reach it), of a node's presence, readiness, out-of-service taint or volumes (its other
+//! writes never reach it), of claims, volumes, CSI drivers or VolumeAttachments, and by detach
 //! timers:
 //!
 //! 1. the desired state from scheduled, non-terminated pods;
@@ -49,6 +50,39 @@ fn pod_claims_index(pod: &Pod) -> Vec<String> {
     }
 }
 
+/// Index of the nodes whose `status.volumesAttached` lists something (all under one value): the
+/// ones whose list a sync may have to clear.
+const NODE_ATTACHED: &str = "adc.volumesAttached";
+
+fn node_attached_index(node: &Node) -> Vec<String> {
+    if node
+        .status
+        .as_ref()
+        .and_then(|s| s.volumes_attached.as_ref())
+        .is_some_and(|v| !v.is_empty())
+    {
+        vec![String::new()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether a node's change can move what a sync decides: its coming or going, its readiness and
+/// out-of-service taint (when a detach may go ahead), and the volumes it reports in use and
+/// attached. A node's heartbeats and other status writes cannot, and at thousands of nodes
+/// syncing for each of them was most of this controller's work.
+fn node_change_matters(old: Option<&Node>, new: Option<&Node>) -> bool {
+    let (Some(o), Some(n)) = (old, new) else {
+        return true;
+    };
+    let in_use = |n: &Node| n.status.as_ref().and_then(|s| s.volumes_in_use.clone());
+    let attached = |n: &Node| n.status.as_ref().and_then(|s| s.volumes_attached.clone());
+    decide::node_ready(Some(o)) != decide::node_ready(Some(n))
+        || decide::out_of_service(Some(o)) != decide::out_of_service(Some(n))
+        || in_use(o) != in_use(n)
+        || attached(o) != attached(n)
+}
+
 fn all_key() -> ObjKey {
     (String::new(), "attach-detach".to_string())
 }
@@ -68,6 +102,7 @@ pub async fn run(
     let drivers = informers.get::<CSIDriver>();
     let attachments = informers.get::<VolumeAttachment>();
     pods.add_index(POD_CLAIMS, pod_claims_index);
+    nodes.add_index(NODE_ATTACHED, node_attached_index);
     // A pod change matters only to pods that use a claim, before or after the change: most pods
     // have none, and a whole-world sync for each of their status writes would cost O(pods) per
     // write (upstream's podAdd/podUpdate likewise only process the pod's own volumes).
@@ -76,7 +111,9 @@ pub async fn run(
             old.is_some_and(|p| decide::uses_claims(&p))
                 || new.is_some_and(|p| decide::uses_claims(&p))
         })
-        .add(&nodes, |_| true)
+        .add(&nodes, |(old, new)| {
+            node_change_matters(old.as_deref(), new.as_deref())
+        })
         .add(&claims, |_| true)
         .add(&volumes, |_| true)
         .add(&drivers, |_| true)
@@ -326,14 +363,8 @@ impl Adc {
         for ((_, node), _) in actual.iter() {
             by_node.insert(node.clone());
         }
-        for n in self.nodes.list() {
-            if n.status
-                .as_ref()
-                .and_then(|s| s.volumes_attached.as_ref())
-                .is_some_and(|v| !v.is_empty())
-            {
-                by_node.insert(n.metadata.name.clone().unwrap_or_default());
-            }
+        for n in self.nodes.by_index(NODE_ATTACHED, "") {
+            by_node.insert(n.metadata.name.clone().unwrap_or_default());
         }
         for node in by_node {
             self.set_volumes_attached(&node, &actual, &detaching, &volumes)
@@ -427,5 +458,56 @@ impl Adc {
         self.recorder
             .record(&object_ref_for_pod(&pod), ty, reason, msg)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(ready: &str, heartbeat: &str, taints: serde_json::Value, in_use: &[&str]) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": taints},
+            "status": {
+                "conditions": [{"type": "Ready", "status": ready, "lastHeartbeatTime": heartbeat}],
+                "volumesInUse": in_use,
+            }
+        }))
+        .unwrap()
+    }
+
+    /// Only a node's coming and going, readiness, out-of-service taint and volumes reach the
+    /// sync; a heartbeat or another taint does not.
+    #[test]
+    fn only_a_node_s_volumes_readiness_and_service_matter() {
+        let t1 = "2026-01-01T00:00:00Z";
+        let t2 = "2026-01-01T00:00:10Z";
+        let base = node("True", t1, json!([]), &["v1"]);
+        let matters = |n: &Node| node_change_matters(Some(&base), Some(n));
+        assert!(!matters(&node("True", t2, json!([]), &["v1"])));
+        assert!(!matters(&node(
+            "True",
+            t1,
+            json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+            &["v1"]
+        )));
+        assert!(matters(&node("Unknown", t2, json!([]), &["v1"])));
+        assert!(matters(&node(
+            "True",
+            t1,
+            json!([{"key": names::TAINT_OUT_OF_SERVICE, "value": "nodeshutdown", "effect": "NoExecute"}]),
+            &["v1"]
+        )));
+        assert!(matters(&node("True", t1, json!([]), &[])));
+        let mut attached = base.clone();
+        attached.status.as_mut().unwrap().volumes_attached = Some(vec![
+            serde_json::from_value(json!({"name": "v1", "devicePath": ""})).unwrap(),
+        ]);
+        assert!(matters(&attached));
+        assert!(node_change_matters(None, Some(&base)));
+        assert!(node_change_matters(Some(&base), None));
+        assert_eq!(node_attached_index(&base), Vec::<String>::new());
+        assert_eq!(node_attached_index(&attached), vec![String::new()]);
     }
 }
