@@ -25,7 +25,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    AttachedVolume, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -75,8 +77,12 @@ fn node_change_matters(old: Option<&Node>, new: Option<&Node>) -> bool {
     let (Some(o), Some(n)) = (old, new) else {
         return true;
     };
-    let in_use = |n: &Node| n.status.as_ref().and_then(|s| s.volumes_in_use.clone());
-    let attached = |n: &Node| n.status.as_ref().and_then(|s| s.volumes_attached.clone());
+    fn in_use(n: &Node) -> Option<&Vec<String>> {
+        n.status.as_ref()?.volumes_in_use.as_ref()
+    }
+    fn attached(n: &Node) -> Option<&Vec<AttachedVolume>> {
+        n.status.as_ref()?.volumes_attached.as_ref()
+    }
     decide::node_ready(Some(o)) != decide::node_ready(Some(n))
         || decide::out_of_service(Some(o)) != decide::out_of_service(Some(n))
         || in_use(o) != in_use(n)
