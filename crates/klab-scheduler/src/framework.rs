@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::DetRng;
 
-use crate::nodeinfo::{NodeInfo, pod_requests};
+use crate::nodeinfo::{NodeInfo, ZoneSpread, pod_requests};
 use crate::plugins::{self, Code, Plugin, Rejection};
 use klab_api::nodeaffinity;
 
@@ -143,8 +143,15 @@ fn count_owned(ni: &NodeInfo, owner: &str) -> i64 {
 
 /// PodTopologySpread with the system default constraints (`kubernetes.io/hostname` maxSkew 3 and
 /// `topology.kubernetes.io/zone` maxSkew 5, both ScheduleAnyway), score + normalisation.
-/// Returns `None` when the plugin is skipped (no owner to spread by).
-fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Option<Vec<i64>> {
+/// Returns `None` when the plugin is skipped (no owner to spread by). `spread` holds the sums of
+/// `all` by zone (read instead of walking every node, unless the pod's node affinity narrows the
+/// nodes counted).
+fn score_topology_spread(
+    pod: &Pod,
+    all: &[NodeInfo],
+    feasible: &[usize],
+    spread: &ZoneSpread,
+) -> Option<Vec<i64>> {
     let owner = crate::nodeinfo::spread_key(pod)?;
     const MAX_SKEW_HOSTNAME: i64 = 3;
     const MAX_SKEW_ZONE: i64 = 5;
@@ -171,14 +178,19 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
             .as_ref()
             .and_then(|s| s.node_selector.as_ref())
             .is_some_and(|m| !m.is_empty());
-    for ni in all {
-        let Some(c) = ni.zone.as_deref().and_then(|z| zone_counts.get_mut(z)) else {
-            continue;
-        };
-        if has_affinity && !nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
-            continue;
+    if has_affinity {
+        for ni in all {
+            let Some(c) = ni.zone.as_deref().and_then(|z| zone_counts.get_mut(z)) else {
+                continue;
+            };
+            if nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
+                *c = c.saturating_add(count_owned(ni, &owner));
+            }
         }
-        *c = c.saturating_add(count_owned(ni, &owner));
+    } else {
+        for (z, c) in zone_counts.iter_mut() {
+            *c = spread.count(&owner, z);
+        }
     }
     let mut raw = Vec::with_capacity(feasible.len());
     for &i in feasible {
@@ -212,8 +224,14 @@ fn score_topology_spread(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Opt
     )
 }
 
-/// Total weighted score of each feasible node (same order as `feasible`).
-pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> {
+/// Total weighted score of each feasible node (same order as `feasible`); `spread` holds the
+/// sums of `all` by zone ([`ZoneSpread::of`]).
+pub fn score_nodes(
+    pod: &Pod,
+    all: &[NodeInfo],
+    feasible: &[usize],
+    spread: &ZoneSpread,
+) -> Vec<i64> {
     let actual = pod_requests(pod, false);
     let non_zero = pod_requests(pod, true);
     let mut total = vec![0i64; feasible.len()];
@@ -227,7 +245,7 @@ pub fn score_nodes(pod: &Pod, all: &[NodeInfo], feasible: &[usize]) -> Vec<i64> 
         .map(|&i| nodeaffinity::preferred_score(pod, &all[i].node))
         .collect();
     plugins::default_normalize(&mut aff, false);
-    let spread = score_topology_spread(pod, all, feasible);
+    let spread = score_topology_spread(pod, all, feasible, spread);
     for (k, &i) in feasible.iter().enumerate() {
         let ni = &all[i];
         let mut add = |weight: i64, score: i64| {
@@ -307,14 +325,16 @@ pub fn schedule_one(
     state: &mut AlgorithmState,
     rng: &DetRng,
 ) -> ScheduleOutcome {
-    schedule_one_with(pod, nodes, state, rng, &|_| None)
+    schedule_one_with(pod, nodes, &ZoneSpread::of(nodes), state, rng, &|_| None)
 }
 
-/// `schedule_one` with the volume filters (`volume_filters::filter`), which need facts from
-/// outside the node infos: `extra` runs on a node after the node-level filters passed.
+/// `schedule_one` over a snapshot whose zone sums are kept beside it (`spread` must equal
+/// [`ZoneSpread::of`]`(nodes)`), with the volume filters (`volume_filters::filter`), which need
+/// facts from outside the node infos: `extra` runs on a node after the node-level filters passed.
 pub fn schedule_one_with(
     pod: &Pod,
     nodes: &[NodeInfo],
+    spread: &ZoneSpread,
     state: &mut AlgorithmState,
     rng: &DetRng,
     extra: &dyn Fn(&NodeInfo) -> Option<Rejection>,
@@ -413,7 +433,7 @@ pub fn schedule_one_with(
             feasible: 1,
         };
     }
-    let scores = score_nodes(pod, nodes, &feasible);
+    let scores = score_nodes(pod, nodes, &feasible, spread);
     let best = scores.iter().copied().max().unwrap_or(0);
     let mut top: Vec<&str> = feasible
         .iter()
@@ -627,7 +647,7 @@ mod tests {
             mk("n3", vec![]),
         ];
         let p = owned_pod("web-b");
-        let scores = score_nodes(&p, &nodes, &[0, 1, 2]);
+        let scores = score_nodes(&p, &nodes, &[0, 1, 2], &ZoneSpread::of(&nodes));
         assert!(
             scores[0] < scores[1] && scores[1] == scores[2],
             "{scores:?}"
@@ -666,7 +686,7 @@ mod tests {
         // sibling on the node and in zone za, n2 one in its zone, n3 none: 9, 7, 6.
         let p = owned_pod("web-b");
         assert_eq!(
-            score_topology_spread(&p, &nodes, &[0, 1, 2]),
+            score_topology_spread(&p, &nodes, &[0, 1, 2], &ZoneSpread::of(&nodes)),
             Some(vec![66, 88, 100])
         );
         // A nodeSelector that n1 fails: its sibling is not counted in za (nodeAffinityPolicy
@@ -674,12 +694,12 @@ mod tests {
         let mut sel = owned_pod("web-b");
         sel.spec.as_mut().unwrap().node_selector = Some([("disk".into(), "ssd".into())].into());
         assert_eq!(
-            score_topology_spread(&sel, &nodes, &[1, 2]),
+            score_topology_spread(&sel, &nodes, &[1, 2], &ZoneSpread::of(&nodes)),
             Some(vec![100, 100])
         );
         // A pod without a spreading owner skips the plugin.
         assert_eq!(
-            score_topology_spread(&pod(json!({})), &nodes, &[0, 1, 2]),
+            score_topology_spread(&pod(json!({})), &nodes, &[0, 1, 2], &ZoneSpread::of(&nodes)),
             None
         );
     }

@@ -178,6 +178,62 @@ pub(crate) fn spread_key(pod: &Pod) -> Option<String> {
     ))
 }
 
+/// Pods not being deleted per spreading owner and zone, summed over the nodes of a snapshot: the
+/// zone side of default topology spreading. The scheduler's cache keeps it as node infos change,
+/// so that a pod's score does not walk every node of the cluster to count its siblings by zone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneSpread {
+    /// owner ([`spread_key`]) → zone → pods; no zero entries, so two equal sums compare equal.
+    by_owner: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+impl ZoneSpread {
+    /// The sums over `infos`, counted from scratch.
+    pub fn of(infos: &[NodeInfo]) -> Self {
+        let mut z = ZoneSpread::default();
+        for ni in infos {
+            z.add(ni);
+        }
+        z
+    }
+
+    /// Counts a node info's pods in (a node without a zone label adds nothing).
+    pub fn add(&mut self, ni: &NodeInfo) {
+        self.apply(ni, 1);
+    }
+
+    /// Takes a node info's pods out again (the info as it was added).
+    pub fn remove(&mut self, ni: &NodeInfo) {
+        self.apply(ni, -1);
+    }
+
+    fn apply(&mut self, ni: &NodeInfo, sign: i64) {
+        let Some(zone) = ni.zone.as_deref() else {
+            return;
+        };
+        for (owner, &n) in &ni.spread_counts {
+            let zones = self.by_owner.entry(owner.clone()).or_default();
+            let c = zones.entry(zone.to_string()).or_insert(0);
+            *c = c.saturating_add(n.saturating_mul(sign));
+            if *c == 0 {
+                zones.remove(zone);
+                if zones.is_empty() {
+                    self.by_owner.remove(owner);
+                }
+            }
+        }
+    }
+
+    /// The owner's pods on the nodes of `zone`.
+    pub fn count(&self, owner: &str, zone: &str) -> i64 {
+        self.by_owner
+            .get(owner)
+            .and_then(|z| z.get(zone))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 impl NodeInfo {
     pub fn new(node: Node, pods: Vec<Pod>) -> Self {
         Self::shared(Arc::new(node), pods.into_iter().map(Arc::new).collect())

@@ -109,7 +109,12 @@ fn extreme_quantities_and_durations() {
     let mut scores = [i64::MAX, 1, 0];
     plugins::default_normalize(&mut scores, true);
     assert_eq!(scores[2], plugins::MAX_NODE_SCORE);
-    let _ = crate::framework::score_nodes(&big, std::slice::from_ref(&ni), &[0]);
+    let _ = crate::framework::score_nodes(
+        &big,
+        std::slice::from_ref(&ni),
+        &[0],
+        &crate::nodeinfo::ZoneSpread::of(std::slice::from_ref(&ni)),
+    );
     // A queue configured with the longest backoffs.
     let mut q = SchedulingQueue::new(QueueConfig {
         pod_initial_backoff: Duration::MAX,

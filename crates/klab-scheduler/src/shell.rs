@@ -21,8 +21,8 @@ use klab_api::shared::Shared;
 use klab_api::{Clock, DetRng, names};
 
 use crate::events::{EventRecorder, EventSpec};
-use crate::framework::{self, AlgorithmState, ScheduleOutcome, schedule_one};
-use crate::nodeinfo::{NodeInfo, pod_requests};
+use crate::framework::{self, AlgorithmState, ScheduleOutcome};
+use crate::nodeinfo::{NodeInfo, ZoneSpread, pod_requests};
 use crate::plugins::{self, Plugin};
 use crate::queue::{PodKey, SchedulingQueue};
 use crate::volume_filters;
@@ -114,6 +114,8 @@ pub struct Cache {
     /// Unbound pods this scheduler is responsible for.
     pub pending: BTreeMap<PodKey, Arc<Pod>>,
     infos: Vec<NodeInfo>,
+    /// The infos' pods by spreading owner and zone, changed with each info replaced.
+    spread: ZoneSpread,
     index: BTreeMap<String, usize>,
     dirty: BTreeSet<String>,
     structure_dirty: bool,
@@ -193,12 +195,19 @@ impl Cache {
 
     /// Every node with its pods, sorted by node name.
     pub fn snapshot(&mut self) -> &[NodeInfo] {
+        self.snapshot_with_spread().0
+    }
+
+    /// The snapshot and its pods summed by spreading owner and zone
+    /// ([`ZoneSpread::of`] the snapshot, kept up to date rather than counted again).
+    pub fn snapshot_with_spread(&mut self) -> (&[NodeInfo], &ZoneSpread) {
         if self.structure_dirty {
             self.infos = self
                 .nodes
                 .iter()
                 .map(|(n, node)| NodeInfo::shared(node.clone(), self.pods_on(n)))
                 .collect();
+            self.spread = ZoneSpread::of(&self.infos);
             self.index = self
                 .nodes
                 .keys()
@@ -210,11 +219,14 @@ impl Cache {
         } else {
             for name in std::mem::take(&mut self.dirty) {
                 if let (Some(&i), Some(node)) = (self.index.get(&name), self.nodes.get(&name)) {
-                    self.infos[i] = NodeInfo::shared(node.clone(), self.pods_on(&name));
+                    let info = NodeInfo::shared(node.clone(), self.pods_on(&name));
+                    self.spread.remove(&self.infos[i]);
+                    self.spread.add(&info);
+                    self.infos[i] = info;
                 }
             }
         }
-        &self.infos
+        (&self.infos, &self.spread)
     }
 }
 
@@ -434,13 +446,14 @@ impl Scheduler {
             }
         };
         let facts = self.volume_facts(&pod).await;
-        let snapshot = self.cache.snapshot();
+        let (snapshot, spread) = self.cache.snapshot_with_spread();
+        let (algo, rng) = (&mut self.algo, &self.rng);
         let outcome = match &facts {
-            None => schedule_one(&pod, snapshot, &mut self.algo, &self.rng),
+            None => framework::schedule_one_with(&pod, snapshot, spread, algo, rng, &|_| None),
             Some(f) => {
                 let conflicts = volume_filters::rwop_conflicts(&pod, snapshot, f);
                 let extra = |ni: &NodeInfo| volume_filters::filter(&pod, ni, f, conflicts);
-                framework::schedule_one_with(&pod, snapshot, &mut self.algo, &self.rng, &extra)
+                framework::schedule_one_with(&pod, snapshot, spread, algo, rng, &extra)
             }
         };
         match outcome {
@@ -991,6 +1004,73 @@ mod tests {
         c.remove_node("a");
         assert_eq!(c.snapshot().len(), 1);
         assert_eq!(c.node_info("b").unwrap().pods.len(), 1);
+    }
+
+    /// The zone sums the cache keeps beside its snapshot equal the sums counted from scratch,
+    /// whatever nodes (zones relabelled, removed) and pods (owned or not, being deleted, moved)
+    /// came and went between snapshots.
+    #[test]
+    fn kept_zone_spread_is_the_spread_counted_from_scratch() {
+        use proptest::prelude::*;
+        #[derive(Clone, Debug)]
+        enum Op {
+            Node(u8, Option<u8>),
+            RemoveNode(u8),
+            Assign(u8, u8, Option<u8>, bool),
+            Unassign(u8),
+            Snapshot,
+        }
+        let op = prop_oneof![
+            (0u8..6, proptest::option::of(0u8..3)).prop_map(|(n, z)| Op::Node(n, z)),
+            (0u8..6).prop_map(Op::RemoveNode),
+            (0u8..20, 0u8..7, proptest::option::of(0u8..3), any::<bool>())
+                .prop_map(|(p, n, o, d)| Op::Assign(p, n, o, d)),
+            (0u8..20).prop_map(Op::Unassign),
+            Just(Op::Snapshot),
+        ];
+        let node = |n: u8, zone: Option<u8>| -> Node {
+            let mut labels = json!({"kubernetes.io/hostname": format!("n{n}")});
+            if let Some(z) = zone {
+                labels["topology.kubernetes.io/zone"] = json!(format!("z{z}"));
+            }
+            serde_json::from_value(
+                json!({"metadata": {"name": format!("n{n}"), "labels": labels},
+                "status": {"allocatable": {"cpu": "2", "memory": "1Gi", "pods": "10"}}}),
+            )
+            .unwrap()
+        };
+        let pod = |p: u8, n: u8, owner: Option<u8>, deleting: bool| -> Pod {
+            let mut v = json!({"metadata": {"name": format!("p{p}"), "namespace": "d"},
+                "spec": {"nodeName": format!("n{n}"), "containers": [{"name": "c"}]}});
+            if let Some(o) = owner {
+                v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                    "kind": "ReplicaSet", "name": format!("rs{o}"), "uid": format!("u{o}"),
+                    "controller": true}]);
+            }
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        let check = |c: &mut Cache| {
+            let (infos, spread) = c.snapshot_with_spread();
+            assert_eq!(spread, &ZoneSpread::of(infos));
+        };
+        proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 0..60))| {
+            let mut c = Cache::default();
+            for op in ops {
+                match op {
+                    Op::Node(n, z) => c.set_node(node(n, z)),
+                    Op::RemoveNode(n) => c.remove_node(&format!("n{n}")),
+                    Op::Assign(p, n, o, d) => c.set_assigned(format!("d/p{p}"), pod(p, n, o, d)),
+                    Op::Unassign(p) => {
+                        c.remove_assigned(&format!("d/p{p}"));
+                    }
+                    Op::Snapshot => check(&mut c),
+                }
+            }
+            check(&mut c);
+        });
     }
 
     #[test]
