@@ -2948,8 +2948,19 @@ async fn priority_classes_and_the_priority_admission_plugin() {
     pcs.create(&pp, &pc(json!({"metadata": {"name": "gone"}, "value": 1})))
         .await
         .unwrap();
+    // Admission reads the classes as they are when the request arrives: one created or deleted
+    // just before is seen at once.
+    let mut p = pod("while-there");
+    p.spec.as_mut().unwrap().priority_class_name = Some("gone".into());
+    assert_eq!(
+        pods.create(&pp, &p).await.unwrap().spec.unwrap().priority,
+        Some(1)
+    );
     pcs.delete("gone", &DeleteParams::default()).await.unwrap();
     assert!(pcs.get_opt("gone").await.unwrap().is_none());
+    let mut p = pod("after-gone");
+    p.spec.as_mut().unwrap().priority_class_name = Some("gone".into());
+    assert_eq!(api_err(pods.create(&pp, &p).await.unwrap_err()).code, 403);
 
     // A pod update that leaves the priority out keeps it.
     let mut cur = pods.get("important").await.unwrap();

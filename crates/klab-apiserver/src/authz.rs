@@ -211,28 +211,10 @@ fn url_pairs(q: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// The RBAC objects as last loaded, with the `(key, revision)` of each: a pure function of the
-/// stored bytes, reused while watches on the four RBAC prefixes (opened before the lists were
-/// read) have delivered nothing. The store hands a commit's events to its watchers before the
-/// write returns, so a request after an RBAC write always sees it — upstream's authorizer, fed
-/// by informers, may lag. Checking the watches costs nothing per request; listing the prefixes
-/// on every request that found the store moved on was 2–3 % of a busy cluster's time.
-#[derive(Default)]
-pub(crate) struct PolicyCache {
-    /// The entry with the watches opened before it was read (one lock: a slower load must
-    /// never pair its older entry with a newer load's quiet watches).
-    state: Mutex<CacheState>,
-}
-
-#[derive(Default)]
-struct CacheState {
-    entry: Option<(Signature, Arc<Policy>)>,
-    /// Open while `entry` is current; `None` when it must be checked against the store.
-    watches: Option<Vec<klab_store::WatchStream>>,
-}
-
-/// The `(key, mod revision)` of every RBAC object a policy was built from.
-type Signature = Vec<(String, u64)>;
+/// The RBAC policy as last built from the stored roles and bindings: a pure function of their
+/// bytes, kept while the four RBAC prefixes are quiet (`PrefixCache`), so that the next request
+/// after an RBAC write always sees it.
+pub(crate) type PolicyCache = crate::prefix_cache::PrefixCache<Policy>;
 
 const KINDS: [(&str, &str); 4] = [
     ("clusterroles", "ClusterRole"),
@@ -241,84 +223,24 @@ const KINDS: [(&str, &str); 4] = [
     ("rolebindings", "RoleBinding"),
 ];
 
-impl PolicyCache {
-    /// The cached policy if no RBAC object can have changed since it was loaded: every watch is
-    /// open and has nothing to deliver. Anything delivered (or a watch that ended) drops them.
-    fn current(&self) -> Option<Arc<Policy>> {
-        use futures::FutureExt;
-        use futures::StreamExt;
-        let mut state = self.state.lock().ok()?;
-        let open = state.watches.as_mut()?;
-        let quiet = open.iter_mut().all(|w| w.next().now_or_never().is_none());
-        if !quiet {
-            state.watches = None;
-            return None;
-        }
-        state.entry.as_ref().map(|(_, p)| p.clone())
-    }
-
-    /// Files a load: its policy with the watches opened before it read the store.
-    fn store(
-        &self,
-        entry: (Signature, Arc<Policy>),
-        watches: Option<Vec<klab_store::WatchStream>>,
-    ) {
-        if let Ok(mut state) = self.state.lock() {
-            state.entry = Some(entry);
-            state.watches = watches;
-        }
-    }
-
-    /// The cached policy if it was built from exactly these objects.
-    fn built_from(&self, signature: &Signature) -> Option<Arc<Policy>> {
-        let state = self.state.lock().ok()?;
-        let (sig, p) = state.entry.as_ref()?;
-        (sig == signature).then(|| p.clone())
-    }
-}
-
 /// Every Role, ClusterRole and binding in the store.
 pub(crate) async fn load_policy(inner: &Inner) -> ApiResult<Arc<Policy>> {
-    if let Some(p) = inner.policy.current() {
-        return Ok(p);
-    }
-    // Watches from the current revision, opened before the lists: a write that lands during
-    // the lists is both read and delivered, and only costs one more load.
-    let revision = inner.store.current_revision();
-    let mut watches = Vec::with_capacity(KINDS.len());
-    let mut lists = Vec::new();
-    let mut signature = Vec::new();
-    for (plural, kind) in KINDS {
+    let kinds = KINDS.map(|(plural, kind)| {
         let ri = registry::lookup(rbac::GROUP, "v1", plural).expect("RBAC kinds are served");
-        // A watch that cannot be opened (the revision just compacted) leaves the cache
-        // unwatched: the next request loads again.
-        if let Ok(w) = inner.store.watch(&ri.key_prefix(), revision) {
-            watches.push(w);
+        (ri, kind)
+    });
+    let prefixes = kinds.map(|(ri, _)| ri.key_prefix());
+    let derive = |lists: &[Vec<klab_store::KeyValue>]| {
+        let mut policy = Policy::default();
+        for ((ri, kind), kvs) in kinds.iter().zip(lists) {
+            for kv in kvs {
+                let obj = crate::crud::decode_kv(ri, kv)?;
+                policy.add(kind, &obj);
+            }
         }
-        let l = inner
-            .store
-            .list(&ri.key_prefix(), Default::default())
-            .await?;
-        for kv in &l.kvs {
-            signature.push((kv.key.clone(), kv.mod_revision));
-        }
-        lists.push((ri, kind, l.kvs));
-    }
-    let watched = (watches.len() == KINDS.len()).then_some(watches);
-    if let Some(p) = inner.policy.built_from(&signature) {
-        inner.policy.store((signature, p.clone()), watched);
-        return Ok(p);
-    }
-    let mut policy = Policy::default();
-    for (ri, kind, kvs) in lists {
-        for kv in &kvs {
-            let obj = crate::crud::decode_kv(ri, kv)?;
-            policy.add(kind, &obj);
-        }
-    }
-    let policy = Arc::new(policy);
-    inner.policy.store((signature, policy.clone()), watched);
-    Ok(policy)
+        Ok(policy)
+    };
+    inner.policy.get(&*inner.store, &prefixes, derive).await
 }
 
 /// Decides one request (or access review): `system:masters` first, then the configured mode.

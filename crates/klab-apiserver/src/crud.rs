@@ -771,19 +771,26 @@ fn is_priority_classes(ri: &ResourceInfo) -> bool {
 }
 
 /// Every PriorityClass, as the Priority admission plugin reads them (upstream reads an informer;
-/// klab reads the store, so a class is usable as soon as its create is acknowledged).
-async fn priority_classes(inner: &Inner) -> ApiResult<Vec<crate::admission::PriorityClassInfo>> {
+/// klab reads the store — through a cache kept while the prefix is quiet — so a class is usable
+/// as soon as its create is acknowledged).
+async fn priority_classes(
+    inner: &Inner,
+) -> ApiResult<Arc<Vec<crate::admission::PriorityClassInfo>>> {
     let pcri = registry::lookup("scheduling.k8s.io", "v1", "priorityclasses").expect("served");
-    let res = inner
-        .store
-        .list(&pcri.key_prefix(), ListOptions::default())
-        .await?;
-    res.kvs
-        .iter()
-        .map(|kv| {
-            crate::admission::PriorityClassInfo::from_stored(&kv.value).map_err(ApiError::internal)
-        })
-        .collect()
+    let derive = |lists: &[Vec<klab_store::KeyValue>]| {
+        lists
+            .iter()
+            .flatten()
+            .map(|kv| {
+                crate::admission::PriorityClassInfo::from_stored(&kv.value)
+                    .map_err(ApiError::internal)
+            })
+            .collect()
+    };
+    inner
+        .priority_classes
+        .get(&*inner.store, &[pcri.key_prefix()], derive)
+        .await
 }
 
 /// Every StorageClass, as the DefaultStorageClass admission plugin reads them.

@@ -30,6 +30,7 @@ pub mod node_restriction;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+mod prefix_cache;
 pub mod protobuf;
 pub mod rbac;
 pub mod registry;

@@ -85,6 +85,9 @@ pub(crate) struct Inner {
     pub metrics: crate::metrics::SharedMetrics,
     /// The RBAC objects as last decoded for the authorizer.
     pub policy: crate::authz::PolicyCache,
+    /// The PriorityClasses as last decoded for the Priority admission plugin.
+    pub priority_classes:
+        crate::prefix_cache::PrefixCache<Vec<crate::admission::PriorityClassInfo>>,
     /// In-process components' requests the authorizer refused.
     pub denials: crate::authz::Denials,
     /// The audit log, when configured.
@@ -165,6 +168,7 @@ impl ApiServer {
                 audit,
                 metrics: Default::default(),
                 policy: Default::default(),
+                priority_classes: Default::default(),
                 denials: Default::default(),
                 store,
                 clock,
