@@ -16,11 +16,13 @@
 //! - spam filter: a source may write 25 Events about one object, then one every 5 minutes (a
 //!   token bucket per object); a filtered Event is still counted, so the next one written
 //!   carries the whole count;
-//! - each of the three remembers at most 4 096 keys, forgetting the one used longest ago;
+//! - each of the three remembers at most 4 096 keys, forgetting the one used longest ago; a key
+//!   is held as the 128-bit XXH3 digest of its fields (a kubelet remembers a few keys for each of
+//!   its pods: held whole, they were kilobytes per pod);
 //! - recording never fails the caller: errors are logged with `tracing` and swallowed, as client-go
 //!   does (events are best effort).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
@@ -75,10 +77,47 @@ struct Seen {
     first: Time,
 }
 
-/// The distinct messages of similar events (client-go's `aggregateRecord`).
+impl EventKey {
+    /// The key's identity as the caches hold it: the XXH3-128 digest of its fields, each
+    /// length-prefixed so that no two keys encode alike.
+    fn digest(&self) -> u128 {
+        digest(
+            &[
+                &self.kind,
+                &self.namespace,
+                &self.name,
+                &self.field_path,
+                &self.uid,
+                &self.api_version,
+                &self.type_,
+                &self.reason,
+                &self.message,
+            ],
+            self.aggregate,
+        )
+    }
+}
+
+/// XXH3-128 of length-prefixed fields and a flag.
+fn digest(fields: &[&str], flag: bool) -> u128 {
+    let len = fields
+        .iter()
+        .map(|f| f.len().saturating_add(8))
+        .sum::<usize>();
+    let mut bytes = Vec::with_capacity(len.saturating_add(1));
+    for f in fields {
+        bytes.extend_from_slice(&(f.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(f.as_bytes());
+    }
+    bytes.push(u8::from(flag));
+    xxhash_rust::xxh3::xxh3_128(&bytes)
+}
+
+/// The distinct messages of similar events (client-go's `aggregateRecord`), sorted: nearly
+/// always one, so a vector rather than a tree's node.
 #[derive(Clone, Debug)]
 struct Similar {
-    messages: BTreeSet<String>,
+    messages: Vec<String>,
     last: Timestamp,
 }
 
@@ -164,14 +203,28 @@ impl<K: Ord + Clone, V> Lru<K, V> {
     }
 }
 
-/// The source-and-object key of the spam filter (client-go `getSpamKey`).
-type SpamKey = (String, String, String, String, String);
+/// The digest of the source-and-object key of the spam filter (client-go `getSpamKey`).
+fn spam_key(key: &EventKey) -> u128 {
+    digest(
+        &[
+            &key.kind,
+            &key.namespace,
+            &key.name,
+            &key.uid,
+            &key.api_version,
+        ],
+        false,
+    )
+}
 
 #[derive(Debug, Default)]
 struct State {
-    seen: Lru<EventKey, Seen>,
-    similar: Lru<EventKey, Similar>,
-    spam: Lru<SpamKey, Bucket>,
+    /// By [`EventKey::digest`].
+    seen: Lru<u128, Seen>,
+    /// By the digest of the group's key (no message, `aggregate`).
+    similar: Lru<u128, Similar>,
+    /// By [`spam_key`].
+    spam: Lru<u128, Bucket>,
     /// The last nanosecond suffix used, so that two events recorded at the same virtual instant
     /// still get distinct names.
     last_nanos: i128,
@@ -221,7 +274,8 @@ impl State {
             aggregate: true,
             ..key.clone()
         };
-        let mut similar = match self.similar.get(&group) {
+        let group_digest = group.digest();
+        let mut similar = match self.similar.get(&group_digest) {
             Some(s)
                 if now.as_nanosecond().saturating_sub(s.last.as_nanosecond())
                     <= AGGREGATE_INTERVAL.as_nanos() =>
@@ -229,18 +283,20 @@ impl State {
                 s.clone()
             }
             _ => Similar {
-                messages: BTreeSet::new(),
+                messages: Vec::new(),
                 last: now,
             },
         };
-        similar.messages.insert(key.message.clone());
+        if let Err(at) = similar.messages.binary_search(&key.message) {
+            similar.messages.insert(at, key.message.clone());
+        }
         similar.last = now;
         let aggregate = similar.messages.len() >= AGGREGATE_MAX_EVENTS;
         if aggregate {
             // the set stays below the threshold: every further new message aggregates too
-            similar.messages.pop_first();
+            similar.messages.remove(0);
         }
-        self.similar.put(group.clone(), similar);
+        self.similar.put(group_digest, similar);
         let (key, message) = if aggregate {
             let message = format!("{AGGREGATE_PREFIX}{}", key.message);
             (group, message)
@@ -249,7 +305,7 @@ impl State {
             (key, message)
         };
         // de-duplication (`eventObserve`)
-        let (namespace, name, count, first, patch) = match self.seen.get(&key) {
+        let (namespace, name, count, first, patch) = match self.seen.get(&key.digest()) {
             Some(s) => (
                 s.namespace.clone(),
                 s.event_name.clone(),
@@ -268,21 +324,9 @@ impl State {
                 )
             }
         };
-        self.remember(
-            key.clone(),
-            namespace.clone(),
-            name.clone(),
-            count,
-            first.clone(),
-        );
+        self.remember(&key, namespace.clone(), name.clone(), count, first.clone());
         // spam filter (`EventSourceObjectSpamFilter`)
-        let spam_key: SpamKey = (
-            key.kind.clone(),
-            key.namespace.clone(),
-            key.name.clone(),
-            key.uid.clone(),
-            key.api_version.clone(),
-        );
+        let spam_key = spam_key(&key);
         let mut bucket = self
             .spam
             .get(&spam_key)
@@ -307,14 +351,14 @@ impl State {
     /// Files the last Event written (or counted) for `key`.
     fn remember(
         &mut self,
-        key: EventKey,
+        key: &EventKey,
         namespace: String,
         event_name: String,
         count: i32,
         first: Time,
     ) {
         self.seen.put(
-            key,
+            key.digest(),
             Seen {
                 namespace,
                 event_name,
@@ -486,7 +530,7 @@ impl EventRecorder {
                 Ok(_) => {
                     if attempt > 0 {
                         self.lock()
-                            .remember(*key, namespace, name, w.count, w.first.clone());
+                            .remember(&key, namespace, name, w.count, w.first.clone());
                     }
                     return;
                 }
@@ -764,6 +808,25 @@ mod tests {
             outcome(&st.correlate(k(41), "default", at(301))),
             Some((format!("{AGGREGATE_PREFIX}Created pod: web-41"), 33, true))
         );
+    }
+
+    /// Past the threshold the group keeps nine distinct messages, forgetting the smallest (client-go
+    /// pops any one): a message it still holds is a repeat of its own Event, the one it forgot
+    /// aggregates again.
+    #[test]
+    fn an_aggregated_group_forgets_its_smallest_message() {
+        let mut st = State::default();
+        let k = |m: &str| key("n1", "BackOff", m);
+        for (i, m) in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+            .iter()
+            .enumerate()
+        {
+            st.correlate(k(m), "default", at(i64::try_from(i).unwrap()));
+        }
+        let p = st.correlate(k("b"), "default", at(11));
+        assert_eq!(outcome(&p), Some(("b".into(), 2, true)));
+        let p = st.correlate(k("a"), "default", at(12));
+        assert_eq!(outcome(&p), Some((format!("{AGGREGATE_PREFIX}a"), 2, true)));
     }
 
     /// A repeat of one message is counted on its Event; similar events more than 10 minutes
