@@ -500,12 +500,11 @@ impl EventRecorder {
         name: String,
         w: Write,
     ) {
-        let api: Api<Slim<Event>> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let object_name = regarding.name.clone().unwrap_or_default();
         let mut name = name;
         for attempt in 0..CREATE_ATTEMPTS {
-            // The reply is decoded without its managed fields: it is not read.
-            let ev = Slim(Event {
+            let ev = Event {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(namespace.clone()),
@@ -525,8 +524,9 @@ impl EventRecorder {
                 reporting_component: Some(self.component.clone()),
                 reporting_instance: self.host.clone(),
                 ..Default::default()
-            });
-            match api.create(&PostParams::default(), &ev).await {
+            };
+            // The reply is not read: only whether the create succeeded.
+            match crate::create::create_unread(&api, &PostParams::default(), &ev).await {
                 Ok(_) => {
                     if attempt > 0 {
                         self.lock()

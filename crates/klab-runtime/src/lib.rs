@@ -26,6 +26,7 @@
 #![cfg_attr(test, allow(clippy::arithmetic_side_effects))]
 
 pub mod controller;
+pub mod create;
 pub mod derived;
 pub mod events;
 pub mod index;

@@ -378,7 +378,11 @@ impl EventRecorder {
                             return;
                         }
                     };
-                    match self.dyn_api(&ns).create(&PostParams::default(), &obj).await {
+                    // The reply is not read: only whether the create succeeded.
+                    let api = self.dyn_api(&ns);
+                    match klab_runtime::create::create_unread(&api, &PostParams::default(), &obj)
+                        .await
+                    {
                         Ok(_) => return,
                         Err(kube::Error::Api(s)) if s.code == 409 => {
                             nanos = nanos.saturating_add(1)

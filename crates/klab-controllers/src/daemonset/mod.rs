@@ -25,6 +25,7 @@ use serde_json::json;
 
 use klab_api::slim::Slim;
 use klab_api::{Clock, names};
+use klab_runtime::create::create_for_name;
 
 pub use config::DaemonSetControllerConfig;
 use decide::{DaemonPod, FailedPodsBackoff, Member, Placed, Table};
@@ -372,7 +373,7 @@ impl Dsc {
         let mut exp = Expectations::expect_deletions(delete, now);
         exp.adds = create_on.len() as i64;
         self.expectations.insert(key.clone(), exp);
-        // Slim: the created pod is read only for its name.
+        // The created pod is read only for its name.
         let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
         let r = ds_ref(ds);
         let template = decide::daemon_pod_template(ds, hash);
@@ -402,14 +403,14 @@ impl Dsc {
                     spec: Some(spec),
                     status: None,
                 };
-                match api.create(&PostParams::default(), &Slim(pod)).await {
-                    Ok(created) => {
+                match create_for_name(&api, &PostParams::default(), &Slim(pod)).await {
+                    Ok(name) => {
                         self.recorder
                             .record(
                                 &r,
                                 names::EVENT_NORMAL,
                                 names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {}", created.name_any()),
+                                format!("Created pod: {name}"),
                             )
                             .await;
                     }

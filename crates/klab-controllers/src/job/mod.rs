@@ -24,6 +24,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use klab_api::{Clock, names};
+use klab_runtime::create::create_for_name;
 
 pub use config::JobControllerConfig;
 use decide::{BackoffRecord, FINALIZER_JOB_TRACKING};
@@ -426,15 +427,15 @@ impl Jc {
         let mut created = 0usize;
         'batches: for batch in slow_start_batches(plan.create, 1) {
             for _ in 0..batch {
-                match api.create(&PostParams::default(), &template).await {
-                    Ok(p) => {
+                match create_for_name(&api, &PostParams::default(), &template).await {
+                    Ok(name) => {
                         created = created.saturating_add(1);
                         self.recorder
                             .record(
                                 &r,
                                 names::EVENT_NORMAL,
                                 names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {}", p.name_any()),
+                                format!("Created pod: {name}"),
                             )
                             .await;
                     }

@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
 use klab_api::slim::Slim;
+use klab_runtime::create::create_for_name;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -598,7 +599,7 @@ impl Rsc {
             .insert(key.clone(), Expectations::expect_creations(n, now));
         let template = rs.spec.as_ref().and_then(|s| s.template.clone())?;
         let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
-        // Slim: the created pod is read only for its name.
+        // The created pod is read only for its name.
         let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
         let mut created = 0usize;
@@ -607,15 +608,15 @@ impl Rsc {
             for _ in 0..batch {
                 let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
                 pod.metadata.generate_name = Some(format!("{}-", key.1));
-                match api.create(&PostParams::default(), &Slim(pod)).await {
-                    Ok(p) => {
+                match create_for_name(&api, &PostParams::default(), &Slim(pod)).await {
+                    Ok(name) => {
                         created = created.saturating_add(1);
                         self.recorder
                             .record(
                                 &rs_ref,
                                 names::EVENT_NORMAL,
                                 names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {}", p.name_any()),
+                                format!("Created pod: {name}"),
                             )
                             .await;
                     }

@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use klab_api::Clock;
 use klab_api::names;
 use klab_api::slim::Slim;
+use klab_runtime::create::create_unread;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -688,9 +689,9 @@ impl Ssc {
                 }
             }
         }
-        // Slim: the created pod is not read.
+        // The created pod is not read.
         let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
-        match api.create(&PostParams::default(), &Slim(pod)).await {
+        match create_unread(&api, &PostParams::default(), &Slim(pod)).await {
             Ok(_) => {
                 let msg = format!("create Pod {pod_name} in StatefulSet {set_name} successful");
                 self.recorder
