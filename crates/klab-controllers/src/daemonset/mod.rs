@@ -23,7 +23,6 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
-use klab_api::slim::Slim;
 use klab_api::{Clock, names};
 use klab_runtime::create::create_for_name;
 
@@ -373,8 +372,7 @@ impl Dsc {
         let mut exp = Expectations::expect_deletions(delete, now);
         exp.adds = create_on.len() as i64;
         self.expectations.insert(key.clone(), exp);
-        // The created pod is read only for its name.
-        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
         let r = ds_ref(ds);
         let template = decide::daemon_pod_template(ds, hash);
         let owner = util::new_controller_ref("apps/v1", "DaemonSet", &ds.metadata);
@@ -403,7 +401,7 @@ impl Dsc {
                     spec: Some(spec),
                     status: None,
                 };
-                match create_for_name(&api, &PostParams::default(), &Slim(pod)).await {
+                match create_for_name(&api, &PostParams::default(), &pod).await {
                     Ok(name) => {
                         self.recorder
                             .record(

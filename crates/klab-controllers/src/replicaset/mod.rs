@@ -23,7 +23,6 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
-use klab_api::slim::Slim;
 use klab_runtime::create::create_for_name;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -599,8 +598,7 @@ impl Rsc {
             .insert(key.clone(), Expectations::expect_creations(n, now));
         let template = rs.spec.as_ref().and_then(|s| s.template.clone())?;
         let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
-        // The created pod is read only for its name.
-        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &key.0);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
         let mut created = 0usize;
         for batch in decide::slow_start_batches(n, decide::SLOW_START_INITIAL_BATCH_SIZE) {
@@ -608,7 +606,7 @@ impl Rsc {
             for _ in 0..batch {
                 let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
                 pod.metadata.generate_name = Some(format!("{}-", key.1));
-                match create_for_name(&api, &PostParams::default(), &Slim(pod)).await {
+                match create_for_name(&api, &PostParams::default(), &pod).await {
                     Ok(name) => {
                         created = created.saturating_add(1);
                         self.recorder

@@ -21,7 +21,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use klab_api::Clock;
 use klab_api::names;
-use klab_api::slim::Slim;
 use klab_runtime::create::create_unread;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -689,9 +688,8 @@ impl Ssc {
                 }
             }
         }
-        // The created pod is not read.
-        let api: Api<Slim<Pod>> = Api::namespaced(self.client.clone(), &ns);
-        match create_unread(&api, &PostParams::default(), &Slim(pod)).await {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        match create_unread(&api, &PostParams::default(), &pod).await {
             Ok(_) => {
                 let msg = format!("create Pod {pod_name} in StatefulSet {set_name} successful");
                 self.recorder
