@@ -139,6 +139,16 @@ pub fn accept_backoff(previous: Option<Duration>) -> Duration {
     }
 }
 
+/// Sets an accepted connection up as Go's `net/http` server has it: `TCP_NODELAY` on. Without
+/// it, a response written in more than one segment (TLS records for the headers and the body)
+/// waits for the client's delayed acknowledgement of the first: about 40 ms added to every
+/// request, ten times over for a `kubectl get` that pages through 5 000 nodes.
+fn configure_accepted(tcp: &tokio::net::TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("setting TCP_NODELAY: {e}");
+    }
+}
+
 /// Serves `router` on `listener` over TLS until `shutdown` completes, with the default limits.
 pub async fn serve_tls(
     listener: TcpListener,
@@ -194,6 +204,7 @@ pub async fn serve_tls_with(
                 }
             },
         };
+        configure_accepted(&tcp);
         let acceptor = acceptor.clone();
         let router = router.clone();
         let end_with_server = cfg.end_connections_on_shutdown;
@@ -400,6 +411,18 @@ mod tests {
         assert!(!is_dashboard(&req("/uix", None)));
         assert!(!is_dashboard(&req("/klab/v1/nodes", None)));
         assert!(!is_dashboard(&req("/klab/v1/nodes", Some("other=abc"))));
+    }
+
+    /// Accepted connections send small segments at once (`TCP_NODELAY`), as Go's server does.
+    #[tokio::test]
+    async fn accepted_connections_do_not_wait_to_coalesce_segments() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        assert!(!tcp.nodelay().unwrap(), "a fresh socket coalesces");
+        configure_accepted(&tcp);
+        assert!(tcp.nodelay().unwrap());
     }
 
     /// A client that connects and never says anything is dropped after the handshake timeout
