@@ -141,9 +141,9 @@ pub fn accept_backoff(previous: Option<Duration>) -> Duration {
 
 /// Accepts one connection, set up as Go's `net/http` server sets its connections up:
 /// `TCP_NODELAY` on. Without it, a response written in more than one segment (TLS records for
-/// the headers and the body) waits for the client's delayed acknowledgement of the first: about
-/// 40 ms added to every request, ten times over for a `kubectl get` that pages through 5 000
-/// nodes.
+/// the headers and the body) can wait for the client's delayed acknowledgement of the first: a
+/// `/version` over TLS took 49 ms instead of 7, and each page of a `kubectl get nodes` at 5 000
+/// nodes about 15 ms more than it does now.
 async fn accept(
     listener: &TcpListener,
 ) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
