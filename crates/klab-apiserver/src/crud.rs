@@ -686,6 +686,33 @@ async fn list_items<T>(
     Ok((items, res.revision, token, remaining))
 }
 
+/// A Table list's item when the selectors match it: the object decoded without what no printer
+/// reads (`table::unprinted`), with its metadata's bytes as a read presents them for the row's
+/// `PartialObjectMetadata`; the whole object where those bytes cannot be had. Only for
+/// resources served as stored (`conversion::is_identity`).
+fn table_item(
+    ri: &ResourceInfo,
+    sel: &Selectors,
+    include: crate::table::IncludeObject,
+    kv: &KeyValue,
+) -> ApiResult<Option<(Value, Option<Vec<u8>>)>> {
+    let pruned = crate::json_field::decode_without(&kv.value, crate::table::unprinted(ri))
+        .map_err(ApiError::internal)?;
+    let obj = present(ri, pruned, kv.mod_revision);
+    if !sel.matches(ri, &obj) {
+        return Ok(None);
+    }
+    if include != crate::table::IncludeObject::Metadata {
+        return Ok(Some((obj, None)));
+    }
+    Ok(Some(
+        match crate::json_field::metadata_presented(&kv.value, kv.mod_revision) {
+            Some(meta) => (obj, Some(meta)),
+            None => (decode_kv(ri, kv)?, None),
+        },
+    ))
+}
+
 pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     validate_list_params(ctx)?;
     let sel = Selectors::from_ctx(ctx)?;
@@ -727,11 +754,28 @@ pub(crate) async fn list(ctx: &Ctx) -> ApiResult<Response> {
         body.extend_from_slice(b"]}");
         return Ok(json_bytes_response(StatusCode::OK, body));
     }
+    let table_include = if crate::table::wants_table(accept) {
+        Some(
+            crate::table::IncludeObject::parse(ctx.q("includeObject"))
+                .map_err(ApiError::bad_request)?,
+        )
+    } else {
+        None
+    };
+    if let Some(include) = table_include
+        && conversion::is_identity(ri)
+        && include != crate::table::IncludeObject::Object
+    {
+        let (rows, rev, token, remaining) =
+            list_items(ctx, &sel, |kv| table_item(ri, &sel, include, kv)).await?;
+        let now = ctx.inner.clock.now();
+        let body = crate::table::table_json(ri, &rows, include, meta(rev, &token, remaining), now)
+            .map_err(ApiError::internal)?;
+        return Ok(json_bytes_response(StatusCode::OK, body));
+    }
     let (items, rev, token, remaining) = list_objects(ctx, &sel).await?;
     let meta = meta(rev, &token, remaining);
-    if crate::table::wants_table(accept) {
-        let include = crate::table::IncludeObject::parse(ctx.q("includeObject"))
-            .map_err(ApiError::bad_request)?;
+    if let Some(include) = table_include {
         let t = crate::table::table(ri, &items, include, meta, ctx.inner.clock.now(), true);
         return Ok(json_response(StatusCode::OK, &t));
     }
@@ -2118,6 +2162,97 @@ pub(crate) async fn delete_collection(ctx: &Ctx, body: Bytes) -> ApiResult<Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Table list built from stored documents (objects decoded without what no printer reads,
+    /// `PartialObjectMetadata` written from the stored bytes) is byte for byte the Table of the
+    /// whole decoded objects, for every `includeObject` it serves.
+    #[test]
+    fn a_table_from_stored_documents_is_the_table_of_the_decoded_objects() {
+        let pods = registry::lookup("", "v1", "pods").unwrap();
+        let nodes = registry::lookup("", "v1", "nodes").unwrap();
+        let deployments = registry::lookup("apps", "v1", "deployments").unwrap();
+        let managed = json!([
+            {"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+             "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}},
+            {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "subresource": "status",
+             "time": "2026-01-01T00:00:05Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:phase": {}, "f:podIP": {}}}}
+        ]);
+        let pod = |name: &str, phase: &str, deleting: bool| {
+            let mut meta = json!({"name": name, "namespace": "default", "uid": "u1",
+                "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"app": "web"},
+                "managedFields": managed});
+            if deleting {
+                meta["deletionTimestamp"] = json!("2026-01-01T00:01:00Z");
+                meta["deletionGracePeriodSeconds"] = json!(30);
+            }
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}],
+                    "initContainers": [{"name": "s", "image": "i", "restartPolicy": "Always"}]},
+                "status": {"phase": phase, "podIP": "10.0.0.1", "conditions": [
+                        {"type": "Ready", "status": "True"}],
+                    "containerStatuses": [{"name": "c", "ready": true, "restartCount": 2,
+                        "state": {"running": {"startedAt": "2026-01-01T00:00:03Z"}},
+                        "lastState": {"terminated": {"exitCode": 1,
+                            "finishedAt": "2026-01-01T00:00:02Z"}}}],
+                    "initContainerStatuses": [{"name": "s", "ready": true, "started": true,
+                        "restartCount": 0, "state": {"running": {}}}]}})
+        };
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "x"},
+                "managedFields": managed},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}],
+                "images": [{"names": ["registry.k8s.io/pause:3.10"], "sizeBytes": 320368}],
+                "nodeInfo": {"kubeletVersion": "v1.33.1", "osImage": "Debian"}}});
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "default", "managedFields": managed},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"readyReplicas": 2}});
+        let no_metadata = json!({"apiVersion": "v1", "kind": "Pod", "spec": {}});
+        let cases = [
+            (pods, pod("running", "Running", false)),
+            (pods, pod("done", "Succeeded", false)),
+            (pods, pod("leaving", "Running", true)),
+            (pods, no_metadata),
+            (nodes, node),
+            (deployments, deployment),
+        ];
+        let everything = Selectors {
+            labels: klab_api::selector::LabelSelector::everything(),
+            fields: crate::selector_field::FieldSelector::everything(),
+        };
+        let now: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        for (ri, obj) in cases {
+            let (bytes, _) = encode_for_store(ri, &obj).unwrap();
+            let kv = KeyValue {
+                key: "k".into(),
+                value: bytes,
+                create_revision: 3,
+                mod_revision: 7,
+            };
+            for include in [
+                crate::table::IncludeObject::Metadata,
+                crate::table::IncludeObject::None,
+            ] {
+                let meta = json!({"resourceVersion": "9"});
+                let whole = decode_kv(ri, &kv).unwrap();
+                let want = crate::table::table(ri, &[whole], include, meta.clone(), now, true);
+                let row = table_item(ri, &everything, include, &kv).unwrap().unwrap();
+                let got = crate::table::table_json(ri, &[row], include, meta, now).unwrap();
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    serde_json::to_string(&want).unwrap(),
+                    "{} {include:?}",
+                    ri.kind
+                );
+            }
+        }
+    }
 
     /// Whichever way a write is encoded, the store gets the bytes of the stored form of a copy
     /// without resourceVersion and selfLink, and the window's document (from the object itself

@@ -1,12 +1,18 @@
 //! Reads one string field of a stored JSON document (a pod's `spec.nodeName`) by skipping over
-//! everything else, without building or validating the rest; and writes a stored document as
-//! a read returns it (its resourceVersion added) the same way.
+//! everything else, without building or validating the rest; writes a stored document, or its
+//! `metadata`, as a read returns it (its resourceVersion added) the same way; and decodes a
+//! stored document without some of its paths (what a Table's printer never reads).
 //!
 //! The store's index of pods by node and the watch triggers read this field from every pod
 //! write. serde's derive skips the other fields too, but validates each of them as it goes:
 //! about 27 µs for a 4 KiB pod, against a few µs here. Stored documents are compact JSON written
 //! by serde_json, so both give the same answer for them (a test checks it); for bytes that are
 //! not JSON this answers `None` or whatever the path's bytes say, never panics.
+
+use serde::de::{
+    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::{Map, Value};
 
 /// The string at `path` (object keys from the top), `Ok(None)` when a key on the way is absent
 /// or a value on the way is `null`; `Err(())` when the bytes are not a JSON object or the value is
@@ -81,6 +87,45 @@ pub(crate) fn string_at(doc: &[u8], path: &[&str]) -> Result<Option<String>, ()>
 /// byte with serde_json's `preserve_order`: replacing `apiVersion` and `kind` by themselves keeps
 /// their place, and a new `resourceVersion` goes last. A test checks this against the decoding.
 pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> Option<Vec<u8>> {
+    let (_, close, empty) = metadata_end(doc, Some((api_version, kind)))?;
+    let (head, tail) = doc.split_at(close);
+    let mut out = Vec::with_capacity(doc.len().saturating_add(42));
+    out.extend_from_slice(head);
+    push_resource_version(&mut out, rv, empty);
+    out.extend_from_slice(tail);
+    Some(out)
+}
+
+/// The `metadata` of a stored document as a read presents it (the `metadata` of `presented`'s
+/// document): its bytes with `"resourceVersion":"<rv>"` added last. `None` when the document is
+/// not an object, has no `metadata` object, or its `metadata` has a `resourceVersion` already.
+/// A Table row's `PartialObjectMetadata` is written from it without decoding the metadata.
+pub(crate) fn metadata_presented(doc: &[u8], rv: u64) -> Option<Vec<u8>> {
+    let (start, close, empty) = metadata_end(doc, None)?;
+    let head = doc.get(start..close)?;
+    let mut out = Vec::with_capacity(head.len().saturating_add(43));
+    out.extend_from_slice(head);
+    push_resource_version(&mut out, rv, empty);
+    out.push(b'}');
+    Some(out)
+}
+
+/// Appends `"resourceVersion":"<rv>"` as the last field of an object whose closing brace comes
+/// next (`empty`: the object has no field yet).
+fn push_resource_version(out: &mut Vec<u8>, rv: u64, empty: bool) {
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(rv.to_string().as_bytes());
+    out.push(b'"');
+}
+
+/// The offsets of the top-level `metadata` object's opening and closing braces in a whole,
+/// compact stored document, and whether that object is empty; `None` unless the document is one object with
+/// such a `metadata` holding no `resourceVersion`, and, when `type_meta` is given, with exactly
+/// that `apiVersion` and `kind`.
+fn metadata_end(doc: &[u8], type_meta: Option<(&str, &str)>) -> Option<(usize, usize, bool)> {
     let mut s = Scanner { b: doc, i: 0 };
     s.expect(b'{').ok()?;
     let (mut api_ok, mut kind_ok) = (false, false);
@@ -92,8 +137,8 @@ pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> O
         let key = s.string_raw().ok()?;
         s.expect(b':').ok()?;
         let start = s.i;
-        match key {
-            b"apiVersion" | b"kind" => {
+        match (key, type_meta) {
+            (b"apiVersion" | b"kind", Some((api_version, kind))) => {
                 let raw = s.string_raw().ok()?;
                 let want = if key == b"kind" { kind } else { api_version };
                 if raw != want.as_bytes() {
@@ -105,7 +150,7 @@ pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> O
                     api_ok = true;
                 }
             }
-            b"metadata" => {
+            (b"metadata", _) => {
                 s.expect(b'{').ok()?;
                 if s.peek() != Some(b'}') {
                     loop {
@@ -123,7 +168,7 @@ pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> O
                     s.i = s.i.checked_sub(1)?;
                 }
                 // At metadata's closing brace; `start + 1` is just past its opening one.
-                meta_close = Some((s.i, s.i == start.saturating_add(1)));
+                meta_close = Some((start, s.i, s.i == start.saturating_add(1)));
                 s.expect(b'}').ok()?;
             }
             _ => s.skip_value(0).ok()?,
@@ -134,22 +179,115 @@ pub(crate) fn presented(doc: &[u8], api_version: &str, kind: &str, rv: u64) -> O
             _ => return None,
         }
     }
-    if s.i != doc.len() || !api_ok || !kind_ok {
+    if s.i != doc.len() || (type_meta.is_some() && !(api_ok && kind_ok)) {
         return None;
     }
-    let (close, empty) = meta_close?;
-    let (head, tail) = doc.split_at(close);
-    let rv = rv.to_string();
-    let mut out = Vec::with_capacity(doc.len().saturating_add(rv.len()).saturating_add(22));
-    out.extend_from_slice(head);
-    if !empty {
-        out.push(b',');
+    meta_close
+}
+
+/// A stored document decoded as `serde_json::from_slice` decodes it, except that the values at
+/// `skip`'s paths (object keys from the top) are left out: the parser steps over them without
+/// building them. A Table row reads a few fields of an object; a pod's or a node's
+/// `managedFields` alone can be a third of its bytes, and building the values of a list page
+/// and dropping them again was most of the time of `kubectl get` at scale.
+pub(crate) fn decode_without(doc: &[u8], skip: &[&[&str]]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(doc);
+    let v = Without { skip }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// A value with the paths in `skip` (relative to it) left out.
+struct Without<'a> {
+    skip: &'a [&'a [&'a str]],
+}
+
+impl<'de> DeserializeSeed<'de> for Without<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        if self.skip.is_empty() {
+            Value::deserialize(d)
+        } else {
+            d.deserialize_any(self)
+        }
     }
-    out.extend_from_slice(b"\"resourceVersion\":\"");
-    out.extend_from_slice(rv.as_bytes());
-    out.push(b'"');
-    out.extend_from_slice(tail);
-    Some(out)
+}
+
+impl<'de> Visitor<'de> for Without<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    // Paths go through objects only: an array is decoded whole.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(v) = seq.next_element::<Value>()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let below: Vec<&[&str]> = self
+                .skip
+                .iter()
+                .filter_map(|p| match p.split_first() {
+                    Some((first, rest)) if *first == key => Some(rest),
+                    _ => None,
+                })
+                .collect();
+            if below.iter().any(|rest| rest.is_empty()) {
+                map.next_value::<IgnoredAny>()?;
+                // A later duplicate of a skipped key is skipped too; an earlier one goes.
+                out.shift_remove(&key);
+                continue;
+            }
+            let v = if below.is_empty() {
+                map.next_value::<Value>()?
+            } else {
+                map.next_value_seed(Without { skip: &below })?
+            };
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// Values nested deeper than this are refused rather than followed (no input may exhaust the
@@ -315,6 +453,80 @@ mod tests {
                     String::from_utf8_lossy(&bytes)
                 );
             }
+        }
+    }
+
+    /// `decode_without` is `serde_json::from_slice` with the skipped paths removed afterwards,
+    /// key order and duplicate keys included.
+    #[test]
+    fn decode_without_is_the_decoding_with_the_paths_removed() {
+        let docs = [
+            r#"{"metadata":{"name":"p","managedFields":[{"a":1}],"labels":{"x":"y"}},"status":{"images":[1],"phase":"Running"}}"#,
+            r#"{"metadata":{"managedFields":{"deep":{"er":[{}]}}},"spec":{"metadata":{"managedFields":1}}}"#,
+            r#"{"metadata":null,"status":[1,2,{"images":3}]}"#,
+            r#"{"metadata":{"name":"a","managedFields":1,"name":"b","managedFields":2},"x":1.5e300,"y":-3,"z":18446744073709551615}"#,
+            r#"{}"#,
+            r#" { "metadata" : { "managedFields" : [ ] , "uid" : "\u00e9\n" } } "#,
+            r#"[1,2]"#,
+            r#""s""#,
+        ];
+        let skip: &[&[&str]] = &[&["metadata", "managedFields"], &["status", "images"]];
+        for doc in docs {
+            let mut want: Value = serde_json::from_slice(doc.as_bytes()).unwrap();
+            for path in skip {
+                let parent = want.pointer_mut(&format!("/{}", path[0]));
+                if let Some(Value::Object(m)) = parent {
+                    m.shift_remove(path[1]);
+                }
+            }
+            let got = decode_without(doc.as_bytes(), skip).unwrap();
+            assert_eq!(
+                serde_json::to_string(&got).unwrap(),
+                serde_json::to_string(&want).unwrap(),
+                "{doc}"
+            );
+            assert_eq!(
+                decode_without(doc.as_bytes(), &[]).unwrap(),
+                serde_json::from_slice::<Value>(doc.as_bytes()).unwrap()
+            );
+        }
+        for bad in [
+            &b"{\"metadata\":{\"managedFields\":[}"[..],
+            b"{} x",
+            b"",
+            b"{\"a\":",
+        ] {
+            assert!(decode_without(bad, skip).is_err(), "{bad:?}");
+        }
+    }
+
+    /// `metadata_presented` is the `metadata` of `presented`'s document.
+    #[test]
+    fn metadata_presented_is_the_presented_documents_metadata() {
+        let docs = [
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"}"}},"spec":{}}"#,
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{},"spec":{}}"#,
+            r#"{"spec":{"metadata":{"x":1}},"metadata":{"name":"late"},"apiVersion":"v1","kind":"Pod"}"#,
+        ];
+        for doc in docs {
+            let whole = presented(doc.as_bytes(), "v1", "Pod", 42).unwrap();
+            let whole: Value = serde_json::from_slice(&whole).unwrap();
+            let meta = metadata_presented(doc.as_bytes(), 42).unwrap();
+            assert_eq!(
+                String::from_utf8(meta).unwrap(),
+                serde_json::to_string(&whole["metadata"]).unwrap(),
+                "{doc}"
+            );
+        }
+        for doc in [
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","resourceVersion":"3"}}"#,
+            r#"{"apiVersion":"v1","kind":"Pod","spec":{}}"#,
+            r#"{"metadata":null}"#,
+            r#"{"metadata":{"name":"p"}} "#,
+            r#"{"metadata":{"name":"p"}"#,
+            r#"[]"#,
+        ] {
+            assert_eq!(metadata_presented(doc.as_bytes(), 42), None, "{doc}");
         }
     }
 

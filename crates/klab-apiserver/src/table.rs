@@ -242,6 +242,67 @@ pub fn table_row(ri: &ResourceInfo, obj: &Value, include: IncludeObject, now: Ti
     Value::Object(row)
 }
 
+/// Paths of an object that no printer reads: a Table built from stored documents leaves them
+/// out of the decoded objects (`json_field::decode_without`). Row objects never carry them
+/// from the decoded object: a `PartialObjectMetadata` is written from the stored metadata's
+/// bytes (`table_json`), and `includeObject=Object` decodes everything.
+pub fn unprinted(ri: &ResourceInfo) -> &'static [&'static [&'static str]] {
+    const MANAGED_FIELDS: &[&str] = &["metadata", "managedFields"];
+    // A node's image list (up to 50 entries of digests and tags) is its largest status field.
+    const NODE_IMAGES: &[&str] = &["status", "images"];
+    match printer(ri) {
+        Printer::Node => &[MANAGED_FIELDS, NODE_IMAGES],
+        _ => &[MANAGED_FIELDS],
+    }
+}
+
+/// A Table's JSON as `table(…, true)` encodes it, for rows given as decoded objects each with
+/// its stored `metadata`'s bytes as a read presents them (`json_field::metadata_presented`).
+/// With `IncludeObject::Metadata` a row's `PartialObjectMetadata` is written from those bytes,
+/// so the object may be decoded without its [`unprinted`] paths; a row without bytes is
+/// written from its object, which must then be whole.
+pub fn table_json(
+    ri: &ResourceInfo,
+    rows: &[(Value, Option<Vec<u8>>)],
+    include: IncludeObject,
+    list_meta: Value,
+    now: Timestamp,
+) -> serde_json::Result<Vec<u8>> {
+    let head = serde_json::to_vec(&crate::object::fields([
+        ("kind", "Table".into()),
+        ("apiVersion", "meta.k8s.io/v1".into()),
+        ("metadata", list_meta),
+        ("columnDefinitions", Value::Array(column_definitions(ri))),
+    ]))?;
+    let mut out = Vec::with_capacity(head.len().saturating_add(rows.len().saturating_mul(1024)));
+    out.extend_from_slice(head.strip_suffix(b"}").unwrap_or(&head));
+    out.extend_from_slice(b",\"rows\":[");
+    for (i, (obj, meta)) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match (include, meta) {
+            (IncludeObject::Metadata, Some(meta)) => {
+                let mut row = Map::new();
+                row.insert("cells".into(), Value::Array(row_cells(ri, obj, now)));
+                if let Some(conditions) = row_conditions(ri, obj) {
+                    row.insert("conditions".into(), conditions);
+                }
+                let cells = serde_json::to_vec(&Value::Object(row))?;
+                out.extend_from_slice(cells.strip_suffix(b"}").unwrap_or(&cells));
+                out.extend_from_slice(
+                    b",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":",
+                );
+                out.extend_from_slice(meta);
+                out.extend_from_slice(b"}}");
+            }
+            _ => serde_json::to_writer(&mut out, &table_row(ri, obj, include, now))?,
+        }
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
 /// The object with `kind`/`apiVersion` filled in (list items may be stored without them).
 fn with_type_meta(ri: &ResourceInfo, obj: &Value) -> Value {
     let mut out = Map::new();
