@@ -165,6 +165,22 @@ fn seed_from_api_status(pod: &Pod, machine: &mut Machine, now: Timestamp) -> boo
     true
 }
 
+/// Whether a pod has a local ephemeral-storage limit its usage could exceed: an
+/// `ephemeral-storage` limit on a container or a `sizeLimit` on an emptyDir volume (what
+/// `eviction::local_storage_violation` compares against).
+fn has_local_storage_limit(spec: &PodSpec) -> bool {
+    spec.containers.iter().any(|c| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .is_some_and(|l| l.contains_key("ephemeral-storage"))
+    }) || spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()))
+}
+
 #[derive(Clone, Debug)]
 struct Worker {
     /// The API object, shared with the pod loop's view (a sync re-reads every pod of the node).
@@ -214,6 +230,12 @@ struct Worker {
 }
 
 impl Worker {
+    /// Whether the eviction manager may act on the pod: admitted and running in the API's
+    /// view, not being killed.
+    fn is_eviction_candidate(&self) -> bool {
+        matches!(self.life, Lifecycle::Syncing) && self.in_api
+    }
+
     /// Holds `status` as the one sent (or about to be).
     fn hold_status(&mut self, status: PodStatus) {
         self.status_sent = Some(status);
@@ -595,21 +617,28 @@ impl PodManager {
         }
     }
 
-    /// Each running pod's local ephemeral storage for `localStorageEviction` (pods the eviction
-    /// manager may act on, see [`Self::eviction_candidates`]), by UID.
+    /// The local ephemeral storage of each running pod that has a limit to exceed, for
+    /// `localStorageEviction` (pods the eviction manager may act on, see
+    /// [`Self::eviction_candidates`]), by UID. A pod without an `ephemeral-storage` limit on a
+    /// container or a `sizeLimit` on an emptyDir cannot be evicted by that check
+    /// (`eviction::local_storage_violation`), so it is not measured: this runs every 10 s over
+    /// every pod of the node.
     pub fn local_storage(
         &self,
         machine: &Machine,
         now: Timestamp,
     ) -> Vec<(String, eviction::PodUsage, eviction::PodStorage)> {
-        let candidates = self.eviction_candidates(eviction::Signal::NodeFsAvailable, machine, now);
-        // Every pod is looked at every 10 s: read its spec in place.
         let no_spec = PodSpec::default();
-        candidates
-            .into_iter()
-            .filter_map(|(uid, usage)| {
-                let w = self.workers.get(&uid)?;
-                let rp = machine.pods.get(&uid)?;
+        self.workers
+            .iter()
+            .filter(|(_, w)| {
+                w.is_eviction_candidate()
+                    && has_local_storage_limit(w.pod.spec.as_ref().unwrap_or(&no_spec))
+            })
+            .filter_map(|(uid, w)| {
+                let rp = machine.pods.get(uid)?;
+                let usage =
+                    Self::pod_usage(uid, w, eviction::Signal::NodeFsAvailable, machine, now);
                 let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
                 let containers = spec
                     .containers
@@ -647,7 +676,7 @@ impl PodManager {
                         })
                         .collect();
                 Some((
-                    uid,
+                    uid.clone(),
                     usage,
                     eviction::PodStorage {
                         containers,
@@ -675,74 +704,82 @@ impl PodManager {
         machine: &Machine,
         now: Timestamp,
     ) -> Vec<(String, eviction::PodUsage)> {
+        self.workers
+            .iter()
+            .filter(|(_, w)| w.is_eviction_candidate())
+            .map(|(uid, w)| (uid.clone(), Self::pod_usage(uid, w, signal, machine, now)))
+            .collect()
+    }
+
+    /// One candidate's usage of `signal`'s resource (see [`Self::eviction_candidates`]).
+    fn pod_usage(
+        uid: &str,
+        w: &Worker,
+        signal: eviction::Signal,
+        machine: &Machine,
+        now: Timestamp,
+    ) -> eviction::PodUsage {
         let resource = signal.resource();
         // Every pod is looked at every 10 s: read its spec and annotations in place.
         let no_spec = PodSpec::default();
         let no_annotations = BTreeMap::new();
-        self.workers
+        let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
+        let containers = spec
+            .containers
             .iter()
-            .filter(|(_, w)| matches!(w.life, Lifecycle::Syncing) && w.in_api)
-            .map(|(uid, w)| {
-                let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
-                let containers = spec
-                    .containers
-                    .iter()
-                    .map(|c| {
-                        let request = c
-                            .resources
-                            .as_ref()
-                            .and_then(|r| r.requests.as_ref())
-                            .and_then(|r| r.get(resource))
-                            .and_then(|q| crate::quantity::bytes(&q.0))
-                            .unwrap_or(0);
-                        let model = machine
-                            .pods
-                            .get(uid)
-                            .and_then(|p| p.containers.get(&c.name))
-                            .filter(|rc| rc.is_running())
-                            .and_then(|rc| rc.usage.as_ref());
-                        let used = model.map_or(0, |m| match signal {
-                            eviction::Signal::MemoryAvailable => m.memory_at(now),
-                            eviction::Signal::PidAvailable => m.spec.pids,
-                            eviction::Signal::NodeFsAvailable
-                            | eviction::Signal::ImageFsAvailable => m.ephemeral_storage_at(now),
-                            // klab models no inode use per container.
-                            eviction::Signal::NodeFsInodesFree
-                            | eviction::Signal::ImageFsInodesFree => 0,
-                        });
-                        (c.name.clone(), Some(used), request)
-                    })
-                    .collect();
-                let annotations = w
-                    .pod
-                    .metadata
-                    .annotations
+            .map(|c| {
+                let request = c
+                    .resources
                     .as_ref()
-                    .unwrap_or(&no_annotations);
-                // The disk signals also rank by the pod's emptyDir contents.
-                let local_volumes = match signal {
+                    .and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get(resource))
+                    .and_then(|q| crate::quantity::bytes(&q.0))
+                    .unwrap_or(0);
+                let model = machine
+                    .pods
+                    .get(uid)
+                    .and_then(|p| p.containers.get(&c.name))
+                    .filter(|rc| rc.is_running())
+                    .and_then(|rc| rc.usage.as_ref());
+                let used = model.map_or(0, |m| match signal {
+                    eviction::Signal::MemoryAvailable => m.memory_at(now),
+                    eviction::Signal::PidAvailable => m.spec.pids,
                     eviction::Signal::NodeFsAvailable | eviction::Signal::ImageFsAvailable => {
-                        machine.pods.get(uid).map_or(0, |p| {
-                            p.volume_usage
-                                .values()
-                                .fold(0u64, |a, m| a.saturating_add(m.ephemeral_storage_at(now)))
-                        })
+                        m.ephemeral_storage_at(now)
                     }
-                    _ => 0,
-                };
-                let usage = eviction::PodUsage {
-                    name: format!("{}/{}", w.ns(), w.name()),
-                    priority: spec.priority.unwrap_or(0),
-                    is_static: annotations
-                        .get("kubernetes.io/config.source")
-                        .is_some_and(|s| s != "api")
-                        || annotations.contains_key("kubernetes.io/config.mirror"),
-                    containers,
-                    local_volumes,
-                };
-                (uid.clone(), usage)
+                    // klab models no inode use per container.
+                    eviction::Signal::NodeFsInodesFree | eviction::Signal::ImageFsInodesFree => 0,
+                });
+                (c.name.clone(), Some(used), request)
             })
-            .collect()
+            .collect();
+        let annotations = w
+            .pod
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(&no_annotations);
+        // The disk signals also rank by the pod's emptyDir contents.
+        let local_volumes = match signal {
+            eviction::Signal::NodeFsAvailable | eviction::Signal::ImageFsAvailable => {
+                machine.pods.get(uid).map_or(0, |p| {
+                    p.volume_usage
+                        .values()
+                        .fold(0u64, |a, m| a.saturating_add(m.ephemeral_storage_at(now)))
+                })
+            }
+            _ => 0,
+        };
+        eviction::PodUsage {
+            name: format!("{}/{}", w.ns(), w.name()),
+            priority: spec.priority.unwrap_or(0),
+            is_static: annotations
+                .get("kubernetes.io/config.source")
+                .is_some_and(|s| s != "api")
+                || annotations.contains_key("kubernetes.io/config.mirror"),
+            containers,
+            local_volumes,
+        }
     }
 
     /// Evicts one pod: the `Evicted` event now, a kill with `grace`, and the final status
@@ -2517,6 +2554,36 @@ mod tests {
 
     fn at(ms: i64) -> Timestamp {
         Timestamp::from_millisecond(T0 * 1000 + ms).unwrap()
+    }
+
+    /// Only a pod with a limit its local storage can exceed is measured by the local-storage
+    /// check; requests alone, other limits or an emptyDir without `sizeLimit` set none.
+    #[test]
+    fn local_storage_limits_are_container_limits_and_empty_dir_size_limits() {
+        let spec = |v: serde_json::Value| -> PodSpec { serde_json::from_value(v).unwrap() };
+        let limited = [
+            spec(serde_json::json!({"containers": [
+                {"name": "a", "resources": {"requests": {"ephemeral-storage": "1Gi"}}},
+                {"name": "b", "resources": {"limits": {"ephemeral-storage": "2Gi"}}}]})),
+            spec(serde_json::json!({"containers": [{"name": "a"}],
+                "volumes": [{"name": "t", "emptyDir": {}},
+                    {"name": "c", "emptyDir": {"sizeLimit": "1Gi"}}]})),
+        ];
+        let unlimited = [
+            spec(serde_json::json!({"containers": [{"name": "a"}]})),
+            spec(
+                serde_json::json!({"containers": [{"name": "a", "resources": {
+                "requests": {"ephemeral-storage": "1Gi"}, "limits": {"memory": "1Gi"}}}],
+                "volumes": [{"name": "t", "emptyDir": {"medium": "Memory"}},
+                    {"name": "h", "hostPath": {"path": "/x"}}]}),
+            ),
+        ];
+        for s in &limited {
+            assert!(has_local_storage_limit(s), "{s:?}");
+        }
+        for s in &unlimited {
+            assert!(!has_local_storage_limit(s), "{s:?}");
+        }
     }
 
     fn pod(name: &str, policy: &str, command: &[&str], prestop: Option<&[&str]>) -> Pod {
