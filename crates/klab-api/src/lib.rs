@@ -12,6 +12,7 @@ pub mod names;
 pub mod nodeaffinity;
 pub mod order;
 pub mod probe_script;
+pub mod prom_text;
 pub mod rbac;
 pub mod resource_metrics;
 pub mod rng;

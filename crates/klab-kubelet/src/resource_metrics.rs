@@ -8,8 +8,10 @@
 //! (the Summary API, `stats/v1alpha1`) from the same samples.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use jiff::Timestamp;
+use klab_api::prom_text::push_float;
 
 use crate::runtime::{Machine, RtState};
 
@@ -254,52 +256,42 @@ pub fn summary(node: &NodeInfo, machine: &Machine, s: &Samples) -> serde_json::V
     })
 }
 
-/// A float as Go's `strconv.FormatFloat(f, 'g', -1, 64)` writes it (Prometheus' text encoder):
-/// the shortest representation, in exponent form when the decimal exponent is below -4 or at
-/// least 6 (`4.194304e+07`, `1e-05`; but `0.5`, `123456`).
-pub fn go_float(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into();
-    }
-    if !f.is_finite() {
-        return if f.is_nan() {
-            "NaN".into()
-        } else if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    let e = format!("{f:e}");
-    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
-    } else {
-        format!("{f}")
-    }
-}
-
 fn seconds(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// Renders `/metrics/resource`.
+/// Renders `/metrics/resource`. A scrape renders every running container of the node: the
+/// lines are written straight into one buffer.
 pub fn render(s: &Samples) -> String {
     let ts = s.at.as_millisecond();
     let mut out = String::new();
     let family = |out: &mut String, name: &str, help: &str, kind: &str| {
-        out.push_str(&format!(
-            "# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}\n"
-        ));
+        let _ = write!(out, "# HELP {name} [STABLE] {help}\n# TYPE {name} {kind}\n");
     };
-    let labels = |c: &ContainerSample| {
-        format!(
-            "{{container=\"{}\",namespace=\"{}\",pod=\"{}\"}}",
-            c.container, c.namespace, c.pod
-        )
+    // `name{labels} value timestamp`
+    let sample = |out: &mut String, name: &str, labels: &[(&str, &str)], value: f64, ts: i64| {
+        out.push_str(name);
+        if !labels.is_empty() {
+            out.push('{');
+            for (k, (key, v)) in labels.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{key}=\"{v}\"");
+            }
+            out.push('}');
+        }
+        out.push(' ');
+        push_float(out, value);
+        let _ = writeln!(out, " {ts}");
     };
+    fn container_labels(c: &ContainerSample) -> [(&'static str, &str); 3] {
+        [
+            ("container", c.container.as_str()),
+            ("namespace", c.namespace.as_str()),
+            ("pod", c.pod.as_str()),
+        ]
+    }
     family(
         &mut out,
         "container_cpu_usage_seconds_total",
@@ -307,11 +299,13 @@ pub fn render(s: &Samples) -> String {
         "counter",
     );
     for c in &s.containers {
-        out.push_str(&format!(
-            "container_cpu_usage_seconds_total{} {} {ts}\n",
-            labels(c),
-            go_float(seconds(c.cpu_ns))
-        ));
+        sample(
+            &mut out,
+            "container_cpu_usage_seconds_total",
+            &container_labels(c),
+            seconds(c.cpu_ns),
+            ts,
+        );
     }
     family(
         &mut out,
@@ -320,11 +314,13 @@ pub fn render(s: &Samples) -> String {
         "gauge",
     );
     for c in &s.containers {
-        out.push_str(&format!(
-            "container_memory_working_set_bytes{} {} {ts}\n",
-            labels(c),
-            go_float(c.memory as f64)
-        ));
+        sample(
+            &mut out,
+            "container_memory_working_set_bytes",
+            &container_labels(c),
+            c.memory as f64,
+            ts,
+        );
     }
     family(
         &mut out,
@@ -333,13 +329,14 @@ pub fn render(s: &Samples) -> String {
         "gauge",
     );
     for c in &s.containers {
-        out.push_str(&format!(
-            "container_start_time_seconds{} {} {}\n",
-            labels(c),
+        sample(
+            &mut out,
+            "container_start_time_seconds",
+            &container_labels(c),
             // Upstream writes the start with its fraction (UnixNano / 1e9).
-            go_float(c.started_at.as_nanosecond() as f64 / 1e9),
-            c.started_at.as_millisecond()
-        ));
+            c.started_at.as_nanosecond() as f64 / 1e9,
+            c.started_at.as_millisecond(),
+        );
     }
     family(
         &mut out,
@@ -347,20 +344,26 @@ pub fn render(s: &Samples) -> String {
         "Cumulative cpu time consumed by the node in core-seconds",
         "counter",
     );
-    out.push_str(&format!(
-        "node_cpu_usage_seconds_total {} {ts}\n",
-        go_float(seconds(s.node_cpu_ns))
-    ));
+    sample(
+        &mut out,
+        "node_cpu_usage_seconds_total",
+        &[],
+        seconds(s.node_cpu_ns),
+        ts,
+    );
     family(
         &mut out,
         "node_memory_working_set_bytes",
         "Current working set of the node in bytes",
         "gauge",
     );
-    out.push_str(&format!(
-        "node_memory_working_set_bytes {} {ts}\n",
-        go_float(s.node_memory as f64)
-    ));
+    sample(
+        &mut out,
+        "node_memory_working_set_bytes",
+        &[],
+        s.node_memory as f64,
+        ts,
+    );
     // Pods: the sums of their running containers.
     let mut pods: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
     for c in &s.containers {
@@ -375,10 +378,13 @@ pub fn render(s: &Samples) -> String {
         "counter",
     );
     for ((ns, pod), (cpu, _)) in &pods {
-        out.push_str(&format!(
-            "pod_cpu_usage_seconds_total{{namespace=\"{ns}\",pod=\"{pod}\"}} {} {ts}\n",
-            go_float(seconds(*cpu))
-        ));
+        sample(
+            &mut out,
+            "pod_cpu_usage_seconds_total",
+            &[("namespace", ns), ("pod", pod)],
+            seconds(*cpu),
+            ts,
+        );
     }
     family(
         &mut out,
@@ -387,10 +393,13 @@ pub fn render(s: &Samples) -> String {
         "gauge",
     );
     for ((ns, pod), (_, mem)) in &pods {
-        out.push_str(&format!(
-            "pod_memory_working_set_bytes{{namespace=\"{ns}\",pod=\"{pod}\"}} {} {ts}\n",
-            go_float(*mem as f64)
-        ));
+        sample(
+            &mut out,
+            "pod_memory_working_set_bytes",
+            &[("namespace", ns), ("pod", pod)],
+            *mem as f64,
+            ts,
+        );
     }
     family(
         &mut out,
@@ -410,25 +419,6 @@ mod tests {
 
     fn t(ms: i64) -> Timestamp {
         Timestamp::from_millisecond(1_767_225_600_000 + ms).unwrap()
-    }
-
-    #[test]
-    fn go_floats() {
-        let cases: &[(f64, &str)] = &[
-            (0.0, "0"),
-            (0.5, "0.5"),
-            (1.0, "1"),
-            (123456.0, "123456"),
-            (1e6, "1e+06"),
-            (41943040.0, "4.194304e+07"),
-            (1_767_225_601.0, "1.767225601e+09"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (12.25, "12.25"),
-        ];
-        for (f, want) in cases {
-            assert_eq!(go_float(*f), *want, "{f}");
-        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 use klab_api::Clock;
+use klab_api::prom_text::float;
 
 use crate::queue::WorkQueue;
 use crate::store::ObjKey;
@@ -35,34 +36,6 @@ fn buckets() -> [f64; NBUCKETS] {
         b *= 10.0;
     }
     out
-}
-
-/// A float as Go's `strconv.FormatFloat(v, 'g', -1, 64)` writes it, which is how the
-/// Prometheus text format prints values and `le` bounds: shortest digits, exponent form below
-/// 1e-4 and from 1e21 on (`1e-08`, `0.001`, `10`).
-pub fn go_float(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    if v == 0.0 {
-        return "0".into();
-    }
-    let sci = format!("{v:e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..21).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", exp.unsigned_abs())
-    } else {
-        format!("{v}")
-    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -261,7 +234,7 @@ impl QueueMetrics {
                         out,
                         "{fam}_bucket{{name=\"{}\",le=\"{}\"}} {c}",
                         s.name,
-                        go_float(*b)
+                        float(*b)
                     );
                 }
                 let _ = writeln!(
@@ -269,7 +242,7 @@ impl QueueMetrics {
                     "{fam}_bucket{{name=\"{}\",le=\"+Inf\"}} {}",
                     s.name, h.count
                 );
-                let _ = writeln!(out, "{fam}_sum{{name=\"{}\"}} {}", s.name, go_float(h.sum));
+                let _ = writeln!(out, "{fam}_sum{{name=\"{}\"}} {}", s.name, float(h.sum));
                 let _ = writeln!(out, "{fam}_count{{name=\"{}\"}} {}", s.name, h.count);
             }
         };
@@ -302,7 +275,7 @@ impl QueueMetrics {
                     out,
                     "workqueue_longest_running_processor_seconds{{name=\"{}\"}} {}",
                     s.name,
-                    go_float(s.longest)
+                    float(s.longest)
                 );
             },
         );
@@ -333,7 +306,7 @@ impl QueueMetrics {
                     out,
                     "workqueue_unfinished_work_seconds{{name=\"{}\"}} {}",
                     s.name,
-                    go_float(s.unfinished)
+                    float(s.unfinished)
                 );
             },
         );
@@ -362,10 +335,11 @@ mod tests {
             .unwrap_or_else(|| panic!("no line {prefix} in\n{text}"))
     }
 
+    /// The workqueue histograms' bucket bounds print as client-go's (`le="9.999999999999999e-06"`).
     #[test]
-    fn go_float_matches_strconv_g() {
+    fn bucket_bounds_print_as_upstreams() {
         let b = buckets();
-        let got: Vec<String> = b.iter().map(|v| go_float(*v)).collect();
+        let got: Vec<String> = b.iter().map(|v| float(*v)).collect();
         assert_eq!(
             got,
             [
@@ -381,13 +355,6 @@ mod tests {
                 "10"
             ]
         );
-        assert_eq!(go_float(0.0), "0");
-        assert_eq!(go_float(2.5), "2.5");
-        assert_eq!(go_float(1.5e-5), "1.5e-05");
-        assert_eq!(go_float(0.0001), "0.0001");
-        assert_eq!(go_float(1e21), "1e+21");
-        assert_eq!(go_float(123456.0), "123456");
-        assert_eq!(go_float(f64::INFINITY), "+Inf");
     }
 
     #[test]
