@@ -720,7 +720,7 @@ impl PodManager {
         now: Timestamp,
     ) -> eviction::PodUsage {
         let resource = signal.resource();
-        // Every pod is looked at every 10 s: read its spec and annotations in place.
+        // A ranking looks at every pod of the node: read its spec and annotations in place.
         let no_spec = PodSpec::default();
         let no_annotations = BTreeMap::new();
         let spec = w.pod.spec.as_ref().unwrap_or(&no_spec);
