@@ -203,6 +203,13 @@ impl SimNode {
         m
     }
 
+    /// The machine, to read: not counted as a change. A read that counted would make the pod
+    /// loop's next pass sync every pod (`klab up` snapshots every machine as often as every
+    /// second to save them, and each snapshot cost every kubelet a pass over all its pods).
+    fn machine_read(&self) -> std::sync::MutexGuard<'_, Machine> {
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn kubelet_running(&self) -> bool {
         self.kubelet
             .lock()
@@ -231,7 +238,7 @@ impl SimNode {
     /// kubelet finished its groups, or its process ended) or `InhibitDelayMaxSec` passed.
     fn shutdown(&mut self) {
         let st = self.logind.state();
-        if !self.machine().powered || st.preparing_shutdown {
+        if !self.machine_read().powered || st.preparing_shutdown {
             return;
         }
         if !st.inhibited {
@@ -260,7 +267,7 @@ impl SimNode {
     }
 
     fn start_kubelet(&mut self) {
-        if self.kubelet_running() || !self.machine().powered {
+        if self.kubelet_running() || !self.machine_read().powered {
             return;
         }
         let (name, spec, cfg, model) = (
@@ -338,7 +345,7 @@ impl SimNode {
             NodeFault::StartKubelet => self.start_kubelet(),
             NodeFault::PowerOff => self.switch().power_off(),
             NodeFault::PowerOn => {
-                if !self.machine().powered {
+                if !self.machine_read().powered {
                     let boot = self.rng.uid();
                     let mut m = self.machine();
                     m.power_on(boot);
@@ -461,7 +468,8 @@ impl SimNode {
     pub fn state(&self) -> SimNodeState {
         let now = self.clock.now();
         let running_kubelet = self.kubelet_running();
-        let mut m = self.machine();
+        // A read: advancing to now counts the transitions it makes itself.
+        let mut m = self.machine_read();
         m.advance(now);
         let mut running = Vec::new();
         for p in m.pods.values() {
@@ -505,7 +513,7 @@ impl SimNode {
 
     /// A copy of the machine's state, to save across a control-plane restart.
     pub fn machine_snapshot(&self) -> Machine {
-        self.machine().clone()
+        self.machine_read().clone()
     }
 
     /// The node's machine, for inspection in tests and traces.

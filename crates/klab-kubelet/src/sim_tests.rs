@@ -1052,6 +1052,28 @@ async fn a_restored_machine_gets_the_system_daemons_of_this_start() {
     assert_eq!(m.system_cpu_ns_at(c.ts(40)), 500_000_000);
 }
 
+/// Saving the machines (`klab up` snapshots every one as often as every second) and reading a
+/// node's state are reads: counted as changes, they made every kubelet's next pass sync all its
+/// pods. A fault is a change.
+#[tokio::test(start_paused = true)]
+async fn reading_the_machine_is_not_a_change() {
+    let mut c = cluster().await;
+    c.at(30.0).await;
+    let changes = |c: &Cluster| {
+        c.node
+            .machine_handle()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .changes
+    };
+    let before = changes(&c);
+    let _ = c.node.machine_snapshot();
+    let _ = c.node.state();
+    assert_eq!(changes(&c), before);
+    c.node.set_pull_failure("app", Some("boom".into()));
+    assert_ne!(changes(&c), before);
+}
+
 /// The kubelet registers its CSINode (owned by its Node, with the csi.klab.dev entry) and the
 /// Node's `csi.volume.kubernetes.io/nodeid` annotation right after the Node; a CSINode left by an
 /// earlier Node of the same name is taken over rather than left to the garbage collector.
