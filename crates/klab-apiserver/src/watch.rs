@@ -69,6 +69,9 @@ impl Encoder {
     fn state_line(&mut self, ty: &str, state: &State) -> Bytes {
         match &self.render {
             Render::Object => state.line(ty),
+            Render::PartialMetadata => state
+                .partial_metadata_line(ty)
+                .unwrap_or_else(|| self.line(ty, &state.value)),
             _ => self.line(ty, &state.value),
         }
     }
@@ -205,6 +208,30 @@ impl State {
                 .unwrap_or_else(|| serde_json::to_vec(&self.value).unwrap_or_default())
                 .into()
         })
+    }
+
+    /// The line of a metadata watch (the garbage collector's) for this state, written from the
+    /// stored document's `metadata` bytes (`json_field::metadata_presented`) instead of copying
+    /// the decoded metadata and encoding it: byte for byte what [`encode_line`] writes for
+    /// [`table::partial_object_metadata`] of the value. `None` when the state has no stored
+    /// document to read it from.
+    fn partial_metadata_line(&self, ty: &str) -> Option<Bytes> {
+        let s = self.stored.as_ref()?;
+        let meta = crate::json_field::metadata_presented(&s.bytes, s.revision)?;
+        const HEAD: &[u8] =
+            b"\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
+        let mut out = Vec::with_capacity(
+            meta.len()
+                .saturating_add(ty.len())
+                .saturating_add(HEAD.len())
+                .saturating_add(16),
+        );
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(ty.as_bytes());
+        out.extend_from_slice(HEAD);
+        out.extend_from_slice(&meta);
+        out.extend_from_slice(b"}}\n");
+        Some(Bytes::from(out))
     }
 
     /// `{"type":ty,"object":…}` and a newline, byte for byte what [`encode_line`] writes (`ty`
@@ -965,6 +992,47 @@ mod tests {
                 assert_eq!(state.line(ty), encode_line(ty, &obj), "{ty} {obj}");
                 assert_eq!(state.line(ty), encode_line(ty, &obj), "{ty} {obj}");
             }
+        }
+    }
+
+    /// A metadata watch's line written from a stored document's bytes is the line encoded from
+    /// its decoded state; a state without a stored document (or a document without metadata)
+    /// is encoded from its value.
+    #[test]
+    fn a_metadata_watch_line_from_stored_bytes_is_the_encoded_line() {
+        let pods = crate::registry::lookup("", "v1", "pods").unwrap();
+        let docs = [
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "p\"q", "namespace": "default", "uid": "u",
+                                "labels": {"app": "caf\u{e9} \n"},
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                    "name": "r", "uid": "o", "controller": true}],
+                                "managedFields": [{"manager": "m", "operation": "Update",
+                                    "fieldsV1": {"f:metadata": {}}}]},
+                   "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}),
+            json!({"apiVersion": "v1", "kind": "Pod"}),
+        ];
+        let mut render = Encoder {
+            ri: pods,
+            render: Render::PartialMetadata,
+            first_table: true,
+            clock: klab_api::Clock::scaled(1.0),
+        };
+        for doc in docs {
+            let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap());
+            let state = decode_state(pods, &bytes, 42).expect("decodes");
+            let from_value = State::new(state.value().clone());
+            for ty in ["ADDED", "MODIFIED", "DELETED"] {
+                let want = encode_line(ty, &table::partial_object_metadata(state.value()));
+                assert_eq!(render.state_line(ty, &state), want, "{ty} {doc}");
+                assert_eq!(render.state_line(ty, &from_value), want, "{ty} {doc}");
+            }
+            assert_eq!(
+                state.partial_metadata_line("ADDED").is_some(),
+                doc.get("metadata").is_some(),
+                "{doc}"
+            );
         }
     }
 
