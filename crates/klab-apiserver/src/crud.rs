@@ -156,7 +156,7 @@ fn check_type_meta(ri: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 /// unknown fields dropped — or refused with `fieldValidation=Strict`.
 pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiResult<Value> {
     check_type_meta(ri, &mut obj)?;
-    let (pruned, unknown) = crate::schema::prune(ri, &obj)
+    let (pruned, unknown) = crate::schema::prune_owned(ri, obj)
         .map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri))))?;
     if strict && !unknown.is_empty() {
         let list: Vec<String> = unknown

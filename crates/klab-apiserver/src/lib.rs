@@ -35,6 +35,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod registry;
 pub mod review;
+mod same_value;
 pub mod schema;
 pub mod selector_field;
 pub mod server;

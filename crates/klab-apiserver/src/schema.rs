@@ -108,12 +108,53 @@ impl KindVisitor for RoundTrip<'_> {
     }
 }
 
+/// The typed model's decoding of a value, encoded again only when that differs from it: `None`
+/// when the value is already exactly its model's encoding (`same_value::same`: the same keys in
+/// the same order, the same numbers), as nearly every written object is (a client sends back
+/// what it read with a field or two changed), so it need not be built again.
+struct Normalized<'a>(&'a Value);
+
+impl KindVisitor for Normalized<'_> {
+    type Out = Result<Option<Value>, String>;
+    fn visit<T: DeserializeOwned + Serialize + schemars::JsonSchema>(self) -> Self::Out {
+        let typed = T::deserialize(self.0).map_err(|e| e.to_string())?;
+        if crate::same_value::same(&typed, self.0) {
+            #[cfg(debug_assertions)]
+            assert_eq!(
+                serde_json::to_string(&typed).ok(),
+                serde_json::to_string(self.0).ok(),
+                "a value found the same as its model's encoding is not"
+            );
+            return Ok(None);
+        }
+        serde_json::to_value(&typed)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Normalises `obj` through the typed model of its kind. Returns the normalised object and the
 /// paths of the fields the model does not know (upstream's "unknown field" list).
 pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), String> {
     let mut out = visit_kind(ri, RoundTrip(obj)).unwrap_or_else(|| Ok(obj.clone()))?;
     let mut unknown = Vec::new();
     unknown_fields(obj, &out, &mut String::new(), &mut unknown);
+    drop_empty_metadata_collections(&mut out);
+    Ok((out, unknown))
+}
+
+/// [`prune`] of an object the caller gives up: the same result, with the object itself kept
+/// (not copied, not rebuilt) when it is already its model's encoding.
+pub fn prune_owned(ri: &ResourceInfo, obj: Value) -> Result<(Value, Vec<String>), String> {
+    let (mut out, unknown) = match visit_kind(ri, Normalized(&obj)).transpose()? {
+        Some(Some(out)) => {
+            let mut unknown = Vec::new();
+            unknown_fields(&obj, &out, &mut String::new(), &mut unknown);
+            (out, unknown)
+        }
+        // Its own encoding (so no field is unknown), or a kind without a model here.
+        Some(None) | None => (obj, Vec::new()),
+    };
     drop_empty_metadata_collections(&mut out);
     Ok((out, unknown))
 }
@@ -126,8 +167,12 @@ pub fn prune(ri: &ResourceInfo, obj: &Value) -> Result<(Value, Vec<String>), Str
 /// uses this only when they would not be reported.
 pub fn prune_status(ri: &ResourceInfo, obj: &mut Value) -> Option<Result<(), String>> {
     let status = obj.get_mut("status").filter(|s| s.is_object())?;
-    let normalized = visit_status(ri, RoundTrip(status))?;
-    Some(normalized.map(|s| *status = s))
+    let normalized = visit_status(ri, Normalized(status))?;
+    Some(normalized.map(|s| {
+        if let Some(s) = s {
+            *status = s;
+        }
+    }))
 }
 
 /// ObjectMeta's maps and lists are `omitempty` in Go, so an empty one (`kubectl diff` and
@@ -238,5 +283,73 @@ mod tests {
     fn type_errors_are_reported() {
         let pods = lookup("", "v1", "pods").unwrap();
         assert!(prune(pods, &json!({"metadata": {"name": 5}})).is_err());
+        assert!(prune_owned(pods, json!({"metadata": {"name": 5}})).is_err());
+    }
+
+    /// The owned normalisation gives what the borrowing one gives, byte for byte, for objects
+    /// already in their model's form (kept as they are) and for every way of not being in it:
+    /// unknown fields, nulls, key order, a float where the model has an integer, empty metadata
+    /// collections, a kind without a model.
+    #[test]
+    fn owned_normalisation_is_the_borrowed_one() {
+        let pods = lookup("", "v1", "pods").unwrap();
+        let leases = lookup("coordination.k8s.io", "v1", "leases").unwrap();
+        let cms = lookup("", "v1", "configmaps").unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "x", "labels": {"a": "b"}, "generation": 2},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}});
+        let (model, _) = prune(pods, &pod).unwrap();
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "n1", "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}});
+        let (lease_model, _) = prune(leases, &lease).unwrap();
+        // The model's own encodings are recognised as such (kept, not rebuilt).
+        for (ri, v) in [(pods, &model), (leases, &lease_model)] {
+            assert_eq!(visit_kind(ri, Normalized(v)), Some(Ok(None)), "{v}");
+        }
+        assert_ne!(visit_kind(pods, Normalized(&pod)), Some(Ok(None)));
+        let mut cases = vec![
+            (pods, pod.clone()),
+            (pods, model.clone()),
+            (leases, lease.clone()),
+            (leases, lease_model),
+            (
+                pods,
+                json!({"bogus": 1, "metadata": {"name": "x"}, "spec": {"foo": null}}),
+            ),
+            (pods, json!({"metadata": {"name": "x", "generation": 2.0}})),
+            (
+                leases,
+                json!({"spec": {"renewTime": "2026-01-01T00:00:00Z"}}),
+            ),
+            (
+                pods,
+                json!({"metadata": {"name": "x", "labels": {}, "finalizers": []}}),
+            ),
+            (
+                cms,
+                json!({"metadata": {"name": "c", "annotations": {}}, "data": {}}),
+            ),
+        ];
+        let mut reordered = serde_json::Map::new();
+        for (k, v) in model.as_object().unwrap().iter().rev() {
+            reordered.insert(k.clone(), v.clone());
+        }
+        cases.push((pods, Value::Object(reordered)));
+        let unmodelled =
+            crate::registry::lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+        if let Some(ri) = unmodelled.filter(|ri| visit_kind(ri, RoundTrip(&json!({}))).is_none()) {
+            cases.push((
+                ri,
+                json!({"metadata": {"name": "c", "labels": {}}, "x": null}),
+            ));
+        }
+        for (ri, obj) in cases {
+            let text = |(v, unknown): (Value, Vec<String>)| (v.to_string(), unknown);
+            let want = prune(ri, &obj).map(text);
+            assert_eq!(prune_owned(ri, obj.clone()).map(text), want, "{obj}");
+        }
     }
 }
