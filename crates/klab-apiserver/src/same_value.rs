@@ -47,6 +47,48 @@ fn check(ok: bool) -> R {
     if ok { Ok(()) } else { Err(Differs) }
 }
 
+/// Serializer methods for integers, each compared as the number `to_value` writes.
+macro_rules! integers {
+    ($($method:ident($t:ty)),*) => {$(
+        fn $method(self, v: $t) -> R {
+            self.number(Some(v.into()))
+        }
+    )*};
+}
+
+/// Serializer methods for values that never match.
+macro_rules! differ {
+    ($($method:ident($t:ty)),*) => {$(
+        fn $method(self, _: $t) -> R {
+            Err(Differs)
+        }
+    )*};
+}
+
+/// The enum variants with data, which never match (a typed model writes none).
+macro_rules! variants_differ {
+    () => {
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeTupleVariant, Differs> {
+            Err(Differs)
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+            _: usize,
+        ) -> Result<Self::SerializeStructVariant, Differs> {
+            Err(Differs)
+        }
+    };
+}
+
 /// A serializer that compares what it is given with the tree it holds.
 struct SameAs<'a>(&'a Value);
 
@@ -79,30 +121,16 @@ impl<'a> ser::Serializer for SameAs<'a> {
     fn serialize_bool(self, v: bool) -> R {
         check(self.0 == &Value::Bool(v))
     }
-    fn serialize_i8(self, v: i8) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_i64(self, v: i64) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_u8(self, v: u8) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> R {
-        self.number(Some(v.into()))
-    }
-    fn serialize_u64(self, v: u64) -> R {
-        self.number(Some(v.into()))
-    }
+    integers!(
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64)
+    );
     fn serialize_i128(self, _: i128) -> R {
         Err(Differs)
     }
@@ -165,15 +193,6 @@ impl<'a> ser::Serializer for SameAs<'a> {
     fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Seq<'a>, Differs> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Differs> {
-        Err(Differs)
-    }
     fn serialize_map(self, _: Option<usize>) -> Result<Fields<'a>, Differs> {
         match self.0 {
             Value::Object(m) => Ok(Fields {
@@ -186,15 +205,7 @@ impl<'a> ser::Serializer for SameAs<'a> {
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Fields<'a>, Differs> {
         self.serialize_map(None)
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Differs> {
-        Err(Differs)
-    }
+    variants_differ!();
 }
 
 /// A sequence compared item by item; it must end where the array does.
@@ -211,38 +222,27 @@ impl Seq<'_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> R {
-        self.item(v)
-    }
-    fn end(self) -> R {
-        self.finish()
-    }
+/// The three sequence traits, each the same walk under its own method name.
+macro_rules! seq_like {
+    ($($tr:ident :: $method:ident),*) => {$(
+        impl ser::$tr for Seq<'_> {
+            type Ok = ();
+            type Error = Differs;
+            fn $method<T: Serialize + ?Sized>(&mut self, v: &T) -> R {
+                self.item(v)
+            }
+            fn end(self) -> R {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> R {
-        self.item(v)
-    }
-    fn end(self) -> R {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> R {
-        self.item(v)
-    }
-    fn end(self) -> R {
-        self.finish()
-    }
-}
+seq_like!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field
+);
 
 /// An object compared entry by entry in order; it must end where the object does.
 struct Fields<'a> {
@@ -317,45 +317,21 @@ impl ser::Serializer for KeyIs<'_> {
     ) -> Result<Self::Ok, Differs> {
         v.serialize(self)
     }
-    fn serialize_bool(self, _: bool) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_i8(self, _: i8) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_i16(self, _: i16) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_i32(self, _: i32) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_i64(self, _: i64) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_u8(self, _: u8) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_u16(self, _: u16) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_u32(self, _: u32) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_u64(self, _: u64) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_f32(self, _: f32) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_f64(self, _: f64) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_char(self, _: char) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<Self::Ok, Differs> {
-        Err(Differs)
-    }
+    differ!(
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+        serialize_f32(f32),
+        serialize_f64(f64),
+        serialize_char(char),
+        serialize_bytes(&[u8])
+    );
     fn serialize_none(self) -> Result<Self::Ok, Differs> {
         Err(Differs)
     }
@@ -390,30 +366,13 @@ impl ser::Serializer for KeyIs<'_> {
     ) -> Result<Self::SerializeTupleStruct, Differs> {
         Err(Differs)
     }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Differs> {
-        Err(Differs)
-    }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Differs> {
         Err(Differs)
     }
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Differs> {
         Err(Differs)
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Differs> {
-        Err(Differs)
-    }
+    variants_differ!();
 }
 
 #[cfg(test)]
