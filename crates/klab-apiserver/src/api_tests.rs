@@ -705,6 +705,119 @@ async fn node_name_lists(api: ApiServer) {
 /// write against it): unknown status fields are dropped, a wrong type is a 400 that stores
 /// nothing, a null status removes it, and a patch that also touches other fields goes the whole
 /// way (its labels ignored, as for any status write).
+/// A write's `Warning` headers and status code, sent raw as JSON.
+async fn warnings_of(
+    api: &ApiServer,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &Value,
+) -> (u16, Vec<String>) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(axum::body::Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = api.router().oneshot(req).await.unwrap();
+    let warnings = resp
+        .headers()
+        .get_all(axum::http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    (resp.status().as_u16(), warnings)
+}
+
+/// Unknown fields are dropped with a `Warning` per field under `fieldValidation=Warn`, which is
+/// the default; silently under `Ignore`; and refuse the write under `Strict` (upstream's
+/// field validation). A status patch's unknown status fields warn too.
+#[tokio::test(start_paused = true)]
+async fn unknown_fields_warn_by_default_and_as_asked() {
+    let api = memory_server().await;
+    let cm = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "datta": {"a": "b"}, "data": {"k": "v"}, "x\"y": 1})
+    };
+    let uri = "/api/v1/namespaces/default/configmaps";
+    let want = vec![
+        r#"299 - "unknown field \"datta\"""#.to_string(),
+        r#"299 - "unknown field \"x\"y\"""#.to_string(),
+    ];
+    let (code, warnings) = warnings_of(&api, "POST", uri, "application/json", &cm("a")).await;
+    assert_eq!((code, warnings), (201, want.clone()));
+    let (code, warnings) = warnings_of(
+        &api,
+        "POST",
+        &format!("{uri}?fieldValidation=Warn"),
+        "application/json",
+        &cm("b"),
+    )
+    .await;
+    assert_eq!((code, warnings), (201, want.clone()));
+    let (code, warnings) = warnings_of(
+        &api,
+        "POST",
+        &format!("{uri}?fieldValidation=Ignore"),
+        "application/json",
+        &cm("c"),
+    )
+    .await;
+    assert_eq!((code, warnings), (201, Vec::<String>::new()));
+    let (code, warnings) = warnings_of(
+        &api,
+        "POST",
+        &format!("{uri}?fieldValidation=Strict"),
+        "application/json",
+        &cm("d"),
+    )
+    .await;
+    assert_eq!((code, warnings), (400, Vec::<String>::new()));
+    // A write without unknown fields has no warning; a merge patch adding one has.
+    let (code, warnings) = warnings_of(
+        &api,
+        "PATCH",
+        &format!("{uri}/a"),
+        "application/merge-patch+json",
+        &json!({"data": {"k": "w"}}),
+    )
+    .await;
+    assert_eq!((code, warnings), (200, Vec::<String>::new()));
+    let (code, warnings) = warnings_of(
+        &api,
+        "PATCH",
+        &format!("{uri}/a"),
+        "application/merge-patch+json",
+        &json!({"datta": 1}),
+    )
+    .await;
+    assert_eq!((code, warnings), (200, vec![want[0].clone()]));
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    pods.create(&PostParams::default(), &bound_pod("p", "n1"))
+        .await
+        .unwrap();
+    let (code, warnings) = warnings_of(
+        &api,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p/status",
+        "application/strategic-merge-patch+json",
+        &json!({"status": {"phase": "Running", "bogus": 1,
+            "conditions": [{"type": "Ready", "status": "True", "extra": "x"}]}}),
+    )
+    .await;
+    assert_eq!(
+        (code, warnings),
+        (
+            200,
+            vec![
+                r#"299 - "unknown field \"status.bogus\"""#.to_string(),
+                r#"299 - "unknown field \"status.conditions[0].extra\"""#.to_string(),
+            ]
+        )
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn status_only_patches_normalise_the_status() {
     let api = memory_server().await;

@@ -169,6 +169,7 @@ pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiR
             list.join(", ")
         )));
     }
+    crate::server::warn_unknown_fields(&unknown);
     Ok(pruned)
 }
 
@@ -184,7 +185,10 @@ fn normalize_status_patch(ri: &ResourceInfo, mut obj: Value, strict: bool) -> Ap
     check_type_meta(ri, &mut obj)?;
     let out = match crate::schema::prune_status(ri, &mut obj) {
         Some(r) => r
-            .map(|()| obj)
+            .map(|unknown| {
+                crate::server::warn_unknown_fields(&unknown);
+                obj
+            })
             .map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri)))),
         None => normalize(ri, obj, strict),
     };

@@ -162,16 +162,18 @@ pub fn prune_owned(ri: &ResourceInfo, obj: Value) -> Result<(Value, Vec<String>)
 /// [`prune`] of an object whose every part but `status` is already normalised (a status patch's
 /// result: the stored object with the patch's status): only `status` goes through its typed
 /// model, which gives the same object as the whole model would, without copying the spec twice.
-/// `None` (and `obj` untouched) when the kind has no status model here or `status` is not an
-/// object; the caller then prunes the whole object. Unknown fields are not listed: the caller
-/// uses this only when they would not be reported.
-pub fn prune_status(ri: &ResourceInfo, obj: &mut Value) -> Option<Result<(), String>> {
+/// Gives the unknown fields (all under `status`). `None` (and `obj` untouched) when the kind has
+/// no status model here or `status` is not an object; the caller then prunes the whole object.
+pub fn prune_status(ri: &ResourceInfo, obj: &mut Value) -> Option<Result<Vec<String>, String>> {
     let status = obj.get_mut("status").filter(|s| s.is_object())?;
     let normalized = visit_status(ri, Normalized(status))?;
     Some(normalized.map(|s| {
+        let mut unknown = Vec::new();
         if let Some(s) = s {
+            unknown_fields(status, &s, &mut String::from("status"), &mut unknown);
             *status = s;
         }
+        unknown
     }))
 }
 

@@ -800,7 +800,18 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let started = inner.clock.elapsed();
     let metrics = inner.metrics.clone();
     let clock = inner.clock.clone();
-    let mut resp = match dispatch_inner(inner, req).await {
+    let warns = warns_of_unknown_fields(req.uri());
+    let (result, warnings) = if warns {
+        FIELD_WARNINGS
+            .scope(Default::default(), async {
+                let r = dispatch_inner(inner, req).await;
+                (r, FIELD_WARNINGS.with(std::cell::RefCell::take))
+            })
+            .await
+    } else {
+        (dispatch_inner(inner, req).await, Vec::new())
+    };
+    let mut resp = match result {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -830,7 +841,73 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     {
         resp.headers_mut().append(axum::http::header::WARNING, v);
     }
+    for text in warnings {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - {}", go_quote(&text))) {
+            resp.headers_mut().append(axum::http::header::WARNING, v);
+        }
+    }
     resp
+}
+
+tokio::task_local! {
+    /// The warnings a request's handling collects for its response: the unknown fields a
+    /// write's decoding dropped, when its field validation is `Warn`.
+    static FIELD_WARNINGS: std::cell::RefCell<Vec<String>>;
+}
+
+/// Whether a request's dropped unknown fields come back as warnings: `fieldValidation=Warn`,
+/// which is upstream's default when the parameter is absent (`Ignore` drops them silently,
+/// `Strict` refuses the write).
+fn warns_of_unknown_fields(uri: &axum::http::Uri) -> bool {
+    let value = uri.query().and_then(|q| {
+        q.split('&')
+            .filter_map(|p| p.split_once('='))
+            .filter(|(k, _)| *k == "fieldValidation")
+            .map(|(_, v)| v)
+            .next_back()
+    });
+    !matches!(value, Some("Ignore" | "Strict"))
+}
+
+/// Records `unknown field "<path>"` for each of `fields` as a warning of the request being
+/// handled, once each, as upstream's decoder reports a dropped field; nothing outside a request
+/// that warns.
+pub(crate) fn warn_unknown_fields(fields: &[String]) {
+    if fields.is_empty() {
+        return;
+    }
+    let _ = FIELD_WARNINGS.try_with(|w| {
+        let mut w = w.borrow_mut();
+        for f in fields {
+            let text = format!("unknown field \"{f}\"");
+            if !w.contains(&text) {
+                w.push(text);
+            }
+        }
+    });
+}
+
+/// `text` as Go's `strconv.Quote` writes it into a `Warning` header: in double quotes, with
+/// quotes, backslashes and control characters escaped.
+fn go_quote(text: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len().saturating_add(2));
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// How long a request body may take to arrive (kube-apiserver's `--request-timeout`, 60 s).

@@ -481,4 +481,12 @@ fn rollout_status_scale_and_strict_validation() {
     );
     let out = k.kubectl(33, &["get", "configmap", "typo"]);
     assert!(!out.status.success(), "nothing was stored");
+    // Asked to warn instead, kubectl prints the server's warning and the field is dropped.
+    let out = k.kubectl_stdin(33, &["apply", "--validate=warn", "-f", "-"], Some(bad));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("Warning: unknown field \"datta\""), "{err}");
+    let stored: serde_json::Value =
+        serde_json::from_str(&k.ok(33, &["get", "configmap", "typo", "-o", "json"])).unwrap();
+    assert!(stored.get("datta").is_none(), "{stored}");
 }
