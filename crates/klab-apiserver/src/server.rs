@@ -836,15 +836,12 @@ async fn dispatch(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     }
     // Upstream's deprecation filter warns on every request to a deprecated resource; kubectl
     // prints it as `Warning: …`.
-    if let Some(msg) = deprecated
-        && let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{msg}\""))
+    for v in deprecated
+        .into_iter()
+        .chain(warnings.iter().map(String::as_str))
+        .filter_map(warning_header)
     {
         resp.headers_mut().append(axum::http::header::WARNING, v);
-    }
-    for text in warnings {
-        if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - {}", go_quote(&text))) {
-            resp.headers_mut().append(axum::http::header::WARNING, v);
-        }
     }
     resp
 }
@@ -887,27 +884,23 @@ pub(crate) fn warn_unknown_fields(fields: &[String]) {
     });
 }
 
-/// `text` as Go's `strconv.Quote` writes it into a `Warning` header: in double quotes, with
-/// quotes, backslashes and control characters escaped.
-fn go_quote(text: &str) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(text.len().saturating_add(2));
-    out.push('"');
+/// The `Warning` header upstream writes for `text` (apimachinery's `NewWarningHeader` with code
+/// 299 and no agent): `299 - "<text>"` with only quotes and backslashes escaped. `None` for a
+/// text with a control character, which upstream refuses to send.
+fn warning_header(text: &str) -> Option<axum::http::HeaderValue> {
+    if text.chars().any(char::is_control) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(8));
+    out.push_str("299 - \"");
     for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
         }
+        out.push(c);
     }
     out.push('"');
-    out
+    axum::http::HeaderValue::from_str(&out).ok()
 }
 
 /// How long a request body may take to arrive (kube-apiserver's `--request-timeout`, 60 s).
@@ -995,6 +988,27 @@ async fn dispatch_inner(inner: Arc<Inner>, req: Request) -> ApiResult<Response> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Warning headers are written as apimachinery's `NewWarningHeader` writes them: quotes and
+    /// backslashes escaped, other characters as they are, and no header for a control character.
+    #[test]
+    fn warning_headers_quote_as_upstream() {
+        let h = |t: &str| warning_header(t).map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(
+            h(r#"unknown field "spec.x""#).as_deref(),
+            Some(r#"299 - "unknown field \"spec.x\"""#)
+        );
+        assert_eq!(h(r"a\b").as_deref(), Some(r#"299 - "a\\b""#));
+        assert_eq!(
+            h("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+                .as_deref(),
+            Some(
+                "299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\""
+            )
+        );
+        assert_eq!(h("unknown field \"a\nb\""), None);
+        assert_eq!(h("\u{85}"), None);
+    }
 
     type Parsed = (String, Option<String>, Option<String>, Option<String>);
 
