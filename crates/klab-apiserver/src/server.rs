@@ -856,14 +856,11 @@ tokio::task_local! {
 /// which is upstream's default when the parameter is absent (`Ignore` drops them silently,
 /// `Strict` refuses the write).
 fn warns_of_unknown_fields(uri: &axum::http::Uri) -> bool {
-    let value = uri.query().and_then(|q| {
-        q.split('&')
-            .filter_map(|p| p.split_once('='))
-            .filter(|(k, _)| *k == "fieldValidation")
-            .map(|(_, v)| v)
-            .next_back()
-    });
-    !matches!(value, Some("Ignore" | "Strict"))
+    let query = parse_query(uri).unwrap_or_default();
+    !matches!(
+        query.get("fieldValidation").map(String::as_str),
+        Some("Ignore" | "Strict")
+    )
 }
 
 /// Records `unknown field "<path>"` for each of `fields` as a warning of the request being
