@@ -22,6 +22,7 @@ pub mod decide;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::task::Poll;
 
 use futures::stream::BoxStream;
@@ -152,11 +153,19 @@ pub async fn run(
     }
 }
 
-/// A graph node: where an object lives and its last seen metadata.
+/// A graph node: where an object lives and its last seen metadata — the watch cache's own
+/// `Arc`, not a copy: the graph holds every object of every watched resource, and a second copy
+/// of each one's metadata was most of its memory.
 #[derive(Clone, Debug)]
 struct Item {
     res: usize,
-    meta: ObjectMeta,
+    obj: Arc<Meta>,
+}
+
+impl Item {
+    fn meta(&self) -> &ObjectMeta {
+        &self.obj.metadata
+    }
 }
 
 struct Gc {
@@ -186,7 +195,7 @@ impl Gc {
                 }
                 for (old, new) in changes {
                     match (old, new) {
-                        (_, Some(n)) => self.upsert(i, n.metadata.clone()),
+                        (_, Some(n)) => self.upsert(i, n),
                         (Some(o), None) => self.remove(&o.metadata),
                         (None, None) => {}
                     }
@@ -220,8 +229,9 @@ impl Gc {
         }
     }
 
-    fn upsert(&mut self, res: usize, meta: ObjectMeta) {
-        let uid = uid_of(&meta);
+    fn upsert(&mut self, res: usize, obj: Arc<Meta>) {
+        let meta = &obj.metadata;
+        let uid = uid_of(meta);
         if uid.is_empty() {
             return;
         }
@@ -231,12 +241,12 @@ impl Gc {
         let owners_changed = self
             .items
             .get(&uid)
-            .is_none_or(|old| old.meta.owner_references != meta.owner_references);
+            .is_none_or(|old| old.meta().owner_references != meta.owner_references);
         if owners_changed {
             if let Some(old) = self.items.remove(&uid) {
-                self.link(&uid, &old.meta, false);
+                self.link(&uid, old.meta(), false);
             }
-            self.link(&uid, &meta, true);
+            self.link(&uid, meta, true);
             if meta
                 .owner_references
                 .as_ref()
@@ -245,12 +255,12 @@ impl Gc {
                 self.queue.add((ATTEMPT.into(), uid.clone()));
             }
         }
-        if decide::is_deleting_dependents(&meta) || decide::is_orphaning(&meta) {
+        if decide::is_deleting_dependents(meta) || decide::is_orphaning(meta) {
             self.queue.add((OWNER.into(), uid.clone()));
         }
         // An owner that no longer exists is discovered through its dependents; one that now
         // exists again (a relist) needs nothing.
-        self.items.insert(uid, Item { res, meta });
+        self.items.insert(uid, Item { res, obj });
     }
 
     fn remove(&mut self, meta: &ObjectMeta) {
@@ -258,17 +268,17 @@ impl Gc {
         let Some(item) = self.items.remove(&uid) else {
             return;
         };
-        self.link(&uid, &item.meta, false);
+        self.link(&uid, item.meta(), false);
         // its dependents may now be garbage
         for d in self.dependents.get(&uid).cloned().unwrap_or_default() {
             self.queue.add((ATTEMPT.into(), d));
         }
         // an owner waiting for it may now be free to go
-        for r in item.meta.owner_references.iter().flatten() {
+        for r in item.meta().owner_references.iter().flatten() {
             if self
                 .items
                 .get(&r.uid)
-                .is_some_and(|o| decide::is_deleting_dependents(&o.meta))
+                .is_some_and(|o| decide::is_deleting_dependents(&o.meta()))
             {
                 self.queue.add((OWNER.into(), r.uid.clone()));
             }
@@ -319,7 +329,7 @@ impl Gc {
                 continue;
             };
             let owner = match (live, self.items.get(&r.uid)) {
-                (false, Some(item)) => Some(item.meta.clone()),
+                (false, Some(item)) => Some(item.meta().clone()),
                 _ => self.live(res, &ns, &r.name).await?,
             };
             out.push((r.uid.clone(), decide::classify(r, owner.as_ref())));
@@ -332,18 +342,18 @@ impl Gc {
         let Some(item) = self.items.get(uid).cloned() else {
             return Ok(());
         };
-        if decide::is_deleting_dependents(&item.meta) {
+        if decide::is_deleting_dependents(item.meta()) {
             return self.process_owner(uid).await;
         }
         let has_dependents = self.dependents.get(uid).is_some_and(|d| !d.is_empty());
         // First from the graph; only an action is confirmed against live reads.
-        let cached = self.classify_owners(&item.meta, false).await?;
-        if decide::attempt_to_delete(&item.meta, &cached, has_dependents) == DependentVerdict::Keep
+        let cached = self.classify_owners(item.meta(), false).await?;
+        if decide::attempt_to_delete(item.meta(), &cached, has_dependents) == DependentVerdict::Keep
         {
             return Ok(());
         }
-        let ns = item.meta.namespace.clone().unwrap_or_default();
-        let name = item.meta.name.clone().unwrap_or_default();
+        let ns = item.meta().namespace.clone().unwrap_or_default();
+        let name = item.meta().name.clone().unwrap_or_default();
         let Some(latest) = self.live(item.res, &ns, &name).await? else {
             return Ok(());
         };
@@ -403,20 +413,20 @@ impl Gc {
         let Some(item) = self.items.get(uid).cloned() else {
             return Ok(());
         };
-        let ns = item.meta.namespace.clone().unwrap_or_default();
-        let name = item.meta.name.clone().unwrap_or_default();
+        let ns = item.meta().namespace.clone().unwrap_or_default();
+        let name = item.meta().name.clone().unwrap_or_default();
         let dep_uids: Vec<String> = self
             .dependents
             .get(uid)
             .map(|d| d.iter().cloned().collect())
             .unwrap_or_default();
-        if decide::is_orphaning(&item.meta) {
+        if decide::is_orphaning(item.meta()) {
             for d in &dep_uids {
                 let Some(dep) = self.items.get(d).cloned() else {
                     continue;
                 };
-                let dns = dep.meta.namespace.clone().unwrap_or_default();
-                let dname = dep.meta.name.clone().unwrap_or_default();
+                let dns = dep.meta().namespace.clone().unwrap_or_default();
+                let dname = dep.meta().name.clone().unwrap_or_default();
                 let Some(latest) = self.live(dep.res, &dns, &dname).await? else {
                     continue;
                 };
@@ -430,14 +440,15 @@ impl Gc {
                 .remove_finalizer(item.res, &ns, &name, FINALIZER_ORPHAN_DEPENDENTS)
                 .await;
         }
-        if !decide::is_deleting_dependents(&item.meta) {
+        if !decide::is_deleting_dependents(item.meta()) {
             return Ok(());
         }
-        let deps: Vec<(String, ObjectMeta)> = dep_uids
+        let deps: Vec<(String, Arc<Meta>)> = dep_uids
             .iter()
-            .filter_map(|d| self.items.get(d).map(|i| (d.clone(), i.meta.clone())))
+            .filter_map(|d| self.items.get(d).map(|i| (d.clone(), i.obj.clone())))
             .collect();
-        let refs: Vec<(String, &ObjectMeta)> = deps.iter().map(|(u, m)| (u.clone(), m)).collect();
+        let refs: Vec<(String, &ObjectMeta)> =
+            deps.iter().map(|(u, m)| (u.clone(), &m.metadata)).collect();
         match decide::process_deleting_dependents(uid, &refs) {
             ForegroundVerdict::RemoveFinalizer => {
                 self.remove_finalizer(item.res, &ns, &name, FINALIZER_FOREGROUND_DELETION)
