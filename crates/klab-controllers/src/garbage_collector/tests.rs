@@ -214,7 +214,7 @@ async fn deleting_a_node_removes_its_lease() {
 #[tokio::test(start_paused = true)]
 async fn only_an_update_that_changes_owners_queues_an_attempt() {
     use super::{ATTEMPT, Gc};
-    use kube::api::ObjectMeta;
+    use kube::api::{ObjectMeta, PartialObjectMetaExt};
     use std::collections::BTreeMap;
     let h = harness().await;
     let mut gc = Gc {
@@ -234,13 +234,18 @@ async fn only_an_update_that_changes_owners_queues_an_attempt() {
         uid: uid.into(),
         ..Default::default()
     };
-    let lease = |rv: &str, owners: Vec<_>| ObjectMeta {
-        name: Some("n1".into()),
-        namespace: Some("kube-node-lease".into()),
-        uid: Some("lease-uid".into()),
-        resource_version: Some(rv.into()),
-        owner_references: Some(owners),
-        ..Default::default()
+    let lease = |rv: &str, owners: Vec<_>| {
+        std::sync::Arc::new(
+            ObjectMeta {
+                name: Some("n1".into()),
+                namespace: Some("kube-node-lease".into()),
+                uid: Some("lease-uid".into()),
+                resource_version: Some(rv.into()),
+                owner_references: Some(owners),
+                ..Default::default()
+            }
+            .into_response_partial::<kube::api::DynamicObject>(),
+        )
     };
     let drain = |gc: &mut Gc| {
         let mut out = Vec::new();
@@ -256,7 +261,7 @@ async fn only_an_update_that_changes_owners_queues_an_attempt() {
     gc.upsert(0, lease("2", vec![owner("node-a")]));
     assert_eq!(drain(&mut gc), vec![], "a renewal changes no owner");
     assert_eq!(
-        gc.items["lease-uid"].meta.resource_version.as_deref(),
+        gc.items["lease-uid"].meta().resource_version.as_deref(),
         Some("2")
     );
     gc.upsert(0, lease("3", vec![owner("node-b")]));
