@@ -154,8 +154,8 @@ pub async fn run(
 }
 
 /// A graph node: where an object lives and its last seen metadata — the watch cache's own
-/// `Arc`, not a copy: the graph holds every object of every watched resource, and a second copy
-/// of each one's metadata was most of its memory.
+/// `Arc`, not a copy: the graph holds every object of every watched resource (every pod, node
+/// and Lease), so a second copy of each one's metadata cost memory in proportion to the cluster.
 #[derive(Clone, Debug)]
 struct Item {
     res: usize,
@@ -278,7 +278,7 @@ impl Gc {
             if self
                 .items
                 .get(&r.uid)
-                .is_some_and(|o| decide::is_deleting_dependents(&o.meta()))
+                .is_some_and(|o| decide::is_deleting_dependents(o.meta()))
             {
                 self.queue.add((OWNER.into(), r.uid.clone()));
             }
