@@ -16,17 +16,46 @@
 //! node's pods. Each is built once (from a read snapshot, then caught up by the writer; see
 //! `redb_store`), when the API server starts or the first list asks for it, and kept up to date
 //! from every committed write's value.
+//!
+//! While a secondary index is kept, each version written records what its value filed under
+//! (a [`Filing`], shared by every version filed under the same value), so that a watch of one
+//! node's pods resuming from a past revision can tell, without reading a value, which of the
+//! changes since cannot concern its node ([`KeyIndex::misses`]): a kubelet's watch re-opened
+//! after its timeout replays only its own node's changes, not every pod change of the minute.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::{Revision, Trigger, TriggerIndex};
 
-/// One retained version of a key: the revision that wrote it and whether it is a put (a
-/// tombstone otherwise).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One retained version of a key: the revision that wrote it, whether it is a put (a tombstone
+/// otherwise) and, for a put written while a secondary index covering the key was kept, what its
+/// value filed under there.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Version {
     pub rev: Revision,
     pub put: bool,
+    pub filing: Option<Arc<Filing>>,
+}
+
+impl Version {
+    /// A version whose filing is not known (read back from the history table, or written while
+    /// no secondary index covered its key).
+    pub fn unfiled(rev: Revision, put: bool) -> Version {
+        Version {
+            rev,
+            put,
+            filing: None,
+        }
+    }
+}
+
+/// What a version's value filed under in one secondary index (`value: None`: bytes the index
+/// function cannot read).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Filing {
+    pub index: &'static str,
+    pub value: Option<String>,
 }
 
 /// What a list reads: each page key with the revision of its version at the list's revision, and
@@ -58,6 +87,8 @@ pub(crate) struct Secondary {
     by_value: HashMap<Option<String>, BTreeSet<Box<str>>>,
     /// Each key's value, to unfile it when it changes.
     of_key: HashMap<Box<str>, Option<String>>,
+    /// One shared [`Filing`] per value some key files under now, for the versions filed under it.
+    filings: HashMap<Option<String>, Arc<Filing>>,
 }
 
 /// A [`TriggerIndex`] compared by name and prefix (function pointers do not compare reliably).
@@ -79,6 +110,7 @@ impl Secondary {
             index: IndexKey(index),
             by_value: HashMap::new(),
             of_key: HashMap::new(),
+            filings: HashMap::new(),
         }
     }
 
@@ -97,10 +129,11 @@ impl Secondary {
         self.index.0.prefix.unwrap_or_default()
     }
 
-    /// Files `key` under what its new bytes give (`None`: deleted).
-    pub fn file(&mut self, key: &str, value: Option<&[u8]>) {
+    /// Files `key` under what its new bytes give (`None`: deleted); returns what a put filed
+    /// under (`None` for a deletion or a key outside the index's prefix).
+    pub fn file(&mut self, key: &str, value: Option<&[u8]>) -> Option<Arc<Filing>> {
         if !key.starts_with(self.prefix()) {
-            return;
+            return None;
         }
         if let Some(old) = self.of_key.remove(key)
             && let Some(set) = self.by_value.get_mut(&old)
@@ -108,16 +141,29 @@ impl Secondary {
             set.remove(key);
             if set.is_empty() {
                 self.by_value.remove(&old);
+                // The versions filed under it keep their own reference.
+                self.filings.remove(&old);
             }
         }
-        if let Some(bytes) = value {
-            let filed = (self.index.0.func)(key, bytes);
-            self.by_value
-                .entry(filed.clone())
-                .or_default()
-                .insert(key.into());
-            self.of_key.insert(key.into(), filed);
-        }
+        let bytes = value?;
+        let filed = (self.index.0.func)(key, bytes);
+        self.by_value
+            .entry(filed.clone())
+            .or_default()
+            .insert(key.into());
+        let name = self.index.0.name;
+        let filing = self
+            .filings
+            .entry(filed.clone())
+            .or_insert_with(|| {
+                Arc::new(Filing {
+                    index: name,
+                    value: filed.clone(),
+                })
+            })
+            .clone();
+        self.of_key.insert(key.into(), filed);
+        Some(filing)
     }
 }
 
@@ -139,22 +185,34 @@ impl KeyIndex {
         self.secondary.insert(secondary.index.0.name, secondary);
     }
 
-    /// Files a committed write in the secondary indexes (`value: None` for a deletion).
-    pub fn file(&mut self, key: &str, value: Option<&[u8]>) {
+    /// Records a committed write (revisions ascend across calls; `value: None` for a deletion):
+    /// its version, filed in the secondary indexes, with what it filed under in the first of
+    /// them that covers the key.
+    pub fn record(&mut self, key: &str, rev: Revision, value: Option<&[u8]>) {
+        let mut filing = None;
         for secondary in self.secondary.values_mut() {
-            secondary.file(key, value);
+            let filed = secondary.file(key, value);
+            filing = filing.or(filed);
         }
+        self.apply(
+            key,
+            Version {
+                rev,
+                put: value.is_some(),
+                filing,
+            },
+        );
     }
 
-    /// Records a committed write (revisions ascend across calls).
-    pub fn apply(&mut self, key: &str, version: Version) {
+    /// Adds a version (revisions ascend across calls).
+    fn apply(&mut self, key: &str, version: Version) {
+        self.rev = self.rev.max(version.rev);
         match self.keys.get_mut(key) {
             Some(versions) => versions.push(version),
             None => {
                 self.keys.insert(key.into(), vec![version]);
             }
         }
-        self.rev = self.rev.max(version.rev);
     }
 
     /// Drops what the history table's compaction dropped: for each key written in the compacted
@@ -187,7 +245,7 @@ impl KeyIndex {
             .take_while(|(k, _)| k.starts_with(prefix));
         for (key, versions) in range {
             let idx = versions.partition_point(|v| v.rev <= at);
-            let Some(v) = idx.checked_sub(1).map(|i| versions[i]) else {
+            let Some(v) = idx.checked_sub(1).map(|i| &versions[i]) else {
                 continue;
             };
             if !v.put {
@@ -259,10 +317,55 @@ impl KeyIndex {
         })
     }
 
-    /// Whether both hold the same versions of the same keys.
+    /// Whether the change that wrote `key` at `rev` surely concerns no watcher waiting for
+    /// `trigger`: neither its value nor the value before it files under the trigger's value (a
+    /// watch's replay then skips it unread). `false` whenever that is not known from the index
+    /// alone — the index not kept, the version not (or no longer) here, a filing not recorded, a
+    /// value the function cannot read —, so the caller reads the change and its own filter
+    /// decides.
+    pub fn misses(&self, key: &str, rev: Revision, trigger: &Trigger) -> bool {
+        let Some(secondary) = self.secondary.get(trigger.index.name) else {
+            return false;
+        };
+        if secondary.index != IndexKey(trigger.index) || !key.starts_with(secondary.prefix()) {
+            return false;
+        }
+        let Some(versions) = self.keys.get(key) else {
+            return false;
+        };
+        let Ok(at) = versions.binary_search_by_key(&rev, |v| v.rev) else {
+            return false;
+        };
+        let elsewhere = |v: &Version| {
+            !v.put
+                || v.filing.as_ref().is_some_and(|f| {
+                    f.index == trigger.index.name
+                        && f.value.as_ref().is_some_and(|x| *x != trigger.value)
+                })
+        };
+        let before = match at.checked_sub(1) {
+            Some(i) => elsewhere(&versions[i]),
+            // Nothing older retained: any older version is at or below the compacted revision,
+            // and the newest of those was dropped, so it was a deletion — the change had no
+            // previous value. At or below the compacted revision itself, the versions before it
+            // may have been dropped after the reader's snapshot was taken: not known.
+            None => rev > self.compacted,
+        };
+        before && elsewhere(&versions[at])
+    }
+
+    /// Whether both hold the same versions of the same keys (what the versions filed under is
+    /// not read back from the table, so it is not compared).
     #[cfg(test)]
     pub fn same_versions(&self, other: &KeyIndex) -> bool {
-        self.keys == other.keys
+        let plain = |index: &KeyIndex| {
+            index
+                .keys
+                .iter()
+                .map(|(k, vs)| (k.clone(), vs.iter().map(|v| (v.rev, v.put)).collect()))
+                .collect::<Vec<(Box<str>, Vec<_>)>>()
+        };
+        plain(self) == plain(other)
     }
 
     /// The secondary indexes kept, with what each indexes.
@@ -283,11 +386,11 @@ mod tests {
     use super::*;
 
     fn put(rev: Revision) -> Version {
-        Version { rev, put: true }
+        Version::unfiled(rev, true)
     }
 
     fn tomb(rev: Revision) -> Version {
-        Version { rev, put: false }
+        Version::unfiled(rev, false)
     }
 
     fn index() -> KeyIndex {
@@ -356,6 +459,84 @@ mod tests {
             [("/p/a", 4), ("/p/c", 3)]
         );
         assert_eq!(keys(&idx.plan("/", "/", 6, usize::MAX)).len(), 3);
+    }
+
+    /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read.
+    fn node_of(_key: &str, value: &[u8]) -> Option<String> {
+        let s = std::str::from_utf8(value).ok()?;
+        (!s.starts_with('x')).then(|| s.split(':').next().unwrap_or_default().to_string())
+    }
+
+    const NODE: TriggerIndex = TriggerIndex {
+        name: "node",
+        func: node_of,
+        prefix: Some("/p/"),
+    };
+
+    #[test]
+    fn a_change_misses_a_trigger_only_when_both_its_values_are_known_to_file_elsewhere() {
+        let mut idx = KeyIndex::default();
+        // Written before the index was kept: filing unknown.
+        idx.record("/p/old", 1, Some(b"n2:a"));
+        idx.add_secondary(Secondary::new(NODE));
+        let writes: &[(&str, Option<&[u8]>)] = &[
+            ("/p/a", Some(b"n2:a")),   // 2: created on n2
+            ("/p/a", Some(b"n2:b")),   // 3: stays on n2
+            ("/p/a", Some(b"n1:c")),   // 4: moves to n1
+            ("/p/a", Some(b"n2:d")),   // 5: moves back to n2
+            ("/p/a", None),            // 6: deleted from n2
+            ("/p/b", Some(b"x")),      // 7: unreadable
+            ("/p/b", Some(b"n2:a")),   // 8: from unreadable to n2
+            ("/p/old", Some(b"n2:b")), // 9: the version before it has no filing
+            ("/q/c", Some(b"n2:a")),   // 10: outside the index's prefix
+        ];
+        for (rev, (key, value)) in (2..).zip(writes) {
+            idx.record(key, rev, *value);
+        }
+        let on = |node: &str| Trigger {
+            index: NODE,
+            value: node.to_string(),
+        };
+        let cases: &[(&str, Revision, &str, bool)] = &[
+            ("/p/a", 2, "n1", true),
+            ("/p/a", 2, "n2", false),
+            ("/p/a", 3, "n1", true),
+            ("/p/a", 4, "n1", false), // arrives
+            ("/p/a", 4, "n2", false), // leaves
+            ("/p/a", 4, "n3", true),
+            ("/p/a", 5, "n1", false),
+            ("/p/a", 6, "n2", false), // deleted from it
+            ("/p/a", 6, "n1", true),
+            ("/p/b", 7, "n1", false), // unreadable: offered to all
+            ("/p/b", 8, "n1", false),
+            ("/p/old", 9, "n1", false),
+            ("/q/c", 10, "n1", false),
+            ("/p/a", 11, "n1", false), // not (yet) in the index
+            ("/p/none", 3, "n1", false),
+        ];
+        for (key, rev, node, misses) in cases {
+            assert_eq!(
+                idx.misses(key, *rev, &on(node)),
+                *misses,
+                "{key}@{rev} {node}"
+            );
+        }
+        let other = TriggerIndex {
+            name: "other",
+            ..NODE
+        };
+        let t = Trigger {
+            index: other,
+            value: "n1".into(),
+        };
+        assert!(!idx.misses("/p/a", 2, &t), "an index not kept");
+        // After compaction to 3 the oldest version of /p/a is 3: nothing is known of what came
+        // before it any more (a reader's snapshot may still hold 2), while 4 is still known.
+        let newest: BTreeMap<String, Revision> = [("/p/a".to_string(), 3)].into_iter().collect();
+        idx.compact(3, &newest);
+        assert!(!idx.misses("/p/a", 3, &on("n1")));
+        assert!(!idx.misses("/p/a", 4, &on("n1")));
+        assert!(idx.misses("/p/a", 4, &on("n3")));
     }
 
     #[test]

@@ -17,7 +17,11 @@
 //! from the in-memory [`KeyIndex`] of retained versions (which keys its page holds at its
 //! revision, how many follow) and reads from the history table only its page's values. `watch` registers
 //! with the hub first, then opens a read snapshot and replays the persisted log from it in chunks;
-//! live events already covered by the snapshot are skipped (see `watch::feed`).
+//! live events already covered by the snapshot are skipped (see `watch::feed`). A watch with a
+//! trigger (a kubelet's, of its node's pods) skips, unread, the logged changes that the key index
+//! shows cannot concern it (`KeyIndex::misses`): at 5 000 nodes a kubelet's watch re-opened after
+//! its timeout would otherwise read every pod change since its last bookmark, value and previous
+//! value, to send the few of its own node.
 //!
 //! Tables (values are little-endian encoded by hand so the on-disk format is ours, not redb's):
 //! * `meta`:    "schema", "rev" (current revision), "compacted" (compacted revision);
@@ -339,7 +343,7 @@ fn load_index(db: &Database) -> Result<KeyIndex> {
             Some(0) => false,
             _ => return Err(corrupt("history tag")),
         };
-        index.load(key, Version { rev, put });
+        index.load(key, Version::unfiled(rev, put));
     }
     Ok(index)
 }
@@ -437,13 +441,7 @@ impl Writer {
                             index.add_secondary(secondary);
                         }
                         for e in &out.events {
-                            let put = e.kind != EventKind::Delete;
-                            let version = Version {
-                                rev: e.revision,
-                                put,
-                            };
-                            index.apply(&e.key, version);
-                            index.file(&e.key, e.value.as_deref());
+                            index.record(&e.key, e.revision, e.value.as_deref());
                         }
                         for (to, newest) in &out.compactions {
                             index.compact(*to, newest);
@@ -794,6 +792,10 @@ struct RedbReplay {
     log: redb::ReadOnlyTable<u64, &'static str>,
     history: redb::ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     prefix: String,
+    /// The watch's trigger: changes the key index shows cannot concern it are skipped unread
+    /// (`KeyIndex::misses`).
+    trigger: Option<crate::Trigger>,
+    shared: Arc<Shared>,
     /// Next revision to examine.
     next: Revision,
     /// The snapshot's current revision (inclusive end).
@@ -807,10 +809,18 @@ impl RedbReplay {
         while self.buf.is_empty() && self.next <= self.end {
             let mut examined = 0;
             let mut resume = self.end.saturating_add(1);
+            // Read under the index's lock, held for one chunk: the writer waits at most that long.
+            let index = self.trigger.as_ref().map(|_| self.shared.index());
             for entry in self.log.range(self.next..=self.end).map_err(io)? {
                 let (rev, key) = entry.map_err(io)?;
                 let (rev, key) = (rev.value(), key.value());
-                if key.starts_with(&self.prefix) {
+                let missed = || {
+                    index
+                        .as_ref()
+                        .zip(self.trigger.as_ref())
+                        .is_some_and(|(index, t)| index.misses(key, rev, t))
+                };
+                if key.starts_with(&self.prefix) && !missed() {
                     self.buf.push_back(Arc::new(self.event_at(key, rev)?));
                 }
                 examined += 1;
@@ -1002,6 +1012,8 @@ impl Storage for RedbStore {
             log: txn.open_table(LOG).map_err(io)?,
             history: txn.open_table(HISTORY).map_err(io)?,
             prefix: prefix.to_owned(),
+            trigger,
+            shared: self.shared.clone(),
             next: after.saturating_add(1),
             end: rev,
             buf: VecDeque::new(),
@@ -1395,6 +1407,122 @@ mod tests {
             assert_eq!(store.shared.index().secondaries().count(), 1);
             store.assert_index_mirrors_history();
         }
+    }
+
+    /// A watch with a trigger resuming from a past revision replays only the changes that may
+    /// concern it: random creates, updates (some moving a key to another node), deletes and
+    /// compactions; then watches of one node's keys from random retained revisions. Each must
+    /// replay what the memory store's watch from the same revision holds for that node (the
+    /// change's new or old value on it, or unreadable), and nothing else: the key index knows
+    /// what every version filed under, so the other changes are skipped unread.
+    #[tokio::test]
+    async fn a_triggered_watch_replays_only_the_changes_that_may_concern_it() {
+        let mut skipped = 0;
+        for seed in 1..=4u64 {
+            let dir = tempfile::tempdir().unwrap();
+            let store = RedbStore::open(dir.path().join("s.redb")).unwrap();
+            store.prepare_index(NODE).await.unwrap();
+            let redb: DynStorage = store.clone();
+            let memory: DynStorage = crate::MemoryStore::new();
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut rnd = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for step in 0..200 {
+                let key = format!("/{}/k{}", ["a", "b"][rnd(2) as usize], rnd(8));
+                let node = ["n0", "n1", "n2", "x"][rnd(4) as usize];
+                let value = Bytes::from(format!("{node}:{step}"));
+                let current = memory.get(&key).await.unwrap();
+                match (rnd(12), current) {
+                    (0, _) => {
+                        // Compact to a recent revision, keeping some history to replay.
+                        let to = memory.current_revision().saturating_sub(rnd(40));
+                        memory.compact(to).await.unwrap();
+                        redb.compact(to).await.unwrap();
+                    }
+                    (1..=2, Some(kv)) => {
+                        memory.delete(&key, Some(kv.mod_revision)).await.unwrap();
+                        redb.delete(&key, Some(kv.mod_revision)).await.unwrap();
+                    }
+                    (_, Some(kv)) => {
+                        memory
+                            .update(&key, value.clone(), kv.mod_revision)
+                            .await
+                            .unwrap();
+                        redb.update(&key, value, kv.mod_revision).await.unwrap();
+                    }
+                    (_, None) => {
+                        memory.create(&key, value.clone()).await.unwrap();
+                        redb.create(&key, value).await.unwrap();
+                    }
+                }
+                if step % 20 != 19 {
+                    continue;
+                }
+                let compacted = redb.compacted_revision();
+                let current = redb.current_revision();
+                let mut watches = Vec::new();
+                for _ in 0..4 {
+                    let node = format!("n{}", rnd(3));
+                    let after = compacted + rnd(current - compacted + 1);
+                    let trigger = crate::Trigger {
+                        index: NODE,
+                        value: node.clone(),
+                    };
+                    let replayed = redb.watch_triggered("/a/", after, Some(trigger)).unwrap();
+                    let all = memory.watch("/a/", after).unwrap();
+                    watches.push((node, after, replayed, all));
+                }
+                // A change every watch is offered (unreadable bytes) marks the end of the replays.
+                let end = memory
+                    .create(&format!("/a/end{step}"), Bytes::from_static(b"x"))
+                    .await;
+                let end = end.unwrap();
+                assert_eq!(
+                    redb.create(&format!("/a/end{step}"), Bytes::from_static(b"x"))
+                        .await
+                        .unwrap(),
+                    end
+                );
+                for (node, after, mut replayed, mut all) in watches {
+                    let on = |v: &Option<Bytes>| {
+                        v.as_ref()
+                            .is_some_and(|v| node_of("", v).is_none_or(|n| n == node))
+                    };
+                    let concerns = |e: &Event| on(&e.value) || on(&e.prev_value);
+                    let mut got = Vec::new();
+                    loop {
+                        let e = replayed.next().await.unwrap().unwrap();
+                        assert!(
+                            concerns(&e),
+                            "seed {seed} step {step}: {node} after {after} replayed {e:?}"
+                        );
+                        got.push(e.clone());
+                        if e.revision == end {
+                            break;
+                        }
+                    }
+                    let mut want = Vec::new();
+                    loop {
+                        let e = all.next().await.unwrap().unwrap();
+                        if concerns(&e) {
+                            want.push(e.clone());
+                        } else {
+                            skipped += 1;
+                        }
+                        if e.revision == end {
+                            break;
+                        }
+                    }
+                    assert_eq!(got, want, "seed {seed} step {step}: {node} after {after}");
+                }
+            }
+            store.assert_index_mirrors_history();
+        }
+        assert!(skipped > 100, "the watches left out only {skipped} changes");
     }
 
     /// An index read from a snapshot is caught up by the writer with what was written after the
