@@ -1278,6 +1278,17 @@ mod tests {
         s.assert_index_mirrors_history();
     }
 
+    /// A seeded xorshift sequence: each call gives a number below its argument.
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read.
     fn node_of(_key: &str, value: &[u8]) -> Option<String> {
         let s = std::str::from_utf8(value).ok()?;
@@ -1302,13 +1313,7 @@ mod tests {
             let store = RedbStore::open(dir.path().join("s.redb")).unwrap();
             let redb: DynStorage = store.clone();
             let memory: DynStorage = crate::MemoryStore::new();
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut rnd = move |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut rnd = below(seed);
             for step in 0..300 {
                 let key = format!("/{}/k{}", ["a", "b"][rnd(2) as usize], rnd(12));
                 let value = Bytes::from(format!(
@@ -1424,13 +1429,7 @@ mod tests {
             store.prepare_index(NODE).await.unwrap();
             let redb: DynStorage = store.clone();
             let memory: DynStorage = crate::MemoryStore::new();
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut rnd = move |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut rnd = below(seed);
             for step in 0..200 {
                 let key = format!("/{}/k{}", ["a", "b"][rnd(2) as usize], rnd(8));
                 let node = ["n0", "n1", "n2", "x"][rnd(4) as usize];
