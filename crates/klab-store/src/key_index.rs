@@ -21,7 +21,8 @@
 //! (a [`Filing`], shared by every version filed under the same value), so that a watch of one
 //! node's pods resuming from a past revision can tell, without reading a value, which of the
 //! changes since cannot concern its node ([`KeyIndex::misses`]): a kubelet's watch re-opened
-//! after its timeout replays only its own node's changes, not every pod change of the minute.
+//! after its timeout reads the values of its own node's changes only, not of every pod change
+//! since its last bookmark.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -382,7 +383,7 @@ impl KeyIndex {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn put(rev: Revision) -> Version {
@@ -461,8 +462,9 @@ mod tests {
         assert_eq!(keys(&idx.plan("/", "/", 6, usize::MAX)).len(), 3);
     }
 
-    /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read.
-    fn node_of(_key: &str, value: &[u8]) -> Option<String> {
+    /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read
+    /// (also the redb store's tests' index function).
+    pub(crate) fn node_of(_key: &str, value: &[u8]) -> Option<String> {
         let s = std::str::from_utf8(value).ok()?;
         (!s.starts_with('x')).then(|| s.split(':').next().unwrap_or_default().to_string())
     }

@@ -1044,6 +1044,7 @@ mod tests {
     use super::*;
     use crate::DynStorage;
     use crate::conformance::{self, Fixture};
+    use crate::key_index::tests::node_of;
 
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1287,12 +1288,6 @@ mod tests {
             x ^= x << 17;
             x % n
         }
-    }
-
-    /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read.
-    fn node_of(_key: &str, value: &[u8]) -> Option<String> {
-        let s = std::str::from_utf8(value).ok()?;
-        (!s.starts_with('x')).then(|| s.split(':').next().unwrap_or_default().to_string())
     }
 
     const NODE: crate::TriggerIndex = crate::TriggerIndex {
