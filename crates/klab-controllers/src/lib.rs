@@ -27,6 +27,7 @@ pub mod persistent_volume;
 pub mod pod_gc;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod slow_start;
 pub mod statefulset;
 pub mod taint_eviction;
 pub mod volume_protection;

@@ -30,8 +30,10 @@ pub use config::DaemonSetControllerConfig;
 use decide::{DaemonPod, FailedPodsBackoff, Member, Placed, Table};
 
 use crate::events::EventRecorder;
-use crate::replicaset::decide::{Expectations, slow_start_batches};
+use crate::replicaset::decide::Expectations;
 use crate::replicaset::util;
+use crate::replicaset::{api_error_text, is_not_found};
+use crate::slow_start::slow_start;
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, Tracked, WorkQueue, index,
     key_of,
@@ -376,97 +378,84 @@ impl Dsc {
         let r = ds_ref(ds);
         let template = decide::daemon_pod_template(ds, hash);
         let owner = util::new_controller_ref("apps/v1", "DaemonSet", &ds.metadata);
-        let mut next = 0usize;
-        'batches: for batch in slow_start_batches(create_on.len(), 1) {
-            let mut failed = false;
-            let upto = next.saturating_add(batch).min(create_on.len());
-            for node in &create_on[next..upto] {
-                let mut t = template.clone();
-                let meta = t.metadata.take().unwrap_or_default();
-                let mut spec = t.spec.take().unwrap_or_default();
-                spec.affinity = Some(decide::replace_node_name_affinity(
-                    spec.affinity.take(),
-                    node,
-                ));
-                let pod = Pod {
-                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                        generate_name: Some(format!("{}-", key.1)),
-                        namespace: Some(ns.clone()),
-                        labels: meta.labels,
-                        annotations: meta.annotations,
-                        finalizers: meta.finalizers,
-                        owner_references: Some(vec![owner.clone()]),
-                        ..Default::default()
-                    },
-                    spec: Some(spec),
-                    status: None,
-                };
-                match create_for_name(&api, &PostParams::default(), &pod).await {
+        let (api, recorder, r) = (&api, &self.recorder, &r);
+        let create_one = |node: &String| {
+            let mut t = template.clone();
+            let meta = t.metadata.take().unwrap_or_default();
+            let mut spec = t.spec.take().unwrap_or_default();
+            spec.affinity = Some(decide::replace_node_name_affinity(
+                spec.affinity.take(),
+                node,
+            ));
+            let pod = Pod {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    generate_name: Some(format!("{}-", key.1)),
+                    namespace: Some(ns.clone()),
+                    labels: meta.labels,
+                    annotations: meta.annotations,
+                    finalizers: meta.finalizers,
+                    owner_references: Some(vec![owner.clone()]),
+                    ..Default::default()
+                },
+                spec: Some(spec),
+                status: None,
+            };
+            async move {
+                match create_for_name(api, &PostParams::default(), &pod).await {
                     Ok(name) => {
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_NORMAL,
-                                names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {name}"),
-                            )
+                        let msg = format!("Created pod: {name}");
+                        recorder
+                            .record(r, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_CREATE, msg)
                             .await;
+                        Ok(())
                     }
                     Err(e) => {
-                        failed = true;
-                        if let Some(x) = self.expectations.get_mut(key) {
-                            x.creation_observed();
-                        }
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_WARNING,
-                                names::EVENT_FAILED_CREATE,
-                                format!("Error creating: {e}"),
-                            )
+                        let msg = format!("Error creating: {}", api_error_text(&e));
+                        recorder
+                            .record(r, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg)
                             .await;
+                        Err(())
                     }
                 }
             }
-            next = upto;
-            if failed {
-                // Upstream stops at the first failing batch and lowers expectations for the rest.
-                if let Some(x) = self.expectations.get_mut(key) {
-                    let left = create_on.len().saturating_sub(next);
-                    x.adds = x
-                        .adds
-                        .saturating_sub(i64::try_from(left).unwrap_or(i64::MAX));
-                }
-                break 'batches;
-            }
+        };
+        let results = slow_start(create_on.iter().collect(), 1, create_one).await;
+        // A failed creation, and each pod of the batches not attempted, will never be observed.
+        let observed_never = results
+            .iter()
+            .filter(|r| r.is_err())
+            .count()
+            .saturating_add(create_on.len().saturating_sub(results.len()));
+        if let Some(x) = self.expectations.get_mut(key) {
+            x.adds = x
+                .adds
+                .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
         }
-        for name in delete {
+        // Deletions all at once, as upstream does.
+        let results = futures::future::join_all(delete.iter().map(|name| async move {
             match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    self.recorder
-                        .record(
-                            &r,
-                            names::EVENT_NORMAL,
-                            names::EVENT_SUCCESSFUL_DELETE,
-                            format!("Deleted pod: {name}"),
-                        )
+                    let msg = format!("Deleted pod: {name}");
+                    recorder
+                        .record(r, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_DELETE, msg)
                         .await;
+                    true
                 }
                 Err(e) => {
-                    if let Some(x) = self.expectations.get_mut(key) {
-                        x.deletion_observed(name);
-                    }
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_WARNING,
-                                names::EVENT_FAILED_DELETE,
-                                format!("Error deleting: {e}"),
-                            )
+                    if !is_not_found(&e) {
+                        let msg = format!("Error deleting: {}", api_error_text(&e));
+                        recorder
+                            .record(r, names::EVENT_WARNING, names::EVENT_FAILED_DELETE, msg)
                             .await;
                     }
+                    false
                 }
+            }
+        }))
+        .await;
+        for (name, deleted) in delete.iter().zip(results) {
+            if !deleted && let Some(x) = self.expectations.get_mut(key) {
+                x.deletion_observed(name);
             }
         }
     }

@@ -30,8 +30,10 @@ pub use config::JobControllerConfig;
 use decide::{BackoffRecord, FINALIZER_JOB_TRACKING};
 
 use crate::events::EventRecorder;
-use crate::replicaset::decide::{Expectations, slow_start_batches};
+use crate::replicaset::decide::Expectations;
 use crate::replicaset::util;
+use crate::replicaset::{api_error_text, is_not_found};
+use crate::slow_start::slow_start;
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
 };
@@ -392,74 +394,84 @@ impl Jc {
             exp.adds = plan.create as i64;
             self.expectations.insert(key.clone(), exp);
         }
-        for name in &plan.delete {
-            match api.delete(name, &DeleteParams::default()).await {
+        let (recorder, r_ref, api_ref) = (&self.recorder, &r, &api);
+        // Deletions all at once, then creations in slow-start batches, as upstream does.
+        let deleted = futures::future::join_all(plan.delete.iter().map(|name| async move {
+            match api_ref.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    self.recorder
+                    let msg = format!("Deleted pod: {name}");
+                    recorder
                         .record(
-                            &r,
+                            r_ref,
                             names::EVENT_NORMAL,
                             names::EVENT_SUCCESSFUL_DELETE,
-                            format!("Deleted pod: {name}"),
+                            msg,
                         )
-                        .await
+                        .await;
+                    Ok(())
                 }
                 Err(e) => {
-                    if let Some(x) = self.expectations.get_mut(&key) {
-                        x.deletion_observed(name);
-                    }
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_WARNING,
-                                names::EVENT_FAILED_DELETE,
-                                format!("Error deleting: {e}"),
-                            )
+                    let gone = is_not_found(&e);
+                    if !gone {
+                        let msg = format!("Error deleting: {}", api_error_text(&e));
+                        recorder
+                            .record(r_ref, names::EVENT_WARNING, names::EVENT_FAILED_DELETE, msg)
                             .await;
-                        self.queue
-                            .add_at(key.clone(), add(now, Duration::from_secs(1)));
                     }
+                    Err(gone)
                 }
+            }
+        }))
+        .await;
+        for (name, result) in plan.delete.iter().zip(deleted) {
+            let Err(gone) = result else { continue };
+            if let Some(x) = self.expectations.get_mut(&key) {
+                x.deletion_observed(name);
+            }
+            if !gone {
+                self.queue
+                    .add_at(key.clone(), add(now, Duration::from_secs(1)));
             }
         }
         let template = new_job_pod(&job);
-        let mut created = 0usize;
-        'batches: for batch in slow_start_batches(plan.create, 1) {
-            for _ in 0..batch {
-                match create_for_name(&api, &PostParams::default(), &template).await {
-                    Ok(name) => {
-                        created = created.saturating_add(1);
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_NORMAL,
-                                names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {name}"),
-                            )
-                            .await;
-                    }
-                    Err(e) => {
-                        if let Some(x) = self.expectations.get_mut(&key) {
-                            x.adds = x.adds.saturating_sub(
-                                i64::try_from(plan.create.saturating_sub(created))
-                                    .unwrap_or(i64::MAX),
-                            );
-                        }
-                        self.recorder
-                            .record(
-                                &r,
-                                names::EVENT_WARNING,
-                                names::EVENT_FAILED_CREATE,
-                                format!("Error creating: {e}"),
-                            )
-                            .await;
-                        self.queue
-                            .add_at(key.clone(), add(now, Duration::from_secs(1)));
-                        break 'batches;
-                    }
+        let create_one = |_| async {
+            match create_for_name(api_ref, &PostParams::default(), &template).await {
+                Ok(name) => {
+                    let msg = format!("Created pod: {name}");
+                    recorder
+                        .record(
+                            r_ref,
+                            names::EVENT_NORMAL,
+                            names::EVENT_SUCCESSFUL_CREATE,
+                            msg,
+                        )
+                        .await;
+                    Ok(())
+                }
+                Err(e) => {
+                    let msg = format!("Error creating: {}", api_error_text(&e));
+                    recorder
+                        .record(r_ref, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg)
+                        .await;
+                    Err(())
                 }
             }
+        };
+        let created = slow_start((0..plan.create).collect(), 1, create_one).await;
+        // A failed creation, and each pod of the batches not attempted, will never be observed.
+        let observed_never = created
+            .iter()
+            .filter(|r| r.is_err())
+            .count()
+            .saturating_add(plan.create.saturating_sub(created.len()));
+        if observed_never > 0 {
+            if let Some(x) = self.expectations.get_mut(&key) {
+                x.adds = x
+                    .adds
+                    .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
+            }
+            self.queue
+                .add_at(key.clone(), add(now, Duration::from_secs(1)));
         }
 
         // Finalizer tracking in three steps.

@@ -37,6 +37,7 @@ use klab_runtime::{
 };
 
 use crate::events::EventRecorder;
+use crate::slow_start::slow_start;
 
 /// Why a workload controller stopped.
 #[derive(Debug, thiserror::Error)]
@@ -600,93 +601,106 @@ impl Rsc {
         let owner = util::new_controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
-        let mut created = 0usize;
-        for batch in decide::slow_start_batches(n, decide::SLOW_START_INITIAL_BATCH_SIZE) {
-            let mut failed: Option<String> = None;
-            for _ in 0..batch {
-                let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
-                pod.metadata.generate_name = Some(format!("{}-", key.1));
-                match create_for_name(&api, &PostParams::default(), &pod).await {
-                    Ok(name) => {
-                        created = created.saturating_add(1);
-                        self.recorder
-                            .record(
-                                &rs_ref,
-                                names::EVENT_NORMAL,
-                                names::EVENT_SUCCESSFUL_CREATE,
-                                format!("Created pod: {name}"),
-                            )
-                            .await;
-                    }
-                    Err(e) => {
-                        let msg = format!("Error creating: {}", api_error_text(&e));
-                        self.recorder
-                            .record(
-                                &rs_ref,
-                                names::EVENT_WARNING,
-                                names::EVENT_FAILED_CREATE,
-                                msg.clone(),
-                            )
-                            .await;
-                        if let Some(x) = self.expectations.get_mut(key) {
-                            x.creation_observed();
-                        }
-                        created = created.saturating_add(1);
-                        failed = Some(api_error_text(&e));
-                    }
+        let recorder = &self.recorder;
+        let create_one = |_| async {
+            let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
+            pod.metadata.generate_name = Some(format!("{}-", key.1));
+            match create_for_name(&api, &PostParams::default(), &pod).await {
+                Ok(name) => {
+                    let msg = format!("Created pod: {name}");
+                    recorder
+                        .record(
+                            &rs_ref,
+                            names::EVENT_NORMAL,
+                            names::EVENT_SUCCESSFUL_CREATE,
+                            msg,
+                        )
+                        .await;
+                    Ok(())
+                }
+                Err(e) => {
+                    let msg = format!("Error creating: {}", api_error_text(&e));
+                    recorder
+                        .record(
+                            &rs_ref,
+                            names::EVENT_WARNING,
+                            names::EVENT_FAILED_CREATE,
+                            msg,
+                        )
+                        .await;
+                    Err(api_error_text(&e))
                 }
             }
-            if let Some(msg) = failed {
-                // Pods of the batches not attempted will never be observed.
-                if let Some(x) = self.expectations.get_mut(key) {
-                    let left = n.saturating_sub(created);
-                    x.adds = x
-                        .adds
-                        .saturating_sub(i64::try_from(left).unwrap_or(i64::MAX));
-                }
-                return Some(msg);
-            }
+        };
+        let results = slow_start(
+            (0..n).collect(),
+            decide::SLOW_START_INITIAL_BATCH_SIZE,
+            create_one,
+        )
+        .await;
+        // A failed creation, and each pod of the batches not attempted, will never be observed.
+        let observed_never = results
+            .iter()
+            .filter(|r| r.is_err())
+            .count()
+            .saturating_add(n.saturating_sub(results.len()));
+        if let Some(x) = self.expectations.get_mut(key) {
+            x.adds = x
+                .adds
+                .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
         }
-        None
+        results.into_iter().find_map(Result::err)
     }
 
-    /// Deletes the victims; false if a delete failed (other than the pod being gone already).
+    /// Deletes the victims, all at once as upstream does; false if a delete failed (other than
+    /// the pod being gone already).
     async fn delete_pods(&mut self, key: &ObjKey, rs: &ReplicaSet, victims: &[String]) -> bool {
-        let mut all = true;
         self.expectations.insert(
             key.clone(),
             Expectations::expect_deletions(victims, self.clock.now()),
         );
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.0);
         let rs_ref = rs.object_ref(&());
-        for name in victims {
+        let recorder = &self.recorder;
+        let (api, rs_ref) = (&api, &rs_ref);
+        let results = futures::future::join_all(victims.iter().map(|name| async move {
             match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {
-                    self.recorder
+                    let msg = format!("Deleted pod: {name}");
+                    recorder
                         .record(
-                            &rs_ref,
+                            rs_ref,
                             names::EVENT_NORMAL,
                             names::EVENT_SUCCESSFUL_DELETE,
-                            format!("Deleted pod: {name}"),
+                            msg,
                         )
                         .await;
+                    Ok(())
                 }
                 Err(e) => {
-                    if let Some(x) = self.expectations.get_mut(key) {
-                        x.deletion_observed(name);
-                    }
                     if !is_not_found(&e) {
-                        all = false;
-                        self.recorder
+                        let msg = format!("Error deleting: {}", api_error_text(&e));
+                        recorder
                             .record(
-                                &rs_ref,
+                                rs_ref,
                                 names::EVENT_WARNING,
                                 names::EVENT_FAILED_DELETE,
-                                format!("Error deleting: {}", api_error_text(&e)),
+                                msg,
                             )
                             .await;
                     }
+                    Err(e)
                 }
+            }
+        }))
+        .await;
+        let mut all = true;
+        for (name, r) in victims.iter().zip(results) {
+            if let Err(e) = r {
+                if let Some(x) = self.expectations.get_mut(key) {
+                    x.deletion_observed(name);
+                }
+                all &= is_not_found(&e);
             }
         }
         all
