@@ -960,11 +960,23 @@ impl Cluster {
                 }
                 config.kubelet.eviction = e;
             }
-            "kube-api-qps" | "kube-api-burst" | "kubeAPIQPS" | "kubeAPIBurst" | "event-qps"
-            | "event-burst" | "eventRecordQPS" | "eventBurst" => {
+            "kube-api-qps"
+            | "kube-api-burst"
+            | "kubeAPIQPS"
+            | "kubeAPIBurst"
+            | "event-qps"
+            | "event-burst"
+            | "eventRecordQPS"
+            | "eventBurst"
+            | "clientConnection.qps"
+            | "clientConnection.burst" => {
                 let rates = &mut config.client_rates;
                 let rate = if name.starts_with("kube-api") {
                     &mut rates.controller_manager
+                } else if name.starts_with("clientConnection") {
+                    // kube-scheduler's configuration (`KubeSchedulerConfiguration.clientConnection`):
+                    // both of its clients, as upstream builds them from the one setting.
+                    &mut rates.scheduler
                 } else if name.starts_with("event") {
                     &mut rates.kubelet_events
                 } else {
@@ -1610,12 +1622,17 @@ mod tests {
         Cluster::set_flag(&mut c, "kubeAPIBurst", "10").unwrap();
         Cluster::set_flag(&mut c, "event-qps", "2").unwrap();
         Cluster::set_flag(&mut c, "eventBurst", "4").unwrap();
+        Cluster::set_flag(&mut c, "clientConnection.qps", "300").unwrap();
+        Cluster::set_flag(&mut c, "clientConnection.burst", "600").unwrap();
         let want = ClientRates {
             controller_manager: Rate {
                 qps: 100.0,
                 burst: 200,
             },
-            scheduler: Rate::SCHEDULER,
+            scheduler: Rate {
+                qps: 300.0,
+                burst: 600,
+            },
             kubelet: Rate {
                 qps: 5.0,
                 burst: 10,
@@ -1639,6 +1656,12 @@ mod tests {
                 "qps must be a positive number, got 0",
             ),
             ("event-burst", "0", "burst must be at least 1"),
+            (
+                "clientConnection.qps",
+                "-5",
+                "qps must be a positive number, got -5",
+            ),
+            ("clientConnection.burst", "0", "burst must be at least 1"),
         ] {
             let err = Cluster::set_flag(&mut c, flag, value)
                 .unwrap_err()

@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -343,6 +345,15 @@ impl EventRecorder {
 
     /// Records one event; failures are logged, never fatal (upstream drops them too).
     pub async fn record(&mut self, ev: EventSpec<'_>) {
+        if let Some(write) = self.prepare(ev) {
+            write.await;
+        }
+    }
+
+    /// Decides what recording one event writes (the series bookkeeping happens now) and returns
+    /// that write, to be awaited later or beside other work: upstream's broadcaster writes
+    /// events in the background, so the scheduling loop never waits for them.
+    pub fn prepare(&mut self, ev: EventSpec<'_>) -> Option<BoxFuture<'static, ()>> {
         let now = self.clock.now();
         let ns = ev
             .regarding
@@ -350,69 +361,80 @@ impl EventRecorder {
             .clone()
             .unwrap_or_else(|| "default".into());
         let base = ev.regarding.name.clone().unwrap_or_default();
-        let mut nanos = now.as_nanosecond();
+        let nanos = now.as_nanosecond();
         let name = format!("{base}.{nanos:x}");
         match self
             .series
             .observe(ev.regarding, ev.reason, ev.action, &name, &ns, now)
         {
-            SeriesDecision::Nothing => {}
+            SeriesDecision::Nothing => None,
             SeriesDecision::PatchSeries {
                 name,
                 namespace,
                 count,
-            } => {
-                self.patch_series(&name, &namespace, count, now).await;
-            }
+            } => Some(patch_series(self.dyn_api(&namespace), name, count, now).boxed()),
             SeriesDecision::Create => {
                 // Two events about one object at the same virtual instant would collide on the
                 // name (upstream uses wall-clock nanoseconds); bump until free.
-                for _ in 0..8 {
-                    let name = format!("{base}.{nanos:x}");
-                    let body =
-                        build_event(self.api, &self.controller, &self.instance, &name, &ev, now);
-                    let obj: kube::api::DynamicObject = match serde_json::from_value(body) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "building event");
-                            return;
-                        }
-                    };
-                    // The reply is not read: only whether the create succeeded.
-                    let api = self.dyn_api(&ns);
-                    match klab_runtime::create::create_unread(&api, &PostParams::default(), &obj)
-                        .await
-                    {
-                        Ok(_) => return,
-                        Err(kube::Error::Api(s)) if s.code == 409 => {
-                            nanos = nanos.saturating_add(1)
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, reason = ev.reason, "recording event");
-                            return;
+                let body = build_event(self.api, &self.controller, &self.instance, &name, &ev, now);
+                let mut obj = match serde_json::from_value::<kube::api::DynamicObject>(body) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "building event");
+                        return None;
+                    }
+                };
+                let (api, reason) = (self.dyn_api(&ns), ev.reason.to_string());
+                Some(
+                    async move {
+                        for bump in 1..=8i128 {
+                            // The reply is not read: only whether the create succeeded.
+                            match klab_runtime::create::create_unread(
+                                &api,
+                                &PostParams::default(),
+                                &obj,
+                            )
+                            .await
+                            {
+                                Ok(_) => return,
+                                Err(kube::Error::Api(s)) if s.code == 409 => {
+                                    obj.metadata.name =
+                                        Some(format!("{base}.{:x}", nanos.saturating_add(bump)));
+                                }
+                                Err(e) => {
+                                    tracing::warn!(error = %e, reason = %reason, "recording event");
+                                    return;
+                                }
+                            }
                         }
                     }
-                }
+                    .boxed(),
+                )
             }
-        }
-    }
-
-    async fn patch_series(&self, name: &str, ns: &str, count: i32, last: jiff::Timestamp) {
-        let patch = json!({"series": {"count": count, "lastObservedTime": format_micro_time(klab_api::clock::truncate_to_micro(last))}});
-        if let Err(e) = self
-            .dyn_api(ns)
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::warn!(error = %e, "patching event series");
         }
     }
 
     /// Writes finished / due series (call periodically).
     pub async fn maintain(&mut self) {
         for (name, ns, count, last) in self.series.maintain(self.clock.now()) {
-            self.patch_series(&name, &ns, count, last).await;
+            patch_series(self.dyn_api(&ns), name, count, last).await;
         }
+    }
+}
+
+/// PATCHes a series' count and last observation onto its Event.
+async fn patch_series(
+    api: Api<kube::api::DynamicObject>,
+    name: String,
+    count: i32,
+    last: jiff::Timestamp,
+) {
+    let patch = json!({"series": {"count": count, "lastObservedTime": format_micro_time(klab_api::clock::truncate_to_micro(last))}});
+    if let Err(e) = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(error = %e, "patching event series");
     }
 }
 

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -259,6 +261,22 @@ struct Scheduler {
     /// Pods whose node is chosen and whose WaitForFirstConsumer claims were given it
     /// (`volume.kubernetes.io/selected-node`): bound once every claim is bound (PreBind).
     waiting_volumes: BTreeMap<PodKey, (Arc<Pod>, String)>,
+    /// Writes in flight beside the scheduling loop (Bindings and events), polled by it in the
+    /// order they were started whenever they are ready.
+    background: FuturesUnordered<BoxFuture<'static, Background>>,
+}
+
+/// A background write that answered.
+enum Background {
+    /// A pod's Binding, with the API server's answer.
+    Bound {
+        key: PodKey,
+        pod: Arc<Pod>,
+        node: String,
+        result: kube::Result<()>,
+    },
+    /// An event (its failures are logged where they happen).
+    Written,
 }
 
 impl Scheduler {
@@ -718,6 +736,10 @@ impl Scheduler {
         });
     }
 
+    /// Upstream's binding cycle, started: the pod is assumed on the node at once and its
+    /// Binding is POSTed in the background (`Background::Bound` comes back when it answers), so
+    /// the next pod is scheduled without waiting for the API server, as upstream's binding
+    /// goroutine allows.
     async fn bind(&mut self, key: PodKey, pod: Arc<Pod>, node: String) {
         // Assume: account the pod on the node before the API confirms it.
         let mut assumed = Pod::clone(&pod);
@@ -726,6 +748,10 @@ impl Scheduler {
         }
         self.cache.pending.remove(&key);
         self.cache.set_assigned(key.clone(), assumed);
+        // Until the bound version arrives, older unbound versions are stale (upstream skips
+        // updates of an assumed pod).
+        self.bound
+            .insert(key.clone(), pod.metadata.uid.clone().unwrap_or_default());
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let binding = json!({
@@ -734,32 +760,67 @@ impl Scheduler {
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        match api
-            .create_subresource::<_, serde_json::Value>(
-                "binding",
-                &name,
-                &PostParams::default(),
-                &binding,
-            )
-            .await
-        {
-            Ok(_) => {
+        self.background.push(
+            async move {
+                let result = api
+                    .create_subresource::<_, serde_json::Value>(
+                        "binding",
+                        &name,
+                        &PostParams::default(),
+                        &binding,
+                    )
+                    .await
+                    .map(|_| ());
+                Background::Bound {
+                    key,
+                    pod,
+                    node,
+                    result,
+                }
+            }
+            .boxed(),
+        );
+    }
+
+    /// What a background write's answer changes: a Binding's success is recorded (the
+    /// `Scheduled` event, itself written in the background), its failure undoes the assumption.
+    async fn finish(&mut self, done: Background) {
+        let Background::Bound {
+            key,
+            pod,
+            node,
+            result,
+        } = done
+        else {
+            return;
+        };
+        match result {
+            Ok(()) => {
                 self.queue.done(&key);
-                self.bound
-                    .insert(key.clone(), pod.metadata.uid.clone().unwrap_or_default());
+                let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
                 let note = format!("Successfully assigned {ns}/{name} to {node}");
                 let r = Self::pod_ref(&pod);
-                self.recorder
-                    .record(EventSpec {
-                        regarding: &r,
-                        type_: names::EVENT_NORMAL,
-                        reason: names::EVENT_SCHEDULED,
-                        action: "Binding",
-                        note: &note,
-                    })
-                    .await;
+                let write = self.recorder.prepare(EventSpec {
+                    regarding: &r,
+                    type_: names::EVENT_NORMAL,
+                    reason: names::EVENT_SCHEDULED,
+                    action: "Binding",
+                    note: &note,
+                });
+                if let Some(write) = write {
+                    self.background
+                        .push(write.map(|()| Background::Written).boxed());
+                }
             }
             Err(e) => {
+                // The pod was deleted (or its bound version arrived) while the Binding was in
+                // flight: nothing of ours is left to undo.
+                if self.bound.get(&key) != pod.metadata.uid.as_ref() {
+                    self.queue.delete(&key);
+                    return;
+                }
+                self.bound.remove(&key);
                 // Forget the assumption and retry after backoff, as upstream's binding-cycle error path.
                 self.cache.remove_assigned(&key);
                 let msg = match &e {
@@ -902,6 +963,7 @@ pub async fn run(
         relist_claims: None,
         claims_synced: false,
         waiting_volumes: BTreeMap::new(),
+        background: FuturesUnordered::new(),
     };
     loop {
         // Take in everything already delivered before deciding, so decisions see the latest state.
@@ -910,6 +972,10 @@ pub async fn run(
                 Some(ev) => s.handle(ev).await,
                 None => return Err(SchedulerError::WatchEnded("nodes/pods")),
             }
+        }
+        // Let the writes in flight make progress, and take in the ones that answered.
+        while let Some(Some(done)) = s.background.next().now_or_never() {
+            s.finish(done).await;
         }
         s.recorder.maintain().await;
         if s.nodes_synced && s.pods_synced && s.claims_synced {
@@ -933,6 +999,7 @@ pub async fn run(
                 Some(ev) => s.handle(ev).await,
                 None => return Err(SchedulerError::WatchEnded("nodes/pods")),
             },
+            Some(done) = s.background.next(), if !s.background.is_empty() => s.finish(done).await,
             _ = sleep => {}
         }
     }

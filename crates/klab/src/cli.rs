@@ -383,6 +383,13 @@ pub struct ComponentFlags {
     /// kube-controller-manager's client burst (default 30).
     #[arg(long = "kube-api-burst")]
     pub kube_api_burst: Option<String>,
+    /// kube-scheduler's client rate, its configuration's `clientConnection.qps` (default 50):
+    /// what bounds bindings per second.
+    #[arg(long = "scheduler-kube-api-qps")]
+    pub scheduler_kube_api_qps: Option<String>,
+    /// kube-scheduler's client burst, `clientConnection.burst` (default 100).
+    #[arg(long = "scheduler-kube-api-burst")]
+    pub scheduler_kube_api_burst: Option<String>,
     /// metrics-server's scrape interval, what `kubectl top` lags by (default 15s, at least 10s).
     #[arg(long = "metric-resolution")]
     pub metric_resolution: Option<String>,
@@ -439,6 +446,8 @@ impl ComponentFlags {
             ),
             ("kube-api-qps", &self.kube_api_qps),
             ("kube-api-burst", &self.kube_api_burst),
+            ("clientConnection.qps", &self.scheduler_kube_api_qps),
+            ("clientConnection.burst", &self.scheduler_kube_api_burst),
             ("metric-resolution", &self.metric_resolution),
         ]
         .into_iter()

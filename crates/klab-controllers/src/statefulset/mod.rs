@@ -33,6 +33,7 @@ use crate::events::EventRecorder;
 use crate::replicaset::decide::{Claim, claim};
 use crate::replicaset::util::{self, omit_zero};
 use crate::replicaset::{Error, api_error_text, set_owner_refs};
+use crate::slow_start::slow_start;
 use klab_runtime::derived::Fixed;
 use klab_runtime::index::owned_in_namespace;
 use klab_runtime::{
@@ -317,19 +318,35 @@ impl Ssc {
             .map(|c| (c.metadata.name.as_deref().unwrap_or(""), &c.metadata))
             .collect();
         let action = decide::next_action(set, &refs, &claims, &current, &update, now);
-        for step in &action.steps {
+        let mut steps = action.steps.iter().peekable();
+        while let Some(step) = steps.next() {
             match step {
                 Step::Create {
                     ordinal,
                     at_current,
                 } => {
-                    let (template, rev) = if *at_current {
-                        (current_template.clone(), current.clone())
-                    } else {
-                        (spec.template.clone(), update.clone())
+                    // A run of creations (only a Parallel set has more than one) goes in
+                    // slow-start batches, as upstream's runForAll does for such sets.
+                    let mut run = vec![(*ordinal, *at_current)];
+                    while let Some(Step::Create {
+                        ordinal,
+                        at_current,
+                    }) = steps.next_if(|s| matches!(s, Step::Create { .. }))
+                    {
+                        run.push((*ordinal, *at_current));
+                    }
+                    let create = |(ordinal, at_current): (i32, bool)| {
+                        let (template, rev) = if at_current {
+                            (&current_template, &current)
+                        } else {
+                            (&spec.template, &update)
+                        };
+                        self.create_replica(set, &set_ref, template, ordinal, rev)
                     };
-                    self.create_replica(set, &set_ref, &template, *ordinal, &rev)
-                        .await?;
+                    let results = slow_start(run, 1, create).await;
+                    if let Some(e) = results.into_iter().find_map(Result::err) {
+                        return Err(e);
+                    }
                 }
                 Step::Delete { name: pod_name, .. } => {
                     let r = pod_api.delete(pod_name, &DeleteParams::default()).await;
@@ -626,7 +643,7 @@ impl Ssc {
     /// Upstream `CreateStatefulPod`: the replica's claims first (an existing claim is kept), then
     /// the pod. A 409 on the pod means our cache lags: nothing to do.
     async fn create_replica(
-        &mut self,
+        &self,
         set: &StatefulSet,
         set_ref: &k8s_openapi::api::core::v1::ObjectReference,
         template: &PodTemplateSpec,
