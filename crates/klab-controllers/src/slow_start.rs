@@ -10,6 +10,14 @@
 
 use std::future::Future;
 
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Api, PostParams};
+
+use klab_api::names;
+use klab_runtime::create::create_for_name;
+
+use crate::events::EventRecorder;
+use crate::replicaset::api_error_text;
 use crate::replicaset::decide::slow_start_batches;
 
 /// Runs `op` on each item in slow-start batches of `initial`, doubling: the calls of one batch
@@ -40,12 +48,69 @@ where
     out
 }
 
+/// How many of `planned` creations will never be observed in the informer: each failed one, and
+/// each one of the batches not attempted (what the creator's expectations must stop waiting for).
+pub fn never_observed<O, E>(results: &[Result<O, E>], planned: usize) -> i64 {
+    let n = results
+        .iter()
+        .filter(|r| r.is_err())
+        .count()
+        .saturating_add(planned.saturating_sub(results.len()));
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// One creation of a batch: POSTs the pod and records upstream's `SuccessfulCreate`
+/// ("Created pod: NAME") or `FailedCreate` ("Error creating: MESSAGE") about its owner.
+/// Returns the created pod's name, or the failure's message.
+pub async fn create_pod_recorded(
+    api: &Api<Pod>,
+    pod: &Pod,
+    recorder: &EventRecorder,
+    owner: &ObjectReference,
+) -> Result<String, String> {
+    match create_for_name(api, &PostParams::default(), pod).await {
+        Ok(name) => {
+            let msg = format!("Created pod: {name}");
+            recorder
+                .record(
+                    owner,
+                    names::EVENT_NORMAL,
+                    names::EVENT_SUCCESSFUL_CREATE,
+                    msg,
+                )
+                .await;
+            Ok(name)
+        }
+        Err(e) => {
+            let text = api_error_text(&e);
+            let msg = format!("Error creating: {text}");
+            recorder
+                .record(owner, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg)
+                .await;
+            Err(text)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
     use std::time::Duration;
 
     use super::*;
+
+    /// Failures and the planned creations a failure kept from being attempted are never
+    /// observed; successes are.
+    #[test]
+    fn never_observed_counts_failures_and_unattempted_items() {
+        let r: Vec<Result<(), ()>> = vec![Ok(()), Err(()), Ok(()), Err(())];
+        assert_eq!(never_observed(&r, 4), 2);
+        assert_eq!(never_observed(&r, 7), 5);
+        assert_eq!(never_observed::<(), ()>(&[], 3), 3);
+        assert_eq!(never_observed(&[Ok::<(), ()>(())], 1), 0);
+        // More results than planned cannot happen; it must still not underflow.
+        assert_eq!(never_observed(&r, 0), 2);
+    }
 
     /// Each call records when it started and ended; calls of one batch overlap in time, calls
     /// of different batches do not, and a failure stops the run after its batch.

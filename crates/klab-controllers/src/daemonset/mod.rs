@@ -20,11 +20,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 use klab_api::{Clock, names};
-use klab_runtime::create::create_for_name;
 
 pub use config::DaemonSetControllerConfig;
 use decide::{DaemonPod, FailedPodsBackoff, Member, Placed, Table};
@@ -33,7 +32,7 @@ use crate::events::EventRecorder;
 use crate::replicaset::decide::Expectations;
 use crate::replicaset::util;
 use crate::replicaset::{api_error_text, is_not_found};
-use crate::slow_start::slow_start;
+use crate::slow_start::{create_pod_recorded, never_observed, slow_start};
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, Tracked, WorkQueue, index,
     key_of,
@@ -400,36 +399,13 @@ impl Dsc {
                 spec: Some(spec),
                 status: None,
             };
-            async move {
-                match create_for_name(api, &PostParams::default(), &pod).await {
-                    Ok(name) => {
-                        let msg = format!("Created pod: {name}");
-                        recorder
-                            .record(r, names::EVENT_NORMAL, names::EVENT_SUCCESSFUL_CREATE, msg)
-                            .await;
-                        Ok(())
-                    }
-                    Err(e) => {
-                        let msg = format!("Error creating: {}", api_error_text(&e));
-                        recorder
-                            .record(r, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg)
-                            .await;
-                        Err(())
-                    }
-                }
-            }
+            async move { create_pod_recorded(api, &pod, recorder, r).await }
         };
         let results = slow_start(create_on.iter().collect(), 1, create_one).await;
-        // A failed creation, and each pod of the batches not attempted, will never be observed.
-        let observed_never = results
-            .iter()
-            .filter(|r| r.is_err())
-            .count()
-            .saturating_add(create_on.len().saturating_sub(results.len()));
         if let Some(x) = self.expectations.get_mut(key) {
             x.adds = x
                 .adds
-                .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
+                .saturating_sub(never_observed(&results, create_on.len()));
         }
         // Deletions all at once, as upstream does.
         let results = futures::future::join_all(delete.iter().map(|name| async move {

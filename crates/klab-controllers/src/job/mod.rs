@@ -20,11 +20,10 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use klab_api::{Clock, names};
-use klab_runtime::create::create_for_name;
 
 pub use config::JobControllerConfig;
 use decide::{BackoffRecord, FINALIZER_JOB_TRACKING};
@@ -33,7 +32,7 @@ use crate::events::EventRecorder;
 use crate::replicaset::decide::Expectations;
 use crate::replicaset::util;
 use crate::replicaset::{api_error_text, is_not_found};
-use crate::slow_start::slow_start;
+use crate::slow_start::{create_pod_recorded, never_observed, slow_start};
 use klab_runtime::{
     Change, Informers, ObjKey, Reconcile, SharedInformer, Sources, WorkQueue, index, key_of,
 };
@@ -434,41 +433,13 @@ impl Jc {
             }
         }
         let template = new_job_pod(&job);
-        let create_one = |_| async {
-            match create_for_name(api_ref, &PostParams::default(), &template).await {
-                Ok(name) => {
-                    let msg = format!("Created pod: {name}");
-                    recorder
-                        .record(
-                            r_ref,
-                            names::EVENT_NORMAL,
-                            names::EVENT_SUCCESSFUL_CREATE,
-                            msg,
-                        )
-                        .await;
-                    Ok(())
-                }
-                Err(e) => {
-                    let msg = format!("Error creating: {}", api_error_text(&e));
-                    recorder
-                        .record(r_ref, names::EVENT_WARNING, names::EVENT_FAILED_CREATE, msg)
-                        .await;
-                    Err(())
-                }
-            }
-        };
+        let create_one =
+            |_| async { create_pod_recorded(api_ref, &template, recorder, r_ref).await };
         let created = slow_start((0..plan.create).collect(), 1, create_one).await;
-        // A failed creation, and each pod of the batches not attempted, will never be observed.
-        let observed_never = created
-            .iter()
-            .filter(|r| r.is_err())
-            .count()
-            .saturating_add(plan.create.saturating_sub(created.len()));
+        let observed_never = never_observed(&created, plan.create);
         if observed_never > 0 {
             if let Some(x) = self.expectations.get_mut(&key) {
-                x.adds = x
-                    .adds
-                    .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
+                x.adds = x.adds.saturating_sub(observed_never);
             }
             self.queue
                 .add_at(key.clone(), add(now, Duration::from_secs(1)));

@@ -23,8 +23,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::Clock;
 use klab_api::names;
-use klab_runtime::create::create_for_name;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -37,7 +36,7 @@ use klab_runtime::{
 };
 
 use crate::events::EventRecorder;
-use crate::slow_start::slow_start;
+use crate::slow_start::{create_pod_recorded, never_observed, slow_start};
 
 /// Why a workload controller stopped.
 #[derive(Debug, thiserror::Error)]
@@ -605,32 +604,7 @@ impl Rsc {
         let create_one = |_| async {
             let mut pod = util::pod_from_template(&template, &key.0, owner.clone());
             pod.metadata.generate_name = Some(format!("{}-", key.1));
-            match create_for_name(&api, &PostParams::default(), &pod).await {
-                Ok(name) => {
-                    let msg = format!("Created pod: {name}");
-                    recorder
-                        .record(
-                            &rs_ref,
-                            names::EVENT_NORMAL,
-                            names::EVENT_SUCCESSFUL_CREATE,
-                            msg,
-                        )
-                        .await;
-                    Ok(())
-                }
-                Err(e) => {
-                    let msg = format!("Error creating: {}", api_error_text(&e));
-                    recorder
-                        .record(
-                            &rs_ref,
-                            names::EVENT_WARNING,
-                            names::EVENT_FAILED_CREATE,
-                            msg,
-                        )
-                        .await;
-                    Err(api_error_text(&e))
-                }
-            }
+            create_pod_recorded(&api, &pod, recorder, &rs_ref).await
         };
         let results = slow_start(
             (0..n).collect(),
@@ -638,16 +612,8 @@ impl Rsc {
             create_one,
         )
         .await;
-        // A failed creation, and each pod of the batches not attempted, will never be observed.
-        let observed_never = results
-            .iter()
-            .filter(|r| r.is_err())
-            .count()
-            .saturating_add(n.saturating_sub(results.len()));
         if let Some(x) = self.expectations.get_mut(key) {
-            x.adds = x
-                .adds
-                .saturating_sub(i64::try_from(observed_never).unwrap_or(i64::MAX));
+            x.adds = x.adds.saturating_sub(never_observed(&results, n));
         }
         results.into_iter().find_map(Result::err)
     }
