@@ -96,12 +96,25 @@ pub struct SchedulingQueue {
     early: BTreeSet<EarlyKey>,
     /// The unschedulable pool by the 30 s tick at which each pod is flushed from it.
     unschedulable_due: BTreeSet<(Duration, PodKey)>,
-    /// Unschedulable and in-flight pods, the ones a cluster event concerns.
+    /// The unschedulable pool's pods, the ones a cluster event may move.
     waiting: BTreeSet<PodKey>,
     seq: u64,
     cycle: u64,
-    /// Whether a cluster event arrived while each in-flight pod was being scheduled.
-    in_flight_events: BTreeMap<PodKey, bool>,
+    /// Cluster events so far: a count, so that an event costs O(1) for the pods in flight, as
+    /// upstream's one list of in-flight events (an event is not marked on each in-flight pod:
+    /// a pod's binding is in flight too, and a thousand of them with thousands of node updates a
+    /// second made the marking most of the scheduler's time).
+    events: u64,
+    /// Each in-flight pod's view of the events: the count when it was popped, and whether the
+    /// pod itself changed since.
+    in_flight: BTreeMap<PodKey, Flight>,
+}
+
+/// What an in-flight pod needs to know when it fails: whether anything happened meanwhile.
+#[derive(Clone, Copy, Debug)]
+struct Flight {
+    events_at_pop: u64,
+    updated: bool,
 }
 
 /// Where one entry is filed in the queue's ordered sets.
@@ -172,7 +185,7 @@ impl SchedulingQueue {
                 ));
                 f.waiting = Some(key.to_string());
             }
-            Location::InFlight => f.waiting = Some(key.to_string()),
+            Location::InFlight => {}
         }
         f
     }
@@ -274,7 +287,6 @@ impl SchedulingQueue {
                 early_pop: false,
             },
         );
-        self.waiting.insert(key.to_string());
         self.push_active(key, now);
     }
 
@@ -285,7 +297,7 @@ impl SchedulingQueue {
             self.unfile(f);
         }
         self.entries.remove(key);
-        self.in_flight_events.remove(key);
+        self.in_flight.remove(key);
     }
 
     /// The pending pod itself changed (e.g. tolerations, labels): retry it.
@@ -300,7 +312,9 @@ impl SchedulingQueue {
         match location {
             Location::Unschedulable => self.requeue(key, now),
             Location::InFlight => {
-                self.in_flight_events.insert(key.to_string(), true);
+                if let Some(f) = self.in_flight.get_mut(key) {
+                    f.updated = true;
+                }
             }
             _ => {}
         }
@@ -339,14 +353,23 @@ impl SchedulingQueue {
             e.location = Location::InFlight;
             e.cycle = cycle;
         });
-        self.in_flight_events.insert(key.clone(), false);
+        self.in_flight.insert(
+            key.clone(),
+            Flight {
+                events_at_pop: self.events,
+                updated: false,
+            },
+        );
         Some(key)
     }
 
     /// The in-flight pod could not be placed: `rejectors` are the plugins that rejected it (empty
     /// for an error such as a failed API call, which always goes to backoff).
     pub fn failed(&mut self, key: &str, rejectors: BTreeSet<Plugin>, now: Duration) {
-        let event_during_flight = self.in_flight_events.remove(key).unwrap_or(false);
+        let event_during_flight = self
+            .in_flight
+            .remove(key)
+            .is_some_and(|f| f.updated || self.events > f.events_at_pop);
         self.modify(key, |e| {
             e.timestamp = now;
             e.unschedulable_count = e.unschedulable_count.saturating_add(1);
@@ -370,29 +393,26 @@ impl SchedulingQueue {
     }
 
     /// A cluster event happened; `may_help(key, rejectors)` is the queueing hint deciding whether
-    /// it may make that pod schedulable. Moves matching unschedulable pods, and remembers the event
-    /// for in-flight pods.
+    /// it may make that pod schedulable. Moves matching unschedulable pods, and counts the event
+    /// for the pods in flight.
     pub fn on_cluster_event(
         &mut self,
         now: Duration,
         mut may_help: impl FnMut(&str, &BTreeSet<Plugin>) -> bool,
     ) {
-        let keys: Vec<PodKey> = self.waiting.iter().cloned().collect();
-        for k in keys {
-            let (loc, rejectors) = match self.entries.get(&k) {
-                Some(e) => (e.location, e.rejectors.clone()),
-                None => continue,
-            };
-            match loc {
-                Location::InFlight => {
-                    self.in_flight_events.insert(k.clone(), true);
-                }
-                _ => {
-                    if may_help(&k, &rejectors) {
-                        self.requeue(&k, now);
-                    }
-                }
-            }
+        self.events = self.events.saturating_add(1);
+        let helped: Vec<PodKey> = self
+            .waiting
+            .iter()
+            .filter(|k| {
+                self.entries
+                    .get(k.as_str())
+                    .is_some_and(|e| may_help(k, &e.rejectors))
+            })
+            .cloned()
+            .collect();
+        for k in helped {
+            self.requeue(&k, now);
         }
     }
 
@@ -568,6 +588,25 @@ mod tests {
         q.failed("ns/p", plugins(&[Plugin::TaintToleration]), s(0));
         assert_eq!(q.location("ns/p"), Some(Location::Backoff));
         assert_eq!(q.next_wakeup(), Some(s(1)));
+
+        // Only events after a pod's own pop count for it: `a` was popped before the event,
+        // `b` after it; `c` saw no event but was itself updated while in flight.
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        for k in ["ns/a", "ns/b", "ns/c"] {
+            q.add(k, 0, s(0));
+        }
+        assert_eq!(q.pop(s(0)).as_deref(), Some("ns/a"));
+        q.on_cluster_event(s(0), |_, _| false);
+        assert_eq!(q.pop(s(0)).as_deref(), Some("ns/b"));
+        q.failed("ns/b", plugins(&[Plugin::TaintToleration]), s(0));
+        assert_eq!(q.location("ns/b"), Some(Location::Unschedulable));
+        q.failed("ns/a", plugins(&[Plugin::TaintToleration]), s(0));
+        assert_eq!(q.location("ns/a"), Some(Location::Backoff));
+        assert_eq!(q.pop(s(0)).as_deref(), Some("ns/c"));
+        q.update("ns/c", 0, s(0));
+        q.failed("ns/c", plugins(&[Plugin::TaintToleration]), s(0));
+        assert_eq!(q.location("ns/c"), Some(Location::Backoff));
+        q.assert_filed();
     }
 
     #[test]

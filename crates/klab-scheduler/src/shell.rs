@@ -77,6 +77,38 @@ pub fn plugin_passes(plugin: Plugin, pod: &Pod, ni: &NodeInfo) -> bool {
     }
 }
 
+/// Whether a Node update is a cluster event at all (upstream `NodeSchedulingPropertiesChange`):
+/// a change of `spec.unschedulable`, allocatable, labels, taints, annotations, or a condition's
+/// status. A status update that only renews heartbeat times, or reports images, is none: it moves
+/// no pod and counts for no pod in flight.
+pub fn node_scheduling_properties_changed(old: &Node, new: &Node) -> bool {
+    let unschedulable = |n: &Node| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let taints = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+    };
+    let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
+    let conditions = |n: &Node| -> BTreeMap<String, String> {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect()
+    };
+    let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
+    let annotations = |n: &Node| n.metadata.annotations.clone().unwrap_or_default();
+    unschedulable(old) != unschedulable(new)
+        || allocatable(old) != allocatable(new)
+        || labels(old) != labels(new)
+        || taints(old) != taints(new)
+        || conditions(old) != conditions(new)
+        || annotations(old) != annotations(new)
+}
+
 /// Queueing hint for a node add (`old = None`) or update: the event may help when some plugin that
 /// rejected the pod rejected it on the old node (or the node is new) and accepts it on the new one.
 pub fn node_event_may_help(
@@ -352,6 +384,11 @@ impl Scheduler {
         let Some(new) = self.cache.node_info(&name) else {
             return;
         };
+        if let Some(old) = &old
+            && !node_scheduling_properties_changed(&old.node, &new.node)
+        {
+            return;
+        }
         let now = self.now();
         let pending = &self.cache.pending;
         self.queue.on_cluster_event(now, |k, r| {
@@ -1030,7 +1067,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn ni(v: serde_json::Value) -> NodeInfo {
         NodeInfo::new(serde_json::from_value(v).unwrap(), vec![])
@@ -1138,6 +1175,93 @@ mod tests {
             }
             check(&mut c);
         });
+    }
+
+    /// Which Node updates are cluster events (upstream `NodeSchedulingPropertiesChange`): each
+    /// scheduling property counts; heartbeat times, images and other status fields do not.
+    #[test]
+    fn node_updates_that_are_cluster_events() {
+        let base = json!({
+            "metadata": {"name": "n1", "labels": {"zone": "a"}, "annotations": {"x": "1"}},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "allocatable": {"cpu": "1", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "True",
+                    "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+                "images": [{"names": ["nginx"], "sizeBytes": 1}],
+            },
+        });
+        let node = |v: &Value| -> Node { serde_json::from_value(v.clone()).unwrap() };
+        let with = |path: &[&str], value: Value| {
+            let mut v = base.clone();
+            let (last, parents) = path.split_last().unwrap();
+            let mut at = &mut v;
+            for p in parents {
+                at = if let Ok(i) = p.parse::<usize>() {
+                    &mut at[i]
+                } else {
+                    &mut at[*p]
+                };
+            }
+            at[*last] = value;
+            v
+        };
+        let cases: Vec<(&str, Value, bool)> = vec![
+            ("nothing", base.clone(), false),
+            (
+                "heartbeat",
+                with(
+                    &["status", "conditions", "0", "lastHeartbeatTime"],
+                    json!("2026-01-01T00:00:10Z"),
+                ),
+                false,
+            ),
+            ("images", with(&["status", "images"], json!([])), false),
+            (
+                "addresses",
+                with(
+                    &["status", "addresses"],
+                    json!([{"type": "InternalIP", "address": "10.0.0.1"}]),
+                ),
+                false,
+            ),
+            (
+                "condition status",
+                with(&["status", "conditions", "0", "status"], json!("Unknown")),
+                true,
+            ),
+            (
+                "unschedulable",
+                with(&["spec", "unschedulable"], json!(true)),
+                true,
+            ),
+            ("taints", with(&["spec", "taints"], json!([])), true),
+            (
+                "labels",
+                with(&["metadata", "labels"], json!({"zone": "b"})),
+                true,
+            ),
+            (
+                "annotations",
+                with(&["metadata", "annotations"], json!({})),
+                true,
+            ),
+            (
+                "allocatable",
+                with(
+                    &["status", "allocatable"],
+                    json!({"cpu": "2", "pods": "10"}),
+                ),
+                true,
+            ),
+        ];
+        for (what, new, want) in cases {
+            assert_eq!(
+                node_scheduling_properties_changed(&node(&base), &node(&new)),
+                want,
+                "{what}"
+            );
+        }
     }
 
     #[test]
