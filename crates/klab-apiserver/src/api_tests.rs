@@ -1347,6 +1347,30 @@ async fn events_are_one_resource_in_two_versions() {
         .await
         .unwrap();
     assert_eq!(listed.items.len(), 1);
+    // events.k8s.io/v1 selects by its own field names (`regarding.*`, `reportingController`),
+    // and refuses the core spellings as upstream's conversion does.
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client(&api));
+    for (sel, want) in [
+        ("reason=Scheduled,regarding.name=web", 1),
+        (
+            "reportingController=default-scheduler,source=default-scheduler",
+            1,
+        ),
+        ("regarding.name=other", 0),
+    ] {
+        let got = v1.list(&ListParams::default().fields(sel)).await.unwrap();
+        assert_eq!(got.items.len(), want, "{sel}");
+    }
+    match v1
+        .list(&ListParams::default().fields("involvedObject.name=web"))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 400);
+            assert_eq!(s.message, "field label not supported: involvedObject.name");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]

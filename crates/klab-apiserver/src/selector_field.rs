@@ -2,8 +2,8 @@
 //!
 //! Follows upstream `k8s.io/apimachinery/pkg/fields` (term splitting, `\` escapes, `!=`/`==`/`=`
 //! operators, no whitespace trimming) and, per kind, the field-label conversion functions
-//! (`pkg/apis/core/v1/conversion.go`, `pkg/apis/batch/v1/conversion.go`, the default
-//! `metadata.name`/`metadata.namespace` one) for which labels are accepted and with which 400
+//! (`pkg/apis/core/v1/conversion.go`, `pkg/apis/batch/v1/conversion.go`,
+//! `pkg/apis/events/v1/conversion.go`, the default `metadata.name`/`metadata.namespace` one) for which labels are accepted and with which 400
 //! message, plus each registry's `ToSelectableFields` for the value a field has in an object
 //! (missing = `""`, booleans `"true"`/`"false"`, Job `status.successful` = `status.succeeded`).
 
@@ -82,11 +82,30 @@ const EVENT_FIELDS: &[&str] = &[
     "metadata.name",
 ];
 
+/// events.k8s.io/v1's labels: the core ones under that API's field names (`regarding.*`,
+/// `reportingController`), which upstream maps onto the core selectable fields.
+const EVENTS_V1_FIELDS: &[&str] = &[
+    "reason",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reportingController",
+    "source",
+    "type",
+    "metadata.namespace",
+    "metadata.name",
+];
+
 fn kind_fields(ri: &ResourceInfo) -> KindFields {
     let (labels, error): (&'static [&'static str], fn(&str) -> String) = match (ri.group, ri.kind) {
         ("", "Pod") => (POD_FIELDS, err_not_supported),
         ("", "Node") => (&["metadata.name", "spec.unschedulable"], err_not_supported),
         ("", "Event") => (EVENT_FIELDS, err_not_supported),
+        ("events.k8s.io", "Event") => (EVENTS_V1_FIELDS, err_not_supported),
         ("", "Namespace") => (&["status.phase", "metadata.name"], err_not_supported),
         ("", "Secret") => (
             &["type", "metadata.namespace", "metadata.name"],
@@ -168,6 +187,15 @@ fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
             let c = str_at(obj, &["source", "component"]);
             if c.is_empty() {
                 str_at(obj, &["reportingComponent"])
+            } else {
+                c
+            }
+        }
+        // The same field on the events.k8s.io form of the object (matched as served).
+        ("events.k8s.io", "Event", "source") => {
+            let c = str_at(obj, &["deprecatedSource", "component"]);
+            if c.is_empty() {
+                str_at(obj, &["reportingController"])
             } else {
                 c
             }
@@ -449,6 +477,17 @@ mod tests {
             (ri("v1", "Node"), "metadata.namespace=x", Err("field label not supported: metadata.namespace".into())),
             (ri("v1", "Event"), "involvedObject.name=n1,involvedObject.kind=Node,source=kubelet", Ok(())),
             (ri("v1", "Event"), "message=x", Err("field label not supported: message".into())),
+            (
+                ri("events.k8s.io/v1", "Event"),
+                "reason=Scheduled,regarding.kind=Pod,regarding.name=a,reportingController=default-scheduler,source=kubelet,type=Normal",
+                Ok(()),
+            ),
+            (ri("events.k8s.io/v1", "Event"), "note=x", Err("field label not supported: note".into())),
+            (
+                ri("events.k8s.io/v1", "Event"),
+                "involvedObject.kind=Pod",
+                Err("field label not supported: involvedObject.kind".into()),
+            ),
             (ri("v1", "Namespace"), "status.phase=Active", Ok(())),
             (ri("v1", "Namespace"), "metadata.namespace=x", Err("field label not supported: metadata.namespace".into())),
             (job, "status.successful=1", Ok(())),
@@ -531,6 +570,38 @@ mod tests {
                 .unwrap()
                 .matches(events, &ev2)
         );
+
+        // The same on the events.k8s.io form: `regarding`, `reportingController`,
+        // `deprecatedSource`.
+        let events_v1 = ri("events.k8s.io/v1", "Event");
+        let scheduled = json!({
+            "metadata": {"name": "a.1", "namespace": "default"},
+            "regarding": {"kind": "Pod", "name": "a", "namespace": "default", "uid": "u1"},
+            "reason": "Scheduled", "type": "Normal", "reportingController": "default-scheduler"
+        });
+        let kubelet = json!({
+            "metadata": {"name": "n1.1", "namespace": "default"},
+            "regarding": {"kind": "Node", "name": "n1"},
+            "deprecatedSource": {"component": "kubelet"}, "reason": "Starting", "type": "Normal"
+        });
+        for (sel, want_scheduled, want_kubelet) in [
+            ("reason=Scheduled", true, false),
+            (
+                "regarding.kind=Pod,regarding.name=a,regarding.uid=u1",
+                true,
+                false,
+            ),
+            ("regarding.kind=Node,regarding.namespace=", false, true),
+            ("reportingController=default-scheduler", true, false),
+            ("source=default-scheduler", true, false),
+            ("source=kubelet", false, true),
+            ("type=Normal,metadata.namespace=default", true, true),
+            ("type!=Normal", false, false),
+        ] {
+            let s = FieldSelector::parse(sel).unwrap();
+            assert_eq!(s.matches(events_v1, &scheduled), want_scheduled, "{sel}");
+            assert_eq!(s.matches(events_v1, &kubelet), want_kubelet, "{sel}");
+        }
 
         let job = ri("batch/v1", "Job");
         let s = FieldSelector::parse("status.successful=0").unwrap();
