@@ -1,6 +1,7 @@
 //! Upstream's `slowStartBatch` as one async runner for the controllers that create pods in
 //! batches (ReplicaSet, DaemonSet, Job): the calls of each batch run concurrently, batches one
-//! after the other, and a batch with a failure ends the run.
+//! after the other, and a batch with a failure ends the run. Beside it, the one creation those
+//! controllers batch (POST and its event) and what their expectations make of the results.
 //!
 //! Why concurrently: each pod creation is a POST and its `SuccessfulCreate` Event another, and a
 //! controller that awaited them one by one was bounded by request latency (about 70 pods/s live

@@ -1,6 +1,6 @@
 //! Virtual-time tests of the scheduler against klab's in-process API server: spreading a
-//! 3-replica set, refusing a tainted node with the exact upstream message, and binding once the
-//! taint goes.
+//! 3-replica set, refusing a tainted node with the exact upstream message, binding once the
+//! taint goes, and undoing and retrying a Binding the API server refused.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -413,4 +413,61 @@ async fn read_write_once_pod_and_node_volume_limits() {
         "{:?}",
         scheduled_message(&second)
     );
+}
+
+/// A Binding the API server refuses (here: the scheduler's role lost `pods/binding`) is
+/// upstream's binding-cycle error: the assumption on the node is undone, `FailedScheduling`
+/// carries the API's message, and the pod is retried after backoff — so it binds once the
+/// permission is back, to the node it had been assumed on, which still has room for it.
+#[tokio::test(start_paused = true)]
+async fn a_refused_binding_is_undone_and_retried() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    // Room for one 1-CPU pod only: a leaked assumption would leave none for the retry.
+    add_node(&admin, "n1", "1", json!([])).await;
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role = roles.get("system:kube-scheduler").await.unwrap();
+    let mut refused = role.clone();
+    if let Some(rules) = &mut refused.rules {
+        rules.retain(|rule| !rule.resources.iter().flatten().any(|r| r == "pods/binding"));
+    }
+    roles
+        .replace("system:kube-scheduler", &PostParams::default(), &refused)
+        .await
+        .unwrap();
+    let sched = kube::Client::new(
+        server.router_as(Identity::component("kube-scheduler")),
+        "default",
+    );
+    tokio::spawn(run(
+        sched.clone(),
+        sched,
+        clock.clone(),
+        DetRng::seeded(7),
+        SchedulerConfig::default(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    pods.create(&PostParams::default(), &replica("a", "1"))
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(1)).await;
+    let p = pods.get("a").await.unwrap();
+    assert_eq!(node_of(&p), None);
+    let msg = scheduled_message(&p).unwrap();
+    assert!(
+        msg.contains("cannot create resource \"pods/binding\""),
+        "{msg}"
+    );
+    // Permission back: the retry after backoff binds the pod to n1.
+    let mut restored = role;
+    restored.metadata.resource_version = None;
+    roles
+        .replace("system:kube-scheduler", &PostParams::default(), &restored)
+        .await
+        .unwrap();
+    clock.sleep(Duration::from_secs(30)).await;
+    let p = pods.get("a").await.unwrap();
+    assert_eq!(node_of(&p).as_deref(), Some("n1"));
 }
