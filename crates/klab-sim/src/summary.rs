@@ -23,6 +23,43 @@ struct PodLife {
     deleted_at: Option<Duration>,
 }
 
+/// Runs of more changes than this in one direction at one desired count are shortened.
+const RUN_SHOWN: usize = 6;
+
+/// A workload's `available/desired@time` changes joined by ` -> `. A long run in which
+/// `available` only rises (or only falls) while `desired` stays — a big Deployment coming up one
+/// pod at a time — keeps its first and last change and says how many it left out, so that the
+/// summary of a 10 000-replica Deployment stays one readable line.
+fn availability_history(changes: &[(Duration, i64, i64)]) -> String {
+    let one = |(at, d, a): &(Duration, i64, i64)| format!("{a}/{d}@{}", format_elapsed(*at));
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < changes.len() {
+        // The run starting at i: same desired, available moving one way.
+        let mut j = i + 1;
+        if j < changes.len() && changes[j].1 == changes[i].1 {
+            let up = changes[j].2 > changes[i].2;
+            while j + 1 < changes.len()
+                && changes[j + 1].1 == changes[i].1
+                && (changes[j + 1].2 > changes[j].2) == up
+            {
+                j += 1;
+            }
+            j += 1;
+        }
+        let run = &changes[i..j];
+        if run.len() > RUN_SHOWN {
+            parts.push(one(&run[0]));
+            parts.push(format!("… {} more …", run.len() - 2));
+            parts.push(one(&run[run.len() - 1]));
+        } else {
+            parts.extend(run.iter().map(one));
+        }
+        i = j;
+    }
+    parts.join(" -> ")
+}
+
 /// Builds the summary text; `stuck` are `klab why`'s explanations of the pods stuck at the end.
 pub fn summarize(
     records: &[Record],
@@ -124,14 +161,10 @@ pub fn summarize(
         if is_bare {
             let _ = writeln!(out, "  bare pods:");
         } else {
-            let hist: Vec<String> = timeline[&key]
-                .iter()
-                .map(|(at, d, a)| format!("{a}/{d}@{}", format_elapsed(*at)))
-                .collect();
             let _ = writeln!(
                 out,
                 "  {kind} {ns}/{name}: available/desired {}",
-                hist.join(" -> ")
+                availability_history(&timeline[&key])
             );
         }
         let members: Vec<(&(String, String), &PodLife)> = pods
@@ -321,6 +354,33 @@ mod tests {
             s,
             "Summary at 600.000s:\n  StatefulSet default/web: available/desired 0/2@0.000s -> 2/2@2.000s -> 1/2@55.000s\n    default/web-1 on n2: marked for deletion at 360.000s (DeletionByTaintManager), still Terminating at the end\n  stuck at the end (klab why):\n    Pod default/web-1: Terminating on n2 (stuck)\n      - StatefulSet web cannot create web-1 elsewhere: the old web-1 still exists\n"
         );
+    }
+
+    #[test]
+    fn a_long_one_way_run_of_availability_is_shortened() {
+        let at = |a: i64, d: i64, t: u64| (secs(t), d, a);
+        // Short runs stay whole.
+        let few: Vec<_> = (0..=3).map(|a| at(a, 3, a as u64)).collect();
+        assert_eq!(
+            availability_history(&few),
+            "0/3@0.000s -> 1/3@1.000s -> 2/3@2.000s -> 3/3@3.000s"
+        );
+        // 0..=100 rising at 100 desired, then falling all the way (one run however its steps
+        // are spaced), then a new desired count.
+        let mut long: Vec<_> = (0..=100).map(|a| at(a, 100, a as u64)).collect();
+        long.extend((97..100).rev().map(|a| at(a, 100, 200 - a as u64)));
+        long.extend((0..97).rev().map(|a| at(a, 100, 300 - a as u64)));
+        long.push(at(0, 5, 400));
+        let text = availability_history(&long);
+        assert_eq!(
+            text,
+            "0/100@0.000s -> … 99 more … -> 100/100@100.000s -> 99/100@101.000s -> … 98 more … -> 0/100@300.000s -> 0/5@400.000s"
+        );
+        // Exactly RUN_SHOWN changes are all shown; one more is shortened.
+        let edge: Vec<_> = (0..RUN_SHOWN as i64).map(|a| at(a, 9, a as u64)).collect();
+        assert_eq!(availability_history(&edge).matches(" -> ").count(), RUN_SHOWN - 1);
+        let over: Vec<_> = (0..=RUN_SHOWN as i64).map(|a| at(a, 9, a as u64)).collect();
+        assert!(availability_history(&over).contains(&format!("… {} more …", RUN_SHOWN - 1)));
     }
 
     #[test]
