@@ -8,7 +8,9 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: components copy and drop many small JSON values and API
 /// objects, and with glibc a third of a large sim's time went to malloc, free and consolidation
-/// (`cargo bench -p klab-sim --bench sim -- large10`: 88 s → 67 s, same trace).
+/// (`cargo bench -p klab-sim --bench sim -- large10`: 88 s → 67 s, same trace). Feature
+/// `system-alloc` keeps the system's, for heap profilers (heaptrack) that see only malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
