@@ -378,7 +378,10 @@ mod tests {
         );
         // Exactly RUN_SHOWN changes are all shown; one more is shortened.
         let edge: Vec<_> = (0..RUN_SHOWN as i64).map(|a| at(a, 9, a as u64)).collect();
-        assert_eq!(availability_history(&edge).matches(" -> ").count(), RUN_SHOWN - 1);
+        assert_eq!(
+            availability_history(&edge).matches(" -> ").count(),
+            RUN_SHOWN - 1
+        );
         let over: Vec<_> = (0..=RUN_SHOWN as i64).map(|a| at(a, 9, a as u64)).collect();
         assert!(availability_history(&over).contains(&format!("… {} more …", RUN_SHOWN - 1)));
     }
