@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use klab_api::DetRng;
 
-use crate::nodeinfo::{NodeInfo, ZoneSpread, pod_requests};
+use crate::nodeinfo::{NodeInfo, SpreadKey, ZoneSpread, pod_requests};
 use crate::plugins::{self, Code, Plugin, Rejection};
 use klab_api::nodeaffinity;
 
@@ -137,8 +137,8 @@ pub fn num_feasible_nodes_to_find(num_all: usize) -> usize {
 
 /// Pods on the node with the same spreading owner (the node info counts them once when it is
 /// built, so scoring does not walk every pod of every node for every pod it schedules).
-fn count_owned(ni: &NodeInfo, owner: &str) -> i64 {
-    ni.spread_counts.get(owner).copied().unwrap_or(0)
+fn count_owned(ni: &NodeInfo, owner: SpreadKey) -> i64 {
+    ni.spread_counts.get(&owner).copied().unwrap_or(0)
 }
 
 /// PodTopologySpread with the system default constraints (`kubernetes.io/hostname` maxSkew 3 and
@@ -184,12 +184,12 @@ fn score_topology_spread(
                 continue;
             };
             if nodeaffinity::required_node_affinity_matches(pod, &ni.node) {
-                *c = c.saturating_add(count_owned(ni, &owner));
+                *c = c.saturating_add(count_owned(ni, owner));
             }
         }
     } else {
         for (z, c) in zone_counts.iter_mut() {
-            *c = spread.count(&owner, z);
+            *c = spread.count(owner, z);
         }
     }
     let mut raw = Vec::with_capacity(feasible.len());
@@ -198,7 +198,7 @@ fn score_topology_spread(
         let mut score = 0f64;
         if ni.has_hostname {
             score +=
-                count_owned(ni, &owner) as f64 * weight_hostname + (MAX_SKEW_HOSTNAME as f64 - 1.0);
+                count_owned(ni, owner) as f64 * weight_hostname + (MAX_SKEW_HOSTNAME as f64 - 1.0);
         }
         if let Some(z) = ni.zone.as_deref() {
             let cnt = zone_counts.get(z).copied().unwrap_or(0);
