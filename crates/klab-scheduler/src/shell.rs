@@ -232,6 +232,14 @@ impl Cache {
         self.snapshot_with_spread().0
     }
 
+    /// Rebuilds the node infos of the nodes changed since the last snapshot, dropping the pods
+    /// they held that the cache no longer does.
+    pub fn refresh(&mut self) {
+        if self.structure_dirty || !self.dirty.is_empty() {
+            self.snapshot_with_spread();
+        }
+    }
+
     /// The snapshot and its pods summed by spreading owner and zone
     /// ([`ZoneSpread::of`] the snapshot, kept up to date rather than counted again).
     pub fn snapshot_with_spread(&mut self) -> (&[NodeInfo], &ZoneSpread) {
@@ -1023,6 +1031,11 @@ pub async fn run(
                 continue;
             }
         }
+        // Idle: bring the node infos up to date now rather than at the next scheduling cycle.
+        // They hold the pods they were built from — the assumed copies of pods just bound, the
+        // versions before their kubelets' status updates — and with nothing left to schedule
+        // that next cycle may be far off, while every one of those copies stays in memory.
+        s.cache.refresh();
         let wake = s.queue.next_wakeup().map(|t| t.saturating_sub(s.now()));
         let sleep = async {
             match wake {
@@ -1071,6 +1084,47 @@ mod tests {
 
     fn ni(v: serde_json::Value) -> NodeInfo {
         NodeInfo::new(serde_json::from_value(v).unwrap(), vec![])
+    }
+
+    #[test]
+    fn a_refresh_lets_go_of_the_pods_the_cache_replaced() {
+        let node: Node = serde_json::from_value(
+            json!({"metadata": {"name": "a"}, "status": {"allocatable": {"pods": "10"}}}),
+        )
+        .unwrap();
+        let pod = |phase: &str| -> Arc<Pod> {
+            Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "d"},
+                    "spec": {"nodeName": "a", "containers": [{"name": "c"}]},
+                    "status": {"phase": phase}}))
+                .unwrap(),
+            )
+        };
+        let mut c = Cache::default();
+        c.set_node(node);
+        // The assumed copy, taken into a snapshot by a scheduling cycle.
+        let assumed = pod("Pending");
+        c.set_assigned("d/p".into(), assumed.clone());
+        assert_eq!(c.snapshot()[0].pods.len(), 1);
+        // The watch delivers the bound pod: the cache holds that one, the old info the copy.
+        let bound = pod("Running");
+        c.set_assigned("d/p".into(), bound.clone());
+        assert_eq!(
+            Arc::strong_count(&assumed),
+            2,
+            "the snapshot still holds the copy"
+        );
+        c.refresh();
+        assert_eq!(
+            Arc::strong_count(&assumed),
+            1,
+            "nothing but this test holds it"
+        );
+        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &bound));
+        // Nothing changed since: a refresh rebuilds nothing.
+        let info = c.snapshot()[0].pods[0].clone();
+        c.refresh();
+        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &info));
     }
 
     #[test]
