@@ -201,20 +201,45 @@ impl Cache {
     pub fn set_assigned(&mut self, key: PodKey, pod: impl Into<Arc<Pod>>) {
         let pod = pod.into();
         let node = node_name(&pod).unwrap_or("").to_string();
+        let mut in_place = false;
         if let Some(old) = self.assigned.insert(key.clone(), pod.clone()) {
             let old_node = node_name(&old).unwrap_or("").to_string();
-            if old_node != node
-                && let Some(m) = self.by_node.get_mut(&old_node)
-            {
-                m.remove(&key);
-                self.dirty.insert(old_node);
+            if old_node != node {
+                if let Some(m) = self.by_node.get_mut(&old_node) {
+                    m.remove(&key);
+                    self.dirty.insert(old_node);
+                }
+            } else {
+                in_place = self.replace_in_info(&node, &old, &pod);
             }
         }
         self.by_node
             .entry(node.clone())
             .or_default()
             .insert(key, pod);
-        self.dirty.insert(node);
+        if !in_place {
+            self.dirty.insert(node);
+        }
+    }
+
+    /// Puts a new version of a pod in its node's current info in place of the old one when
+    /// nothing the info counts changed (a kubelet's status update, the bound version of a pod
+    /// assumed here): the info stays exact without being rebuilt, and lets go of the old
+    /// version at once. False when the info must be rebuilt instead.
+    fn replace_in_info(&mut self, node: &str, old: &Arc<Pod>, new: &Arc<Pod>) -> bool {
+        if self.structure_dirty || self.dirty.contains(node) || !same_accounting(old, new) {
+            return false;
+        }
+        let Some(info) = self.index.get(node).and_then(|&i| self.infos.get_mut(i)) else {
+            return false;
+        };
+        match info.pods.iter_mut().find(|p| Arc::ptr_eq(p, old)) {
+            Some(slot) => {
+                *slot = new.clone();
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn remove_assigned(&mut self, key: &str) -> Option<Arc<Pod>> {
@@ -270,6 +295,18 @@ impl Cache {
         }
         (&self.infos, &self.spread)
     }
+}
+
+/// Whether two versions of a pod on one node count the same in its node info (requests, host
+/// ports, spreading owner, being deleted, and the name it is sorted by).
+fn same_accounting(old: &Pod, new: &Pod) -> bool {
+    old.metadata.name == new.metadata.name
+        && old.metadata.namespace == new.metadata.namespace
+        && old.metadata.deletion_timestamp.is_some() == new.metadata.deletion_timestamp.is_some()
+        && crate::nodeinfo::spread_key(old) == crate::nodeinfo::spread_key(new)
+        && pod_requests(old, false) == pod_requests(new, false)
+        && pod_requests(old, true) == pod_requests(new, true)
+        && crate::nodeinfo::host_ports(old) == crate::nodeinfo::host_ports(new)
 }
 
 fn spec_changed(old: &Pod, new: &Pod) -> bool {
@@ -1087,15 +1124,16 @@ mod tests {
     }
 
     #[test]
-    fn a_refresh_lets_go_of_the_pods_the_cache_replaced() {
+    fn node_infos_let_go_of_the_pods_the_cache_replaced() {
         let node: Node = serde_json::from_value(
             json!({"metadata": {"name": "a"}, "status": {"allocatable": {"pods": "10"}}}),
         )
         .unwrap();
-        let pod = |phase: &str| -> Arc<Pod> {
+        let pod = |phase: &str, cpu: &str| -> Arc<Pod> {
             Arc::new(
                 serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "d"},
-                    "spec": {"nodeName": "a", "containers": [{"name": "c"}]},
+                    "spec": {"nodeName": "a", "containers": [{"name": "c",
+                        "resources": {"requests": {"cpu": cpu}}}]},
                     "status": {"phase": phase}}))
                 .unwrap(),
             )
@@ -1103,28 +1141,42 @@ mod tests {
         let mut c = Cache::default();
         c.set_node(node);
         // The assumed copy, taken into a snapshot by a scheduling cycle.
-        let assumed = pod("Pending");
+        let assumed = pod("Pending", "1");
         c.set_assigned("d/p".into(), assumed.clone());
         assert_eq!(c.snapshot()[0].pods.len(), 1);
-        // The watch delivers the bound pod: the cache holds that one, the old info the copy.
-        let bound = pod("Running");
-        c.set_assigned("d/p".into(), bound.clone());
         assert_eq!(
             Arc::strong_count(&assumed),
-            2,
-            "the snapshot still holds the copy"
+            4,
+            "test, assigned, by node, info"
         );
-        c.refresh();
+        // The watch delivers the bound pod, then its status: nothing the info counts changed,
+        // so the info takes each version in place and the old one is let go of at once.
+        let bound = pod("Pending", "1");
+        c.set_assigned("d/p".into(), bound.clone());
         assert_eq!(
             Arc::strong_count(&assumed),
             1,
             "nothing but this test holds it"
         );
-        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &bound));
-        // Nothing changed since: a refresh rebuilds nothing.
-        let info = c.snapshot()[0].pods[0].clone();
+        let running = pod("Running", "1");
+        c.set_assigned("d/p".into(), running.clone());
+        assert_eq!(Arc::strong_count(&bound), 1);
+        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &running));
+        // A version that counts differently is left for a rebuild, which a refresh makes.
+        let resized = pod("Running", "2");
+        c.set_assigned("d/p".into(), resized.clone());
+        assert_eq!(
+            Arc::strong_count(&running),
+            2,
+            "the info still holds the old version"
+        );
         c.refresh();
-        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &info));
+        assert_eq!(Arc::strong_count(&running), 1);
+        assert_eq!(c.snapshot()[0].requested.milli_cpu, 2000);
+        // Nothing changed since: a refresh rebuilds nothing.
+        let held = c.snapshot()[0].pods[0].clone();
+        c.refresh();
+        assert!(Arc::ptr_eq(&c.snapshot()[0].pods[0], &held));
     }
 
     #[test]
@@ -1168,7 +1220,7 @@ mod tests {
     /// whatever nodes (zones relabelled, removed) and pods (owned or not, being deleted, moved)
     /// came and went between snapshots.
     #[test]
-    fn kept_zone_spread_is_the_spread_counted_from_scratch() {
+    fn kept_node_infos_and_zone_spread_are_the_ones_counted_from_scratch() {
         use proptest::prelude::*;
         #[derive(Clone, Debug)]
         enum Op {
@@ -1176,6 +1228,8 @@ mod tests {
             RemoveNode(u8),
             Assign(u8, u8, Option<u8>, bool),
             Unassign(u8),
+            /// A new version of an assigned pod on the same node (its owner and deletion as given).
+            Update(u8, Option<u8>, bool),
             Snapshot,
         }
         let op = prop_oneof![
@@ -1184,6 +1238,8 @@ mod tests {
             (0u8..20, 0u8..7, proptest::option::of(0u8..3), any::<bool>())
                 .prop_map(|(p, n, o, d)| Op::Assign(p, n, o, d)),
             (0u8..20).prop_map(Op::Unassign),
+            (0u8..20, proptest::option::of(0u8..3), any::<bool>())
+                .prop_map(|(p, o, d)| Op::Update(p, o, d)),
             Just(Op::Snapshot),
         ];
         let node = |n: u8, zone: Option<u8>| -> Node {
@@ -1213,6 +1269,22 @@ mod tests {
         let check = |c: &mut Cache| {
             let (infos, spread) = c.snapshot_with_spread();
             assert_eq!(spread, &ZoneSpread::of(infos));
+            // Every info, however it was kept up to date, is the one built from scratch.
+            let infos: Vec<NodeInfo> = infos.to_vec();
+            for info in &infos {
+                let fresh = c.node_info(info.name()).unwrap();
+                assert_eq!(info.requested, fresh.requested);
+                assert_eq!(info.non_zero_requested, fresh.non_zero_requested);
+                assert_eq!(info.used_ports, fresh.used_ports);
+                assert_eq!(info.spread_counts, fresh.spread_counts);
+                assert_eq!(info.pods.len(), fresh.pods.len());
+                for (a, b) in info.pods.iter().zip(&fresh.pods) {
+                    assert!(
+                        Arc::ptr_eq(a, b),
+                        "the info holds the cache's version of each pod"
+                    );
+                }
+            }
         };
         proptest!(ProptestConfig::with_cases(300), |(ops in proptest::collection::vec(op, 0..60))| {
             let mut c = Cache::default();
@@ -1223,6 +1295,12 @@ mod tests {
                     Op::Assign(p, n, o, d) => c.set_assigned(format!("d/p{p}"), pod(p, n, o, d)),
                     Op::Unassign(p) => {
                         c.remove_assigned(&format!("d/p{p}"));
+                    }
+                    Op::Update(p, o, d) => {
+                        let at = c.assigned.get(&format!("d/p{p}")).and_then(|q| node_name(q));
+                        if let Some(n) = at.and_then(|n| n.strip_prefix('n')?.parse::<u8>().ok()) {
+                            c.set_assigned(format!("d/p{p}"), pod(p, n, o, d));
+                        }
                     }
                     Op::Snapshot => check(&mut c),
                 }
