@@ -159,7 +159,8 @@ pub struct NodeInfo {
 /// uses their selectors; klab matches by owner), as the XXH3-128 digest of its namespace, kind
 /// and name. Scoring looks an owner up on every feasible node for every pod it schedules; the
 /// names of a cluster's owners share long prefixes (`default/ReplicaSet/web-…`), so comparing
-/// them took a tenth of a busy scheduler's time, where a digest compares in one step.
+/// them was 7 % of a busy live cluster's CPU (a fifth of its scheduler's), where a digest
+/// compares in one step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SpreadKey(u128);
 
