@@ -60,6 +60,38 @@ fn availability_history(changes: &[(Duration, i64, i64)]) -> String {
     parts.join(" -> ")
 }
 
+/// At most this many disturbed pods of one workload get a line of their own.
+const POD_LINES_SHOWN: usize = 20;
+
+/// Appends a workload's pod lines: all of them up to [`POD_LINES_SHOWN`], else that many and
+/// one line counting the rest, with how many of those are stuck — in a zone outage a workload
+/// can have thousands, and the pods still Terminating must not disappear from view.
+fn push_pod_lines(out: &mut String, lines: &[(String, bool, bool)]) {
+    for (line, _, _) in lines.iter().take(POD_LINES_SHOWN) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    let rest = lines.get(POD_LINES_SHOWN..).unwrap_or_default();
+    if rest.is_empty() {
+        return;
+    }
+    let terminating = rest.iter().filter(|l| l.1).count();
+    let not_running = rest.iter().filter(|l| l.2).count();
+    let noun = if rest.len() == 1 { "pod" } else { "pods" };
+    let _ = write!(out, "    … and {} more {noun}", rest.len());
+    let mut stuck = Vec::new();
+    if terminating > 0 {
+        stuck.push(format!("{terminating} still Terminating at the end"));
+    }
+    if not_running > 0 {
+        stuck.push(format!("{not_running} replacements not Running at the end"));
+    }
+    if !stuck.is_empty() {
+        let _ = write!(out, " ({})", stuck.join(", "));
+    }
+    out.push('\n');
+}
+
 /// Builds the summary text; `stuck` are `klab why`'s explanations of the pods stuck at the end.
 pub fn summarize(
     records: &[Record],
@@ -181,7 +213,10 @@ pub fn summarize(
             .iter()
             .filter_map(|(_, l)| l.deleting_at.as_ref().map(|d| d.0))
             .min();
+        // (line, still Terminating, not Running at the end)
+        let mut lines: Vec<(String, bool, bool)> = Vec::new();
         for ((pns, pname), l) in &members {
+            let (mut terminating, mut not_running) = (false, false);
             let node = if l.first_node.is_empty() {
                 "<none>".to_string()
             } else {
@@ -199,7 +234,10 @@ pub fn summarize(
                     Some(d) => {
                         let _ = write!(line, ", gone at {}", format_elapsed(d));
                     }
-                    None => line.push_str(", still Terminating at the end"),
+                    None => {
+                        terminating = true;
+                        line.push_str(", still Terminating at the end");
+                    }
                 }
             } else if first_eviction.is_some_and(|f| l.created >= f) {
                 let _ = write!(
@@ -212,6 +250,7 @@ pub fn summarize(
                         let _ = write!(line, ", Running at {}", format_elapsed(r));
                     }
                     None => {
+                        not_running = true;
                         let status = world
                             .pods
                             .get(&((*pns).clone(), (*pname).clone()))
@@ -225,9 +264,9 @@ pub fn summarize(
             } else {
                 continue; // undisturbed: not worth a line
             }
-            out.push_str(&line);
-            out.push('\n');
+            lines.push((line, terminating, not_running));
         }
+        push_pod_lines(&mut out, &lines);
     }
 
     if !stuck.is_empty() {
@@ -384,6 +423,38 @@ mod tests {
         );
         let over: Vec<_> = (0..=RUN_SHOWN as i64).map(|a| at(a, 9, a as u64)).collect();
         assert!(availability_history(&over).contains(&format!("… {} more …", RUN_SHOWN - 1)));
+    }
+
+    #[test]
+    fn a_workload_with_many_disturbed_pods_shows_some_and_counts_the_rest() {
+        let line = |i: usize, t: bool, n: bool| (format!("    d/p{i:02}: …"), t, n);
+        // Up to the limit every pod has its line.
+        let few: Vec<_> = (0..POD_LINES_SHOWN).map(|i| line(i, true, false)).collect();
+        let mut out = String::new();
+        push_pod_lines(&mut out, &few);
+        assert_eq!(out.lines().count(), POD_LINES_SHOWN);
+        assert!(!out.contains("more pods"));
+        // Past it, the rest are counted, stuck ones by kind.
+        let mut many: Vec<_> = (0..POD_LINES_SHOWN)
+            .map(|i| line(i, false, false))
+            .collect();
+        many.extend((0..5).map(|i| line(100 + i, true, false)));
+        many.extend((0..2).map(|i| line(200 + i, false, true)));
+        many.push(line(300, false, false));
+        let mut out = String::new();
+        push_pod_lines(&mut out, &many);
+        assert_eq!(out.lines().count(), POD_LINES_SHOWN + 1);
+        assert_eq!(
+            out.lines().last().unwrap(),
+            "    … and 8 more pods (5 still Terminating at the end, 2 replacements not Running at the end)"
+        );
+        // A rest with nothing stuck: no parenthesis.
+        let calm: Vec<_> = (0..=POD_LINES_SHOWN)
+            .map(|i| line(i, false, false))
+            .collect();
+        let mut out = String::new();
+        push_pod_lines(&mut out, &calm);
+        assert_eq!(out.lines().last().unwrap(), "    … and 1 more pod");
     }
 
     #[test]
