@@ -51,13 +51,7 @@ async fn spreads_three_replicas_over_three_nodes() {
         add_node(&admin, n, "4", json!([])).await;
     }
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
-    tokio::spawn(run(
-        sched.clone(),
-        sched,
-        clock.clone(),
-        DetRng::seeded(7),
-        SchedulerConfig::default(),
-    ));
+    spawn_scheduler(sched, &clock, 7);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     for i in 0..3 {
         pods.create(
@@ -152,13 +146,7 @@ async fn refuses_tainted_and_full_nodes_then_binds_when_the_taint_goes() {
     add_node(&admin, "n2", "1", json!([])).await;
     add_node(&admin, "n3", "1", json!([])).await;
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
-    tokio::spawn(run(
-        sched.clone(),
-        sched,
-        clock.clone(),
-        DetRng::seeded(7),
-        SchedulerConfig::default(),
-    ));
+    spawn_scheduler(sched, &clock, 7);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     pods.create(&PostParams::default(), &replica("big", "1500m"))
         .await
@@ -235,13 +223,7 @@ async fn placements(seed: u64) -> Vec<(String, String)> {
         add_node(&admin, n, "4", json!([])).await;
     }
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
-    let handle = tokio::spawn(run(
-        sched.clone(),
-        sched,
-        clock.clone(),
-        DetRng::seeded(seed),
-        SchedulerConfig::default(),
-    ));
+    let handle = spawn_scheduler(sched, &clock, seed);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     for i in 0..6 {
         pods.create(
@@ -278,6 +260,22 @@ async fn same_seed_same_placements() {
     for n in ["n1", "n2", "n3"] {
         assert_eq!(a.iter().filter(|(_, node)| node == n).count(), 2, "{a:?}");
     }
+}
+
+/// Runs the scheduler on `client` (for its writes and its events alike) with the default
+/// configuration and the generator seeded with `seed`.
+fn spawn_scheduler(
+    client: kube::Client,
+    clock: &klab_api::clock::Clock,
+    seed: u64,
+) -> tokio::task::JoinHandle<Result<(), crate::SchedulerError>> {
+    tokio::spawn(run(
+        client.clone(),
+        client,
+        clock.clone(),
+        DetRng::seeded(seed),
+        SchedulerConfig::default(),
+    ))
 }
 
 fn scheduled_message(p: &Pod) -> Option<String> {
@@ -340,13 +338,7 @@ async fn read_write_once_pod_and_node_volume_limits() {
         .await
         .unwrap();
     let sched = kube::Client::new(server.router_as(Identity::admin()), "default");
-    tokio::spawn(run(
-        sched.clone(),
-        sched,
-        clock.clone(),
-        DetRng::seeded(7),
-        SchedulerConfig::default(),
-    ));
+    spawn_scheduler(sched, &clock, 7);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     pods.create(&PostParams::default(), &with_claims("first", &["solo"]))
         .await
@@ -441,13 +433,7 @@ async fn a_refused_binding_is_undone_and_retried() {
         server.router_as(Identity::component("kube-scheduler")),
         "default",
     );
-    tokio::spawn(run(
-        sched.clone(),
-        sched,
-        clock.clone(),
-        DetRng::seeded(7),
-        SchedulerConfig::default(),
-    ));
+    spawn_scheduler(sched, &clock, 7);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     pods.create(&PostParams::default(), &replica("a", "1"))
         .await
