@@ -84,7 +84,12 @@ fn push_pod_lines(out: &mut String, lines: &[(String, bool, bool)]) {
         stuck.push(format!("{terminating} still Terminating at the end"));
     }
     if not_running > 0 {
-        stuck.push(format!("{not_running} replacements not Running at the end"));
+        let noun = if not_running == 1 {
+            "replacement"
+        } else {
+            "replacements"
+        };
+        stuck.push(format!("{not_running} {noun} not Running at the end"));
     }
     if !stuck.is_empty() {
         let _ = write!(out, " ({})", stuck.join(", "));
@@ -447,6 +452,17 @@ mod tests {
         assert_eq!(
             out.lines().last().unwrap(),
             "    … and 8 more pods (5 still Terminating at the end, 2 replacements not Running at the end)"
+        );
+        // One of a kind is said in the singular.
+        let mut one: Vec<_> = (0..POD_LINES_SHOWN)
+            .map(|i| line(i, false, false))
+            .collect();
+        one.push(line(400, false, true));
+        let mut out = String::new();
+        push_pod_lines(&mut out, &one);
+        assert_eq!(
+            out.lines().last().unwrap(),
+            "    … and 1 more pod (1 replacement not Running at the end)"
         );
         // A rest with nothing stuck: no parenthesis.
         let calm: Vec<_> = (0..=POD_LINES_SHOWN)
