@@ -506,7 +506,35 @@ async fn inject_panic_path(
 }
 
 /// The admin routes, to be merged in front of the API server's Router.
+///
+/// They start and stop the cluster's own tasks (a node's kubelet when it powers on, reboots or
+/// joins; a component), so each request runs on the runtime the router was made on — the
+/// cluster's — whichever runtime serves the connection: `klab up` serves connections on threads
+/// of their own, and a kubelet started there would run beside kubectl's requests instead of
+/// with the other nodes.
 pub fn admin_router(cluster: Arc<Cluster>) -> Router {
+    let router = routes(cluster);
+    match tokio::runtime::Handle::try_current() {
+        Ok(home) => router.layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let home = home.clone();
+                async move {
+                    match home.spawn(next.run(req)).await {
+                        Ok(response) => response,
+                        Err(e) => status(
+                            500,
+                            "InternalError",
+                            format!("the admin request did not finish: {e}"),
+                        ),
+                    }
+                }
+            },
+        )),
+        Err(_) => router,
+    }
+}
+
+fn routes(cluster: Arc<Cluster>) -> Router {
     Router::new()
         .route("/klab/v1/nodes", get(list).post(add))
         .route("/klab/v1/nodes/{name}", axum::routing::delete(remove))

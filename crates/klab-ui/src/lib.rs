@@ -61,6 +61,9 @@ pub struct Dashboard {
     /// The login token (empty: only client certificates).
     token: String,
     feed: Mutex<Option<watch::Receiver<Arc<View>>>>,
+    /// The runtime the dashboard was made on (the cluster's): the feed's informers run there,
+    /// not on whichever runtime serves the first page's connection.
+    home: Option<tokio::runtime::Handle>,
 }
 
 impl Dashboard {
@@ -80,6 +83,7 @@ impl Dashboard {
             faults,
             token,
             feed: Mutex::new(None),
+            home: tokio::runtime::Handle::try_current().ok(),
         })
     }
 
@@ -94,13 +98,17 @@ impl Dashboard {
             .supervised(self.health.clone(), format!("{COMPONENT}/informers"));
         let clock = self.clock.clone();
         let tx = Arc::new(tx);
-        tokio::spawn(supervise(
+        let feed_task = supervise(
             self.health.clone(),
             COMPONENT,
             self.clock.clone(),
             RestartPolicy::CrashLoop,
             move || run_feed(informers.clone(), clock.clone(), tx.clone()),
-        ));
+        );
+        match &self.home {
+            Some(home) => drop(home.spawn(feed_task)),
+            None => drop(tokio::spawn(feed_task)),
+        }
         *feed = Some(rx.clone());
         rx
     }
