@@ -507,11 +507,12 @@ async fn inject_panic_path(
 
 /// The admin routes, to be merged in front of the API server's Router.
 ///
-/// They start and stop the cluster's own tasks (a node's kubelet when it powers on, reboots or
-/// joins; a component), so each request runs on the runtime the router was made on — the
+/// Its POSTs and DELETEs start and stop the cluster's own tasks (a node's kubelet when it powers
+/// on, reboots or joins; a component), so they run on the runtime the router was made on — the
 /// cluster's — whichever runtime serves the connection: `klab up` serves connections on threads
 /// of their own, and a kubelet started there would run beside kubectl's requests instead of
-/// with the other nodes.
+/// with the other nodes. The GETs only read, and are answered where they arrive (at 5 000 busy
+/// nodes, `klab node list` took 8 s on the cluster's runtime).
 pub fn admin_router(cluster: Arc<Cluster>) -> Router {
     let router = routes(cluster);
     match tokio::runtime::Handle::try_current() {
@@ -519,6 +520,9 @@ pub fn admin_router(cluster: Arc<Cluster>) -> Router {
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let home = home.clone();
                 async move {
+                    if req.method() == axum::http::Method::GET {
+                        return next.run(req).await;
+                    }
                     match home.spawn(next.run(req)).await {
                         Ok(response) => response,
                         Err(e) => status(

@@ -435,11 +435,11 @@ pub async fn run(opts: UpOptions) -> Result<(), UpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
+    use std::process::{Command, Output};
     use std::sync::mpsc;
 
     /// The real kubectl (the newest one beside the `kubectl` on PATH).
-    fn kubectl() -> PathBuf {
+    fn kubectl_binary() -> PathBuf {
         let on_path = std::env::var_os("PATH")
             .and_then(|p| {
                 std::env::split_paths(&p)
@@ -451,65 +451,97 @@ mod tests {
         real.with_file_name("kubectl.1.33")
     }
 
+    /// A one-node `klab up` started on a runtime with one worker, so that one task holding it
+    /// starves everything spawned on the cluster's runtime.
+    struct Up {
+        rt: tokio::runtime::Runtime,
+        dir: tempfile::TempDir,
+        running: Running,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        serving: Option<Serving>,
+    }
+
+    impl Up {
+        fn start(speed: f64) -> Up {
+            let dir = tempfile::tempdir().unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let opts = UpOptions {
+                data_dir: dir.path().join("data"),
+                listen: "127.0.0.1:0".parse().unwrap(),
+                kubeconfig: None,
+                speed,
+                cluster: ClusterConfig {
+                    nodes: vec![klab_cluster::NodeSpec::new("klab-worker")],
+                    ..Default::default()
+                },
+                cold_start: false,
+            };
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let (running, serving) = rt
+                .block_on(start(opts, async move {
+                    let _ = stopped.await;
+                }))
+                .unwrap();
+            let up = Up {
+                rt,
+                dir,
+                running,
+                stop: Some(stop),
+                serving: Some(serving),
+            };
+            // The kubelet registers its Node (a minute at most).
+            let registered = (0..300).any(|_| {
+                let out = up.kubectl(&["get", "nodes", "-o", "name"]);
+                let listed = String::from_utf8_lossy(&out.stdout).contains("node/klab-worker");
+                if !listed {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                listed
+            });
+            assert!(registered, "the node never registered");
+            up
+        }
+
+        fn kubectl(&self, args: &[&str]) -> Output {
+            Command::new(kubectl_binary())
+                .arg("--kubeconfig")
+                .arg(&self.running.kubeconfig)
+                .arg("--cache-dir")
+                .arg(self.dir.path().join("cache"))
+                .args(args)
+                .output()
+                .expect("kubectl runs")
+        }
+
+        /// Ends serving: the front door's runtime, and every task on it, is gone.
+        fn stop_serving(&mut self) {
+            let _ = self.stop.take().expect("serving").send(());
+            let serving = self.serving.take().expect("serving");
+            self.rt.block_on(serving).unwrap().unwrap();
+        }
+    }
+
     /// kubectl is answered while every thread of the cluster's runtime is busy: connections are
     /// served on the front door's own threads, as a separate kube-apiserver process would be.
     #[test]
     fn kubectl_is_answered_while_the_clusters_runtime_is_busy() {
-        let dir = tempfile::tempdir().unwrap();
-        // One worker, so that one task holding it starves everything spawned on this runtime.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let opts = UpOptions {
-            data_dir: dir.path().join("data"),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            kubeconfig: None,
-            speed: 1.0,
-            cluster: ClusterConfig {
-                nodes: vec![klab_cluster::NodeSpec::new("klab-worker")],
-                ..Default::default()
-            },
-            cold_start: false,
-        };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (running, serving) = rt
-            .block_on(start(opts, async move {
-                let _ = stop_rx.await;
-            }))
-            .unwrap();
-        let get_nodes = || {
-            Command::new(kubectl())
-                .arg("--kubeconfig")
-                .arg(&running.kubeconfig)
-                .arg("--cache-dir")
-                .arg(dir.path().join("cache"))
-                .args(["get", "nodes", "-o", "name", "--request-timeout=20s"])
-                .output()
-                .expect("kubectl runs")
-        };
-        // The kubelet registers its Node while the runtime is free (a minute at most).
-        let registered = (0..300).any(|_| {
-            let listed = String::from_utf8_lossy(&get_nodes().stdout).contains("node/klab-worker");
-            if !listed {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            listed
-        });
-        assert!(registered, "the node never registered");
+        let mut up = Up::start(1.0);
         // Hold the runtime's one worker until kubectl has its answer (or a minute has passed).
         let (held_tx, held_rx) = mpsc::channel::<()>();
         let (release_tx, release_rx) = mpsc::channel::<()>();
-        let holder = rt.spawn(async move {
+        let holder = up.rt.spawn(async move {
             let _ = held_tx.send(());
             release_rx.recv_timeout(Duration::from_secs(60)).is_ok()
         });
         held_rx.recv().unwrap();
-        let out = get_nodes();
+        let out = up.kubectl(&["get", "nodes", "-o", "name", "--request-timeout=20s"]);
         let _ = release_tx.send(());
         assert!(
-            rt.block_on(holder).unwrap(),
+            up.rt.block_on(holder).unwrap(),
             "the worker was let go before kubectl answered"
         );
         assert!(
@@ -518,7 +550,47 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout), "node/klab-worker\n");
-        let _ = stop_tx.send(());
-        rt.block_on(serving).unwrap().unwrap();
+        up.stop_serving();
+    }
+
+    /// A kubelet the admin endpoint starts (a reboot) runs on the cluster's runtime, not on the
+    /// front door's that served the request: it keeps renewing its Lease after serving ends.
+    #[test]
+    fn a_kubelet_started_through_the_admin_endpoint_outlives_the_front_door() {
+        use k8s_openapi::api::coordination::v1::Lease;
+        // Objects' time runs 20 times faster, so that a Lease renewal (every 10 s) comes in 0.5 s.
+        let mut up = Up::start(20.0);
+        let out = up.kubectl(&[
+            "create",
+            "--raw",
+            "/klab/v1/nodes/klab-worker/reboot",
+            "-f",
+            "-",
+        ]);
+        assert!(
+            out.status.success(),
+            "reboot through the admin endpoint: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        up.stop_serving();
+        let _in_runtime = up.rt.enter();
+        let leases: kube::Api<Lease> =
+            kube::Api::namespaced(up.running.cluster.kubectl_client(), "kube-node-lease");
+        let renewed = |leases: &kube::Api<Lease>| {
+            up.rt
+                .block_on(leases.get_opt("klab-worker"))
+                .unwrap()
+                .and_then(|l| l.spec?.renew_time)
+        };
+        let first = renewed(&leases);
+        // Three renewal intervals of objects' time, at most.
+        let later = (0..30).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            renewed(&leases).filter(|t| Some(t) != first.as_ref())
+        });
+        assert!(
+            later.is_some(),
+            "the rebooted kubelet stopped renewing its Lease when serving ended (last {first:?})"
+        );
     }
 }

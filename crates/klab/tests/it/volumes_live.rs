@@ -369,7 +369,9 @@ spec:
         ],
     );
     k.wait_for("web-0 Pending on its zonal volume", bound, || {
-        let d = mask_ages(&k.ok(33, &["describe", "pod", "web-0"]));
+        // Between the force deletion and the StatefulSet's new web-0 there is no pod to describe.
+        let out = k.kubectl(33, &["describe", "pod", "web-0"]);
+        let d = mask_ages(&String::from_utf8_lossy(&out.stdout));
         (d.contains("Status: Pending") && d.contains("1 node(s) had volume node affinity conflict"))
             .then_some(())
     });
