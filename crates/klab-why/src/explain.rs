@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use klab_api::clock::{saturating_add, saturating_add_secs};
 use klab_api::names;
@@ -19,9 +20,97 @@ use klab_api::selector::LabelSelector;
 use crate::render::format_span;
 use crate::{About, Cause, Explanation, Kind, Snapshot, Target, TimeStyle, WhyError};
 
+/// Replacements a stuck pod's explanation names one by one; the rest are counted.
+const REPLACEMENTS_SHOWN: usize = 3;
+
 struct Ctx<'a> {
     snap: &'a Snapshot,
     style: TimeStyle,
+    /// Built on first use: explaining every stuck pod of a zone outage at scale would otherwise
+    /// scan every pod, Event, node and Lease once per stuck pod.
+    index: std::cell::OnceCell<Index<'a>>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(snap: &'a Snapshot, style: TimeStyle) -> Self {
+        Ctx {
+            snap,
+            style,
+            index: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn index(&self) -> &Index<'a> {
+        self.index.get_or_init(|| Index::new(self.snap))
+    }
+}
+
+/// The snapshot's lookups, each in snapshot order where several objects share a key (so that
+/// "the first" and "the latest" pick what a scan of the lists picked).
+struct Index<'a> {
+    nodes: BTreeMap<&'a str, &'a Node>,
+    /// Node Leases by name (namespace `kube-node-lease`).
+    leases: BTreeMap<&'a str, &'a Lease>,
+    /// Events about Pods, by the pod's (namespace, name).
+    pod_events: BTreeMap<(&'a str, &'a str), Vec<&'a Event>>,
+    /// Pods by their controller's UID.
+    controlled: BTreeMap<&'a str, Vec<&'a Pod>>,
+    /// Ready and total counted nodes (those not excluded from disruption) per zone key.
+    zones: BTreeMap<(String, String), (u64, u64)>,
+}
+
+impl<'a> Index<'a> {
+    fn new(snap: &'a Snapshot) -> Self {
+        let mut nodes = BTreeMap::new();
+        let mut zones: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+        for n in &snap.nodes {
+            if let Some(name) = n.metadata.name.as_deref() {
+                nodes.entry(name).or_insert(n);
+            }
+            let excluded = n
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(names::LABEL_EXCLUDE_DISRUPTION));
+            if !excluded {
+                let (ready, total) = zones.entry(zone_of(n)).or_default();
+                if is_ready(n) {
+                    *ready = ready.saturating_add(1);
+                }
+                *total = total.saturating_add(1);
+            }
+        }
+        let mut leases = BTreeMap::new();
+        for l in snap.leases.iter().flatten() {
+            if l.metadata.namespace.as_deref() == Some(names::NS_NODE_LEASE)
+                && let Some(name) = l.metadata.name.as_deref()
+            {
+                leases.entry(name).or_insert(l);
+            }
+        }
+        let mut pod_events: BTreeMap<(&str, &str), Vec<&Event>> = BTreeMap::new();
+        for e in &snap.events {
+            let o = &e.involved_object;
+            if o.kind.as_deref() == Some("Pod")
+                && let (Some(ns), Some(name)) = (o.namespace.as_deref(), o.name.as_deref())
+            {
+                pod_events.entry((ns, name)).or_default().push(e);
+            }
+        }
+        let mut controlled: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        for p in &snap.pods {
+            if let Some(owner) = controller_of(&p.metadata) {
+                controlled.entry(owner.uid.as_str()).or_default().push(p);
+            }
+        }
+        Index {
+            nodes,
+            leases,
+            pod_events,
+            controlled,
+            zones,
+        }
+    }
 }
 
 /// Explains one object of the snapshot.
@@ -30,7 +119,7 @@ pub fn explain(
     target: &Target,
     style: TimeStyle,
 ) -> Result<Explanation, WhyError> {
-    let cx = Ctx { snap, style };
+    let cx = Ctx::new(snap, style);
     let not_found = || {
         WhyError::NotFound(format!(
             "{} \"{}\" not found",
@@ -123,7 +212,7 @@ pub fn explain(
 
 /// Every pod that is stuck or pending, in namespace/name order (`klab sim`'s summary).
 pub fn explain_stuck_pods(snap: &Snapshot, style: TimeStyle) -> Vec<Explanation> {
-    let cx = Ctx { snap, style };
+    let cx = Ctx::new(snap, style);
     let mut pods: Vec<&Pod> = snap.pods.iter().collect();
     pods.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
     pods.into_iter()
@@ -275,21 +364,15 @@ impl<'a> Ctx<'a> {
     }
 
     fn node(&self, name: &str) -> Option<&'a Node> {
-        self.snap
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name))
+        self.index().nodes.get(name).copied()
     }
 
     fn lease_renewed(&self, node: &str) -> Option<Option<Timestamp>> {
-        let leases = self.snap.leases.as_ref()?;
+        self.snap.leases.as_ref()?;
         Some(
-            leases
-                .iter()
-                .find(|l| {
-                    l.metadata.name.as_deref() == Some(node)
-                        && l.metadata.namespace.as_deref() == Some(names::NS_NODE_LEASE)
-                })
+            self.index()
+                .leases
+                .get(node)
                 .and_then(|l| l.spec.as_ref())
                 .and_then(|s| s.renew_time.as_ref())
                 .map(|t| t.0),
@@ -406,24 +489,10 @@ impl<'a> Ctx<'a> {
     /// The zone's disruption state and the rate at which NoExecute taints are added in it.
     fn zone(&self, n: &Node) -> (String, ZoneState, f64, bool) {
         let key = zone_of(n);
-        let counted = |x: &&Node| {
-            !x.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(names::LABEL_EXCLUDE_DISRUPTION))
-        };
+        let zones = &self.index().zones;
         let state_of = |k: &(String, String)| {
-            let (mut ready, mut not_ready) = (0u64, 0u64);
-            for x in self.snap.nodes.iter().filter(counted) {
-                if &zone_of(x) == k {
-                    if is_ready(x) {
-                        ready = ready.saturating_add(1);
-                    } else {
-                        not_ready = not_ready.saturating_add(1);
-                    }
-                }
-            }
-            let total = ready.saturating_add(not_ready);
+            let (ready, total) = zones.get(k).copied().unwrap_or_default();
+            let not_ready = total.saturating_sub(ready);
             let state = if ready == 0 && not_ready > 0 {
                 ZoneState::FullDisruption
             } else if not_ready > 2
@@ -437,16 +506,9 @@ impl<'a> Ctx<'a> {
             (state, ready, total)
         };
         let (state, ready, total) = state_of(&key);
-        let zones: std::collections::BTreeSet<(String, String)> = self
-            .snap
-            .nodes
-            .iter()
-            .filter(counted)
-            .map(zone_of)
-            .collect();
         let all_full = !zones.is_empty()
             && zones
-                .iter()
+                .keys()
                 .all(|z| state_of(z).0 == ZoneState::FullDisruption);
         let s = &self.snap.settings;
         let rate = if all_full {
@@ -641,18 +703,16 @@ impl<'a> Ctx<'a> {
         reasons: &[&str],
     ) -> Option<(String, String, Option<Timestamp>)> {
         let uid = p.metadata.uid.as_deref();
-        let name = p.metadata.name.as_deref();
-        let ns = p.metadata.namespace.as_deref();
-        self.snap
-            .events
+        let name = p.metadata.name.as_deref()?;
+        let ns = p.metadata.namespace.as_deref()?;
+        self.index()
+            .pod_events
+            .get(&(ns, name))?
             .iter()
             .filter(|e| {
-                e.involved_object.kind.as_deref() == Some("Pod")
-                    && e.involved_object.name.as_deref() == name
-                    && e.involved_object.namespace.as_deref() == ns
-                    && (uid.is_none()
-                        || e.involved_object.uid.is_none()
-                        || e.involved_object.uid.as_deref() == uid)
+                (uid.is_none()
+                    || e.involved_object.uid.is_none()
+                    || e.involved_object.uid.as_deref() == uid)
                     && e.reason.as_deref().is_some_and(|r| reasons.contains(&r))
             })
             .map(|e| {
@@ -1099,20 +1159,26 @@ impl<'a> Ctx<'a> {
                     ));
                     return out;
                 }
-                let replacements: Vec<&Pod> = self
-                    .snap
-                    .pods
-                    .iter()
+                let mut replacements: Vec<&Pod> = self
+                    .index()
+                    .controlled
+                    .get(owner.uid.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
                     .filter(|x| {
                         x.metadata.namespace.as_deref() == ns
                             && x.metadata.deletion_timestamp.is_none()
-                            && controller_of(&x.metadata).is_some_and(|o| o.uid == owner.uid)
                             && match (requested, x.metadata.creation_timestamp.as_ref()) {
                                 (Some(r), Some(c)) => c.0 >= r,
                                 _ => false,
                             }
                     })
                     .collect();
+                // The first ones created; the rest are counted (in a zone outage every stuck
+                // pod of a big ReplicaSet would otherwise list thousands).
+                replacements.sort_by_key(|x| x.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                let more = replacements.split_off(REPLACEMENTS_SHOWN.min(replacements.len()));
                 if replacements.is_empty() {
                     out.push(cause(
                         About::Owner,
@@ -1122,7 +1188,7 @@ impl<'a> Ctx<'a> {
                         ),
                     ));
                 }
-                for r in replacements {
+                for r in &replacements {
                     let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
                     out.push(cause(
                         About::Owner,
@@ -1139,6 +1205,23 @@ impl<'a> Ctx<'a> {
                                 .as_ref()
                                 .and_then(|s| s.node_name.as_deref())
                                 .unwrap_or("<none>")
+                        ),
+                    ));
+                }
+                if !more.is_empty() {
+                    let running = more.iter().filter(|r| pod_status(r) == "Running").count();
+                    out.push(cause(
+                        About::Owner,
+                        format!(
+                            "{} {} created {} more {} ({running} Running)",
+                            owner.kind,
+                            owner.name,
+                            more.len(),
+                            if more.len() == 1 {
+                                "replacement"
+                            } else {
+                                "replacements"
+                            }
                         ),
                     ));
                 }

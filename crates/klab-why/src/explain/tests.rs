@@ -303,6 +303,69 @@ fn replicaset_replacement_and_recreate() {
 }
 
 #[test]
+fn many_replacements_name_the_first_three_and_count_the_rest() {
+    let mut s = story(400, false);
+    s.pods = vec![pod(
+        "nginx-a",
+        "n2",
+        Some(("ReplicaSet", "nginx-1", "uid-rs")),
+        json!({"metadata": {"deletionTimestamp": at(330), "deletionGracePeriodSeconds": 30}}),
+    )];
+    // Six replacements, named against their creation order; one of them is still Pending.
+    for (name, created) in [
+        ("r-f", 305),
+        ("r-e", 310),
+        ("r-d", 315),
+        ("r-c", 320),
+        ("r-b", 325),
+        ("r-a", 330),
+    ] {
+        let pending =
+            json!({"status": {"phase": "Pending", "conditions": [], "containerStatuses": []}});
+        s.pods.push(pod(
+            name,
+            "n3",
+            Some(("ReplicaSet", "nginx-1", "uid-rs")),
+            merged(
+                json!({"metadata": {"creationTimestamp": at(created)}}),
+                if name == "r-b" { pending } else { json!({}) },
+            ),
+        ));
+    }
+    // Created before the deletion was asked for: not a replacement.
+    s.pods.push(pod(
+        "older",
+        "n3",
+        Some(("ReplicaSet", "nginx-1", "uid-rs")),
+        json!({"metadata": {"creationTimestamp": at(299)}}),
+    ));
+    let got = text(&s, Kind::Pod, "nginx-a");
+    assert!(
+        got.ends_with(
+            "  - ReplicaSet nginx-1 created replacement r-f at 305.000s (Running on n3)
+  - ReplicaSet nginx-1 created replacement r-e at 310.000s (Running on n3)
+  - ReplicaSet nginx-1 created replacement r-d at 315.000s (Running on n3)
+  - ReplicaSet nginx-1 created 3 more replacements (2 Running)
+"
+        ),
+        "{got}"
+    );
+    // One more than shown is said in the singular.
+    s.pods
+        .retain(|p| !["r-a", "r-b"].contains(&p.metadata.name.as_deref().unwrap_or_default()));
+    let got = text(&s, Kind::Pod, "nginx-a");
+    assert!(
+        got.ends_with("  - ReplicaSet nginx-1 created 1 more replacement (1 Running)\n"),
+        "{got}"
+    );
+}
+
+fn merged(mut a: serde_json::Value, b: serde_json::Value) -> serde_json::Value {
+    merge(&mut a, b);
+    a
+}
+
+#[test]
 fn pending_quotes_the_scheduler() {
     let mut s = story(10, true);
     s.pods = vec![pod(
