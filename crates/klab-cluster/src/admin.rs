@@ -90,6 +90,7 @@ async fn fault(
     if let Some(refused) = refuse_unauthorized(&identity) {
         return refused;
     }
+    let q = own_params(q);
     if fault == "clock-skew" {
         let Some(offset) = q.get("offset") else {
             return status(
@@ -134,6 +135,16 @@ async fn fault(
         Ok(s) => Json(state_json(&s)).into_response(),
         Err(e) => cluster_error(e),
     }
+}
+
+/// A call's own query parameters: all but `timeout`, the API server's request timeout, which
+/// kubectl adds to every request it is given `--request-timeout` for (`kubectl create --raw
+/// /klab/v1/nodes/n1/reboot -f - --request-timeout=20s`). Every admin call ends well within it.
+fn own_params(
+    mut q: std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    q.remove("timeout");
+    q
 }
 
 /// The node faults that take arguments, as the scenario runner applies them (the same
@@ -233,6 +244,7 @@ async fn images(
     if let Some(refused) = refuse_unauthorized(&identity) {
         return refused;
     }
+    let q = own_params(q);
     let fail = match action.as_str() {
         "fail" => true,
         "heal" => false,
@@ -500,7 +512,7 @@ async fn inject_panic_path(
         return not_found();
     };
     if action == "brownout" {
-        return brownout(&state.0, name, &q);
+        return brownout(&state.0, name, &own_params(q));
     }
     control_component(&state.0, name, action).await
 }

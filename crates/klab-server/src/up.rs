@@ -560,12 +560,14 @@ mod tests {
         use k8s_openapi::api::coordination::v1::Lease;
         // Objects' time runs 20 times faster, so that a Lease renewal (every 10 s) comes in 0.5 s.
         let mut up = Up::start(20.0);
+        // With kubectl's `?timeout=`, which the admin endpoint lets pass.
         let out = up.kubectl(&[
             "create",
             "--raw",
             "/klab/v1/nodes/klab-worker/reboot",
             "-f",
             "-",
+            "--request-timeout=20s",
         ]);
         assert!(
             out.status.success(),
