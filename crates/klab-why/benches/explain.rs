@@ -136,14 +136,18 @@ fn main() {
     let start = Instant::now();
     let explained = explain_stuck_pods(&snap, TimeStyle::Wall);
     let took = start.elapsed();
-    let lines: usize = explained
-        .iter()
-        .map(|e| klab_why::render_text(e).lines().count())
-        .sum();
+    // The text's hash, so that two versions can be compared for the same explanations.
+    let (mut lines, mut hasher) = (0, std::hash::DefaultHasher::new());
+    for e in &explained {
+        let text = klab_why::render_text(e);
+        lines += text.lines().count();
+        std::hash::Hash::hash(&text, &mut hasher);
+    }
     println!(
-        "explain_stuck_pods: {} stuck pods explained in {:.3} s ({:.1} µs each), {lines} lines of text",
+        "explain_stuck_pods: {} stuck pods explained in {:.3} s ({:.1} µs each), {lines} lines of text, hash {:016x}",
         explained.len(),
         took.as_secs_f64(),
-        took.as_secs_f64() * 1e6 / explained.len().max(1) as f64
+        took.as_secs_f64() * 1e6 / explained.len().max(1) as f64,
+        std::hash::Hasher::finish(&hasher)
     );
 }

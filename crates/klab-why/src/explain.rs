@@ -53,10 +53,30 @@ struct Index<'a> {
     leases: BTreeMap<&'a str, &'a Lease>,
     /// Events about Pods, by the pod's (namespace, name).
     pod_events: BTreeMap<(&'a str, &'a str), Vec<&'a Event>>,
-    /// Pods by their controller's UID.
-    controlled: BTreeMap<&'a str, Vec<&'a Pod>>,
+    /// Pods not marked for deletion, by namespace and controller UID.
+    live: BTreeMap<(&'a str, &'a str), Live<'a>>,
     /// Ready and total counted nodes (those not excluded from disruption) per zone key.
     zones: BTreeMap<(String, String), (u64, u64)>,
+}
+
+/// One controller's pods that are not marked for deletion, in creation order.
+#[derive(Default)]
+struct Live<'a> {
+    pods: Vec<(Timestamp, &'a Pod)>,
+    /// `running_before[i]`: how many of the first `i` pods are Running.
+    running_before: Vec<usize>,
+}
+
+impl<'a> Live<'a> {
+    /// The pods created at or after `t`, and how many of them are Running.
+    fn since(&self, t: Timestamp) -> (&[(Timestamp, &'a Pod)], usize) {
+        let first = self.pods.partition_point(|(created, _)| *created < t);
+        let running = |i: usize| self.running_before.get(i).copied().unwrap_or_default();
+        (
+            self.pods.get(first..).unwrap_or_default(),
+            running(self.pods.len()).saturating_sub(running(first)),
+        )
+    }
 }
 
 impl<'a> Index<'a> {
@@ -97,17 +117,35 @@ impl<'a> Index<'a> {
                 pod_events.entry((ns, name)).or_default().push(e);
             }
         }
-        let mut controlled: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        let mut live: BTreeMap<(&str, &str), Live> = BTreeMap::new();
         for p in &snap.pods {
-            if let Some(owner) = controller_of(&p.metadata) {
-                controlled.entry(owner.uid.as_str()).or_default().push(p);
+            if p.metadata.deletion_timestamp.is_some() {
+                continue;
             }
+            if let (Some(owner), Some(ns), Some(created)) = (
+                controller_of(&p.metadata),
+                p.metadata.namespace.as_deref(),
+                p.metadata.creation_timestamp.as_ref(),
+            ) {
+                let l = live.entry((ns, owner.uid.as_str())).or_default();
+                l.pods.push((created.0, p));
+            }
+        }
+        for l in live.values_mut() {
+            // Stable: pods created at the same instant keep snapshot order.
+            l.pods.sort_by_key(|(created, _)| *created);
+            l.running_before = std::iter::once(0)
+                .chain(l.pods.iter().scan(0usize, |n, (_, p)| {
+                    *n = n.saturating_add(usize::from(pod_status(p) == "Running"));
+                    Some(*n)
+                }))
+                .collect();
         }
         Index {
             nodes,
             leases,
             pod_events,
-            controlled,
+            live,
             zones,
         }
     }
@@ -1159,26 +1197,25 @@ impl<'a> Ctx<'a> {
                     ));
                     return out;
                 }
-                let mut replacements: Vec<&Pod> = self
-                    .index()
-                    .controlled
-                    .get(owner.uid.as_str())
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .filter(|x| {
-                        x.metadata.namespace.as_deref() == ns
-                            && x.metadata.deletion_timestamp.is_none()
-                            && match (requested, x.metadata.creation_timestamp.as_ref()) {
-                                (Some(r), Some(c)) => c.0 >= r,
-                                _ => false,
-                            }
-                    })
-                    .collect();
-                // The first ones created; the rest are counted (in a zone outage every stuck
-                // pod of a big ReplicaSet would otherwise list thousands).
-                replacements.sort_by_key(|x| x.metadata.creation_timestamp.as_ref().map(|t| t.0));
-                let more = replacements.split_off(REPLACEMENTS_SHOWN.min(replacements.len()));
+                // In creation order: the first ones are named, the rest counted (in a zone
+                // outage every stuck pod of a big ReplicaSet would otherwise list thousands).
+                let (since, running) = match (requested, ns) {
+                    (Some(r), Some(ns)) => self
+                        .index()
+                        .live
+                        .get(&(ns, owner.uid.as_str()))
+                        .map(|l| l.since(r))
+                        .unwrap_or_default(),
+                    _ => (&[][..], 0),
+                };
+                let shown = since.len().min(REPLACEMENTS_SHOWN);
+                let (replacements, more) = since.split_at(shown);
+                let more_running = running.saturating_sub(
+                    replacements
+                        .iter()
+                        .filter(|(_, r)| pod_status(r) == "Running")
+                        .count(),
+                );
                 if replacements.is_empty() {
                     out.push(cause(
                         About::Owner,
@@ -1188,7 +1225,7 @@ impl<'a> Ctx<'a> {
                         ),
                     ));
                 }
-                for r in &replacements {
+                for (_, r) in replacements {
                     let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
                     out.push(cause(
                         About::Owner,
@@ -1209,11 +1246,10 @@ impl<'a> Ctx<'a> {
                     ));
                 }
                 if !more.is_empty() {
-                    let running = more.iter().filter(|r| pod_status(r) == "Running").count();
                     out.push(cause(
                         About::Owner,
                         format!(
-                            "{} {} created {} more {} ({running} Running)",
+                            "{} {} created {} more {} ({more_running} Running)",
                             owner.kind,
                             owner.name,
                             more.len(),
