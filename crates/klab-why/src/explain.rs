@@ -359,11 +359,10 @@ fn pod_id(p: &Pod) -> String {
 
 /// The zone key of the node lifecycle controller: region and zone, beta labels first.
 fn zone_of(n: &Node) -> (String, String) {
-    let labels = n.metadata.labels.clone().unwrap_or_default();
+    let labels = n.metadata.labels.as_ref();
     let pick = |beta: &str, ga: &str| {
         labels
-            .get(beta)
-            .or_else(|| labels.get(ga))
+            .and_then(|l| l.get(beta).or_else(|| l.get(ga)))
             .cloned()
             .unwrap_or_default()
     };
