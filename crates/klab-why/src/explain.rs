@@ -68,13 +68,16 @@ struct Live<'a> {
 }
 
 impl<'a> Live<'a> {
-    /// The pods created at or after `t`, and how many of them are Running.
-    fn since(&self, t: Timestamp) -> (&[(Timestamp, &'a Pod)], usize) {
+    /// Of the pods created at or after `t`: the first `shown`, then how many more there are and
+    /// how many of those are Running.
+    fn since(&self, t: Timestamp, shown: usize) -> (&[(Timestamp, &'a Pod)], usize, usize) {
         let first = self.pods.partition_point(|(created, _)| *created < t);
+        let rest = first.saturating_add(shown).min(self.pods.len());
         let running = |i: usize| self.running_before.get(i).copied().unwrap_or_default();
         (
-            self.pods.get(first..).unwrap_or_default(),
-            running(self.pods.len()).saturating_sub(running(first)),
+            self.pods.get(first..rest).unwrap_or_default(),
+            self.pods.len().saturating_sub(rest),
+            running(self.pods.len()).saturating_sub(running(rest)),
         )
     }
 }
@@ -1198,23 +1201,15 @@ impl<'a> Ctx<'a> {
                 }
                 // In creation order: the first ones are named, the rest counted (in a zone
                 // outage every stuck pod of a big ReplicaSet would otherwise list thousands).
-                let (since, running) = match (requested, ns) {
+                let (replacements, more, more_running) = match (requested, ns) {
                     (Some(r), Some(ns)) => self
                         .index()
                         .live
                         .get(&(ns, owner.uid.as_str()))
-                        .map(|l| l.since(r))
+                        .map(|l| l.since(r, REPLACEMENTS_SHOWN))
                         .unwrap_or_default(),
-                    _ => (&[][..], 0),
+                    _ => Default::default(),
                 };
-                let shown = since.len().min(REPLACEMENTS_SHOWN);
-                let (replacements, more) = since.split_at(shown);
-                let more_running = running.saturating_sub(
-                    replacements
-                        .iter()
-                        .filter(|(_, r)| pod_status(r) == "Running")
-                        .count(),
-                );
                 if replacements.is_empty() {
                     out.push(cause(
                         About::Owner,
@@ -1224,18 +1219,15 @@ impl<'a> Ctx<'a> {
                         ),
                     ));
                 }
-                for (_, r) in replacements {
-                    let created = r.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                for (created, r) in replacements {
                     out.push(cause(
                         About::Owner,
                         format!(
-                            "{} {} created replacement {}{} ({} on {})",
+                            "{} {} created replacement {} at {} ({} on {})",
                             owner.kind,
                             owner.name,
                             r.metadata.name.as_deref().unwrap_or_default(),
-                            created
-                                .map(|c| format!(" at {}", self.t(c)))
-                                .unwrap_or_default(),
+                            self.t(*created),
                             pod_status(r),
                             r.spec
                                 .as_ref()
@@ -1244,15 +1236,14 @@ impl<'a> Ctx<'a> {
                         ),
                     ));
                 }
-                if !more.is_empty() {
+                if more > 0 {
                     out.push(cause(
                         About::Owner,
                         format!(
-                            "{} {} created {} more {} ({more_running} Running)",
+                            "{} {} created {more} more {} ({more_running} Running)",
                             owner.kind,
                             owner.name,
-                            more.len(),
-                            if more.len() == 1 {
+                            if more == 1 {
                                 "replacement"
                             } else {
                                 "replacements"
