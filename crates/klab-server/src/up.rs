@@ -107,6 +107,8 @@ pub enum UpError {
     },
     #[error("{0}")]
     Serve(#[from] crate::ServeError),
+    #[error("starting the serving threads: {0}")]
+    Threads(std::io::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -291,10 +293,7 @@ pub async fn start(
         )
         .await
     })
-    .map_err(|source| UpError::Io {
-        path: PathBuf::from("(front door thread)"),
-        source,
-    })?;
+    .map_err(UpError::Threads)?;
     Ok((
         Running {
             cluster,
