@@ -344,8 +344,8 @@ pub(crate) struct DecodedEvents {
 }
 
 /// The decoded changes kept, by (revision, resource address), and the newest kept state of each
-/// key with its stored bytes: the next change of that key has those bytes as its previous value
-/// (the store hands out the same buffer), so its previous state need not be decoded again.
+/// key with its stored bytes: the next change of that key has those bytes as its previous value,
+/// so its previous state need not be decoded again.
 #[derive(Default)]
 struct DecodedWindow {
     by_revision: BTreeMap<(u64, usize), Vec<(String, Decoded)>>,
@@ -359,9 +359,11 @@ struct Latest {
     state: Arc<State>,
 }
 
-/// The same stored buffer (not merely equal bytes: a pointer check, so a miss costs nothing).
-fn same_buffer(a: &Bytes, b: &Bytes) -> bool {
-    a.as_ptr() == b.as_ptr() && a.len() == b.len()
+/// The same stored document: the same buffer, or equal bytes (a store that holds its values
+/// packed hands out a fresh buffer at every read; comparing a few KiB costs far less than
+/// decoding them).
+fn same_document(a: &Bytes, b: &Bytes) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
 }
 
 /// How many recent (revision, resource) entries are kept decoded. Watches examine a change within
@@ -461,7 +463,8 @@ impl DecodedEvents {
         let l = window
             .latest
             .get(&(std::ptr::from_ref(ri) as usize, key.to_string()))?;
-        (l.revision == kv.mod_revision && same_buffer(&l.bytes, &kv.value)).then(|| l.state.clone())
+        (l.revision == kv.mod_revision && same_document(&l.bytes, &kv.value))
+            .then(|| l.state.clone())
     }
 
     /// The decoded states of `change` for watches of `ri`: the kept ones, or decoded (taken
@@ -496,7 +499,7 @@ impl DecodedEvents {
         let prev = match change.prev_value {
             None => Prev::None,
             Some(b) => match window.latest.get(&latest_key) {
-                Some(l) if same_buffer(&l.bytes, b) => {
+                Some(l) if same_document(&l.bytes, b) => {
                     self.reused
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     Prev::Kept(match change.kind {
@@ -1171,6 +1174,22 @@ mod tests {
             Some(&json!("11"))
         );
         assert!(events.current(pods, key, &kv(&b11, 11)).is_some());
+        // A store that packs its values hands out a fresh buffer at each read: the same bytes
+        // are the same document, at the same revision only.
+        let fresh = |b: &Bytes| Bytes::from(b.to_vec());
+        assert!(events.current(pods, key, &kv(&fresh(&b11), 11)).is_some());
+        assert!(events.current(pods, key, &kv(&fresh(&b11), 10)).is_none());
+        assert!(events.current(pods, key, &kv(&bytes("d"), 11)).is_none());
+        // and the next change's previous state is the kept one, not decoded again
+        let b12 = bytes("e");
+        let reused = events.reused.load(std::sync::atomic::Ordering::Relaxed);
+        let decodes = events.decodes();
+        events.get(pods, &event(12, EventKind::Update, &b12, Some(&fresh(&b11))));
+        assert_eq!(
+            events.reused.load(std::sync::atomic::Ordering::Relaxed),
+            reused + 1
+        );
+        assert_eq!(events.decodes(), decodes + 1, "only the new state decoded");
     }
 
     const NONE: (&str, &str) = ("note", "");

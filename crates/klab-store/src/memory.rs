@@ -9,8 +9,8 @@
 //! Data model (the same as the redb backend, etcd's MVCC in miniature):
 //! * `keys`: every retained version of every key, newest last; a deletion leaves a tombstone so
 //!   that reads at a past revision see the key as absent from then on.
-//!   A version superseded by a newer one is kept packed against it (`pack`): history costs
-//!   what changed, not a copy of the document per version.
+//!   Each value is held packed against a sibling under the same parent key (`pack`): the
+//!   pods of one namespace, the versions of one key, cost what they do not share.
 //! * `log`: one entry per revision, dense from `compacted + 1` to `rev`, for watch replay (the
 //!   values are read from `keys`: the log holds none).
 //! * `compact(c)` drops log entries ≤ c and, per key, every version ≤ c except the newest one
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use crate::pack::{Held, Packer, unpack};
+use crate::pack::{Held, Packer};
 use crate::watch::{self, Hub};
 use crate::{
     Event, EventKind, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StoreError,
@@ -71,8 +71,8 @@ struct Inner {
     keys: BTreeMap<Arc<str>, Vec<Version>>,
     log: VecDeque<Logged>,
     hub: Hub,
-    /// Retained versions and the bytes their values hold (packed ones at their packed size),
-    /// kept as they change.
+    /// Retained versions and the bytes their values hold (packed ones at their packed size,
+    /// dictionaries apart: see `Packer::dict_bytes`), kept as they change.
     versions: u64,
     value_bytes: u64,
     packer: Packer,
@@ -110,16 +110,22 @@ impl MemoryStore {
         self.lock().keys.values().map(Vec::len).sum()
     }
 
-    /// The bytes of every retained version's value, counted by a walk (what
-    /// [`Storage::memory_held`] keeps as it goes). Tests.
+    /// The bytes of every retained version's value and of every dictionary they or the packer
+    /// hold, each counted once, by a walk (what [`Storage::memory_held`] keeps as it goes).
+    /// Tests.
     #[cfg(test)]
     fn retained_value_bytes(&self) -> u64 {
-        self.lock()
-            .keys
-            .values()
-            .flatten()
-            .map(|v| v.value.as_ref().map_or(0, |b| b.held_len() as u64))
-            .sum()
+        let g = self.lock();
+        let held = g.keys.values().flatten().filter_map(|v| v.value.as_ref());
+        let mut dicts: Vec<&Arc<crate::pack::Dict>> = held
+            .clone()
+            .filter_map(Held::dict)
+            .chain(g.packer.current_dicts())
+            .collect();
+        dicts.sort_by_key(|d| Arc::as_ptr(d));
+        dicts.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        held.map(|b| b.held_len() as u64).sum::<u64>()
+            + dicts.iter().map(|d| d.len() as u64).sum::<u64>()
     }
 
     /// Asserts that the running counts of [`Storage::memory_held`] are what a walk finds.
@@ -146,8 +152,8 @@ impl Inner {
     fn current(&self, key: &str) -> Option<KeyValue> {
         let versions = self.keys.get(key)?;
         let last = versions.len().checked_sub(1)?;
-        // The last version is never packed (packing waits for a newer one), so this reads it
-        // as it is; an error could only come from a broken invariant, and reads as absent.
+        // An error could only come from a broken invariant (a value that does not unpack), and
+        // reads as absent.
         match value_at(versions, last) {
             Ok(value) => kv_of(key, &versions[last], value),
             Err(e) => {
@@ -177,30 +183,20 @@ impl Inner {
             value: value.clone(),
             prev_value: prev.map(|p| p.value.clone()),
         });
+        // The version this one supersedes stays as it is held: history costs nothing more.
+        let held = value.map(|v| self.packer.hold(key, v));
         self.versions = self.versions.saturating_add(1);
         self.value_bytes = self
             .value_bytes
-            .saturating_add(value.as_ref().map_or(0, |v| v.len() as u64));
+            .saturating_add(held.as_ref().map_or(0, |v| v.held_len() as u64));
         let shared: Arc<str> = match self.keys.get_key_value(key) {
             Some((k, _)) => k.clone(),
             None => Arc::from(key),
         };
-        let versions = self.keys.entry(shared.clone()).or_default();
-        // The version this one supersedes becomes history: packed against this one's value.
-        if let Some(last) = versions.last_mut()
-            && let Some(Held::Plain(old)) = &last.value
-            && let Some(packed) = self.packer.pack(old, value.as_deref())
-        {
-            self.value_bytes = self
-                .value_bytes
-                .saturating_sub(old.len() as u64)
-                .saturating_add(packed.held_len() as u64);
-            last.value = Some(Held::Packed(packed));
-        }
-        versions.push(Version {
+        self.keys.entry(shared.clone()).or_default().push(Version {
             rev,
             create_rev,
-            value: value.map(Held::Plain),
+            value: held,
         });
         self.log.push_back(Logged {
             revision: rev,
@@ -253,6 +249,7 @@ impl Inner {
                 self.keys.remove(&*key);
             }
         }
+        self.packer.sweep();
         self.compacted = target;
     }
 }
@@ -266,30 +263,12 @@ fn kv_of(key: &str, v: &Version, value: Option<Bytes>) -> Option<KeyValue> {
     })
 }
 
-/// The value of `versions[idx]` (`None` for a tombstone): a packed one is unpacked against the
-/// value of the version after it, itself read the same way — walking to the first version that
-/// stands alone, then back.
+/// The value of `versions[idx]` (`None` for a tombstone), unpacked.
 fn value_at(versions: &[Version], idx: usize) -> std::result::Result<Option<Bytes>, String> {
-    let mut end = idx;
-    loop {
-        match versions.get(end).map(|v| &v.value) {
-            None => return Err(format!("version {end} of {} missing", versions.len())),
-            Some(Some(Held::Packed(p))) if p.against_next() => end = end.saturating_add(1),
-            Some(_) => break,
-        }
+    match versions.get(idx) {
+        None => Err(format!("version {idx} of {} missing", versions.len())),
+        Some(v) => v.value.as_ref().map(Held::bytes).transpose(),
     }
-    let mut value = match &versions[end].value {
-        None => None,
-        Some(Held::Plain(b)) => Some(b.clone()),
-        Some(Held::Packed(p)) => Some(unpack(p, None)?),
-    };
-    for v in versions[idx..end].iter().rev() {
-        value = match &v.value {
-            Some(Held::Packed(p)) => Some(unpack(p, value.as_deref())?),
-            _ => return Err("a packed version's successor is not packed against".into()),
-        };
-    }
-    Ok(value)
 }
 
 /// The event of a logged revision, its values read from the key's versions.
@@ -419,7 +398,12 @@ impl Storage for MemoryStore {
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         let mut inner = self.lock();
-        if inner.current(key).is_some() {
+        if inner
+            .keys
+            .get(key)
+            .and_then(|v| v.last())
+            .is_some_and(|v| v.value.is_some())
+        {
             return Err(StoreError::AlreadyExists(key.to_owned()));
         }
         Ok(inner.commit(key, Some(value), None))
@@ -456,7 +440,10 @@ impl Storage for MemoryStore {
 
     fn memory_held(&self) -> Option<(u64, u64)> {
         let g = self.lock();
-        Some((g.versions, g.value_bytes))
+        Some((
+            g.versions,
+            g.value_bytes.saturating_add(g.packer.dict_bytes()),
+        ))
     }
 
     fn offered_events(&self) -> u64 {
