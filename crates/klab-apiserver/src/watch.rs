@@ -1184,7 +1184,10 @@ mod tests {
         let b12 = bytes("e");
         let reused = events.reused.load(std::sync::atomic::Ordering::Relaxed);
         let decodes = events.decodes();
-        events.get(pods, &event(12, EventKind::Update, &b12, Some(&fresh(&b11))));
+        events.get(
+            pods,
+            &event(12, EventKind::Update, &b12, Some(&fresh(&b11))),
+        );
         assert_eq!(
             events.reused.load(std::sync::atomic::Ordering::Relaxed),
             reused + 1
