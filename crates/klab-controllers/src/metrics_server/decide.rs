@@ -60,7 +60,52 @@ pub type PodRef = (String, String);
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Batch {
     pub nodes: BTreeMap<String, Point>,
-    pub pods: BTreeMap<PodRef, BTreeMap<String, Point>>,
+    pub pods: BTreeMap<PodRef, ContainerPoints>,
+}
+
+/// The points of one pod's containers by name, in name order: a sorted vector, sized to its
+/// contents. A pod has one container or a few, and metrics-server holds two sets of them for
+/// every pod (a `BTreeMap` allocates a node of eleven slots for each, about 800 bytes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerPoints(Vec<(String, Point)>);
+
+impl ContainerPoints {
+    /// Sets `name`'s point.
+    pub fn insert(&mut self, name: String, point: Point) {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+            Ok(i) => self.0[i].1 = point,
+            Err(i) => {
+                self.0.reserve_exact(1);
+                self.0.insert(i, (name, point));
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Point> {
+        self.0
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The containers and their points, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Point)> {
+        self.0.iter().map(|(n, p)| (n, p))
+    }
+}
+
+/// For tests' `points["app"]`.
+#[cfg(test)]
+impl std::ops::Index<&str> for ContainerPoints {
+    type Output = Point;
+    fn index(&self, name: &str) -> &Point {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no container {name:?}"))
+    }
 }
 
 impl Batch {
@@ -273,7 +318,7 @@ pub fn decode(text: &str, node: &str, default_time: Timestamp) -> Batch {
     }
     for ((namespace, pod), containers) in pods {
         let pod = (namespace.into_owned(), pod.into_owned());
-        let mut points = BTreeMap::new();
+        let mut points = ContainerPoints::default();
         let mut complete = true;
         for (name, c) in containers {
             if c == Partial::default() {
@@ -348,8 +393,8 @@ fn since_ms(b: &Timestamp, a: i64) -> i64 {
 pub struct Storage {
     last_nodes: BTreeMap<String, Point>,
     prev_nodes: BTreeMap<String, Point>,
-    last_pods: BTreeMap<PodRef, BTreeMap<String, Point>>,
-    prev_pods: BTreeMap<PodRef, BTreeMap<String, Point>>,
+    last_pods: BTreeMap<PodRef, ContainerPoints>,
+    prev_pods: BTreeMap<PodRef, ContainerPoints>,
 }
 
 impl Storage {
@@ -379,8 +424,8 @@ impl Storage {
         let mut last_pods = BTreeMap::new();
         let mut prev_pods = BTreeMap::new();
         for (pod, containers) in batch.pods {
-            let mut prev_containers = BTreeMap::new();
-            for (name, new) in &containers {
+            let mut prev_containers = ContainerPoints::default();
+            for (name, new) in containers.iter() {
                 let age = since_ms(&new.timestamp, start_ms(new));
                 if age > 0 && age < resolution_ms && age >= fresh_ms {
                     // A container that started since the last scrape (but not just now): its
@@ -431,7 +476,7 @@ impl Storage {
         let prev = self.prev_pods.get(&key)?;
         let mut containers = Vec::new();
         let mut earliest: Option<(Timestamp, Duration)> = None;
-        for (c, last) in last {
+        for (c, last) in last.iter() {
             let prev = prev.get(c)?;
             let Some((usage, ts, window)) = resource_usage(last, prev) else {
                 continue;

@@ -346,3 +346,25 @@ fn scrape_timeout_is_ninety_percent_of_the_resolution() {
         Duration::from_millis(13_500)
     );
 }
+
+/// A pod's container points are kept in name order, one per name, the last one set winning,
+/// in a vector no larger than its contents.
+#[test]
+fn container_points_keep_name_order_and_their_size() {
+    let point = |cpu_ns| Point {
+        start: None,
+        timestamp: t(0),
+        cpu_ns,
+        memory: 1,
+    };
+    let mut c = ContainerPoints::default();
+    assert!(c.is_empty());
+    for (name, cpu) in [("web", 1), ("app", 2), ("sidecar", 3), ("app", 4)] {
+        c.insert(name.to_string(), point(cpu));
+    }
+    let got: Vec<(&str, u64)> = c.iter().map(|(n, p)| (n.as_str(), p.cpu_ns)).collect();
+    assert_eq!(got, [("app", 4), ("sidecar", 3), ("web", 1)]);
+    assert_eq!(c.get("sidecar"), Some(&point(3)));
+    assert_eq!(c.get("db"), None);
+    assert_eq!(c.0.capacity(), 3);
+}
