@@ -398,6 +398,7 @@ impl Storage for MemoryStore {
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         let mut inner = self.lock();
+        // Whether the key is live, read without unpacking its value.
         if inner
             .keys
             .get(key)

@@ -12,8 +12,8 @@
 //! 3 000-pod run, pod versions average 3.7 KB and keep 380 bytes, Events 1.1 KB and 235.)
 //!
 //! The dictionary of a parent key is its first value, replaced by a later one that packs
-//! poorly against it, or only fairly and is larger (see [`keeps`]): it is copied once, shared by every
-//! value packed against it (`Arc<Dict>`), and freed with the last of them. Reads unpack:
+//! poorly against it, or only fairly and is larger (see [`keeps`]): it is copied once, shared
+//! by every value packed against it (`Arc<Dict>`), and freed with the last of them. Reads unpack:
 //! a get, a list and a watch replay each inflate the values they return, which costs a few
 //! microseconds per document; a write packs its value once, whether it is created or updated,
 //! and the version it supersedes becomes history as it is.
@@ -47,8 +47,8 @@ pub(crate) enum Held {
 }
 
 impl Held {
-    /// The bytes this value holds in memory of its own (a dictionary is counted once, by the
-    /// packer's [`Dictionaries`]).
+    /// The bytes this value holds in memory of its own (its dictionary is counted once, in
+    /// [`Packer::dict_bytes`]).
     pub(crate) fn held_len(&self) -> usize {
         match self {
             Held::Plain(b) => b.len(),
@@ -157,8 +157,8 @@ impl Packer {
     }
 
     /// How `value`, written under `key`, is held: packed against its parent key's dictionary;
-    /// against itself, as the parent's new dictionary, when it has none or `value` packs
-    /// poorly against it; plain when it is small or does not shrink.
+    /// against itself, as the parent's new dictionary, when the parent has none or does not
+    /// keep it (see [`keeps`]); plain when it is small or does not shrink.
     pub(crate) fn hold(&mut self, key: &str, value: Bytes) -> Held {
         if value.len() < MIN_PACKED {
             return Held::Plain(value);
