@@ -56,4 +56,4 @@ mod auth_fuzz_tests;
 
 pub use error::{ApiError, ApiResult};
 pub use identity::Identity;
-pub use server::{ApiServer, ApiServerConfig};
+pub use server::{ApiServer, ApiServerConfig, ComponentService};

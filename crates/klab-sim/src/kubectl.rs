@@ -64,7 +64,7 @@ fn escape(s: &str) -> String {
 /// `kubectl exec POD -- COMMAND…`: stdout lines, stderr lines, then kubectl's last word
 /// (`command terminated with exit code N`, or the error).
 pub async fn exec(
-    router: axum::Router,
+    router: klab_apiserver::ComponentService,
     namespace: &str,
     name: &str,
     container: Option<&str>,
@@ -199,7 +199,7 @@ mod tests {
         panic!("pod never ran");
     }
 
-    fn router(c: &Cluster) -> axum::Router {
+    fn router(c: &Cluster) -> klab_apiserver::ComponentService {
         c.api().router_as(klab_apiserver::Identity::admin())
     }
 

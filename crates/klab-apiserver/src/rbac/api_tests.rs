@@ -462,7 +462,11 @@ async fn kubectl_as_a_view_user() {
     )
     .await;
     assert_eq!(code, 201);
-    let user = Harness::start(bin.clone(), api.router_as(alice())).await;
+    let user = Harness::start(
+        bin.clone(),
+        axum::Router::new().fallback_service(api.router_as(alice())),
+    )
+    .await;
     let k = |args: &'static [&'static str]| user.kubectl("1.33", args);
 
     let (ok, out, err) = k(&["get", "pods"]).await;
@@ -536,7 +540,11 @@ async fn kubectl_as_a_view_user() {
     assert!(!out.contains("secrets"), "{out}");
 
     // The admin reads the RBAC objects as kubectl prints them.
-    let adm = Harness::start(bin, api.router_as(admin)).await;
+    let adm = Harness::start(
+        bin,
+        axum::Router::new().fallback_service(api.router_as(admin)),
+    )
+    .await;
     let (ok, out, err) = adm
         .kubectl("1.33", &["get", "rolebindings", "-o", "wide"])
         .await;

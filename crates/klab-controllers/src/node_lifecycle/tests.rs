@@ -1313,7 +1313,8 @@ fn failing_pod_status_client(
             }
         },
     );
-    kube::Client::new(c._api.router_as(Identity::admin()).layer(layer), "default")
+    let router = axum::Router::new().fallback_service(c._api.router_as(Identity::admin()));
+    kube::Client::new(router.layer(layer), "default")
 }
 
 #[tokio::test(start_paused = true)]
