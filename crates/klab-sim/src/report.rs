@@ -38,7 +38,7 @@ struct Lane {
     /// Pods: when it was created and when its deletion was requested, and its owner.
     created: Duration,
     deleting_at: Option<Duration>,
-    owner: Option<(String, String)>,
+    owner: Option<(crate::trace::Sym, crate::trace::Sym)>,
 }
 
 impl Lane {

@@ -147,6 +147,8 @@ struct Recorded {
     livelock: Option<String>,
     /// The label sets of the views, each kept once.
     labels: trace::LabelSets,
+    /// The views' repeated texts, each kept once.
+    syms: trace::Syms,
 }
 
 /// How often one workload may change within a single virtual instant before the run is declared
@@ -304,7 +306,10 @@ impl Recorder {
                 name,
                 view: (!deleted).then(|| {
                     let mut view = PodView::from_object(&value, now);
-                    view.labels = self.with(|r| r.labels.share(view.labels));
+                    self.with(|r| {
+                        view.labels = r.labels.share(std::mem::take(&mut view.labels));
+                        r.syms.share_pod(&mut view);
+                    });
                     Box::new(view)
                 }),
             },
@@ -317,23 +322,24 @@ impl Recorder {
             Watched::Slice => Change::Slice {
                 namespace,
                 name,
-                view: (!deleted).then(|| trace::SliceView::from_object(&value)),
+                view: (!deleted).then(|| Box::new(trace::SliceView::from_object(&value))),
             },
             Watched::Storage(kind) => Change::Storage {
                 kind: kind.into(),
                 namespace,
                 name,
-                view: (!deleted).then(|| trace::StorageView::from_object(kind, &value)),
+                view: (!deleted).then(|| Box::new(trace::StorageView::from_object(kind, &value))),
             },
             Watched::CoreEvent => {
                 if deleted {
                     return;
                 }
-                let ev = EventView::from_core(&value);
+                let mut ev = EventView::from_core(&value);
                 // A modification of an Event is a repeat (count bump); other edits are noise.
                 if modified && ev.count <= 1 {
                     return;
                 }
+                self.with(|r| r.syms.share_event(&mut ev));
                 Change::Event(Box::new(ev))
             }
         };

@@ -150,20 +150,21 @@ pub fn summarize(
                     Some(v) => {
                         let life = pods.entry(key).or_insert_with(|| PodLife {
                             workload: v.owner.as_ref().map(|(k, n)| {
+                                let (k, n) = (k.to_string(), n.to_string());
                                 if k == "ReplicaSet" {
                                     rs_owner
                                         .get(&(namespace.clone(), n.clone()))
                                         .cloned()
-                                        .unwrap_or((k.clone(), namespace.clone(), n.clone()))
+                                        .unwrap_or((k, namespace.clone(), n))
                                 } else {
-                                    (k.clone(), namespace.clone(), n.clone())
+                                    (k, namespace.clone(), n)
                                 }
                             }),
                             created: r.t,
                             ..Default::default()
                         });
                         if life.first_node.is_empty() {
-                            life.first_node = v.node.clone();
+                            life.first_node = v.node.to_string();
                         }
                         if life.running_at.is_none() && v.status == "Running" && !v.deleting {
                             life.running_at = Some(r.t);

@@ -43,7 +43,7 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     // The views are boxed: a run keeps every change, and an inline pod view made every record
-    // (whatever its kind) about 300 bytes.
+    // (whatever its kind) about 300 bytes; an inline storage view, 168.
     Node {
         name: String,
         view: Option<Box<NodeView>>,
@@ -64,7 +64,7 @@ pub enum Change {
     Slice {
         namespace: String,
         name: String,
-        view: Option<SliceView>,
+        view: Option<Box<SliceView>>,
     },
     /// A storage object (PersistentVolumeClaim, PersistentVolume, VolumeAttachment): the columns
     /// `kubectl get` shows that matter to failover.
@@ -72,7 +72,7 @@ pub enum Change {
         kind: String,
         namespace: String,
         name: String,
-        view: Option<StorageView>,
+        view: Option<Box<StorageView>>,
     },
     /// A scenario step, described kubectl-like.
     Action(String),
@@ -289,6 +289,116 @@ impl LabelSets {
     }
 }
 
+/// A short text that many records repeat (`Running`, `1/1`, a node's name, `Normal`, `Pulled`):
+/// shared through [`Syms`], so a run holds each distinct text once however many records carry
+/// it. Reads as a `str`.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sym(Arc<str>);
+
+impl std::ops::Deref for Sym {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Sym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Sym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl From<&str> for Sym {
+    fn from(s: &str) -> Sym {
+        Sym(Arc::from(s))
+    }
+}
+
+impl From<String> for Sym {
+    fn from(s: String) -> Sym {
+        Sym(Arc::from(s))
+    }
+}
+
+impl PartialEq<str> for Sym {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Sym {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<Sym> for String {
+    fn eq(&self, other: &Sym) -> bool {
+        **self == *other.0
+    }
+}
+
+impl Sym {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Sym {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+/// The texts a run's views share ([`Sym`]), each kept once, as [`LabelSets`] keeps label maps.
+/// A run of 150 000 pods records about a million pod and Event views; their statuses, node
+/// names and reasons are a few thousand texts.
+#[derive(Debug, Default)]
+pub struct Syms {
+    seen: std::collections::HashSet<Arc<str>>,
+}
+
+impl Syms {
+    /// The kept copy of `text`.
+    pub fn get(&mut self, text: &str) -> Sym {
+        if let Some(kept) = self.seen.get(text) {
+            return Sym(kept.clone());
+        }
+        let kept: Arc<str> = Arc::from(text);
+        self.seen.insert(kept.clone());
+        Sym(kept)
+    }
+
+    /// `view` holding the kept copies of its shared texts.
+    pub fn share_pod(&mut self, view: &mut PodView) {
+        let owner = view.owner.as_mut().map(|(k, n)| [k, n]);
+        for t in [
+            &mut view.ready,
+            &mut view.status,
+            &mut view.ready_condition,
+            &mut view.node,
+        ]
+        .into_iter()
+        .chain(owner.into_iter().flatten())
+        {
+            *t = self.get(t);
+        }
+    }
+
+    /// `view` holding the kept copies of its shared texts.
+    pub fn share_event(&mut self, view: &mut EventView) {
+        for t in [&mut view.component, &mut view.type_, &mut view.reason] {
+            *t = self.get(t);
+        }
+    }
+}
+
 /// A node as kubectl shows it, plus what the trace reports about it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeView {
@@ -304,13 +414,13 @@ pub struct NodeView {
 /// A pod as `kubectl get pods -o wide` shows it, plus deletion and ownership facts.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PodView {
-    pub ready: String,
-    pub status: String,
+    pub ready: Sym,
+    pub status: Sym,
     pub restarts: i64,
     /// Status of the pod's `Ready` condition (the node lifecycle controller sets it to False on a
     /// NotReady node while the kubectl READY column, which counts ready containers, does not change).
-    pub ready_condition: String,
-    pub node: String,
+    pub ready_condition: Sym,
+    pub node: Sym,
     pub labels: Labels,
     pub deleting: bool,
     pub grace: Option<i64>,
@@ -318,7 +428,7 @@ pub struct PodView {
     pub disruption: Option<String>,
     pub disruption_message: Option<String>,
     /// Controlling owner `(kind, name)`.
-    pub owner: Option<(String, String)>,
+    pub owner: Option<(Sym, Sym)>,
 }
 
 /// A workload's desired and available replicas.
@@ -415,9 +525,9 @@ fn unconverged(kind: &str, obj: &Value, replicas: i64) -> Option<String> {
 /// An Event (core/v1 or events.k8s.io/v1) as the trace prints it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventView {
-    pub component: String,
-    pub type_: String,
-    pub reason: String,
+    pub component: Sym,
+    pub type_: Sym,
+    pub reason: Sym,
     /// `Kind namespace/name` or `Kind name`.
     pub object: String,
     pub message: String,
@@ -528,14 +638,14 @@ impl PodView {
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|cs| cs.iter().find(|c| s(c, "/type") == names::POD_COND_READY))
-            .map(|c| s(c, "/status").to_string())
+            .map(|c| Sym::from(s(c, "/status")))
             .unwrap_or_default();
         PodView {
             ready_condition,
-            ready: cell(&cells, 1),
-            status: cell(&cells, 2),
+            ready: cell(&cells, 1).into(),
+            status: cell(&cells, 2).into(),
             restarts,
-            node: s(pod, "/spec/nodeName").to_string(),
+            node: s(pod, "/spec/nodeName").into(),
             labels: Arc::new(labels(pod)),
             deleting: pod
                 .pointer("/metadata/deletionTimestamp")
@@ -545,7 +655,7 @@ impl PodView {
                 .and_then(Value::as_i64),
             disruption: disruption.as_ref().map(|c| s(c, "/reason").to_string()),
             disruption_message: disruption.as_ref().map(|c| s(c, "/message").to_string()),
-            owner: controller_owner(pod),
+            owner: controller_owner(pod).map(|(k, n)| (k.into(), n.into())),
         }
     }
 }
@@ -647,9 +757,9 @@ impl EventView {
         };
         let io = ev.get("involvedObject").cloned().unwrap_or(Value::Null);
         EventView {
-            component: component.to_string(),
-            type_: s(ev, "/type").to_string(),
-            reason: s(ev, "/reason").to_string(),
+            component: component.into(),
+            type_: s(ev, "/type").into(),
+            reason: s(ev, "/reason").into(),
             object: object_label(s(&io, "/kind"), s(&io, "/namespace"), s(&io, "/name")),
             message: s(ev, "/message").to_string(),
             count: ev.get("count").and_then(Value::as_i64).unwrap_or(1),
@@ -668,9 +778,9 @@ impl EventView {
             .and_then(Value::as_i64)
             .unwrap_or(1);
         EventView {
-            component: component.to_string(),
-            type_: s(ev, "/type").to_string(),
-            reason: s(ev, "/reason").to_string(),
+            component: component.into(),
+            type_: s(ev, "/type").into(),
+            reason: s(ev, "/reason").into(),
             object: object_label(s(&re, "/kind"), s(&re, "/namespace"), s(&re, "/name")),
             message: s(ev, "/note").to_string(),
             count,
@@ -878,7 +988,7 @@ impl World {
                 }
                 match view {
                     Some(v) => {
-                        self.storage.insert(key, v.clone());
+                        self.storage.insert(key, StorageView::clone(v));
                     }
                     None => {
                         self.storage.remove(&key);
@@ -1035,7 +1145,7 @@ impl World {
                         // collector removes bound pods only from nodes that no longer exist, or
                         // from not-Ready nodes with the out-of-service taint (spec §7).
                         let by_pod_gc = !p.node.is_empty()
-                            && match self.nodes.get(&p.node) {
+                            && match self.nodes.get(p.node.as_str()) {
                                 None => true,
                                 Some(n) => {
                                     !n.status.starts_with("Ready")
@@ -1120,9 +1230,9 @@ impl World {
                             // A pod never bound has no kubelet: only the collector's
                             // unscheduled-terminating pass writes it Failed.
                             let node_down = v.node.is_empty()
-                                || match self.nodes.get(&v.node) {
+                                || match self.nodes.get(v.node.as_str()) {
                                     Some(n) => !n.status.starts_with("Ready"),
-                                    None => self.deleted_nodes.contains(&v.node),
+                                    None => self.deleted_nodes.contains(v.node.as_str()),
                                 };
                             let who = if by_user {
                                 COMPONENT_KUBECTL
@@ -1140,7 +1250,7 @@ impl World {
                             // marking the pod (spec §1: MarkPodsNotReady); otherwise the kubelet.
                             let node_down = self
                                 .nodes
-                                .get(&v.node)
+                                .get(v.node.as_str())
                                 .is_some_and(|n| !n.status.starts_with("Ready"));
                             let who = if by_user {
                                 COMPONENT_KUBECTL
@@ -1202,7 +1312,7 @@ impl World {
                 }
                 match view {
                     Some(v) => {
-                        self.slices.insert(key, v.clone());
+                        self.slices.insert(key, SliceView::clone(v));
                     }
                     None => {
                         if prev.is_some() {
@@ -1337,6 +1447,50 @@ mod tests {
             taints: taints.iter().map(|t| t.to_string()).collect(),
             labels: Labels::default(),
         }
+    }
+
+    #[test]
+    fn views_share_their_repeated_texts_and_read_as_strings() {
+        let mut syms = Syms::default();
+        let owned = |node: &str| PodView {
+            owner: Some(("ReplicaSet".into(), "web-1".into())),
+            ..pod("1/1", "Running", 0, node)
+        };
+        let mut a = owned("n1");
+        let mut b = owned("n2");
+        syms.share_pod(&mut a);
+        syms.share_pod(&mut b);
+        // One allocation per distinct text, whichever view brought it first.
+        assert!(Arc::ptr_eq(&a.status.0, &b.status.0));
+        assert!(Arc::ptr_eq(&a.ready.0, &b.ready.0));
+        assert!(!Arc::ptr_eq(&a.node.0, &b.node.0));
+        assert!(Arc::ptr_eq(&a.node.0, &syms.get("n1").0));
+        let (ak, an) = a.owner.clone().unwrap();
+        let (bk, bn) = b.owner.clone().unwrap();
+        assert!(Arc::ptr_eq(&ak.0, &bk.0) && Arc::ptr_eq(&an.0, &bn.0));
+        // Sharing changes no content: the views compare and print as before.
+        assert_eq!(a, owned("n1"));
+        assert_eq!(a.status, "Running");
+        assert_eq!(a.status, "Running".to_string());
+        assert_eq!(format!("{} {:?}", a.node, a.node), "n1 \"n1\"");
+        assert!(a.status != "Pending");
+
+        let mut ev = EventView {
+            component: "kubelet".into(),
+            type_: "Normal".into(),
+            reason: "Pulled".into(),
+            object: "Pod d/p".into(),
+            message: "m".into(),
+            count: 1,
+        };
+        let mut again = ev.clone();
+        syms.share_event(&mut ev);
+        syms.share_event(&mut again);
+        assert!(Arc::ptr_eq(&ev.reason.0, &again.reason.0));
+        assert!(Arc::ptr_eq(&ev.component.0, &again.component.0));
+        // 1/1, Running, the empty Ready condition, n1, n2, ReplicaSet, web-1; kubelet, Normal,
+        // Pulled.
+        assert_eq!(syms.seen.len(), 10, "{:?}", syms.seen);
     }
 
     fn pod(ready: &str, status: &str, restarts: i64, node: &str) -> PodView {
@@ -1786,13 +1940,13 @@ mod tests {
         let slice = |eps: &[(&str, EndpointView)]| Change::Slice {
             namespace: "d".into(),
             name: "web-abcde".into(),
-            view: Some(SliceView {
+            view: Some(Box::new(SliceView {
                 service: "web".into(),
                 endpoints: eps
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.clone()))
                     .collect(),
-            }),
+            })),
         };
         let records = vec![
             rec(
