@@ -20,6 +20,18 @@ use klab_api::selector::LabelSelector;
 use crate::render::format_span;
 use crate::{About, Cause, Explanation, Kind, Snapshot, Target, TimeStyle, WhyError};
 
+/// The reasons of the pod Events explanations read: why a pod is not scheduled (first), then why
+/// it does not run (the latest of the others).
+pub const POD_TROUBLE_EVENTS: [&str; 7] = [
+    "FailedScheduling",
+    "FailedAttachVolume",
+    "FailedMount",
+    "FailedCreatePodSandBox",
+    "Failed",
+    "BackOff",
+    "Unhealthy",
+];
+
 /// Replacements a stuck pod's explanation names one by one; the rest are counted.
 const REPLACEMENTS_SHOWN: usize = 3;
 
@@ -706,7 +718,7 @@ impl<'a> Ctx<'a> {
                 c.iter()
                     .find(|c| c.type_ == names::POD_COND_SCHEDULED && c.status == "False")
             });
-        let event = self.latest_event(p, "FailedScheduling");
+        let event = self.latest_event(p, POD_TROUBLE_EVENTS[0]);
         let (msg, since) = match (cond.and_then(|c| c.message.clone()), event) {
             (Some(m), _) => (
                 m,
@@ -1101,17 +1113,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        if let Some((reason, msg, t)) = self.latest_event_of(
-            p,
-            &[
-                "FailedAttachVolume",
-                "FailedMount",
-                "FailedCreatePodSandBox",
-                "Failed",
-                "BackOff",
-                "Unhealthy",
-            ],
-        ) {
+        if let Some((reason, msg, t)) = self.latest_event_of(p, &POD_TROUBLE_EVENTS[1..]) {
             let mut c = cause(
                 About::Pod,
                 format!(

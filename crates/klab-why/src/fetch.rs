@@ -85,7 +85,8 @@ pub async fn fetch_all(
     let mut snap = Snapshot {
         pods: list_ns::<Pod>(client, ns, "pods", &mut un).await,
         nodes: list_cluster::<Node>(client, "nodes", &mut un).await,
-        events: list_ns::<Event>(client, ns, "events", &mut un).await,
+        events: list_ns_matching::<Event>(client, ns, "events", &explaining_events(), &mut un)
+            .await,
         replica_sets: list_ns::<ReplicaSet>(client, ns, "replicasets.apps", &mut un).await,
         deployments: list_ns::<Deployment>(client, ns, "deployments.apps", &mut un).await,
         stateful_sets: list_ns::<StatefulSet>(client, ns, "statefulsets.apps", &mut un).await,
@@ -193,6 +194,23 @@ async fn check_target(client: &Client, t: &Target) -> Result<(), FetchError> {
 /// Objects per list page (kubectl's `--chunk-size` and client-go's pager default).
 const PAGE: u32 = 500;
 
+/// The reasons of the Events every pod has in the ordinary course of its life, four to six per
+/// pod: no explanation reads them ([`crate::explain::POD_TROUBLE_EVENTS`] are what they read).
+/// They are most of a cluster's Events, and at the end of a run of 150 000 pods decoding them
+/// would take about a gigabyte, so the server leaves them out of the list.
+const ROUTINE_POD_EVENTS: &[&str] = &["Scheduled", "Pulling", "Pulled", "Created", "Started"];
+
+/// The field selector of the Events a [`Snapshot`] holds: those about pods, but for the routine
+/// ones (upstream's Event field labels `involvedObject.kind` and `reason`).
+pub fn explaining_events() -> String {
+    let mut fields = String::from("involvedObject.kind=Pod");
+    for reason in ROUTINE_POD_EVENTS {
+        fields.push_str(",reason!=");
+        fields.push_str(reason);
+    }
+    fields
+}
+
 /// Every object of `api`, page by page at one resource version, decoded without managed
 /// fields (nothing here reads them, and they are most of a pod's metadata). If a continued page
 /// fails (its resource version compacted away), the whole list is read again in one request.
@@ -200,13 +218,22 @@ async fn list_paged<K>(api: &Api<Slim<K>>) -> kube::Result<Vec<K>>
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    let mut lp = ListParams::default().limit(PAGE);
+    list_paged_matching(api, "").await
+}
+
+/// [`list_paged`] of the objects that match the field selector `fields` (all when empty).
+async fn list_paged_matching<K>(api: &Api<Slim<K>>, fields: &str) -> kube::Result<Vec<K>>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let whole = ListParams::default().fields(fields);
+    let mut lp = whole.clone().limit(PAGE);
     let mut items = Vec::new();
     loop {
         let page = match api.list(&lp).await {
             Ok(page) => page,
             Err(_) if lp.continue_token.is_some() => {
-                let all = api.list(&ListParams::default()).await?;
+                let all = api.list(&whole).await?;
                 return Ok(all.items.into_iter().map(Slim::into_inner).collect());
             }
             Err(e) => return Err(e),
@@ -224,16 +251,35 @@ where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
-    match list_paged(&Api::<Slim<K>>::all(client.clone())).await {
+    list_ns_matching(client, ns, what, "", un).await
+}
+
+/// [`list_ns`] of the objects that match the field selector `fields` (all when empty).
+async fn list_ns_matching<K>(
+    client: &Client,
+    ns: &str,
+    what: &str,
+    fields: &str,
+    un: &mut Vec<String>,
+) -> Vec<K>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let all = Api::<Slim<K>>::all(client.clone());
+    match list_paged_matching(&all, fields).await {
         Ok(items) => items,
         // Allowed in one namespace only (a namespaced Role): that namespace is what matters.
-        Err(_) => match list_paged(&Api::<Slim<K>>::namespaced(client.clone(), ns)).await {
-            Ok(items) => items,
-            Err(e) => {
-                un.push(format!("{what}: {}", server_error(&e).1));
-                Vec::new()
+        Err(_) => {
+            match list_paged_matching(&Api::<Slim<K>>::namespaced(client.clone(), ns), fields).await
+            {
+                Ok(items) => items,
+                Err(e) => {
+                    un.push(format!("{what}: {}", server_error(&e).1));
+                    Vec::new()
+                }
             }
-        },
+        }
     }
 }
 
@@ -254,6 +300,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_events_left_out_are_none_an_explanation_reads() {
+        for reason in ROUTINE_POD_EVENTS {
+            assert!(
+                !crate::explain::POD_TROUBLE_EVENTS.contains(reason),
+                "{reason}"
+            );
+        }
+        assert_eq!(
+            explaining_events(),
+            "involvedObject.kind=Pod,reason!=Scheduled,reason!=Pulling,reason!=Pulled,\
+             reason!=Created,reason!=Started"
+        );
+    }
 
     /// More objects than a page: every one is read, in pages at one resource version.
     #[tokio::test(start_paused = true)]
@@ -282,6 +343,54 @@ mod tests {
         let names: Vec<String> = all.into_iter().filter_map(|c| c.metadata.name).collect();
         let want: Vec<String> = (0..n).map(|i| format!("cm-{i:04}")).collect();
         assert_eq!(names, want);
+    }
+
+    /// The snapshot holds a pod's trouble Events, ordinary or not, and no routine ones; the
+    /// server filters them, across pages.
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_reads_every_pod_event_but_the_routine_ones() {
+        let api = klab_apiserver::testing::memory_server().await;
+        let client = Client::new(api.router(), "default");
+        let events: Api<Event> = Api::namespaced(client.clone(), "default");
+        let event = |name: String, kind: &str, reason: &str, type_: &str| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "involvedObject": {"kind": kind, "namespace": "default", "name": "p"},
+                "reason": reason, "type": type_, "message": "m",
+            }))
+            .unwrap()
+        };
+        // More routine Events than a page, so the selector must hold on every page.
+        for i in 0..PAGE + 10 {
+            let reason = ROUTINE_POD_EVENTS[i as usize % ROUTINE_POD_EVENTS.len()];
+            let e = event(format!("r{i:04}"), "Pod", reason, "Normal");
+            events.create(&PostParams::default(), &e).await.unwrap();
+        }
+        let kept = [
+            ("a", "Pod", "BackOff", "Normal"),
+            ("b", "Pod", "FailedMount", "Warning"),
+            ("c", "Pod", "Killing", "Normal"),
+        ];
+        let dropped = [("d", "Node", "FailedMount", "Warning")];
+        for (name, kind, reason, type_) in kept.iter().chain(&dropped) {
+            let e = event(name.to_string(), kind, reason, type_);
+            events.create(&PostParams::default(), &e).await.unwrap();
+        }
+        let snap = fetch_all(&client, "default", Settings::default(), None).await;
+        let got: Vec<(String, String)> = snap
+            .events
+            .iter()
+            .map(|e| {
+                let name = e.metadata.name.clone().unwrap_or_default();
+                (name, e.reason.clone().unwrap_or_default())
+            })
+            .collect();
+        let want: Vec<(String, String)> = kept
+            .iter()
+            .map(|(n, _, r, _)| (n.to_string(), r.to_string()))
+            .collect();
+        assert_eq!(got, want);
+        assert!(snap.unreadable.is_empty(), "{:?}", snap.unreadable);
     }
 
     #[test]

@@ -117,6 +117,8 @@ pub struct Snapshot {
     pub nodes: Vec<Node>,
     /// `None` when the cluster has no Leases or they could not be read.
     pub leases: Option<Vec<Lease>>,
+    /// The Events about pods but for the routine ones ([`fetch::explaining_events`]): all that
+    /// explanations read.
     pub events: Vec<Event>,
     pub replica_sets: Vec<ReplicaSet>,
     pub deployments: Vec<Deployment>,
