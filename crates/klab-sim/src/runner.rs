@@ -306,9 +306,9 @@ impl Recorder {
                 name,
                 view: (!deleted).then(|| {
                     let mut view = PodView::from_object(&value, now);
-                    self.with(|r| {
-                        view.labels = r.labels.share(std::mem::take(&mut view.labels));
+                    view.labels = self.with(|r| {
                         r.syms.share_pod(&mut view);
+                        r.labels.share(view.labels.clone())
                     });
                     Box::new(view)
                 }),

@@ -43,7 +43,7 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     // The views are boxed: a run keeps every change, and an inline pod view made every record
-    // (whatever its kind) about 300 bytes; an inline storage view, 168.
+    // (whatever its kind) about 300 bytes; an inline storage view, 168 (boxed: 112).
     Node {
         name: String,
         view: Option<Box<NodeView>>,
@@ -295,6 +295,12 @@ impl LabelSets {
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Sym(Arc<str>);
 
+impl Sym {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::ops::Deref for Sym {
     type Target = str;
     fn deref(&self) -> &str {
@@ -344,12 +350,6 @@ impl PartialEq<Sym> for String {
     }
 }
 
-impl Sym {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
 impl PartialEq<&str> for Sym {
     fn eq(&self, other: &&str) -> bool {
         *self.0 == **other
@@ -357,8 +357,8 @@ impl PartialEq<&str> for Sym {
 }
 
 /// The texts a run's views share ([`Sym`]), each kept once, as [`LabelSets`] keeps label maps.
-/// A run of 150 000 pods records about a million pod and Event views; their statuses, node
-/// names and reasons are a few thousand texts.
+/// A run of 150 000 pods records well over a million pod and Event views; their statuses, node
+/// names, owners and reasons are a few thousand texts.
 #[derive(Debug, Default)]
 pub struct Syms {
     seen: std::collections::HashSet<Arc<str>>,
@@ -393,7 +393,13 @@ impl Syms {
 
     /// `view` holding the kept copies of its shared texts.
     pub fn share_event(&mut self, view: &mut EventView) {
-        for t in [&mut view.component, &mut view.type_, &mut view.reason] {
+        for t in [
+            &mut view.component,
+            &mut view.type_,
+            &mut view.reason,
+            &mut view.object,
+            &mut view.message,
+        ] {
             *t = self.get(t);
         }
     }
@@ -529,8 +535,8 @@ pub struct EventView {
     pub type_: Sym,
     pub reason: Sym,
     /// `Kind namespace/name` or `Kind name`.
-    pub object: String,
-    pub message: String,
+    pub object: Sym,
+    pub message: Sym,
     pub count: i64,
 }
 
@@ -760,8 +766,8 @@ impl EventView {
             component: component.into(),
             type_: s(ev, "/type").into(),
             reason: s(ev, "/reason").into(),
-            object: object_label(s(&io, "/kind"), s(&io, "/namespace"), s(&io, "/name")),
-            message: s(ev, "/message").to_string(),
+            object: object_label(s(&io, "/kind"), s(&io, "/namespace"), s(&io, "/name")).into(),
+            message: s(ev, "/message").into(),
             count: ev.get("count").and_then(Value::as_i64).unwrap_or(1),
         }
     }
@@ -781,8 +787,8 @@ impl EventView {
             component: component.into(),
             type_: s(ev, "/type").into(),
             reason: s(ev, "/reason").into(),
-            object: object_label(s(&re, "/kind"), s(&re, "/namespace"), s(&re, "/name")),
-            message: s(ev, "/note").to_string(),
+            object: object_label(s(&re, "/kind"), s(&re, "/namespace"), s(&re, "/name")).into(),
+            message: s(ev, "/note").into(),
             count,
         }
     }
@@ -1027,7 +1033,7 @@ impl World {
                     } else {
                         &ev.component
                     },
-                    ev.object.clone(),
+                    ev.object.to_string(),
                     text,
                 );
             }
@@ -1488,9 +1494,11 @@ mod tests {
         syms.share_event(&mut again);
         assert!(Arc::ptr_eq(&ev.reason.0, &again.reason.0));
         assert!(Arc::ptr_eq(&ev.component.0, &again.component.0));
+        assert!(Arc::ptr_eq(&ev.object.0, &again.object.0));
+        assert!(Arc::ptr_eq(&ev.message.0, &again.message.0));
         // 1/1, Running, the empty Ready condition, n1, n2, ReplicaSet, web-1; kubelet, Normal,
-        // Pulled.
-        assert_eq!(syms.seen.len(), 10, "{:?}", syms.seen);
+        // Pulled, Pod d/p, m.
+        assert_eq!(syms.seen.len(), 12, "{:?}", syms.seen);
     }
 
     fn pod(ready: &str, status: &str, restarts: i64, node: &str) -> PodView {
