@@ -226,7 +226,10 @@ async fn list_paged_matching<K>(api: &Api<Slim<K>>, fields: &str) -> kube::Resul
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    let whole = ListParams::default().fields(fields);
+    let whole = match fields {
+        "" => ListParams::default(),
+        fields => ListParams::default().fields(fields),
+    };
     let mut lp = whole.clone().limit(PAGE);
     let mut items = Vec::new();
     loop {
