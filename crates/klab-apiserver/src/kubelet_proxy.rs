@@ -11,13 +11,15 @@
 //! IP:10250: …`), an upgrade's as `error dialing backend: dial tcp IP:10250: …`; a kubelet's own
 //! error answer is mapped as `GenericHttpResponseChecker` does.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use axum::response::Response;
+#[cfg(doc)]
+use klab_api::kubelet_net::KubeletNetwork;
+use klab_api::kubelet_net::{kubelet_host, kubelet_port};
 use serde_json::{Value, json};
 use tokio::io::DuplexStream;
 
@@ -26,29 +28,8 @@ use crate::object::{self, Pointer};
 use crate::registry;
 use crate::server::Ctx;
 
-/// Why a dial to a kubelet failed at once (a dial that is never answered just stays pending).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DialError {
-    /// Nothing listens on the port (TCP RST): `connect: connection refused`.
-    Refused,
-    /// No route to the host: `connect: no route to host`.
-    NoRoute,
-}
-
-/// A dial in progress.
-pub type DialFuture = Pin<Box<dyn Future<Output = Result<DuplexStream, DialError>> + Send>>;
-
-/// The network between the API server and the kubelets. A dial to a host that does not answer
-/// never completes; the API server's [`DIAL_TIMEOUT`] ends it.
-pub trait KubeletNetwork: Send + Sync + 'static {
-    fn dial(&self, host: &str, port: u16) -> DialFuture;
-}
-
 /// How long the API server waits for a kubelet's TCP connection (upstream's proxy dialer: 30 s).
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The kubelet's port when the Node does not say (`daemonEndpoints.kubeletEndpoint.Port`).
-const KUBELET_PORT: u16 = 10250;
 
 /// Go's `url.QueryEscape`.
 fn query_escape(s: &str) -> String {
@@ -326,24 +307,23 @@ fn locate(stored: &[u8], node: &str) -> Result<(String, u16), serde_json::Error>
     let status = serde_json::from_slice::<Located>(stored)?.status;
     let (addrs, endpoints) = status.map_or((None, None), |s| (s.addresses, s.daemon_endpoints));
     let addrs = addrs.unwrap_or_default();
-    let host = ["InternalIP", "ExternalIP", "Hostname"]
-        .iter()
-        .find_map(|ty| {
-            addrs
-                .iter()
-                .find(|a| a.ty.as_deref() == Some(ty))
-                .and_then(|a| a.address.as_deref())
-        })
-        .unwrap_or(node)
-        .to_string();
-    let port = endpoints
-        .and_then(|d| d.kubelet_endpoint)
-        .and_then(|k| k.port)
-        .as_ref()
-        .and_then(Value::as_u64)
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p != 0)
-        .unwrap_or(KUBELET_PORT);
+    let host = kubelet_host(
+        addrs.iter().map(|a| {
+            (
+                a.ty.as_deref().unwrap_or(""),
+                a.address.as_deref().unwrap_or(""),
+            )
+        }),
+        node,
+    )
+    .to_string();
+    let port = kubelet_port(
+        endpoints
+            .and_then(|d| d.kubelet_endpoint)
+            .and_then(|k| k.port)
+            .as_ref()
+            .and_then(Value::as_i64),
+    );
     Ok((host, port))
 }
 
@@ -358,11 +338,7 @@ pub(crate) async fn dial(ctx: &Ctx, host: &str, port: u16) -> Result<DuplexStrea
     let clock = ctx.inner.clock.clone();
     tokio::select! {
         biased;
-        r = net.dial(host, port) => match r {
-            Ok(s) => Ok(s),
-            Err(DialError::Refused) => Err(format!("{prefix}: connect: connection refused")),
-            Err(DialError::NoRoute) => Err(format!("{prefix}: connect: no route to host")),
-        },
+        r = net.dial(host, port) => r.map_err(|e| format!("{prefix}: {e}")),
         _ = clock.sleep(DIAL_TIMEOUT) => Err(format!("{prefix}: i/o timeout")),
     }
 }

@@ -75,7 +75,7 @@ pub(crate) struct Inner {
     /// takes one, so that two writes never take the same.
     pub service_alloc: tokio::sync::Mutex<()>,
     /// The network to the kubelets (set once by the composition root; unset: no route).
-    pub kubelet_net: std::sync::OnceLock<Arc<dyn crate::kubelet_proxy::KubeletNetwork>>,
+    pub kubelet_net: std::sync::OnceLock<Arc<dyn klab_api::kubelet_net::KubeletNetwork>>,
     /// The metrics pipeline behind `metrics.k8s.io` (set once by the composition root; unset:
     /// the group answers 503 as an unavailable APIService does).
     pub metrics_reader: std::sync::OnceLock<Arc<dyn klab_api::resource_metrics::MetricsReader>>,
@@ -358,7 +358,7 @@ impl ApiServer {
 
     /// Connects the API server to the kubelets (`pods/log`, exec, attach, port-forward). Only
     /// the first call has an effect.
-    pub fn set_kubelet_network(&self, net: Arc<dyn crate::kubelet_proxy::KubeletNetwork>) {
+    pub fn set_kubelet_network(&self, net: Arc<dyn klab_api::kubelet_net::KubeletNetwork>) {
         let _ = self.inner.kubelet_net.set(net);
     }
 

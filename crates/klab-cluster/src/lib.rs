@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use klab_api::kubelet_net::{DialError, DialFuture, KUBELET_PORT, KubeletNetwork};
 use klab_api::supervise::{ComponentOp, Health, RestartPolicy, supervise};
 use klab_api::{Clock, DetRng};
-use klab_apiserver::kubelet_proxy::{DialError, DialFuture, KubeletNetwork};
 use klab_apiserver::{ApiServer, ApiServerConfig, Identity};
 use klab_kubelet::server::{Dial, KubeletEndpoint};
 use klab_runtime::{Rate, Throttled};
@@ -274,8 +274,10 @@ impl Cluster {
                 async move { run.await.map_err(|e| e.to_string()) }
             },
         )));
-        // metrics-server: its own component and identity, scraping the kubelets through the API
-        // server's node proxy; the API server serves its storage as `metrics.k8s.io`.
+        // The network to the kubelets: the API server's proxy and metrics-server dial through it.
+        let net = Arc::new(SimNetwork::default());
+        // metrics-server: its own component and identity for its node watch, scraping the
+        // kubelets directly; the API server serves its storage as `metrics.k8s.io`.
         let metrics_store = MetricsStore::default();
         api.set_metrics_reader(Arc::new(metrics_store.clone()));
         let metrics_client = kube::Client::new(
@@ -285,8 +287,11 @@ impl Cluster {
             ),
             "default",
         );
-        let (mclock, mcfg, mstore, mhealth) = (
+        let (mnet, mclock, mrng, mcfg, mstore, mhealth) = (
+            net.clone() as Arc<dyn KubeletNetwork>,
             clock.clone(),
+            // Its scrapes' staggers shift no other component's draws.
+            rng.side_stream(METRICS_SERVER_STREAM),
             config.metrics_server.clone(),
             metrics_store.clone(),
             api.health().clone(),
@@ -299,7 +304,9 @@ impl Cluster {
             move || {
                 klab_controllers::metrics_server::run(
                     metrics_client.clone(),
+                    mnet.clone(),
                     mclock.clone(),
+                    mrng.clone(),
                     mcfg.clone(),
                     mstore.clone(),
                     mhealth.clone(),
@@ -312,7 +319,7 @@ impl Cluster {
             rng,
             config,
             nodes: Mutex::new(BTreeMap::new()),
-            net: Arc::new(SimNetwork::default()),
+            net,
             machines_built: AtomicUsize::new(0),
             controller_metrics,
             metrics_store,
@@ -1107,9 +1114,9 @@ impl Cluster {
     }
 }
 
-/// The network between the API server and the kubelets: each node's address leads to its
-/// kubelet's port, and the node's faults decide what a dial meets (see
-/// `klab_kubelet::server::Dial`).
+/// The network between the control plane (the API server, metrics-server) and the kubelets:
+/// each node's address leads to its kubelet's port, and the node's faults decide what a dial
+/// meets (see `klab_kubelet::server::Dial`).
 #[derive(Default)]
 struct SimNetwork {
     /// Kubelet endpoints by node address.
@@ -1161,15 +1168,15 @@ pub fn brownout_target(component: &str, nodes: &[String]) -> Result<String, Clus
     }
 }
 
-/// The port the simulated kubelets listen on (node spec §8.1).
-const KUBELET_PORT: u16 = 10250;
-
 /// The address of the `index`th machine built: 10.0.0.10 onwards, carrying into the third octet
 /// (a cluster that keeps adding machines never gets an invalid address).
 fn node_ip(index: usize) -> String {
     let host = index.saturating_add(10);
     format!("10.0.{}.{}", (host / 256) % 256, host % 256)
 }
+
+/// The random sequence of metrics-server's scrape staggers (a side stream of the cluster's).
+const METRICS_SERVER_STREAM: u64 = 0x6d_65_74_72;
 
 /// metrics-server's service account (kube-system), bound to `system:metrics-server`.
 pub const METRICS_SERVER_ACCOUNT: &str = "metrics-server";

@@ -191,3 +191,75 @@ async fn scrapes_read_nodes_from_an_informer_not_a_list_each() {
         "the node is scraped"
     );
 }
+
+/// metrics-server scrapes the kubelets directly, as upstream's does, not through the API
+/// server's node proxy; and through the same network, so a partitioned node's kubelet never
+/// answers: the scrape gives up at its deadline (90 % of the resolution) and the node's metrics
+/// are forgotten then, not at once.
+#[tokio::test(start_paused = true)]
+async fn scrapes_dial_the_kubelets_and_a_partitioned_node_times_out() {
+    let cluster = one_node_cluster(5).await;
+    let t0 = tokio::time::Instant::now();
+    let until = |s: u64| tokio::time::sleep_until(t0 + Duration::from_secs(s));
+    let proxied = || {
+        let text = cluster.api().metrics().render(&[]);
+        text.lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{") && l.contains("subresource=\"proxy\"")
+            })
+            .count()
+    };
+    until(40).await;
+    assert!(
+        cluster.metrics_store().node("n1").is_some(),
+        "the node is scraped"
+    );
+    cluster
+        .apply_fault("n1", NodeFault::Partition)
+        .await
+        .unwrap();
+    // The scrape at 45 s dials a node that answers nothing; it gives up at 58.5 s.
+    until(58).await;
+    assert!(cluster.metrics_store().node("n1").is_some());
+    until(59).await;
+    assert!(cluster.metrics_store().node("n1").is_none());
+    assert_eq!(proxied(), 0, "no scrape went through the node proxy");
+}
+
+/// Every node the informer holds is scraped, Ready or not, as upstream's scraper: a kubelet
+/// whose API requests all fail (its node goes Unknown) still answers metrics-server, so
+/// `kubectl top node` keeps showing it.
+#[tokio::test(start_paused = true)]
+async fn a_node_gone_unknown_whose_kubelet_answers_is_still_scraped() {
+    use k8s_openapi::api::core::v1::Node;
+    let cluster = one_node_cluster(11).await;
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    assert!(cluster.metrics_store().node("n1").is_some());
+    let failing = crate::control::Brownout {
+        latency: Duration::ZERO,
+        error_rate: 1.0,
+        error: crate::control::BrownoutError::Unavailable,
+    };
+    cluster
+        .plane
+        .set_brownout("kubelet/n1", Some(failing))
+        .unwrap();
+    // The Lease stops being renewed: Unknown after the 40 s grace period.
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let node = Api::<Node>::all(cluster.admin_client())
+        .get("n1")
+        .await
+        .unwrap();
+    let ready = node
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status);
+    assert_eq!(ready.as_deref(), Some("Unknown"));
+    assert!(
+        cluster.metrics_store().node("n1").is_some(),
+        "its kubelet still answers the scrapes"
+    );
+}

@@ -389,9 +389,9 @@ mod tests {
                 true,
             ),
             (scheduler, "delete", "", "nodes", "", false),
-            // metrics-server: nodes and pods read, kubelets reached through the node proxy,
-            // nothing written.
-            (sa("metrics-server"), "get", "", "nodes", "proxy", true),
+            // metrics-server: nodes and pods read, its kubelets' metrics (which it scrapes
+            // directly, not through the node proxy), nothing written.
+            (sa("metrics-server"), "get", "", "nodes", "proxy", false),
             (sa("metrics-server"), "list", "", "pods", "", true),
             (sa("metrics-server"), "get", "", "nodes", "metrics", true),
             (sa("metrics-server"), "delete", "", "pods", "", false),

@@ -36,6 +36,27 @@ impl MetricsServerConfig {
     pub fn scrape_timeout(&self) -> Duration {
         self.metric_resolution.mul_f64(0.9)
     }
+
+    /// How long one node's request may take once its stagger is over: the scrape timeout, and no
+    /// later than the tick's end (upstream gives each request the scrape timeout inside the
+    /// tick's own context, which ends one resolution after the tick began).
+    pub fn node_timeout(&self, stagger: Duration) -> Duration {
+        self.scrape_timeout()
+            .min(self.metric_resolution.saturating_sub(stagger))
+    }
+}
+
+/// Upstream's `delayPerSourceMs`: the stagger window grows by this much per node...
+const DELAY_PER_NODE: Duration = Duration::from_millis(8);
+/// ...up to `maxDelayMs`.
+const MAX_DELAY: Duration = Duration::from_secs(4);
+
+/// The window a scrape spreads its requests over, so that not every kubelet is asked at once:
+/// each node's request first waits a random whole number of milliseconds below it (upstream's
+/// `rand.Intn(delayMs)`), 8 ms per node up to 4 s.
+pub fn stagger_window(nodes: usize) -> Duration {
+    let nodes = u32::try_from(nodes).unwrap_or(u32::MAX);
+    DELAY_PER_NODE.saturating_mul(nodes).min(MAX_DELAY)
 }
 
 /// One sample of a node or a container.

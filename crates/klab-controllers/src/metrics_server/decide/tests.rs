@@ -368,3 +368,36 @@ fn container_points_keep_name_order_and_their_size() {
     assert_eq!(c.get("db"), None);
     assert_eq!(c.0.capacity(), 3);
 }
+
+#[test]
+fn scrapes_are_staggered_over_8_ms_per_node_up_to_4_s() {
+    for (nodes, ms) in [
+        (0, 0),
+        (1, 8),
+        (3, 24),
+        (499, 3992),
+        (500, 4000),
+        (5000, 4000),
+        (usize::MAX, 4000),
+    ] {
+        assert_eq!(stagger_window(nodes), Duration::from_millis(ms), "{nodes}");
+    }
+}
+
+#[test]
+fn a_nodes_request_ends_at_the_scrape_timeout_or_the_ticks_end() {
+    let c = MetricsServerConfig::default();
+    // 15 s resolution: 13.5 s for a request that starts at once or up to 1.5 s late, then
+    // whatever is left of the 15 s.
+    for (stagger, want) in [(0, 13_500), (1_500, 13_500), (3_999, 11_001)] {
+        assert_eq!(
+            c.node_timeout(Duration::from_millis(stagger)),
+            Duration::from_millis(want),
+            "{stagger}"
+        );
+    }
+    let short = MetricsServerConfig {
+        metric_resolution: Duration::from_secs(2),
+    };
+    assert_eq!(short.node_timeout(Duration::from_secs(3)), Duration::ZERO);
+}
