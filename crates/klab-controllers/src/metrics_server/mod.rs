@@ -87,7 +87,7 @@ fn kubelet_location(node: &Node) -> (String, u16) {
 /// `GET /metrics/resource` of the kubelet at `host:port`: the answer's text, or why there is
 /// none (upstream's kubelet client: a failed dial, a broken connection or an answer other than
 /// 200 fails the node's scrape).
-async fn get_metrics(net: &dyn KubeletNetwork, host: &str, port: u16) -> Result<String, String> {
+async fn get_metrics(net: &dyn KubeletNetwork, host: &str, port: u16) -> Result<Bytes, String> {
     let url = format!("https://{host}:{port}/metrics/resource");
     let conn = net
         .dial(host, port)
@@ -97,9 +97,16 @@ async fn get_metrics(net: &dyn KubeletNetwork, host: &str, port: u16) -> Result<
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(conn))
             .await
             .map_err(|e| format!("Get {url:?}: {e}"))?;
-    // The connection ends once the request and its answer are done (the sender dropped), or
-    // with the scrape if its deadline drops this future first.
-    tokio::spawn(connection);
+    // The connection lives as long as this request: when it returns, or when the scrape's
+    // deadline drops it mid-answer, `_stop` goes and the connection is closed.
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = stopped => {}
+            _ = connection => {}
+        }
+    });
     let req = http::Request::get("/metrics/resource")
         .header(http::header::HOST, format!("{host}:{port}"))
         .body(http_body_util::Empty::<Bytes>::new())
@@ -112,13 +119,12 @@ async fn get_metrics(net: &dyn KubeletNetwork, host: &str, port: u16) -> Result<
     if status != http::StatusCode::OK {
         return Err(format!("request failed, status: {status:?}"));
     }
-    let body = resp
+    Ok(resp
         .into_body()
         .collect()
         .await
         .map_err(|e| format!("Get {url:?}: {e}"))?
-        .to_bytes();
-    String::from_utf8(body.to_vec()).map_err(|e| e.to_string())
+        .to_bytes())
 }
 
 /// One node's `/metrics/resource`, scraped from its kubelet and decoded; `None` when the kubelet
@@ -127,7 +133,10 @@ async fn scrape_node(net: &dyn KubeletNetwork, clock: &Clock, node: &Node) -> Op
     let name = node.metadata.name.as_deref()?;
     let (host, port) = kubelet_location(node);
     let started = clock.now();
-    match get_metrics(net, &host, port).await {
+    let text = get_metrics(net, &host, port)
+        .await
+        .and_then(|b| String::from_utf8(b.into()).map_err(|e| e.to_string()));
+    match text {
         Ok(text) => Some(decide::decode(&text, name, started)),
         Err(error) => {
             tracing::debug!(node = name, error, "metrics-server: failed to scrape node");
