@@ -451,21 +451,54 @@ pub fn record_update(
     }
 }
 
-/// The field sets of created objects, by the object's shape (see [`shape`]): objects of one
-/// shape get one set, and most creates repeat a shape (a component's Events, a ReplicaSet's
-/// pods). Kept for the process, cleared when it grows past [`CREATED_SETS_MAX`].
-static CREATED_SETS: std::sync::LazyLock<std::sync::Mutex<HashMap<Vec<u8>, Value>>> =
+/// The field sets of created objects, by the hash of the object's shape (see [`shape`]): objects
+/// of one shape get one set, and most creates repeat a shape (a component's Events, a
+/// Deployment's ReplicaSets). Many do not: a pod's projected volume, a Node's addresses and a
+/// CSINode's driver `nodeID` each put a name of their own in a list, so their shape is theirs alone.
+/// A set is kept only at its shape's second create (the first leaves its hash in `seen`), so
+/// those cost 16 bytes, not their shape and set (7 KB a Node). Kept for the process, each map
+/// cleared when it grows past its bound.
+#[derive(Default)]
+struct CreatedSets {
+    sets: HashMap<u128, Value>,
+    seen: std::collections::HashSet<u128>,
+}
+impl CreatedSets {
+    /// Remembers that an object of shape `key` was created with `fields` (computed only when
+    /// they are to be kept): kept at the shape's second create.
+    fn created(&mut self, key: u128, fields: impl FnOnce() -> Option<Value>) {
+        if !self.seen.remove(&key) {
+            if self.seen.len() >= SEEN_SHAPES_MAX {
+                self.seen.clear();
+            }
+            self.seen.insert(key);
+            return;
+        }
+        if let Some(fields) = fields() {
+            if self.sets.len() >= CREATED_SETS_MAX {
+                self.sets.clear();
+            }
+            self.sets.insert(key, fields);
+        }
+    }
+}
+
+static CREATED_SETS: std::sync::LazyLock<std::sync::Mutex<CreatedSets>> =
     std::sync::LazyLock::new(Default::default);
 const CREATED_SETS_MAX: usize = 4096;
+const SEEN_SHAPES_MAX: usize = 65_536;
 
 /// [`record_update`] of a create that sends no managed fields: one entry, the writer's, with
-/// every field the object sets. Its `fieldsV1` is the one computed for the first object of the
-/// same shape; the first of a shape computes it the whole way ([`record_update_decoded`]).
+/// every field the object sets. Its `fieldsV1` is the one computed for an earlier object of the
+/// same shape; the first two of a shape compute it the whole way ([`record_update_decoded`]).
 fn record_create(ri: &ResourceInfo, manager: &FieldManager, next: &mut Value, now: &str) {
-    let key = shape(ri, manager.subresource.as_deref(), next);
+    // A 128-bit hash names the shape, as the process's shared decodes name documents: two
+    // shapes with one hash are not expected in the life of the universe.
+    let key = xxhash_rust::xxh3::xxh3_128(&shape(ri, manager.subresource.as_deref(), next));
     let known = CREATED_SETS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .sets
         .get(&key)
         .cloned();
     if let Some(fields) = known {
@@ -475,20 +508,18 @@ fn record_create(ri: &ResourceInfo, manager: &FieldManager, next: &mut Value, no
         return;
     }
     record_update_decoded(ri, manager, None, None, next, now);
-    let computed = next
-        .get("metadata")
-        .and_then(|m| m.get("managedFields"))
-        .and_then(Value::as_array)
-        .filter(|entries| entries.len() == 1)
-        .and_then(|entries| entries[0].get("fieldsV1"))
-        .cloned();
-    if let Some(fields) = computed {
-        let mut sets = CREATED_SETS.lock().unwrap_or_else(|p| p.into_inner());
-        if sets.len() >= CREATED_SETS_MAX {
-            sets.clear();
-        }
-        sets.insert(key, fields);
-    }
+    let fields = || {
+        next.get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .and_then(Value::as_array)
+            .filter(|entries| entries.len() == 1)
+            .and_then(|entries| entries[0].get("fieldsV1"))
+            .cloned()
+    };
+    CREATED_SETS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .created(key, fields);
 }
 
 /// What a created object's field set depends on, as bytes: the kind and subresource (whose

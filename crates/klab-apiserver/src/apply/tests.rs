@@ -948,3 +948,50 @@ fn entries_sent_anew_or_reset_are_not_kept_in_place() {
     assert_eq!(entries(&next).len(), 2);
     assert!(entries(&next).iter().any(|e| e.0 == "z"));
 }
+
+/// A created object's field set is kept at its shape's second create: shapes seen once (a pod's
+/// own projected volume name, a Node's addresses) keep only their hash.
+#[test]
+fn created_sets_keep_a_shapes_fields_from_its_second_create() {
+    let mut c = CreatedSets::default();
+    let mut computed = 0;
+    let mut fields = |v: u64| {
+        computed += 1;
+        Some(json!({ "f:metadata": { "f:n": v } }))
+    };
+    for key in 0..100u128 {
+        c.created(key, || fields(0));
+    }
+    assert!(c.sets.is_empty(), "no shape was seen twice");
+    assert_eq!(c.seen.len(), 100);
+    c.created(7, || fields(7));
+    assert_eq!(c.sets.get(&7), Some(&json!({ "f:metadata": { "f:n": 7 } })));
+    assert!(!c.seen.contains(&7));
+    assert_eq!(computed, 1, "fields are computed only to be kept");
+}
+
+/// The same shape created again and again gets the same managed fields as the first time,
+/// whether they were computed or remembered.
+#[test]
+fn creates_of_one_shape_record_the_same_fields_each_time() {
+    let ri = registry::lookup("", "v1", "configmaps").unwrap();
+    let manager = FieldManager::new("created-sets-test", None);
+    let sets: Vec<Value> = (0..4)
+        .map(|i| {
+            let mut obj = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": "default",
+                             "labels": {"created-sets-test": "x"}},
+                "data": {"k": format!("v{i}")},
+            });
+            record_update(ri, &manager, None, None, &mut obj, "2026-01-01T00:00:00Z");
+            obj["metadata"]["managedFields"].clone()
+        })
+        .collect();
+    assert!(sets.windows(2).all(|w| w[0] == w[1]), "{sets:?}");
+    assert_eq!(
+        sets[0][0]["fieldsV1"],
+        json!({"f:data": {".": {}, "f:k": {}},
+               "f:metadata": {"f:labels": {".": {}, "f:created-sets-test": {}}}})
+    );
+}
