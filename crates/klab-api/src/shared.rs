@@ -17,9 +17,8 @@
 //! keep its object's allocation (a pod's 2.2 KB inline, its lists freed), so the table is swept
 //! of the dead ones after every sixteenth of its size of new decodes: at most about one entry
 //! in sixteen is dead, where sweeping when the table had doubled let half of it be (330 MB at
-//! 150 000 pods). The table is the process's, not a
-//! cluster's: two clusters in one process (tests) share only decodes of byte-identical
-//! documents, which are equal.
+//! 150 000 pods). The table is the process's, not a cluster's: two clusters in one process
+//! (tests) share only decodes of byte-identical documents, which are equal.
 //!
 //! Decoding needs the document's bytes as they were sent (`serde_json::value::RawValue`), so a
 //! `Shared<K>` decodes only from serde_json (a `from_slice`/`from_str`/`from_value`, as kube's

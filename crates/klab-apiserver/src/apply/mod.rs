@@ -454,15 +454,16 @@ pub fn record_update(
 /// The field sets of created objects, by the hash of the object's shape (see [`shape`]): objects
 /// of one shape get one set, and most creates repeat a shape (a component's Events, a
 /// Deployment's ReplicaSets). Many do not: a pod's projected volume, a Node's addresses and a
-/// CSINode's driver `nodeID` each put a name of their own in a list, so their shape is theirs alone.
-/// A set is kept only at its shape's second create (the first leaves its hash in `seen`), so
-/// those cost 16 bytes, not their shape and set (7 KB a Node). Kept for the process, each map
-/// cleared when it grows past its bound.
+/// CSINode's driver `nodeID` each put a name of their own in a list, so their shape is theirs
+/// alone. A set is kept only at its shape's second create (the first leaves its hash in
+/// `seen`), so those cost 16 bytes, not their shape and set (7 KB a Node). Kept for the
+/// process, each map cleared when it grows past its bound.
 #[derive(Default)]
 struct CreatedSets {
     sets: HashMap<u128, Value>,
     seen: std::collections::HashSet<u128>,
 }
+
 impl CreatedSets {
     /// Remembers that an object of shape `key` was created with `fields` (computed only when
     /// they are to be kept): kept at the shape's second create.

@@ -59,6 +59,28 @@ pub fn stagger_window(nodes: usize) -> Duration {
     DELAY_PER_NODE.saturating_mul(nodes).min(MAX_DELAY)
 }
 
+/// One scrape's plan for `nodes` nodes, in their order: how long each node's request waits
+/// before it starts, drawn by `draw(window_ms)` (a whole number of milliseconds below the
+/// window, upstream's `rand.Intn`), and how long it may then take.
+pub fn scrape_plan(
+    config: &MetricsServerConfig,
+    nodes: usize,
+    mut draw: impl FnMut(u64) -> u64,
+) -> Vec<(Duration, Duration)> {
+    let window = u64::try_from(stagger_window(nodes).as_millis()).unwrap_or(0);
+    (0..nodes)
+        .map(|_| {
+            let ms = if window == 0 {
+                0
+            } else {
+                draw(window).min(window.saturating_sub(1))
+            };
+            let stagger = Duration::from_millis(ms);
+            (stagger, config.node_timeout(stagger))
+        })
+        .collect()
+}
+
 /// One sample of a node or a container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Point {

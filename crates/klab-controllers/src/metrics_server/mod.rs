@@ -18,7 +18,6 @@
 pub mod decide;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -160,10 +159,10 @@ pub async fn tick(
     // In key order, which for nodes is name order. Every node, Ready or not, as upstream: a
     // node marked NotReady or Unknown may still have a kubelet that answers.
     let nodes = nodes.list();
-    let window = u64::try_from(decide::stagger_window(nodes.len()).as_millis()).unwrap_or(0);
-    let scrapes = nodes.iter().map(|n| {
-        let stagger = Duration::from_millis(if window == 0 { 0 } else { rng.range(0, window) });
-        let timeout = clock.to_runtime(config.node_timeout(stagger));
+    // Drawn before any request starts: the draws do not depend on which kubelet answers first.
+    let plan = decide::scrape_plan(config, nodes.len(), |window| rng.range(0, window));
+    let scrapes = nodes.iter().zip(plan).map(|(n, (stagger, timeout))| {
+        let timeout = clock.to_runtime(timeout);
         async move {
             clock.sleep(stagger).await;
             tokio::time::timeout(timeout, scrape_node(net, clock, n))
@@ -172,8 +171,6 @@ pub async fn tick(
                 .flatten()
         }
     });
-    // Drawn before any request starts: the draws do not depend on which kubelet answers first.
-    let scrapes: Vec<_> = scrapes.collect();
     // Results come back in the nodes' order whatever order they finish in.
     let results = futures::future::join_all(scrapes).await;
     let mut batch = Batch::default();

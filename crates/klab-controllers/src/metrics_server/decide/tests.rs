@@ -401,3 +401,31 @@ fn a_nodes_request_ends_at_the_scrape_timeout_or_the_ticks_end() {
     };
     assert_eq!(short.node_timeout(Duration::from_secs(3)), Duration::ZERO);
 }
+
+#[test]
+fn a_scrape_plan_staggers_each_node_below_the_window_and_bounds_its_request() {
+    let c = MetricsServerConfig::default();
+    // 1 000 nodes: a 4 s window; the draws are used as given (clamped below the window).
+    let mut draws = [0u64, 1_499, 3_999, 10_000].into_iter().cycle();
+    let plan = scrape_plan(&c, 1000, |window| {
+        assert_eq!(window, 4000);
+        draws.next().unwrap()
+    });
+    assert_eq!(plan.len(), 1000);
+    let ms = Duration::from_millis;
+    assert_eq!(plan[0], (ms(0), ms(13_500)));
+    assert_eq!(plan[1], (ms(1_499), ms(13_500)));
+    assert_eq!(plan[2], (ms(3_999), ms(11_001)));
+    assert_eq!(
+        plan[3],
+        (ms(3_999), ms(11_001)),
+        "a draw past the window is clamped"
+    );
+    // Two nodes: a 16 ms window. No nodes: no draw at all.
+    assert!(
+        scrape_plan(&c, 2, |w| w - 1)
+            .iter()
+            .all(|p| *p == (ms(15), ms(13_500)))
+    );
+    assert!(scrape_plan(&c, 0, |_| unreachable!("no draw")).is_empty());
+}
