@@ -19,7 +19,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::{
-    DynStorage, Event, EventKind, KeyValue, ListOptions, Revision, StoreError, WatchStream,
+    DynStorage, Event, EventKind, KeyValue, ListOptions, Revision, StoreError, Trigger,
+    TriggerIndex, WatchStream,
 };
 
 /// A store under test plus whatever must outlive it (e.g. a temporary directory).
@@ -59,6 +60,7 @@ macro_rules! storage_conformance_tests {
             missing_keys_are_not_found,
             list_order_and_prefix_isolation,
             list_pagination,
+            list_by_name_index,
             list_at_past_revision,
             future_revision,
             watch_from_zero,
@@ -96,6 +98,7 @@ pub async fn run_all(make: impl Fn() -> Fixture) {
     missing_keys_are_not_found(&make().store).await;
     list_order_and_prefix_isolation(&make().store).await;
     list_pagination(&make().store).await;
+    list_by_name_index(&make().store).await;
     list_at_past_revision(&make().store).await;
     future_revision(&make().store).await;
     watch_from_zero(&make().store).await;
@@ -421,6 +424,68 @@ pub async fn list_pagination(s: &DynStorage) {
     // The current revision sees the late writes.
     let now = s.list("/p/", ListOptions::default()).await.unwrap();
     assert_eq!(now.kvs.len(), 14);
+}
+
+/// A list that wants one name (an index of keys alone, as the API server's `metadata.name`
+/// selector gives) returns that key only, at the revision asked, and says whether live keys
+/// follow it.
+pub async fn list_by_name_index(s: &DynStorage) {
+    fn name(key: &str, _: &[u8]) -> Option<String> {
+        key.rsplit('/').next().map(str::to_string)
+    }
+    const NAME: TriggerIndex = TriggerIndex {
+        name: "name",
+        func: name,
+        prefix: None,
+    };
+    for k in ["/n/a", "/n/b", "/n/c", "/n/d"] {
+        s.create(k, b(k)).await.unwrap();
+    }
+    s.create("/nz/c", b("outside")).await.unwrap();
+    let before_delete = s.current_revision();
+    s.delete("/n/b", None).await.unwrap();
+    let list = |value: &str, revision: Option<Revision>| {
+        let opts = ListOptions {
+            revision,
+            index: Some(Trigger {
+                index: NAME,
+                value: value.into(),
+            }),
+            ..Default::default()
+        };
+        async move {
+            let page = s.list("/n/", opts).await.unwrap();
+            let keys: Vec<String> = page.kvs.iter().map(|kv| kv.key.clone()).collect();
+            (keys, page.remaining)
+        }
+    };
+    assert_eq!(list("c", None).await, (vec!["/n/c".to_string()], 1));
+    assert_eq!(list("d", None).await, (vec!["/n/d".to_string()], 0));
+    assert_eq!(list("a", None).await, (vec!["/n/a".to_string()], 1));
+    // A deleted name is absent now and present at a revision before its deletion.
+    assert_eq!(list("b", None).await, (vec![], 1));
+    assert_eq!(
+        list("b", Some(before_delete)).await,
+        (vec!["/n/b".to_string()], 1)
+    );
+    assert_eq!(list("zz", None).await, (vec![], 1));
+    // With a limit the index is ignored: the page is the first keys.
+    let page = s
+        .list(
+            "/n/",
+            ListOptions {
+                limit: Some(2),
+                index: Some(Trigger {
+                    index: NAME,
+                    value: "d".into(),
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let keys: Vec<&str> = page.kvs.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!((keys, page.remaining), (vec!["/n/a", "/n/c"], 1));
 }
 
 /// A list at each retained past revision shows exactly the state at that revision.

@@ -237,13 +237,23 @@ impl KeyIndex {
     }
 
     /// The keys under `prefix` from `start` on, as they were at revision `at`: the first `limit`
-    /// live ones to read, and a count of the live ones after them.
-    pub fn plan(&self, prefix: &str, start: &str, at: Revision, limit: usize) -> Plan {
+    /// live ones to read, and a count of the live ones after them. With `index` (a list without
+    /// a limit), keys it leaves out by their name alone are not planned, and `remaining` says
+    /// whether live keys follow the last one planned (see `ListOptions::index`).
+    pub fn plan(
+        &self,
+        prefix: &str,
+        start: &str,
+        at: Revision,
+        limit: usize,
+        index: Option<&Trigger>,
+    ) -> Plan {
         let mut plan = Plan::default();
         let range = self
             .keys
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix));
+        let mut left_out = false;
         for (key, versions) in range {
             let idx = versions.partition_point(|v| v.rev <= at);
             let Some(v) = idx.checked_sub(1).map(|i| &versions[i]) else {
@@ -252,11 +262,19 @@ impl KeyIndex {
             if !v.put {
                 continue;
             }
+            if index.is_some_and(|t| !t.may_want_key(key)) {
+                left_out = true;
+                continue;
+            }
             if plan.page.len() < limit {
                 plan.page.push((key.to_string(), v.rev));
+                left_out = false;
             } else {
                 plan.remaining += 1;
             }
+        }
+        if index.is_some() {
+            plan.remaining = u64::from(left_out);
         }
         plan
     }
@@ -438,7 +456,7 @@ pub(crate) mod tests {
             ("/p/", 4, 0, &[], 3),
         ];
         for (start, at, limit, page, remaining) in cases {
-            let plan = idx.plan("/p/", start, *at, *limit);
+            let plan = idx.plan("/p/", start, *at, *limit, None);
             assert_eq!(keys(&plan), *page, "start {start:?} at {at} limit {limit}");
             assert_eq!(plan.remaining, *remaining, "start {start:?} at {at}");
         }
@@ -456,10 +474,10 @@ pub(crate) mod tests {
         assert_eq!(idx.compacted, 5);
         assert_eq!(idx.versions(), 3); // a@4, c@3, d@6
         assert_eq!(
-            keys(&idx.plan("/p/", "/p/", 5, usize::MAX)),
+            keys(&idx.plan("/p/", "/p/", 5, usize::MAX, None)),
             [("/p/a", 4), ("/p/c", 3)]
         );
-        assert_eq!(keys(&idx.plan("/", "/", 6, usize::MAX)).len(), 3);
+        assert_eq!(keys(&idx.plan("/", "/", 6, usize::MAX, None)).len(), 3);
     }
 
     /// The node a test value names (`n1:…` → `n1`); values starting with `x` cannot be read

@@ -163,6 +163,16 @@ pub struct Trigger {
     pub value: String,
 }
 
+impl Trigger {
+    /// For a list that wants this trigger's keys ([`ListOptions::index`]): whether `key` may be
+    /// one of them, told from the key alone. An index of keys alone (`prefix: None`, an object's
+    /// name) decides here, so a list of one name among 5 000 Nodes reads one value, not 5 000;
+    /// any other index needs the value, and every key may be wanted.
+    pub fn may_want_key(&self, key: &str) -> bool {
+        self.index.prefix.is_some() || (self.index.func)(key, &[]).is_none_or(|v| v == self.value)
+    }
+}
+
 /// The storage contract every backend implements. See the crate docs for the guarantees.
 #[async_trait::async_trait]
 pub trait Storage: Send + Sync + 'static {

@@ -378,20 +378,32 @@ impl Storage for MemoryStore {
             .keys
             .range::<str, _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix));
+        // A key the list's index leaves out by its name alone is not unpacked (see
+        // `ListOptions::index` for `remaining` then).
+        let index = opts.index.as_ref().filter(|_| limit == usize::MAX);
+        let mut left_out = false;
         for (key, versions) in range {
             let Some(i) = versions.partition_point(|v| v.rev <= at).checked_sub(1) else {
                 continue;
             };
             let v = &versions[i];
+            if index.is_some_and(|t| !t.may_want_key(key)) {
+                left_out |= v.value.is_some();
+                continue;
+            }
             // Past the limit a live key is only counted, not copied out.
             if out.kvs.len() < limit {
                 let value = value_at(versions, i).map_err(|e| {
                     StoreError::Io(format!("{key} at revision {at} unreadable: {e}"))
                 })?;
+                left_out &= value.is_none();
                 out.kvs.extend(kv_of(key, v, value));
             } else if v.value.is_some() {
                 out.remaining += 1;
             }
+        }
+        if index.is_some() {
+            out.remaining = u64::from(left_out);
         }
         Ok(out)
     }

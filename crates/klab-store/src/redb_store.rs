@@ -754,12 +754,9 @@ fn list_blocking(
         let at = read_revision(opts.revision, index.rev, compacted)?;
         let start = range_start(prefix, opts.start_key.as_deref());
         let limit = effective_limit(opts.limit);
-        let filtered = opts
-            .index
-            .as_ref()
-            .filter(|_| limit == usize::MAX)
-            .and_then(|t| index.filtered(prefix, start, at, t));
-        let plan = filtered.unwrap_or_else(|| index.plan(prefix, start, at, limit));
+        let wanted = opts.index.as_ref().filter(|_| limit == usize::MAX);
+        let filtered = wanted.and_then(|t| index.filtered(prefix, start, at, t));
+        let plan = filtered.unwrap_or_else(|| index.plan(prefix, start, at, limit, wanted));
         (txn, at, plan)
     };
     let table = txn.open_table(HISTORY).map_err(io)?;
