@@ -1,7 +1,7 @@
-//! The kubelet process: the async shell around the pure decisions. Three loops run concurrently
+//! The kubelet process: the async shell around the pure decisions. Four loops run concurrently
 //! on the current task (no spawning, so aborting the process future stops everything at once):
-//! registration + node status, the node Lease, and the pod loop (watch → `PodManager::sync` →
-//! API writes). All time comes from the `Clock`; all API traffic goes through the node's client.
+//! the watch of the kubelet's own Node, registration + node status, the node Lease, and the pod
+//! loop (watch → `PodManager::sync` → API writes). All time comes from the `Clock`; all API traffic goes through the node's client.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +13,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use klab_api::shared;
 use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng, names};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
+    WatchParams,
+};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 
@@ -78,6 +81,19 @@ struct Shared {
     status_now: tokio::sync::Notify,
     /// The eviction manager's node conditions, read by the status setters.
     pressures: Mutex<Vec<crate::eviction::Pressure>>,
+    /// What the Node watch (upstream's node informer) knows.
+    node_watch: Mutex<NodeWatch>,
+}
+
+/// The state of the kubelet's watch of its own Node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct NodeWatch {
+    /// Listed and not broken since: every change to the Node reaches `Shared::node` as it is
+    /// made. A watch that is down (a partition, a frozen machine, a relist in progress) is not
+    /// read from.
+    live: bool,
+    /// The Node exists as the watch last saw.
+    present: bool,
 }
 
 impl Shared {
@@ -116,6 +132,19 @@ impl Shared {
         }
     }
 
+    fn set_node_watch(&self, w: NodeWatch) {
+        *self.node_watch.lock().unwrap_or_else(|p| p.into_inner()) = w;
+    }
+
+    /// The Node as the watch holds it: `None` when the watch is not live (read the API server
+    /// instead), `Some(None)` when it saw no Node. The copy is the newest the process has (a
+    /// status PATCH's response can be newer than the watch's echo of it).
+    fn informed_node(&self) -> Option<Option<Arc<Node>>> {
+        let w = *self.node_watch.lock().unwrap_or_else(|p| p.into_inner());
+        w.live
+            .then(|| w.present.then(|| self.cached_node()).flatten())
+    }
+
     fn jitter(&self, period: Duration) -> Duration {
         jittered(period, self.ctx.model.heartbeat_jitter, self.ctx.rng.unit())
     }
@@ -140,6 +169,7 @@ pub async fn run_kubelet(ctx: KubeletContext) {
         shutting_down: Default::default(),
         status_now: tokio::sync::Notify::new(),
         pressures: Mutex::new(Vec::new()),
+        node_watch: Mutex::new(NodeWatch::default()),
     });
     // The node shutdown manager starts with the kubelet: with a non-empty priority table it
     // takes logind's delay inhibitor lock (raising InhibitDelayMaxSec to the period it needs).
@@ -167,10 +197,86 @@ pub async fn run_kubelet(ctx: KubeletContext) {
     // step it may await, and a kubelet's three loops, held for its lifetime, would otherwise be
     // about 27 KB per node.
     tokio::join!(
+        node_watch_loop(shared.clone()),
         status_loop(shared.clone()),
         lease_loop(shared.clone()),
         pod_loop(shared.clone()),
     );
+}
+
+// ---------------------------------------------------------------- the Node watch
+
+/// Upstream's node informer (`fieldSelector=metadata.name=NODE`): list, then watch from the
+/// list's resourceVersion, for ever. A watch that ends is relisted at once, one that fails after
+/// [`klab_runtime::informer::WATCH_ERROR_BACKOFF`]. The API server's `metadata.name` watch
+/// trigger sends each kubelet only its own Node's changes.
+async fn node_watch_loop(s: Arc<Shared>) {
+    let ctx = &s.ctx;
+    let api: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
+    let selector = format!("metadata.name={}", ctx.name);
+    loop {
+        let ended = Box::pin(watch_node(&s, &api, &selector)).await;
+        s.set_node_watch(NodeWatch::default());
+        if !ended {
+            ctx.clock
+                .sleep(klab_runtime::informer::WATCH_ERROR_BACKOFF)
+                .await;
+        }
+    }
+}
+
+/// One list and the watch that follows it. True when the watch ended as watches do (a timeout,
+/// an expired resourceVersion), false on an error.
+async fn watch_node(s: &Shared, api: &Api<shared::Shared<Node>>, selector: &str) -> bool {
+    let ctx = &s.ctx;
+    let list = match api.list(&ListParams::default().fields(selector)).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::debug!(node = %ctx.name, error = %e, "failed to list the node");
+            return false;
+        }
+    };
+    let rv = list.metadata.resource_version.clone().unwrap_or_default();
+    let mut present = false;
+    for n in list.items {
+        present = true;
+        s.set_node(n.0);
+    }
+    s.set_node_watch(NodeWatch {
+        live: true,
+        present,
+    });
+    let mut stream = match api
+        .watch(&WatchParams::default().fields(selector), &rv)
+        .await
+    {
+        Ok(st) => st.boxed(),
+        Err(e) => {
+            tracing::debug!(node = %ctx.name, error = %e, "failed to watch the node");
+            return false;
+        }
+    };
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => {
+                s.set_node(n.0);
+                present = true;
+            }
+            Ok(WatchEvent::Deleted(_)) => present = false,
+            Ok(WatchEvent::Bookmark(_)) => continue,
+            // 410 Gone: the resourceVersion was compacted away; relist.
+            Ok(WatchEvent::Error(e)) => return e.code == 410,
+            Err(e) => {
+                tracing::debug!(node = %ctx.name, error = %e, "node watch failed");
+                return false;
+            }
+        }
+        s.set_node_watch(NodeWatch {
+            live: true,
+            present,
+        });
+    }
+    true
 }
 
 // ---------------------------------------------------------------- registration and node status
@@ -274,15 +380,29 @@ async fn update_node_status(
     // event the controllers' informer already decoded.
     let api: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
     for attempt in 0..NODE_STATUS_UPDATE_RETRY {
-        // Upstream reads try 0 from its Node informer and GETs on tries 1–4. klab GETs every
-        // time: the outcome is the same (a fresh Node, so a controller's condition change is
-        // seen), and it avoids one Node watch per kubelet, whose fan-out grows with the square
-        // of the node count.
-        let node = match api.get(&ctx.name).await {
+        // Try 0 reads the Node watch's copy, as upstream's reads its informer; tries 1–4 GET.
+        // A watch that is down is not read: upstream's would hand out the copy from before a
+        // partition (its reflector backs off up to 30 s before relisting), so a node whose
+        // controller marked it Unknown meanwhile would stay Unknown until the relist. klab GETs
+        // instead, and reports at the first status tick after the network is back.
+        let informed = if attempt == 0 {
+            s.informed_node()
+        } else {
+            None
+        };
+        let fetched = match informed {
+            Some(Some(n)) => Ok(n),
+            Some(None) => {
+                tracing::debug!(node = %ctx.name, attempt, "error getting node: not found in the node watch");
+                continue;
+            }
+            None => api.get(&ctx.name).await.map(|n| n.0),
+        };
+        let node = match fetched {
             Ok(n) => {
                 // Admission reads labels and taints from this copy.
-                s.set_node(n.0.clone());
-                n.0
+                s.set_node(n.clone());
+                n
             }
             Err(e) => {
                 tracing::debug!(node = %ctx.name, error = %e, attempt, "error getting node");
@@ -543,11 +663,11 @@ async fn pod_loop(s: Arc<Shared>) {
     // The image GC loop: a pass at the first pod sync, then every `ImageGCPeriod`.
     let mut next_image_gc: Option<jiff::Timestamp> = None;
     let mut image_gc_failed = false;
-    // A pod seen for the first time is admitted against the Node's labels and taints. Upstream
-    // reads them from a Node informer, fresh to within milliseconds; klab's cached copy is only
-    // refreshed by the status loop (every 10 s), and admitting against a copy that still shows a
-    // removed taint rejects pods that the scheduler rightly bound here — in virtual time a
-    // zero-time loop of rejections and replacements. So the Node is read again first.
+    // A pod seen for the first time is admitted against the Node's labels and taints, read from
+    // the Node watch as upstream reads its informer. While the watch is down the Node is read
+    // again first: admitting against a copy that still shows a removed taint rejects pods that
+    // the scheduler rightly bound here — in virtual time a zero-time loop of rejections and
+    // replacements.
     let mut new_pods = false;
     // The status manager's ticker, started with the kubelet.
     let mut next_status_sync =
@@ -655,7 +775,9 @@ async fn pod_loop(s: Arc<Shared>) {
         }
         Box::pin(resolve_volumes(ctx, &mut mgr, &pods)).await;
         Box::pin(shutdown_signal(&s, &mut mgr)).await;
-        if std::mem::take(&mut new_pods) || mgr.volumes.waiting_for_attach() {
+        if (std::mem::take(&mut new_pods) || mgr.volumes.waiting_for_attach())
+            && s.informed_node().is_none()
+        {
             let nodes: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
             match Box::pin(nodes.get(&ctx.name)).await {
                 Ok(n) => s.set_node(n.0),

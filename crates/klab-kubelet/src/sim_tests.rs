@@ -1,6 +1,7 @@
 //! Virtual-time tests of the whole kubelet against the in-process API server: heartbeats, pod
 //! start, graceful deletion, kubelet restart and reboot, with exact virtual times.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -12,6 +13,7 @@ use klab_apiserver::identity::Identity;
 use klab_apiserver::testing::memory_server_with;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use tower::ServiceExt;
 
 use crate::config::{KubeletConfig, NodeSpecConfig, RuntimeModel};
 use crate::fault::NodeFault;
@@ -33,6 +35,8 @@ struct Cluster {
     admin: Client,
     node: SimNode,
     t0: tokio::time::Instant,
+    /// Every request the kubelet sent: (virtual time, "METHOD URI").
+    requests: Arc<Mutex<Vec<(Duration, String)>>>,
 }
 
 async fn cluster() -> Cluster {
@@ -48,6 +52,8 @@ async fn cluster_cfg(model: RuntimeModel, cfg: KubeletConfig) -> Cluster {
     let api = memory_server_with(clock.clone(), DetRng::seeded(1), Default::default()).await;
     let admin = Client::new(api.router(), "default");
     let router = api.router_as(Identity::node("n1"));
+    let requests: Arc<Mutex<Vec<(Duration, String)>>> = Default::default();
+    let (log, log_clock) = (requests.clone(), clock.clone());
     let node = SimNode::new(
         "n1",
         NodeSpecConfig::default(),
@@ -55,13 +61,23 @@ async fn cluster_cfg(model: RuntimeModel, cfg: KubeletConfig) -> Cluster {
         model,
         clock.clone(),
         DetRng::seeded(7),
-        move |_| router.clone(),
+        move |_| {
+            let (log, log_clock) = (log.clone(), log_clock.clone());
+            router
+                .clone()
+                .map_request(move |r: http::Request<kube::client::Body>| {
+                    let line = format!("{} {}", r.method(), r.uri());
+                    log.lock().unwrap().push((log_clock.elapsed(), line));
+                    r
+                })
+        },
     );
     Cluster {
         clock,
         admin,
         node,
         t0: tokio::time::Instant::now(),
+        requests,
     }
 }
 
@@ -74,6 +90,27 @@ impl Cluster {
             Duration::from_secs_f64(secs),
             "virtual time advanced to {secs}s"
         );
+    }
+    /// The times of the kubelet's requests whose "METHOD URI" starts with `prefix`.
+    fn requests_at(&self, prefix: &str) -> Vec<Duration> {
+        let log = self.requests.lock().unwrap();
+        log.iter()
+            .filter(|(_, r)| r.starts_with(prefix))
+            .map(|(t, _)| *t)
+            .collect()
+    }
+    /// Marks the node's Ready condition Unknown, as the node lifecycle controller does.
+    async fn mark_ready_unknown(&self) {
+        let patch = serde_json::json!({"status": {"conditions": [{
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+        }]}});
+        Api::<Node>::all(self.admin.clone())
+            .patch_status("n1", &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .unwrap();
     }
     fn ts(&self, secs: i64) -> Timestamp {
         self.clock.epoch() + SignedDuration::from_secs(secs)
@@ -624,6 +661,99 @@ async fn deletion_while_kubelet_down_is_finished_with_full_grace_after_start() {
     c.at(330.1).await;
     assert!(c.pod("web").await.is_none());
     assert!(c.node.state().running_containers.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_computations_read_the_node_watch_and_see_a_controller_s_change() {
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(62.0).await;
+    assert_eq!(
+        c.requests_at("GET /api/v1/nodes?&fieldSelector=metadata.name%3Dn1"),
+        vec![Duration::ZERO],
+        "one list of the node"
+    );
+    assert_eq!(
+        c.requests_at(
+            "GET /api/v1/nodes?&watch=true&timeoutSeconds=290&fieldSelector=metadata.name%3Dn1&"
+        ),
+        vec![Duration::ZERO],
+        "and one watch"
+    );
+    // The Node is read at 0.1 s (the computation right after registration, before the watch
+    // saw the Node) and at 10 s (the Lease's owner reference, as upstream's hook GETs); the
+    // computations at 10.1 … 60.1 s read the watch's copy.
+    let node_gets = |c: &Cluster| c.requests_at("GET /api/v1/nodes/n1");
+    let at = |ms: u64| Duration::from_millis(ms);
+    assert_eq!(node_gets(&c), vec![at(0), at(100), at(10_000)]);
+    // The controller's change reaches the watch's copy, so the next computation (70.1 s) sees
+    // Ready Unknown and reports Ready True.
+    c.mark_ready_unknown().await;
+    c.at(70.0).await;
+    assert_eq!(c.ready().await.0, "Unknown");
+    c.at(70.2).await;
+    assert_eq!(c.ready().await.0, "True");
+    assert_eq!(node_gets(&c), vec![at(0), at(100), at(10_000)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_partition_the_node_is_read_from_the_api_server_until_the_watch_has_relisted() {
+    // Partitioned, the kubelet misses the controller's Unknown, and its watch's copy still shows
+    // Ready True. Its watch retries every second (36, 37 … s); healed at 100.05 s, it relists at
+    // 101 s. The computation at 100.1 s finds the watch down, GETs the Node and reports at once.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(35.0).await;
+    c.node.apply(NodeFault::Partition);
+    c.at(60.0).await;
+    c.mark_ready_unknown().await;
+    c.at(100.05).await;
+    c.node.apply(NodeFault::Heal);
+    let late_node_gets = |c: &Cluster| {
+        let mut v = c.requests_at("GET /api/v1/nodes/n1");
+        v.retain(|t| *t > Duration::from_secs(10));
+        v
+    };
+    c.at(100.2).await;
+    assert_eq!(
+        c.ready().await.0,
+        "True",
+        "reported at the first computation"
+    );
+    assert_eq!(late_node_gets(&c), vec![Duration::from_millis(100_100)]);
+    c.at(130.0).await;
+    assert_eq!(
+        c.requests_at("GET /api/v1/nodes?&fieldSelector=metadata.name%3Dn1"),
+        vec![Duration::ZERO, Duration::from_secs(101)],
+        "listed at the start and after the heal"
+    );
+    assert_eq!(
+        late_node_gets(&c),
+        vec![Duration::from_millis(100_100)],
+        "the computations at 110.1 … read the watch again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thawed_kubelet_relists_its_node_before_its_first_computation() {
+    // Frozen, the kubelet misses the controller's Unknown. At the thaw its watch's relist (held
+    // since the freeze broke the watch) is answered before the status computation runs, which
+    // therefore sees Unknown and reports at once.
+    let mut c = cluster().await;
+    c.node.start();
+    c.at(35.0).await;
+    c.node.apply(NodeFault::Freeze);
+    c.at(60.0).await;
+    c.mark_ready_unknown().await;
+    c.at(95.0).await;
+    c.node.apply(NodeFault::Thaw);
+    c.at(95.1).await;
+    assert_eq!(c.ready().await.0, "True", "reported at the thaw");
+    assert_eq!(
+        c.requests_at("GET /api/v1/nodes?&fieldSelector=metadata.name%3Dn1"),
+        vec![Duration::ZERO, Duration::from_secs(95)],
+        "listed at the start and at the thaw"
+    );
 }
 
 #[tokio::test(start_paused = true)]
