@@ -112,6 +112,18 @@ impl Cluster {
             .await
             .unwrap();
     }
+    /// Starts the node, applies `fault` at 35 s, marks Ready Unknown at 60 s (unseen by the
+    /// kubelet, as the controller's mark of a node it stopped hearing from) and applies `undo`
+    /// at `undo_at` s.
+    async fn marked_unknown_during(&mut self, fault: NodeFault, undo: NodeFault, undo_at: f64) {
+        self.node.start();
+        self.at(35.0).await;
+        self.node.apply(fault);
+        self.at(60.0).await;
+        self.mark_ready_unknown().await;
+        self.at(undo_at).await;
+        self.node.apply(undo);
+    }
     fn ts(&self, secs: i64) -> Timestamp {
         self.clock.epoch() + SignedDuration::from_secs(secs)
     }
@@ -702,13 +714,8 @@ async fn after_a_partition_the_node_is_read_from_the_api_server_until_the_watch_
     // Ready True. Its watch retries every second (36, 37 … s); healed at 100.05 s, it relists at
     // 101 s. The computation at 100.1 s finds the watch down, GETs the Node and reports at once.
     let mut c = cluster().await;
-    c.node.start();
-    c.at(35.0).await;
-    c.node.apply(NodeFault::Partition);
-    c.at(60.0).await;
-    c.mark_ready_unknown().await;
-    c.at(100.05).await;
-    c.node.apply(NodeFault::Heal);
+    c.marked_unknown_during(NodeFault::Partition, NodeFault::Heal, 100.05)
+        .await;
     let late_node_gets = |c: &Cluster| {
         let mut v = c.requests_at("GET /api/v1/nodes/n1");
         v.retain(|t| *t > Duration::from_secs(10));
@@ -740,13 +747,8 @@ async fn a_thawed_kubelet_relists_its_node_before_its_first_computation() {
     // since the freeze broke the watch) is answered before the status computation runs, which
     // therefore sees Unknown and reports at once.
     let mut c = cluster().await;
-    c.node.start();
-    c.at(35.0).await;
-    c.node.apply(NodeFault::Freeze);
-    c.at(60.0).await;
-    c.mark_ready_unknown().await;
-    c.at(95.0).await;
-    c.node.apply(NodeFault::Thaw);
+    c.marked_unknown_during(NodeFault::Freeze, NodeFault::Thaw, 95.0)
+        .await;
     c.at(95.1).await;
     assert_eq!(c.ready().await.0, "True", "reported at the thaw");
     assert_eq!(
