@@ -1,7 +1,8 @@
 //! The kubelet process: the async shell around the pure decisions. Four loops run concurrently
 //! on the current task (no spawning, so aborting the process future stops everything at once):
 //! the watch of the kubelet's own Node, registration + node status, the node Lease, and the pod
-//! loop (watch → `PodManager::sync` → API writes). All time comes from the `Clock`; all API traffic goes through the node's client.
+//! loop (watch → `PodManager::sync` → API writes). All time comes from the `Clock`; all API
+//! traffic goes through the node's client.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -194,7 +195,7 @@ pub async fn run_kubelet(ctx: KubeletContext) {
     }))
     .await;
     // The loops box their larger steps (`Box::pin(…).await`): a future holds the state of every
-    // step it may await, and a kubelet's three loops, held for its lifetime, would otherwise be
+    // step it may await, and a kubelet's loops, held for its lifetime, would otherwise be
     // about 27 KB per node.
     tokio::join!(
         node_watch_loop(shared.clone()),
@@ -382,9 +383,9 @@ async fn update_node_status(
     for attempt in 0..NODE_STATUS_UPDATE_RETRY {
         // Try 0 reads the Node watch's copy, as upstream's reads its informer; tries 1–4 GET.
         // A watch that is down is not read: upstream's would hand out the copy from before a
-        // partition (its reflector backs off up to 30 s before relisting), so a node whose
-        // controller marked it Unknown meanwhile would stay Unknown until the relist. klab GETs
-        // instead, and reports at the first status tick after the network is back.
+        // partition (its reflector's back-off between relists grows to 30 s, jittered), so a
+        // node the controller marked Unknown meanwhile would stay Unknown until the relist. klab
+        // GETs instead, and reports at the first status computation after the network is back.
         let informed = if attempt == 0 {
             s.informed_node()
         } else {
