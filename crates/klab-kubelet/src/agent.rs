@@ -211,6 +211,11 @@ pub async fn run_kubelet(ctx: KubeletContext) {
 /// list's resourceVersion, for ever. A watch that ends is relisted at once, one that fails after
 /// [`klab_runtime::informer::WATCH_ERROR_BACKOFF`]. The API server's `metadata.name` watch
 /// trigger sends each kubelet only its own Node's changes.
+///
+/// Not a `klab_runtime` informer (kube's `watcher`): the status loop must know when the copy
+/// may be stale, and that watcher resumes a broken watch from its last resourceVersion without
+/// telling, its replayed changes arriving only after the new watch has answered. Here the copy
+/// counts as current from a list's answer until the watch after it ends.
 async fn node_watch_loop(s: Arc<Shared>) {
     let ctx = &s.ctx;
     let api: Api<shared::Shared<Node>> = Api::all(ctx.client.clone());
