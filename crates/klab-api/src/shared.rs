@@ -228,6 +228,29 @@ pub fn stats() -> (u64, u64) {
     (HITS.load(Ordering::Relaxed), MISSES.load(Ordering::Relaxed))
 }
 
+/// How many of the table's decodes some component still holds, and how many of those are pods
+/// (the benchmark's measure of how many versions of each pod the process keeps).
+pub fn live() -> (usize, usize) {
+    (
+        live_where(|_| true),
+        live_of::<k8s_openapi::api::core::v1::Pod>(),
+    )
+}
+
+/// How many of the table's decodes into a `K` some component still holds.
+pub fn live_of<K: 'static>() -> usize {
+    let ty = TypeId::of::<K>();
+    live_where(|k| k.ty == ty)
+}
+
+fn live_where(f: impl Fn(&Key) -> bool) -> usize {
+    let t = table();
+    t.live
+        .iter()
+        .filter(|(k, w)| f(k) && w.strong_count() > 0)
+        .count()
+}
+
 /// How many decodes the table remembers, dead ones not yet swept included.
 pub fn remembered() -> usize {
     table().live.len()

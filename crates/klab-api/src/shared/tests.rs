@@ -99,6 +99,28 @@ fn an_object_nobody_holds_is_decoded_afresh_and_the_table_is_swept() {
     assert!(n < 2 * MIN_SWEEP + 64, "the table remembers {n} decodes");
 }
 
+/// Counted by a kind no other test of the process decodes (the table is the process's).
+#[test]
+fn live_counts_the_decodes_still_held() {
+    use k8s_openapi::api::core::v1::Secret;
+    let doc = |name: &str| format!(r#"{{"metadata":{{"name":"{name}"}}}}"#);
+    assert_eq!(live_of::<Secret>(), 0);
+    let a: Shared<Secret> = serde_json::from_str(&doc("live-a")).unwrap();
+    let b: Shared<Secret> = serde_json::from_str(&doc("live-b")).unwrap();
+    let again: Shared<Secret> = serde_json::from_str(&doc("live-a")).unwrap();
+    assert_eq!(live_of::<Secret>(), 2, "one decode per document");
+    drop(a);
+    assert_eq!(live_of::<Secret>(), 2, "the same decode is still held");
+    drop(again);
+    assert_eq!(
+        live_of::<Secret>(),
+        1,
+        "a decode nobody holds is not counted"
+    );
+    drop(b);
+    assert_eq!(live_of::<Secret>(), 0);
+}
+
 /// The tests that count the table's entries, one at a time (the table is the process's).
 static COUNTING: Mutex<()> = Mutex::new(());
 
