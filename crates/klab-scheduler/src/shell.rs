@@ -202,8 +202,7 @@ impl Cache {
         self.assigned.keys().cloned().collect()
     }
 
-    /// Records a pod bound (or assumed bound) to its `spec.nodeName`.
-    /// A pod bound to a node (its `spec.nodeName`).
+    /// Records a pod bound to its `spec.nodeName`.
     pub fn set_assigned(&mut self, key: PodKey, pod: impl Into<Arc<Pod>>) {
         let pod = pod.into();
         let node = node_name(&pod).unwrap_or("").to_string();
