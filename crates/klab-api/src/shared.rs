@@ -229,7 +229,8 @@ pub fn stats() -> (u64, u64) {
 }
 
 /// How many of the table's decodes some component still holds, and how many of those are pods
-/// (the benchmark's measure of how many versions of each pod the process keeps).
+/// (the benchmark's measure of how many versions of each pod the process keeps; a lower bound,
+/// as an object decoded outside the table is not counted).
 pub fn live() -> (usize, usize) {
     (
         live_where(|_| true),

@@ -14,8 +14,9 @@
 //!
 //! `KLAB_BENCH_WALL_CAP=<seconds>` stops a case after that much wall time and prints how far it
 //! got in virtual time. Every case prints its progress every 10 s (with the versions and bytes of
-//! values the store holds, history included, and how many shared decodes some component holds,
-//! pods among them: more pods than exist means versions held behind) and its trace hash (the
+//! values the store holds, history included, and how many of the decodes the shared table names
+//! some component still holds, pods among them: a lower bound, since objects decoded outside the
+//! table are not counted; more pods than exist means old versions held) and its trace hash (the
 //! same for the same seed; `KLAB_BENCH_TRACE=<file>` also writes the trace's lines there, to
 //! compare two builds). `KLAB_BENCH_REQUESTS=1` also prints the API server's request counts
 //! (`apiserver_request_total`) at the end of each round: where the work is.
