@@ -1,12 +1,18 @@
 //! The reconcile loop every controller runs: informer subscriptions in a fixed priority order
 //! feed a synchronous handler that enqueues keys; due timers join them; once every source has
-//! synced, each dirty key is reconciled in key order. A failed reconcile is retried after
-//! [`RETRY_AFTER`] by the queue.
+//! synced, the dirty keys are reconciled first in, first out. A failed reconcile is retried
+//! after [`RETRY_AFTER`] by the queue.
 //!
 //! Ordering rules (determinism): notices are taken from the first source that has one, starting
 //! again from the first source after each (`select! { biased; }` semantics), and every notice
-//! already delivered is handled before any key is reconciled, so a reconcile sees a store no
+//! already delivered is handled before the next key is reconciled, so a reconcile sees a store no
 //! older than the notices it was queued for.
+//!
+//! Notices are handled between two reconciles, not only once the queue is empty: upstream's
+//! handlers run as notices arrive, beside the workers. A notice waiting in its subscription holds
+//! the object's old and new versions; were notices handled only once the queue is empty, a
+//! queue of ReplicaSets creating their pods in batches (seconds, during which every pod created
+//! is bound, started and updated) would keep several versions of each pod of a starting cluster.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -39,8 +45,10 @@ pub trait Reconcile: Send {
 
     fn reconcile(&mut self, key: ObjKey) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// Work not tied to one key, run once per loop turn after every source synced and before
-    /// the dirty keys are reconciled (e.g. releasing finalizers of pods whose owner is gone).
+    /// Work not tied to one key, run at every turn of the loop once every source has synced:
+    /// after the notices delivered so far are handled and before the next key is reconciled
+    /// (e.g. releasing finalizers of pods whose owner is gone). It runs once per reconcile, so
+    /// it must be cheap when it has nothing to do.
     fn before_reconcile(&mut self) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -185,33 +193,39 @@ pub async fn run<C: Reconcile>(
     c: &mut C,
 ) -> Result<(), String> {
     loop {
-        let deadline = match (c.queue().next_deadline(), c.next_timer()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let item = tokio::select! {
-            biased;
-            item = sources.next() => Some(item),
-            _ = sleep_until(&clock, deadline) => None,
-        };
-        if let Some(item) = item {
-            sources.deliver(item, c)?;
+        // Wait only when there is nothing to reconcile yet.
+        if !sources.synced() || c.queue().is_empty() {
+            let deadline = match (c.queue().next_deadline(), c.next_timer()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let item = tokio::select! {
+                biased;
+                item = sources.next() => Some(item),
+                _ = sleep_until(&clock, deadline) => None,
+            };
+            if let Some(item) = item {
+                sources.deliver(item, c)?;
+            }
         }
-        // Take in everything the informers already delivered before acting on it.
+        // Take in everything the informers already delivered (during the last reconcile, or
+        // with the notice just awaited) before acting on it; the keys it adds, and the timers
+        // now due, queue behind the keys already waiting.
         while let Some(item) = sources.try_next() {
             sources.deliver(item, c)?;
         }
         c.queue().fire_due(clock.now());
-        if sources.synced() {
-            c.before_reconcile().await;
-            while let Some(key) = c.queue().pop() {
-                let res = c.reconcile(key.clone()).await;
-                if let Err(e) = res {
-                    tracing::debug!(namespace = %key.0, name = %key.1, error = %e, "sync failed; retrying");
-                    c.queue().add_after(key.clone(), clock.now(), RETRY_AFTER);
-                }
-                c.queue().done(&key);
+        if !sources.synced() {
+            continue;
+        }
+        c.before_reconcile().await;
+        if let Some(key) = c.queue().pop() {
+            let res = c.reconcile(key.clone()).await;
+            if let Err(e) = res {
+                tracing::debug!(namespace = %key.0, name = %key.1, error = %e, "sync failed; retrying");
+                c.queue().add_after(key.clone(), clock.now(), RETRY_AFTER);
             }
+            c.queue().done(&key);
         }
     }
 }

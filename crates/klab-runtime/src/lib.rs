@@ -7,13 +7,14 @@
 //!   [`store::Store`] ordered by `(namespace, name)`, with named indexes (pods by node, by
 //!   controller UID, …) that controllers query instead of scanning, and fans every change out to
 //!   its subscribers in subscription order.
-//! - [`WorkQueue`] dedups keys, pops them in key order, and owns timed re-queues (`add_at`);
-//!   queues made through [`Informers::queue`] are metered with client-go's workqueue metrics
-//!   ([`QueueMetrics`], rendered on the API server's `/metrics`).
+//! - [`WorkQueue`] dedups keys, pops them first in, first out, and owns timed re-queues
+//!   (`add_at`); queues made through [`Informers::queue`] are metered with client-go's
+//!   workqueue metrics ([`QueueMetrics`], rendered on the API server's `/metrics`).
 //! - [`run`] is the loop every controller runs: take in every notification already delivered
-//!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the controller's
-//!   synchronous handler (which only enqueues keys and observes expectations), fire due timers,
-//!   then — once every source has synced — `reconcile` each dirty key.
+//!   (sources in a fixed priority order, like `select! { biased; }`), hand each to the
+//!   controller's synchronous handler (which only enqueues keys and observes expectations), fire
+//!   due timers, then — once every source has synced — `reconcile` the next dirty key, and again,
+//!   so that what arrives during a reconcile is taken in before the next one.
 //! - [`events::EventRecorder`] writes a component's Events through client-go's correlation
 //!   (aggregation, de-duplication, the spam filter), for controllers and kubelets alike.
 //! - [`Tracked`] keeps what a controller derives from the objects of one scope (an index value,

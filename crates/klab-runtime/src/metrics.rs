@@ -395,15 +395,16 @@ mod tests {
         assert!(
             text.contains("workqueue_longest_running_processor_seconds{name=\"replicaset\"} 3\n")
         );
-        // Re-added while processing: counted again, as client-go's dirty set does.
+        // Re-added while processing: counted again, as client-go's dirty set does, and queued
+        // behind `b`.
         q.add(k("a"));
         q.done(&k("a"));
         // `b` waited 5 s; processed instantly; then requeued with a delay (a retry) that fires.
-        assert_eq!(q.pop(), Some(k("a")));
-        q.done(&k("a"));
         assert_eq!(q.pop(), Some(k("b")));
         q.add_after(k("b"), clock.now(), Duration::from_secs(1));
         q.done(&k("b"));
+        assert_eq!(q.pop(), Some(k("a")));
+        q.done(&k("a"));
         tokio::time::advance(Duration::from_secs(1)).await;
         q.fire_due(clock.now());
         assert_eq!(q.pop(), Some(k("b")));
@@ -416,7 +417,7 @@ mod tests {
         assert!(text.contains("workqueue_depth{name=\"replicaset\"} 0\n"));
         assert!(text.contains("workqueue_retries_total{name=\"replicaset\"} 1\n"));
         assert!(text.contains("workqueue_unfinished_work_seconds{name=\"replicaset\"} 0\n"));
-        // Waits: a 2 s, a 0 s, b 5 s, b 0 s.
+        // Waits: a 2 s, b 5 s, a 0 s, b 0 s.
         assert_eq!(
             line(
                 &text,

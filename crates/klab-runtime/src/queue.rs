@@ -1,10 +1,17 @@
-//! The work queue of a controller: a set of dirty keys popped in key order (deduplicated, as
-//! client-go's workqueue), and timed re-queues on the objects' timeline (its `AddAfter`), the
-//! earliest of several requests for one key winning. A queue made by
-//! [`QueueMetrics::queue`](crate::metrics::QueueMetrics::queue) is metered under its upstream
-//! name (adds, depth, waits, work, retries); `WorkQueue::default()` is not.
+//! The work queue of a controller: dirty keys popped in the order they were first added
+//! (deduplicated, as client-go's workqueue: a key already waiting keeps its place), and timed
+//! re-queues on the objects' timeline (its `AddAfter`), the earliest of several requests for one
+//! key winning. A queue made by [`QueueMetrics::queue`](crate::metrics::QueueMetrics::queue) is
+//! metered under its upstream name (adds, depth, waits, work, retries); `WorkQueue::default()`
+//! is not.
+//!
+//! First in, first out, as upstream: the controller loop hands the queue the keys of every
+//! notice as it arrives, between two reconciles, so a key added while others wait is synced
+//! after them. Popped in key order instead, the keys a busy round keeps adding would starve the
+//! later ones (the first ReplicaSets of a big cluster would keep the others from creating their
+//! pods). The order stays deterministic: keys are added in the order of the notices and timers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use jiff::Timestamp;
 
@@ -14,7 +21,10 @@ use crate::store::ObjKey;
 /// Keys to sync now, and keys to sync at a given instant of the objects' timeline.
 #[derive(Debug, Default)]
 pub struct WorkQueue {
+    /// The keys waiting in `order` (membership only; never iterated).
     dirty: BTreeSet<ObjKey>,
+    /// The waiting keys, first added first.
+    order: VecDeque<ObjKey>,
     timers: BTreeMap<ObjKey, Timestamp>,
     meter: Option<Meter>,
 }
@@ -37,11 +47,14 @@ impl WorkQueue {
             Some(m) => {
                 if !self.dirty.contains(&key) {
                     m.add(&key);
-                    self.dirty.insert(key);
+                    self.dirty.insert(key.clone());
+                    self.order.push_back(key);
                 }
             }
             None => {
-                self.dirty.insert(key);
+                if self.dirty.insert(key.clone()) {
+                    self.order.push_back(key);
+                }
             }
         }
     }
@@ -72,7 +85,7 @@ impl WorkQueue {
         self.timers.values().min().copied()
     }
 
-    /// Moves due timers into the dirty set.
+    /// Moves due timers into the dirty set (in key order, after the keys already waiting).
     pub fn fire_due(&mut self, now: Timestamp) {
         let due: Vec<ObjKey> = self
             .timers
@@ -88,7 +101,8 @@ impl WorkQueue {
 
     /// The next dirty key; the caller processes it and then calls [`WorkQueue::done`].
     pub fn pop(&mut self) -> Option<ObjKey> {
-        let k = self.dirty.pop_first()?;
+        let k = self.order.pop_front()?;
+        self.dirty.remove(&k);
         if let Some(m) = &self.meter {
             m.get(&k);
         }
@@ -112,7 +126,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timers_fire_in_order_and_the_earliest_request_wins() {
+    fn keys_pop_first_in_first_out_and_the_earliest_timer_wins() {
         let t = |s| Timestamp::from_second(s).unwrap();
         let mut q = WorkQueue::default();
         q.add_at(("n".into(), "a".into()), t(10));
@@ -125,12 +139,25 @@ mod tests {
         q.fire_due(t(7));
         assert_eq!(q.pop(), Some(("n".into(), "b".into())));
         assert_eq!(q.next_deadline(), None);
-        // Dirty keys are deduplicated and popped in key order.
+        // Dirty keys are deduplicated and popped first in, first out: a key added again while
+        // it waits keeps its place, and one added again once popped goes to the back.
         q.add(("n".into(), "z".into()));
         q.add(("n".into(), "c".into()));
         q.add(("n".into(), "z".into()));
+        assert_eq!(q.pop(), Some(("n".into(), "z".into())));
+        q.add(("n".into(), "z".into()));
+        q.add(("n".into(), "c".into()));
         assert_eq!(q.pop(), Some(("n".into(), "c".into())));
         assert_eq!(q.pop(), Some(("n".into(), "z".into())));
+        assert!(q.is_empty());
+        // Due timers join behind the keys already waiting.
+        q.add(("n".into(), "y".into()));
+        q.add_at(("n".into(), "b".into()), t(8));
+        q.add_at(("n".into(), "a".into()), t(8));
+        q.fire_due(t(8));
+        assert_eq!(q.pop(), Some(("n".into(), "y".into())));
+        assert_eq!(q.pop(), Some(("n".into(), "a".into())));
+        assert_eq!(q.pop(), Some(("n".into(), "b".into())));
         assert!(q.is_empty());
         // A delay past the end of time is never due.
         q.add_after(("n".into(), "x".into()), t(1), std::time::Duration::MAX);

@@ -321,3 +321,103 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
         ]
     );
 }
+
+/// A controller whose reconcile of a key `x` creates the ConfigMap `x-child`: the log shows
+/// when each notice is handled and each key reconciled.
+struct Spawner {
+    log: Vec<String>,
+    cms: Api<ConfigMap>,
+    queue: WorkQueue,
+}
+
+impl Reconcile for Spawner {
+    type Event = crate::Change<ConfigMap>;
+    type Error = String;
+
+    fn queue(&mut self) -> &mut WorkQueue {
+        &mut self.queue
+    }
+
+    fn handle(&mut self, (o, n): Self::Event) {
+        let obj = n.or(o).expect("a change has a side");
+        let key = crate::key_of(obj.as_ref());
+        self.log.push(format!("handle {}", key.1));
+        self.queue.add(key);
+    }
+
+    async fn reconcile(&mut self, key: crate::ObjKey) -> Result<(), String> {
+        self.log.push(format!("reconcile {}", key.1));
+        if !key.1.ends_with("-child") {
+            let child = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}-child", key.1)),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            self.cms
+                .create(&PostParams::default(), &child)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Let the informer's watch deliver the creation before the reconcile ends.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn notices_are_handled_between_reconciles_and_their_keys_wait_behind_the_others() {
+    let clock = Clock::virtual_default();
+    let api = klab_apiserver::testing::memory_server_with(
+        clock.clone(),
+        klab_api::DetRng::seeded(3),
+        Default::default(),
+    )
+    .await;
+    let client = kube::Client::new(api.router(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // Created in the order z, y: the queue keeps that order, not the keys'.
+    for name in ["z", "y"] {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let informers = Informers::new(client.clone(), clock.clone());
+    let inf = informers.get::<ConfigMap>();
+    let mut c = Spawner {
+        log: Vec::new(),
+        cms: cms.clone(),
+        queue: WorkQueue::default(),
+    };
+    let sources = Sources::default().add(&inf, |c| c);
+    let handle = tokio::spawn({
+        let clock = clock.clone();
+        async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), run(clock, sources, &mut c)).await;
+            c
+        }
+    });
+    let c = handle.await.unwrap();
+    assert_eq!(
+        c.log,
+        [
+            // The initial list, replayed in key order.
+            "handle y",
+            "handle z",
+            "reconcile y",
+            // y's child arrived during y's reconcile: handled before z is reconciled, and
+            // queued behind it (in key order, "y-child" would come before "z").
+            "handle y-child",
+            "reconcile z",
+            "handle z-child",
+            "reconcile y-child",
+            "reconcile z-child",
+        ]
+    );
+}
