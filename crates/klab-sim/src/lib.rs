@@ -17,6 +17,7 @@ pub mod expect;
 pub mod jsonpath;
 pub mod kubectl;
 pub mod manifest;
+pub mod project;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use klab_api::slim::Slim;
 use klab_api::{Clock, DetRng};
@@ -15,11 +16,13 @@ use klab_store::memory::MemoryStore;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, WatchEvent, WatchParams,
 };
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::drain::{self, DrainOptions};
 use crate::expect::{self, Verdict};
 use crate::manifest::{Manifest, api_resource};
+use crate::project::{EventFields, EventListFields, PodFields, PodListFields, Projected};
 use crate::scenario::{Action, Check, PatchType, Propagation, Scenario, TaintSpec};
 use crate::summary;
 use crate::trace::{
@@ -353,7 +356,8 @@ fn resource(api_version: &str, kind: &str) -> &'static ResourceInfo {
 
 /// Lists, then watches one resource across all namespaces until aborted. Objects are read as
 /// JSON values, as the recorder uses them (no typed or `DynamicObject` decode in between), and
-/// without their managed fields unless an `object:` expectation may read them (`whole`).
+/// without their managed fields (pods and Events with only the fields their views read) unless
+/// an `object:` expectation may read them ([`Decode`]).
 async fn watch_loop(
     client: kube::Client,
     ri: &'static ResourceInfo,
@@ -361,7 +365,13 @@ async fn watch_loop(
     rec: Recorder,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
-    let whole = rec.keeps_whole(ri);
+    // Pods and Events are read with only what the recorder's views use (`project`).
+    let decode = match what {
+        _ if rec.keeps_whole(ri) => Decode::Whole,
+        Watched::Pod => Decode::Pods,
+        Watched::CoreEvent => Decode::Events,
+        _ => Decode::Slim,
+    };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(ri));
     let request = kube::core::Request::new(api.resource_url());
     let mut ready = Some(ready);
@@ -370,11 +380,18 @@ async fn watch_loop(
     loop {
         if rv.is_empty() {
             let list = match request.list(&ListParams::default()) {
-                Ok(req) if whole => client.request::<Value>(req).await,
-                Ok(req) => client
-                    .request::<Slim<Value>>(req)
-                    .await
-                    .map(Slim::into_inner),
+                Ok(req) => match decode {
+                    Decode::Whole => list_as(&client, req, std::convert::identity).await,
+                    Decode::Slim => list_as(&client, req, Slim::into_inner).await,
+                    Decode::Pods => {
+                        list_as::<Projected<PodListFields>>(&client, req, Projected::into_inner)
+                            .await
+                    }
+                    Decode::Events => {
+                        list_as::<Projected<EventListFields>>(&client, req, Projected::into_inner)
+                            .await
+                    }
+                },
                 Err(e) => Err(kube::Error::BuildRequest(e)),
             };
             match list {
@@ -417,11 +434,16 @@ async fn watch_loop(
             }
         }
         let stream = match request.watch(&WatchParams::default().timeout(290), &rv) {
-            Ok(req) if whole => client.request_events::<Value>(req).await.map(|s| s.boxed()),
-            Ok(req) => client
-                .request_events::<Slim<Value>>(req)
-                .await
-                .map(|s| s.map(|r| r.map(unslim_event)).boxed()),
+            Ok(req) => match decode {
+                Decode::Whole => watch_as(&client, req, std::convert::identity).await,
+                Decode::Slim => watch_as(&client, req, Slim::into_inner).await,
+                Decode::Pods => {
+                    watch_as::<Projected<PodFields>>(&client, req, Projected::into_inner).await
+                }
+                Decode::Events => {
+                    watch_as::<Projected<EventFields>>(&client, req, Projected::into_inner).await
+                }
+            },
             Err(e) => Err(kube::Error::BuildRequest(e)),
         };
         let stream = match stream {
@@ -472,12 +494,46 @@ async fn watch_loop(
     }
 }
 
-/// A watch event of a value decoded without managed fields, as one of a value.
-fn unslim_event(ev: WatchEvent<Slim<Value>>) -> WatchEvent<Value> {
+/// How a watch task decodes its objects.
+#[derive(Clone, Copy)]
+enum Decode {
+    /// Whole, for `object:` expectations.
+    Whole,
+    /// Without managed fields.
+    Slim,
+    /// With only what the pod views read (`project::POD`).
+    Pods,
+    /// With only what an Event's line reads (`project::EVENT`).
+    Events,
+}
+
+/// A list decoded as `T`, as a value.
+async fn list_as<T: DeserializeOwned>(
+    client: &kube::Client,
+    req: http::Request<Vec<u8>>,
+    value: fn(T) -> Value,
+) -> kube::Result<Value> {
+    client.request::<T>(req).await.map(value)
+}
+
+/// A watch whose objects are decoded as `T`, as one of values.
+async fn watch_as<T: Clone + DeserializeOwned + 'static>(
+    client: &kube::Client,
+    req: http::Request<Vec<u8>>,
+    value: fn(T) -> Value,
+) -> kube::Result<BoxStream<'static, kube::Result<WatchEvent<Value>>>> {
+    let events = client.request_events::<T>(req).await?;
+    Ok(events
+        .map(move |r| r.map(|e| event_value(e, value)))
+        .boxed())
+}
+
+/// A watch event of a value decoded without some of its fields, as one of a value.
+fn event_value<T>(ev: WatchEvent<T>, value: fn(T) -> Value) -> WatchEvent<Value> {
     match ev {
-        WatchEvent::Added(o) => WatchEvent::Added(o.0),
-        WatchEvent::Modified(o) => WatchEvent::Modified(o.0),
-        WatchEvent::Deleted(o) => WatchEvent::Deleted(o.0),
+        WatchEvent::Added(o) => WatchEvent::Added(value(o)),
+        WatchEvent::Modified(o) => WatchEvent::Modified(value(o)),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(value(o)),
         WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
         WatchEvent::Error(e) => WatchEvent::Error(e),
     }
