@@ -19,6 +19,7 @@ pub mod resource_metrics;
 pub mod rng;
 pub mod selector;
 pub mod sha256;
+pub mod shape;
 pub mod shared;
 pub mod slim;
 pub mod supervise;

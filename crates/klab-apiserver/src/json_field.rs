@@ -9,10 +9,9 @@
 //! by serde_json, so both give the same answer for them (a test checks it); for bytes that are
 //! not JSON this answers `None` or whatever the path's bytes say, never panics.
 
-use serde::de::{
-    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
-use serde_json::{Map, Value};
+use klab_api::shape::{Shape, Shaped};
+use serde::de::{Deserialize, DeserializeSeed};
+use serde_json::Value;
 
 /// The string at `path` (object keys from the top), `Ok(None)` when a key on the way is absent
 /// or a value on the way is `null`; `Err(())` when the bytes are not a JSON object or the value is
@@ -192,101 +191,45 @@ fn metadata_end(doc: &[u8], type_meta: Option<(&str, &str)>) -> Option<(usize, u
 /// and dropping them again was most of the time of `kubectl get` at scale.
 pub(crate) fn decode_without(doc: &[u8], skip: &[&[&str]]) -> serde_json::Result<Value> {
     let mut de = serde_json::Deserializer::from_slice(doc);
-    let v = Without { skip }.deserialize(&mut de)?;
+    let v = if skip.is_empty() {
+        Value::deserialize(&mut de)?
+    } else {
+        Shaped(Without {
+            skip: skip.to_vec(),
+        })
+        .deserialize(&mut de)?
+    };
     de.end()?;
     Ok(v)
 }
 
-/// A value with the paths in `skip` (relative to it) left out.
+/// A value with the paths in `skip` (relative to it) left out. Paths go through objects only:
+/// an array is decoded whole.
 struct Without<'a> {
-    skip: &'a [&'a [&'a str]],
+    skip: Vec<&'a [&'a str]>,
 }
 
-impl<'de> DeserializeSeed<'de> for Without<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        if self.skip.is_empty() {
-            Value::deserialize(d)
+impl Shape for Without<'_> {
+    fn field(&self, key: &str) -> Option<Option<Self>> {
+        let below: Vec<&[&str]> = self
+            .skip
+            .iter()
+            .filter_map(|p| match p.split_first() {
+                Some((first, rest)) if *first == key => Some(rest),
+                _ => None,
+            })
+            .collect();
+        if below.iter().any(|rest| rest.is_empty()) {
+            None
+        } else if below.is_empty() {
+            Some(None)
         } else {
-            d.deserialize_any(self)
+            Some(Some(Without { skip: below }))
         }
     }
-}
 
-impl<'de> Visitor<'de> for Without<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    // Paths go through objects only: an array is decoded whole.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(v) = seq.next_element::<Value>()? {
-            items.push(v);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let below: Vec<&[&str]> = self
-                .skip
-                .iter()
-                .filter_map(|p| match p.split_first() {
-                    Some((first, rest)) if *first == key => Some(rest),
-                    _ => None,
-                })
-                .collect();
-            if below.iter().any(|rest| rest.is_empty()) {
-                map.next_value::<IgnoredAny>()?;
-                // A later duplicate of a skipped key is skipped too; an earlier one goes.
-                out.shift_remove(&key);
-                continue;
-            }
-            let v = if below.is_empty() {
-                map.next_value::<Value>()?
-            } else {
-                map.next_value_seed(Without { skip: &below })?
-            };
-            out.insert(key, v);
-        }
-        Ok(Value::Object(out))
+    fn element(&self) -> Option<Self> {
+        None
     }
 }
 

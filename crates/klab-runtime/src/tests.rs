@@ -221,9 +221,8 @@ impl Reconcile for Recorder {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconciles_in_order() {
-    let clock = Clock::virtual_default();
+/// A client of an in-process API server on `clock`, and its ConfigMaps in `default`.
+async fn config_maps(clock: &Clock) -> (kube::Client, Api<ConfigMap>) {
     let api = klab_apiserver::testing::memory_server_with(
         clock.clone(),
         klab_api::DetRng::seeded(3),
@@ -231,7 +230,14 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
     )
     .await;
     let client = kube::Client::new(api.router(), "default");
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cms = Api::namespaced(client.clone(), "default");
+    (client, cms)
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconciles_in_order() {
+    let clock = Clock::virtual_default();
+    let (client, cms) = config_maps(&clock).await;
     let cm = |name: &str| ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -369,14 +375,7 @@ impl Reconcile for Spawner {
 #[tokio::test(start_paused = true)]
 async fn notices_are_handled_between_reconciles_and_their_keys_wait_behind_the_others() {
     let clock = Clock::virtual_default();
-    let api = klab_apiserver::testing::memory_server_with(
-        clock.clone(),
-        klab_api::DetRng::seeded(3),
-        Default::default(),
-    )
-    .await;
-    let client = kube::Client::new(api.router(), "default");
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (client, cms) = config_maps(&clock).await;
     // Created in the order z, y: the queue keeps that order, not the keys'.
     for name in ["z", "y"] {
         let cm = ConfigMap {

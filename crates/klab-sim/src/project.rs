@@ -1,6 +1,7 @@
 //! JSON values decoded with only the fields their reader uses: the recorder's pod watch keeps of
 //! each pod what its trace view and `kubectl get pods` columns read, its Event watch what an
-//! Event's trace line reads, and both skip the rest unbuilt.
+//! Event's trace line reads, and both skip the rest unbuilt (a [`Keep`] tree is a
+//! `klab_api::shape::Shape`).
 //!
 //! The recorder sees every version of every pod, and decoding them into `serde_json::Value`s was
 //! most of its cost (about 4 % of a large run): a pod's containers, volumes, tolerations and
@@ -11,9 +12,10 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use klab_api::shape::{Shape, Shaped};
+use serde::de::{DeserializeSeed, Deserializer};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
 /// What of a JSON value to keep.
 #[derive(Debug)]
@@ -156,126 +158,37 @@ impl<P> Serialize for Projected<P> {
 
 impl<'de, P: Projection> Deserialize<'de> for Projected<P> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        P::KEEP.deserialize(d).map(|v| Projected(v, PhantomData))
+        Shaped(P::KEEP)
+            .deserialize(d)
+            .map(|v| Projected(v, PhantomData))
     }
 }
 
-impl<'de> DeserializeSeed<'de> for &'static Keep {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+/// `All` is built whole; `Fields` skips the keys it does not name; `Each` shapes the elements.
+impl Shape for &'static Keep {
+    fn field(&self, key: &str) -> Option<Option<Self>> {
         match self {
-            Keep::All => Value::deserialize(d),
-            _ => d.deserialize_any(KeepVisitor(self)),
+            Keep::Fields(fields) => fields
+                .iter()
+                .find(|(name, _)| *name == key)
+                .map(|(_, keep)| whole_or(keep)),
+            Keep::All | Keep::Each(_) => Some(None),
+        }
+    }
+
+    fn element(&self) -> Option<Self> {
+        match self {
+            Keep::Each(each) => whole_or(each),
+            Keep::All | Keep::Fields(_) => None,
         }
     }
 }
 
-struct KeepVisitor(&'static Keep);
-
-impl<'de> Visitor<'de> for KeepVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        self.0.deserialize(d)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-        match self.0 {
-            Keep::Each(each) => {
-                while let Some(v) = seq.next_element_seed(*each)? {
-                    out.push(v);
-                }
-            }
-            _ => {
-                while let Some(v) = seq.next_element::<Value>()? {
-                    out.push(v);
-                }
-            }
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        let Keep::Fields(fields) = self.0 else {
-            while let Some((k, v)) = map.next_entry::<String, Value>()? {
-                out.insert(k, v);
-            }
-            return Ok(Value::Object(out));
-        };
-        while let Some(i) = map.next_key_seed(FieldIndex(fields))? {
-            match i.and_then(|i| fields.get(i)) {
-                Some((name, keep)) => {
-                    let v = map.next_value_seed(keep)?;
-                    out.insert((*name).to_string(), v);
-                }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Value::Object(out))
-    }
-}
-
-/// Reads an object's key as the index of the field it names, if kept (without allocating it).
-struct FieldIndex(&'static [(&'static str, Keep)]);
-
-impl<'de> DeserializeSeed<'de> for FieldIndex {
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FieldIndex {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|(name, _)| *name == v))
+/// `None` for a value kept whole, else what to keep of it.
+fn whole_or(keep: &'static Keep) -> Option<&'static Keep> {
+    match keep {
+        Keep::All => None,
+        keep => Some(keep),
     }
 }
 
@@ -288,7 +201,7 @@ mod tests {
     fn project(keep: &'static Keep, v: &Value) -> Value {
         let text = serde_json::to_string(v).unwrap();
         let mut d = serde_json::Deserializer::from_str(&text);
-        keep.deserialize(&mut d).unwrap()
+        Shaped(keep).deserialize(&mut d).unwrap()
     }
 
     #[test]
