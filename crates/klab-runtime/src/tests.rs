@@ -182,14 +182,26 @@ fn reads_are_counted_by_kind() {
 }
 
 /// A controller that records its reconciles: a key per ConfigMap change, one retry on the first
-/// failure of key "fail".
+/// failure of key "fail"; `log` interleaves the notices handled and the keys reconciled. With
+/// `children`, reconciling a key `x` creates the ConfigMap `x-child`.
 #[derive(Default)]
 struct Recorder {
-    handled: Vec<String>,
+    log: Vec<String>,
     reconciled: Vec<(String, bool)>,
     failed_once: bool,
     informer: Option<SharedInformer<ConfigMap>>,
+    children: Option<Api<ConfigMap>>,
     queue: WorkQueue,
+}
+
+impl Recorder {
+    /// The keys whose notices were handled, in order.
+    fn handled(&self) -> Vec<&str> {
+        self.log
+            .iter()
+            .filter_map(|l| l.strip_prefix("handle "))
+            .collect()
+    }
 }
 
 impl Reconcile for Recorder {
@@ -203,11 +215,12 @@ impl Reconcile for Recorder {
     fn handle(&mut self, (o, n): Self::Event) {
         let obj = n.or(o).expect("a change has a side");
         let key = crate::key_of(obj.as_ref());
-        self.handled.push(key.1.clone());
+        self.log.push(format!("handle {}", key.1));
         self.queue.add(key);
     }
 
     async fn reconcile(&mut self, key: crate::ObjKey) -> Result<(), String> {
+        self.log.push(format!("reconcile {}", key.1));
         let exists = self
             .informer
             .as_ref()
@@ -217,7 +230,31 @@ impl Reconcile for Recorder {
             self.failed_once = true;
             return Err("first attempt fails".into());
         }
+        if let Some(cms) = self
+            .children
+            .as_ref()
+            .filter(|_| !key.1.ends_with("-child"))
+        {
+            let child = config_map(&format!("{}-child", key.1));
+            cms.create(&PostParams::default(), &child)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Let the informer's watch deliver the creation before the reconcile ends.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         Ok(())
+    }
+}
+
+/// A ConfigMap named `name`, with one key for its creator to manage.
+fn config_map(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some([("k".to_string(), "v".to_string())].into()),
+        ..Default::default()
     }
 }
 
@@ -238,17 +275,12 @@ async fn config_maps(clock: &Clock) -> (kube::Client, Api<ConfigMap>) {
 async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconciles_in_order() {
     let clock = Clock::virtual_default();
     let (client, cms) = config_maps(&clock).await;
-    let cm = |name: &str| ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        // Some field for the creator to manage.
-        data: Some([("k".to_string(), "v".to_string())].into()),
-        ..Default::default()
-    };
-    cms.create(&PostParams::default(), &cm("b")).await.unwrap();
-    cms.create(&PostParams::default(), &cm("a")).await.unwrap();
+    cms.create(&PostParams::default(), &config_map("b"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &config_map("a"))
+        .await
+        .unwrap();
 
     let informers = Informers::new(client.clone(), clock.clone());
     let i1 = informers.get::<ConfigMap>();
@@ -285,7 +317,7 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
             .iter()
             .all(|c| c.metadata.managed_fields.is_none())
     );
-    cms.create(&PostParams::default(), &cm("fail"))
+    cms.create(&PostParams::default(), &config_map("fail"))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -305,7 +337,7 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
     // aborted) stops their watches: later changes no longer arrive.
     drop(informers.stop_guard());
     tokio::time::sleep(Duration::from_millis(10)).await;
-    cms.create(&PostParams::default(), &cm("late"))
+    cms.create(&PostParams::default(), &config_map("late"))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -313,7 +345,7 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
 
     let (timed_out, rec) = handle.await.unwrap();
     assert!(timed_out, "the loop runs until stopped");
-    assert_eq!(rec.handled, ["a", "b", "fail", "a"]);
+    assert_eq!(rec.handled(), ["a", "b", "fail", "a"]);
     // Nothing is reconciled before the sync; then keys in order; the failed key once more after
     // RETRY_AFTER; a deleted key is reconciled with the object gone from the store.
     assert_eq!(
@@ -328,71 +360,21 @@ async fn one_informer_per_type_shared_by_every_subscriber_and_the_loop_reconcile
     );
 }
 
-/// A controller whose reconcile of a key `x` creates the ConfigMap `x-child`: the log shows
-/// when each notice is handled and each key reconciled.
-struct Spawner {
-    log: Vec<String>,
-    cms: Api<ConfigMap>,
-    queue: WorkQueue,
-}
-
-impl Reconcile for Spawner {
-    type Event = crate::Change<ConfigMap>;
-    type Error = String;
-
-    fn queue(&mut self) -> &mut WorkQueue {
-        &mut self.queue
-    }
-
-    fn handle(&mut self, (o, n): Self::Event) {
-        let obj = n.or(o).expect("a change has a side");
-        let key = crate::key_of(obj.as_ref());
-        self.log.push(format!("handle {}", key.1));
-        self.queue.add(key);
-    }
-
-    async fn reconcile(&mut self, key: crate::ObjKey) -> Result<(), String> {
-        self.log.push(format!("reconcile {}", key.1));
-        if !key.1.ends_with("-child") {
-            let child = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(format!("{}-child", key.1)),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            self.cms
-                .create(&PostParams::default(), &child)
-                .await
-                .map_err(|e| e.to_string())?;
-            // Let the informer's watch deliver the creation before the reconcile ends.
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        Ok(())
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn notices_are_handled_between_reconciles_and_their_keys_wait_behind_the_others() {
     let clock = Clock::virtual_default();
     let (client, cms) = config_maps(&clock).await;
     // Created in the order z, y: the queue keeps that order, not the keys'.
     for name in ["z", "y"] {
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        cms.create(&PostParams::default(), &cm).await.unwrap();
+        cms.create(&PostParams::default(), &config_map(name))
+            .await
+            .unwrap();
     }
     let informers = Informers::new(client.clone(), clock.clone());
     let inf = informers.get::<ConfigMap>();
-    let mut c = Spawner {
-        log: Vec::new(),
-        cms: cms.clone(),
-        queue: WorkQueue::default(),
+    let mut c = Recorder {
+        children: Some(cms.clone()),
+        ..Default::default()
     };
     let sources = Sources::default().add(&inf, |c| c);
     let handle = tokio::spawn({

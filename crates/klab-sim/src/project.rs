@@ -9,12 +9,11 @@
 //! scanned (`IgnoredAny`), not built. A scenario whose `object:` expectations may read pods
 //! keeps them whole instead (`Recorder::keeps_whole`).
 
-use std::fmt;
 use std::marker::PhantomData;
 
 use klab_api::shape::{Shape, Shaped};
+use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What of a JSON value to keep.
@@ -141,18 +140,6 @@ impl<P> Projected<P> {
 impl<P> Clone for Projected<P> {
     fn clone(&self) -> Self {
         Projected(self.0.clone(), PhantomData)
-    }
-}
-
-impl<P> fmt::Debug for Projected<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl<P> Serialize for Projected<P> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
     }
 }
 
