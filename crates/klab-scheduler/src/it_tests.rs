@@ -1,6 +1,7 @@
 //! Virtual-time tests of the scheduler against klab's in-process API server: spreading a
 //! 3-replica set, refusing a tainted node with the exact upstream message, binding once the
-//! taint goes, and undoing and retrying a Binding the API server refused.
+//! taint goes, undoing and retrying a Binding the API server refused, and binding more pods at
+//! once than a client queues requests.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -456,4 +457,64 @@ async fn a_refused_binding_is_undone_and_retried() {
     clock.sleep(Duration::from_secs(30)).await;
     let p = pods.get("a").await.unwrap();
     assert_eq!(node_of(&p).as_deref(), Some("n1"));
+}
+
+/// A kube client queues at most 1 024 requests. With more Bindings than that in flight, a
+/// failure's writes (the FailedScheduling event, the PodScheduled PATCH), which the scheduling
+/// loop awaits, must still go out, and every Binding must answer. They once did not: the
+/// Bindings were futures that the loop polled only between two pods, the places freed while it
+/// awaited the failure's write went to Bindings that nothing polled, and the scheduler stopped
+/// for good (a 5 000-node cluster bound no pod). With 1 300 pods, that code bound none.
+#[tokio::test(start_paused = true)]
+async fn more_bindings_in_flight_than_a_client_queues() {
+    const PODS: usize = 1_300;
+    let server = klab_apiserver::testing::memory_server().await;
+    let clock = server.clock().clone();
+    let admin = kube::Client::new(server.router_as(Identity::admin()), "default");
+    for i in 0..13 {
+        add_node(&admin, &format!("n{i:02}"), "4", json!([])).await;
+    }
+    // Created before the scheduler starts, so that it binds them in one run without waiting for
+    // anything; `z-big` (last in the initial list) fits no node and is reported inline.
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    for i in 0..PODS {
+        pods.create(&PostParams::default(), &replica(&format!("a-{i:04}"), "1m"))
+            .await
+            .unwrap();
+    }
+    pods.create(&PostParams::default(), &replica("z-big", "100"))
+        .await
+        .unwrap();
+    // Wired as in a cluster: two clients, each with kube-scheduler's client-side rate limit.
+    let throttled = || {
+        kube::Client::new(
+            klab_runtime::throttle::Throttled::new(
+                server.router_as(Identity::admin()),
+                klab_runtime::throttle::Rate::SCHEDULER,
+                clock.clone(),
+                "kube-scheduler",
+            ),
+            "default",
+        )
+    };
+    let handle = tokio::spawn(run(
+        throttled(),
+        throttled(),
+        clock.clone(),
+        DetRng::seeded(3),
+        SchedulerConfig::default(),
+    ));
+    clock.sleep(Duration::from_secs(60)).await;
+    assert!(!handle.is_finished(), "the scheduler is still running");
+    let list = pods.list(&ListParams::default()).await.unwrap().items;
+    let bound = list.iter().filter(|p| node_of(p).is_some()).count();
+    assert_eq!(bound, PODS, "every pod that fits is bound");
+    let big = list
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("z-big"))
+        .unwrap();
+    assert!(
+        scheduled_message(big).is_some_and(|m| m.contains("Insufficient cpu")),
+        "{big:?}"
+    );
 }

@@ -7,8 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -17,6 +15,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
+use tokio::task::{JoinError, JoinSet};
 
 use klab_api::clock::format_time;
 use klab_api::shared::Shared;
@@ -353,9 +352,17 @@ struct Scheduler {
     /// Pods whose node is chosen and whose WaitForFirstConsumer claims were given it
     /// (`volume.kubernetes.io/selected-node`): bound once every claim is bound (PreBind).
     waiting_volumes: BTreeMap<PodKey, (Arc<Pod>, String)>,
-    /// Writes in flight beside the scheduling loop (Bindings and events), polled by it in the
-    /// order they were started whenever they are ready.
-    background: FuturesUnordered<BoxFuture<'static, Background>>,
+    /// Writes in flight beside the scheduling loop (Bindings and events), each a task of its
+    /// own as upstream's binding goroutines are, taken in as they answer; aborted with the loop.
+    /// They must not be futures that this loop polls between two pods: a kube client queues at
+    /// most 1 024 requests, and once more Bindings than that waited for a place, the places
+    /// freed while the loop awaited a write of its own (a failure's event and status PATCH)
+    /// went to Bindings that nothing polled. The loop then waited for ever, and a 5 000-node
+    /// cluster bound no pod (`it_tests::more_bindings_in_flight_than_a_client_queues`).
+    background: JoinSet<Background>,
+    /// The pod each Binding task in `background` is for, so that a task that panicked (a bug)
+    /// is undone as a refused Binding instead of leaving its pod assumed for ever.
+    binding_tasks: BTreeMap<tokio::task::Id, (PodKey, Arc<Pod>, String)>,
 }
 
 /// A background write that answered.
@@ -849,17 +856,41 @@ impl Scheduler {
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        self.background.push(
-            async move {
-                let result = api
-                    .create_subresource::<_, serde_json::Value>(
-                        "binding",
-                        &name,
-                        &PostParams::default(),
-                        &binding,
-                    )
-                    .await
-                    .map(|_| ());
+        let task_of = (key.clone(), pod.clone(), node.clone());
+        let task = self.background.spawn(async move {
+            let result = api
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &name,
+                    &PostParams::default(),
+                    &binding,
+                )
+                .await
+                .map(|_| ());
+            Background::Bound {
+                key,
+                pod,
+                node,
+                result,
+            }
+        });
+        self.binding_tasks.insert(task.id(), task_of);
+    }
+
+    /// What a background write's answer changes: a Binding's success is recorded (the
+    /// `Scheduled` event, itself written in the background), its failure undoes the assumption.
+    async fn finish(&mut self, done: Result<(tokio::task::Id, Background), JoinError>) {
+        let done = match done {
+            Ok((id, done)) => {
+                self.binding_tasks.remove(&id);
+                done
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "a scheduler write failed");
+                let Some((key, pod, node)) = self.binding_tasks.remove(&e.id()) else {
+                    return;
+                };
+                let result = Err(kube::Error::Service(e.to_string().into()));
                 Background::Bound {
                     key,
                     pod,
@@ -867,13 +898,7 @@ impl Scheduler {
                     result,
                 }
             }
-            .boxed(),
-        );
-    }
-
-    /// What a background write's answer changes: a Binding's success is recorded (the
-    /// `Scheduled` event, itself written in the background), its failure undoes the assumption.
-    async fn finish(&mut self, done: Background) {
+        };
         let Background::Bound {
             key,
             pod,
@@ -898,8 +923,7 @@ impl Scheduler {
                     note: &note,
                 });
                 if let Some(write) = write {
-                    self.background
-                        .push(write.map(|()| Background::Written).boxed());
+                    self.background.spawn(write.map(|()| Background::Written));
                 }
             }
             Err(e) => {
@@ -1052,7 +1076,8 @@ pub async fn run(
         relist_claims: None,
         claims_synced: false,
         waiting_volumes: BTreeMap::new(),
-        background: FuturesUnordered::new(),
+        background: JoinSet::new(),
+        binding_tasks: BTreeMap::new(),
     };
     loop {
         // Take in everything already delivered before deciding, so decisions see the latest state.
@@ -1062,8 +1087,8 @@ pub async fn run(
                 None => return Err(SchedulerError::WatchEnded("nodes/pods")),
             }
         }
-        // Let the writes in flight make progress, and take in the ones that answered.
-        while let Some(Some(done)) = s.background.next().now_or_never() {
+        // Take in the writes that answered.
+        while let Some(done) = s.background.try_join_next_with_id() {
             s.finish(done).await;
         }
         s.recorder.maintain().await;
@@ -1093,7 +1118,7 @@ pub async fn run(
                 Some(ev) => s.handle(ev).await,
                 None => return Err(SchedulerError::WatchEnded("nodes/pods")),
             },
-            Some(done) = s.background.next(), if !s.background.is_empty() => s.finish(done).await,
+            Some(done) = s.background.join_next_with_id(), if !s.background.is_empty() => s.finish(done).await,
             _ = sleep => {}
         }
     }
