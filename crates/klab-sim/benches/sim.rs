@@ -122,6 +122,20 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         if !o.verdict.failures.is_empty() {
             eprintln!("{name}: {} expectation(s) failed", o.verdict.failures.len());
         }
+        let pods = PodCount::of(&o.snapshot);
+        eprintln!(
+            "{name}: pods at the end: {} ({} bound, {} Running)",
+            pods.total, pods.bound, pods.running
+        );
+        if pods.stalled > 0 {
+            // A run whose pods were never placed did not do the work it is timed for.
+            eprintln!(
+                "{name}: {} pod(s) created more than {} s before the end were never bound: the run's time measures a stall, not this case",
+                pods.stalled,
+                STALL.as_secs()
+            );
+            std::process::exit(1);
+        }
     }
     let virt = sc.run_for.as_secs_f64();
     println!(
@@ -129,6 +143,46 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         best * 1e3,
         virt / best
     );
+}
+
+/// How long a pod may wait for its node before the run counts as stalled: far beyond a
+/// scheduling cycle and the client rate limits of the scale cases.
+const STALL: Duration = Duration::from_secs(60);
+
+/// The pods a run ended with.
+struct PodCount {
+    total: usize,
+    bound: usize,
+    running: usize,
+    /// Pods created more than [`STALL`] before the end and still without a node.
+    stalled: usize,
+}
+
+impl PodCount {
+    fn of(snapshot: &klab_why::Snapshot) -> PodCount {
+        let before = snapshot
+            .now
+            .checked_sub(jiff::SignedDuration::try_from(STALL).expect("a minute fits"))
+            .unwrap_or(snapshot.now);
+        let mut c = PodCount {
+            total: snapshot.pods.len(),
+            bound: 0,
+            running: 0,
+            stalled: 0,
+        };
+        for p in &snapshot.pods {
+            let bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+            c.bound += usize::from(bound);
+            c.running += usize::from(
+                p.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase.as_deref() == Some("Running")),
+            );
+            let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            c.stalled += usize::from(!bound && created.is_some_and(|t| t < before));
+        }
+        c
+    }
 }
 
 /// Prints the `apiserver_request_total` lines of a metrics text, largest first, and their sum.
