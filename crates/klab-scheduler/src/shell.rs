@@ -360,9 +360,6 @@ struct Scheduler {
     /// went to Bindings that nothing polled. The loop then waited for ever, and a 5 000-node
     /// cluster bound no pod (`it_tests::more_bindings_in_flight_than_a_client_queues`).
     background: JoinSet<Background>,
-    /// The pod each Binding task in `background` is for, so that a task that panicked (a bug)
-    /// is undone as a refused Binding instead of leaving its pod assumed for ever.
-    binding_tasks: BTreeMap<tokio::task::Id, (PodKey, Arc<Pod>, String)>,
 }
 
 /// A background write that answered.
@@ -856,8 +853,7 @@ impl Scheduler {
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         });
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let task_of = (key.clone(), pod.clone(), node.clone());
-        let task = self.background.spawn(async move {
+        self.background.spawn(async move {
             let result = api
                 .create_subresource::<_, serde_json::Value>(
                     "binding",
@@ -874,30 +870,18 @@ impl Scheduler {
                 result,
             }
         });
-        self.binding_tasks.insert(task.id(), task_of);
     }
 
     /// What a background write's answer changes: a Binding's success is recorded (the
     /// `Scheduled` event, itself written in the background), its failure undoes the assumption.
-    async fn finish(&mut self, done: Result<(tokio::task::Id, Background), JoinError>) {
+    async fn finish(&mut self, done: Result<Background, JoinError>) {
         let done = match done {
-            Ok((id, done)) => {
-                self.binding_tasks.remove(&id);
-                done
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "a scheduler write failed");
-                let Some((key, pod, node)) = self.binding_tasks.remove(&e.id()) else {
-                    return;
-                };
-                let result = Err(kube::Error::Service(e.to_string().into()));
-                Background::Bound {
-                    key,
-                    pod,
-                    node,
-                    result,
-                }
-            }
+            Ok(done) => done,
+            // A write's panic is the scheduler's own, as it was when the loop polled the writes:
+            // its supervisor logs it and restarts it, and the restart rebuilds every assumption.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Tasks are aborted only with the set.
+            Err(_) => return,
         };
         let Background::Bound {
             key,
@@ -1077,7 +1061,6 @@ pub async fn run(
         claims_synced: false,
         waiting_volumes: BTreeMap::new(),
         background: JoinSet::new(),
-        binding_tasks: BTreeMap::new(),
     };
     loop {
         // Take in everything already delivered before deciding, so decisions see the latest state.
@@ -1088,7 +1071,7 @@ pub async fn run(
             }
         }
         // Take in the writes that answered.
-        while let Some(done) = s.background.try_join_next_with_id() {
+        while let Some(done) = s.background.try_join_next() {
             s.finish(done).await;
         }
         s.recorder.maintain().await;
@@ -1118,7 +1101,7 @@ pub async fn run(
                 Some(ev) => s.handle(ev).await,
                 None => return Err(SchedulerError::WatchEnded("nodes/pods")),
             },
-            Some(done) = s.background.join_next_with_id(), if !s.background.is_empty() => s.finish(done).await,
+            Some(done) = s.background.join_next(), if !s.background.is_empty() => s.finish(done).await,
             _ = sleep => {}
         }
     }
