@@ -138,6 +138,7 @@ fn ev(
         key: key.to_owned(),
         value: value.map(b),
         prev_value: prev.map(b),
+        memo: crate::Memo::default(),
     }
 }
 

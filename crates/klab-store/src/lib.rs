@@ -68,6 +68,56 @@ pub struct Event {
     pub value: Option<Bytes>,
     /// The value before this change (`None` for `Create`).
     pub prev_value: Option<Bytes>,
+    /// What a reader derived from this change, shared by every watcher it is delivered to live.
+    pub memo: Memo,
+}
+
+/// A slot for what a reader derives from one live change (the API server's decoding of it),
+/// shared by every copy of the event the store hands its watchers and freed with the last copy:
+/// the watchers of one change derive it once, however many changes were committed between their
+/// reads of it. A writer may hand the slot in with its write and fill it itself
+/// ([`Storage::create_noted`]). The store never reads it, and two events compare equal whatever their memos hold.
+/// A replayed event has no slot (it reaches one watcher only): `set` keeps nothing.
+#[derive(Clone, Default)]
+pub struct Memo(Option<Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>>);
+
+impl Memo {
+    /// An empty slot, to be shared by the copies of a live event.
+    pub fn shared() -> Memo {
+        Memo(Some(Arc::default()))
+    }
+
+    /// What the first reader kept, if it is a `T`.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.as_ref()?.get()?.downcast_ref()
+    }
+
+    /// Keeps `value` for the other readers, unless a reader kept something first.
+    pub fn set<T: std::any::Any + Send + Sync>(&self, value: T) {
+        if let Some(slot) = &self.0 {
+            // A second reader finding the slot filled keeps the first's value.
+            let _ = slot.set(Box::new(value));
+        }
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl Eq for Memo {}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.0 {
+            None => "none",
+            Some(slot) if slot.get().is_some() => "kept",
+            Some(_) => "empty",
+        };
+        write!(f, "Memo({state})")
+    }
 }
 
 /// A consistent read of a key range.
@@ -192,6 +242,26 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Replaces `key` if its mod revision is `expected`; returns the new revision.
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision>;
+
+    /// [`Storage::create`] whose live event carries `memo`, which the writer fills once it
+    /// knows the revision (the API server: the object it stored, decoded, so that no watch
+    /// decodes it). A backend without live events ignores it.
+    async fn create_noted(&self, key: &str, value: Bytes, memo: Memo) -> Result<Revision> {
+        let _ = memo;
+        self.create(key, value).await
+    }
+
+    /// [`Storage::update`] whose live event carries `memo` (see [`Storage::create_noted`]).
+    async fn update_noted(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Revision,
+        memo: Memo,
+    ) -> Result<Revision> {
+        let _ = memo;
+        self.update(key, value, expected).await
+    }
 
     /// Removes `key` (if `expected` is given, only at that mod revision); returns the new revision
     /// and the removed entry.

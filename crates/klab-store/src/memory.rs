@@ -164,7 +164,13 @@ impl Inner {
     }
 
     /// Appends a version and its event, publishes the event; returns the new revision.
-    fn commit(&mut self, key: &str, value: Option<Bytes>, prev: Option<&KeyValue>) -> Revision {
+    fn commit(
+        &mut self,
+        key: &str,
+        value: Option<Bytes>,
+        prev: Option<&KeyValue>,
+        memo: crate::Memo,
+    ) -> Revision {
         let rev = self.rev + 1;
         self.rev = rev;
         let create_rev = match (&value, prev) {
@@ -182,6 +188,7 @@ impl Inner {
             key: key.to_owned(),
             value: value.clone(),
             prev_value: prev.map(|p| p.value.clone()),
+            memo,
         });
         // The version this one supersedes stays as it is held: history costs nothing more.
         let held = value.map(|v| self.packer.hold(key, v));
@@ -302,6 +309,7 @@ fn replayed(inner: &Inner, e: &Logged) -> Result<Arc<Event>> {
         key: e.key.to_string(),
         value,
         prev_value,
+        memo: crate::Memo::default(),
     }))
 }
 
@@ -409,6 +417,15 @@ impl Storage for MemoryStore {
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        self.create_noted(key, value, crate::Memo::shared()).await
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        self.update_noted(key, value, expected, crate::Memo::shared())
+            .await
+    }
+
+    async fn create_noted(&self, key: &str, value: Bytes, memo: crate::Memo) -> Result<Revision> {
         let mut inner = self.lock();
         // Whether the key is live, read without unpacking its value.
         if inner
@@ -419,10 +436,16 @@ impl Storage for MemoryStore {
         {
             return Err(StoreError::AlreadyExists(key.to_owned()));
         }
-        Ok(inner.commit(key, Some(value), None))
+        Ok(inner.commit(key, Some(value), None, memo))
     }
 
-    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+    async fn update_noted(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Revision,
+        memo: crate::Memo,
+    ) -> Result<Revision> {
         let mut inner = self.lock();
         let Some(prev) = inner.current(key) else {
             return Err(StoreError::NotFound(key.to_owned()));
@@ -430,7 +453,7 @@ impl Storage for MemoryStore {
         if prev.mod_revision != expected {
             return Err(inner.conflict(key, expected));
         }
-        Ok(inner.commit(key, Some(value), Some(&prev)))
+        Ok(inner.commit(key, Some(value), Some(&prev), memo))
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
@@ -443,7 +466,7 @@ impl Storage for MemoryStore {
         {
             return Err(inner.conflict(key, expected));
         }
-        let rev = inner.commit(key, None, Some(&prev));
+        let rev = inner.commit(key, None, Some(&prev), crate::Memo::shared());
         Ok((rev, prev))
     }
 

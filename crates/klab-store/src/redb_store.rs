@@ -132,11 +132,13 @@ enum WriteOp {
     Create {
         key: String,
         value: Bytes,
+        memo: crate::Memo,
     },
     Update {
         key: String,
         value: Bytes,
         expected: Revision,
+        memo: crate::Memo,
     },
     Delete {
         key: String,
@@ -548,10 +550,10 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
             op => op,
         };
         Ok(match &op {
-            WriteOp::Create { key, value } => match self.current_kv(key)? {
+            WriteOp::Create { key, value, memo } => match self.current_kv(key)? {
                 Some(_) => Err(StoreError::AlreadyExists(key.clone())),
                 None => {
-                    let rev = self.put(key, Some(value), None)?;
+                    let rev = self.put(key, Some(value), None, memo.clone())?;
                     Ok(Reply::Written(rev))
                 }
             },
@@ -559,6 +561,7 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
                 key,
                 value,
                 expected,
+                memo,
             } => match self.current_kv(key)? {
                 None => Err(StoreError::NotFound(key.clone())),
                 Some(Err(e)) => Err(e),
@@ -567,7 +570,12 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
                     expected: *expected,
                     current: Some(Box::new(prev)),
                 }),
-                Some(Ok(prev)) => Ok(Reply::Written(self.put(key, Some(value), Some(&prev))?)),
+                Some(Ok(prev)) => Ok(Reply::Written(self.put(
+                    key,
+                    Some(value),
+                    Some(&prev),
+                    memo.clone(),
+                )?)),
             },
             WriteOp::Delete { key, expected } => match self.current_kv(key)? {
                 None => Err(StoreError::NotFound(key.clone())),
@@ -578,7 +586,10 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
                         expected: *x,
                         current: Some(Box::new(prev)),
                     }),
-                    _ => Ok(Reply::Deleted(self.put(key, None, Some(&prev))?, prev)),
+                    _ => Ok(Reply::Deleted(
+                        self.put(key, None, Some(&prev), crate::Memo::shared())?,
+                        prev,
+                    )),
                 },
             },
             WriteOp::Compact(target) => {
@@ -637,6 +648,7 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
         key: &str,
         value: Option<&Bytes>,
         prev: Option<&KeyValue>,
+        memo: crate::Memo,
     ) -> Result<Revision, redb::Error> {
         self.rev += 1;
         let rev = self.rev;
@@ -669,6 +681,7 @@ impl<F: Fn(&str) -> bool> Batch<'_, F> {
             key: key.to_owned(),
             value: value.cloned(),
             prev_value: prev.map(|p| p.value.clone()),
+            memo,
         }));
         Ok(rev)
     }
@@ -859,6 +872,7 @@ impl RedbReplay {
             key: key.to_owned(),
             value: this.value,
             prev_value: prev,
+            memo: crate::Memo::default(),
         })
     }
 }
@@ -931,10 +945,20 @@ impl Storage for RedbStore {
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        self.create_noted(key, value, crate::Memo::shared()).await
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        self.update_noted(key, value, expected, crate::Memo::shared())
+            .await
+    }
+
+    async fn create_noted(&self, key: &str, value: Bytes, memo: crate::Memo) -> Result<Revision> {
         match self
             .submit(WriteOp::Create {
                 key: key.to_owned(),
                 value,
+                memo,
             })
             .await?
         {
@@ -945,12 +969,19 @@ impl Storage for RedbStore {
         }
     }
 
-    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+    async fn update_noted(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Revision,
+        memo: crate::Memo,
+    ) -> Result<Revision> {
         match self
             .submit(WriteOp::Update {
                 key: key.to_owned(),
                 value,
                 expected,
+                memo,
             })
             .await?
         {
