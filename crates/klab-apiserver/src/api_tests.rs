@@ -2411,6 +2411,268 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     );
 }
 
+/// A burst of writes larger than the window of decoded changes, which one watch reads long
+/// after the other (its client reads only once the burst is over, as a watch behind a long
+/// queue of other tasks does): each change is still decoded once for both watches, the late
+/// one reading it from the memo the first left in the change.
+#[tokio::test(start_paused = true)]
+async fn a_burst_longer_than_the_window_is_decoded_once_for_every_watch() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let mut counts = Vec::new();
+    let mut late = None;
+    for labels in ["", "app=web"] {
+        let mut w = pods
+            .watch(&WatchParams::default().labels(labels).timeout(60), "0")
+            .await
+            .unwrap()
+            .boxed();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = seen.clone();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            // The first watch's sender is dropped at once: it reads from the start.
+            let _ = wait.await;
+            while let Some(Ok(ev)) = w.next().await {
+                if matches!(ev, WatchEvent::Added(_)) {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        if labels.is_empty() {
+            drop(go);
+        } else {
+            late = Some(go);
+        }
+        counts.push(seen);
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let (decodes, hits) = (api.inner.decoded.decodes(), api.inner.decoded.memo_hits());
+    let n = crate::watch::DECODED_EVENTS_KEPT * 2;
+    for i in 0..n {
+        let mut p = pod(&format!("p{i}"));
+        p.metadata.namespace = Some("default".into());
+        p.metadata.uid = Some(format!("uid-{i}"));
+        let key = format!("/registry/core/pods/default/p{i}");
+        api.store()
+            .create(&key, serde_json::to_vec(&p).unwrap().into())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(counts[1].load(std::sync::atomic::Ordering::Relaxed), 0);
+    // The late watch's server side took the first few into its client's buffer; the rest
+    // wait in its queue, decoded.
+    let held = api.inner.decoded.memos_held();
+    assert!(held > n / 2 && held <= n, "{held}");
+    late.take().unwrap().send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    for c in &counts {
+        assert_eq!(c.load(std::sync::atomic::Ordering::Relaxed), n);
+    }
+    assert_eq!(
+        api.inner.decoded.decodes() - decodes,
+        n as u64,
+        "each change decoded once"
+    );
+    assert_eq!(
+        api.inner.decoded.memo_hits() - hits,
+        n as u64,
+        "the second watch read every change from its memo"
+    );
+    assert_eq!(
+        api.inner.decoded.memos_held(),
+        0,
+        "read, the memos are gone"
+    );
+}
+
+/// A small object that is updated (a node's Lease) keeps its decoded state after its change has
+/// left the window, so its next update reads it instead of decoding the stored bytes; an object
+/// that was only created, or a large one, is forgotten with its change.
+#[tokio::test(start_paused = true)]
+async fn an_updated_lease_stays_decoded_beyond_the_window() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api = memory_server().await;
+    let c = client(&api);
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::default_namespaced(c);
+    // Two watches of each, as a cluster has: with one, nothing is kept.
+    let (mut lease_watches, mut pod_watches) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        let wp = WatchParams::default().timeout(60);
+        lease_watches.push(leases.watch(&wp, "0").await.unwrap().boxed());
+        pod_watches.push(pods.watch(&wp, "0").await.unwrap().boxed());
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let lease = |t: &str| -> Lease {
+        serde_json::from_value(json!({"metadata": {"name": "n1"},
+            "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40, "renewTime": t}}))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    leases
+        .create(&pp, &lease("2026-01-01T00:00:00.000000Z"))
+        .await
+        .unwrap();
+    let mut l = leases.get("n1").await.unwrap();
+    l.spec = lease("2026-01-01T00:00:10.000000Z").spec;
+    leases.replace("n1", &pp, &l).await.unwrap();
+    pods.create(&pp, &pod("first")).await.unwrap();
+    for i in 0..crate::watch::DECODED_EVENTS_KEPT + 10 {
+        pods.create(&pp, &pod(&format!("p{i}"))).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let kept = |group: &str, resource: &str, key: &str| {
+        let ri = crate::registry::lookup(group, "v1", resource).unwrap();
+        let store = api.store().clone();
+        let key = key.to_string();
+        let decoded = api.inner.decoded.clone();
+        async move {
+            let kv = store.get(&key).await.unwrap().unwrap();
+            decoded.current(ri, &key, &kv).map(|s| s.value().clone())
+        }
+    };
+    let state = kept(
+        "coordination.k8s.io",
+        "leases",
+        "/registry/coordination.k8s.io/leases/kube-node-lease/n1",
+    )
+    .await
+    .expect("the updated lease is still kept");
+    assert_eq!(
+        state["spec"]["renewTime"],
+        json!("2026-01-01T00:00:10.000000Z")
+    );
+    assert!(
+        kept("", "pods", "/registry/core/pods/default/first")
+            .await
+            .is_none(),
+        "a created pod left with its change"
+    );
+}
+
+/// A write hands the object it stored to the watches through its change's memo: a resource
+/// with one watch (Events, read by one recorder) is not decoded by that watch either, and
+/// neither is a write that a burst pushed out of the window before any watch read it.
+#[tokio::test(start_paused = true)]
+async fn a_write_hands_its_object_to_the_watches_through_its_change() {
+    use k8s_openapi::api::core::v1::Event;
+    let api = memory_server().await;
+    let c = client(&api);
+    let events: Api<Event> = Api::default_namespaced(c.clone());
+    let pods: Api<Pod> = Api::default_namespaced(c);
+    let count = |w: futures::stream::BoxStream<'static, kube::Result<WatchEvent<Event>>>| {
+        tokio::spawn(
+            w.filter(|e| std::future::ready(matches!(e, Ok(WatchEvent::Added(_)))))
+                .count(),
+        )
+    };
+    let one = count(
+        events
+            .watch(&WatchParams::default().timeout(5), "0")
+            .await
+            .unwrap()
+            .boxed(),
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let decodes = api.inner.decoded.decodes();
+    let event = |i: usize| -> Event {
+        serde_json::from_value(json!({"metadata": {"name": format!("e{i}")},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Started", "message": "Started container c", "type": "Normal"}))
+        .unwrap()
+    };
+    let burst = crate::watch::DECODED_EVENTS_KEPT + 100;
+    let creates = (0..burst).map(|i| {
+        let events = events.clone();
+        async move { events.create(&PostParams::default(), &event(i)).await }
+    });
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(one.await.unwrap(), burst);
+    assert_eq!(
+        api.inner.decoded.decodes() - decodes,
+        0,
+        "the one watch of events decoded none of them"
+    );
+    // Pods with two watches: written all at once, the window keeps 512 of them; the memos
+    // serve the rest.
+    let mut two = Vec::new();
+    for _ in 0..2 {
+        let w = pods
+            .watch(&WatchParams::default().timeout(5), "0")
+            .await
+            .unwrap()
+            .boxed();
+        two.push(tokio::spawn(
+            w.filter(|e| std::future::ready(matches!(e, Ok(WatchEvent::Added(_)))))
+                .count(),
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let decodes = api.inner.decoded.decodes();
+    let creates = (0..burst).map(|i| {
+        let pods = pods.clone();
+        async move {
+            pods.create(&PostParams::default(), &pod(&format!("p{i}")))
+                .await
+        }
+    });
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for w in two {
+        assert_eq!(w.await.unwrap(), burst);
+    }
+    assert_eq!(api.inner.decoded.decodes() - decodes, 0, "no pod decoded");
+    assert_eq!(api.inner.decoded.memos_held(), 0);
+}
+
+/// A watch whose client stops reading keeps the changes queued for it, but not more than
+/// `MEMOS_KEPT` of them decoded: the others keep only their bytes, as without memos.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_watch_holds_a_bounded_number_of_decoded_changes() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    let reading = pods
+        .watch(&WatchParams::default().timeout(60), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let read = tokio::spawn(reading.filter_map(|e| async move { e.ok() }).count());
+    let stalled = pods
+        .watch(&WatchParams::default().labels("app=web").timeout(60), "0")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let n = crate::watch::MEMOS_KEPT + 500;
+    for i in 0..n {
+        let mut p = pod(&format!("p{i}"));
+        p.metadata.namespace = Some("default".into());
+        p.metadata.uid = Some(format!("uid-{i}"));
+        let key = format!("/registry/core/pods/default/p{i}");
+        api.store()
+            .create(&key, serde_json::to_vec(&p).unwrap().into())
+            .await
+            .unwrap();
+        assert!(api.inner.decoded.memos_held() <= crate::watch::MEMOS_KEPT);
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let held = api.inner.decoded.memos_held();
+    assert!(
+        held > crate::watch::MEMOS_KEPT / 2 && held <= crate::watch::MEMOS_KEPT,
+        "{held}"
+    );
+    drop(stalled);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert!(read.await.unwrap() >= n);
+    assert_eq!(api.inner.decoded.memos_held(), 0);
+}
+
 /// The watch events already delivered on `w`, as (type, object); bookmarks and errors left out.
 fn ready_events(
     w: &mut futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>>,

@@ -255,18 +255,19 @@ fn encode_for_store(ri: &ResourceInfo, obj: &Value) -> ApiResult<(Bytes, Option<
     Ok((Bytes::from(bytes), doc))
 }
 
-/// Tells the watches' window what a write of `obj` stored (`doc`, as `encode_for_store` gave
-/// it), and returns the object the write answers with: the stored version as a read presents it,
-/// the window's own state when it keeps one (so that the answer's JSON is the watches' too).
+/// Tells the watches what a write of `obj` stored (`doc`, as `encode_for_store` gave it),
+/// through the memo the write handed its change and the window, and returns the object the
+/// write answers with: the stored version as a read presents it, the watches' own state (so
+/// that the answer's JSON is theirs too).
 fn written(
     inner: &Inner,
     ri: &'static ResourceInfo,
     change: &crate::watch::Change<'_>,
-    obj: Value,
-    doc: Option<Value>,
+    (obj, doc): (Value, Option<Value>),
+    memo: &klab_store::Memo,
 ) -> Current {
     let read = stored_as_read(ri, obj, doc, change.revision);
-    match inner.decoded.wrote(ri, change, read) {
+    match inner.decoded.wrote(ri, change, read, memo) {
         Ok(state) => Current::Kept(state),
         Err(read) => Current::Decoded(read),
     }
@@ -1228,7 +1229,12 @@ pub(crate) async fn create_object_as(
         }
         let key = conversion::storage_resource(ri).key(namespace.as_deref(), &name);
         let (bytes, doc) = encode_for_store(ri, &obj)?;
-        match inner.store.create(&key, bytes.clone()).await {
+        let memo = klab_store::Memo::shared();
+        match inner
+            .store
+            .create_noted(&key, bytes.clone(), memo.clone())
+            .await
+        {
             Ok(rev) => {
                 let change = crate::watch::Change {
                     revision: rev,
@@ -1237,7 +1243,7 @@ pub(crate) async fn create_object_as(
                     value: Some(&bytes),
                     prev_value: None,
                 };
-                return Ok(written(inner, ri, &change, obj, doc));
+                return Ok(written(inner, ri, &change, (obj, doc), &memo));
             }
             Err(StoreError::AlreadyExists(_)) if explicit_name.is_empty() && attempt < 7 => {
                 continue;
@@ -1603,14 +1609,21 @@ where
             }
         }
         let (bytes, doc) = encode_for_store(ri, &next)?;
+        let memo = klab_store::Memo::shared();
         match inner
             .store
-            .update(&key, bytes.clone(), kv.mod_revision)
+            .update_noted(&key, bytes.clone(), kv.mod_revision, memo.clone())
             .await
         {
             Ok(rev) => {
                 let change = updated(rev, &key, &bytes, &kv);
-                return Ok(WriteOutcome::Stored(written(inner, ri, &change, next, doc)));
+                return Ok(WriteOutcome::Stored(written(
+                    inner,
+                    ri,
+                    &change,
+                    (next, doc),
+                    &memo,
+                )));
             }
             Err(StoreError::Conflict { .. }) if pinned.is_none() => continue,
             Err(StoreError::Conflict { .. }) => return Err(ApiError::conflict(ri, name)),
@@ -2007,14 +2020,21 @@ pub(crate) async fn delete_object(
                     ))));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
+                let memo = klab_store::Memo::shared();
                 match inner
                     .store
-                    .update(&key, bytes.clone(), kv.mod_revision)
+                    .update_noted(&key, bytes.clone(), kv.mod_revision, memo.clone())
                     .await
                 {
                     Ok(rev) => {
                         let change = updated(rev, &key, &bytes, &kv);
-                        return Ok(Deleted::Marked(written(inner, ri, &change, next, doc)));
+                        return Ok(Deleted::Marked(written(
+                            inner,
+                            ri,
+                            &change,
+                            (next, doc),
+                            &memo,
+                        )));
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
@@ -2035,14 +2055,15 @@ pub(crate) async fn delete_object(
                     ))));
                 }
                 let (bytes, doc) = encode_for_store(ri, &next)?;
+                let memo = klab_store::Memo::shared();
                 let marked = match inner
                     .store
-                    .update(&key, bytes.clone(), kv.mod_revision)
+                    .update_noted(&key, bytes.clone(), kv.mod_revision, memo.clone())
                     .await
                 {
                     Ok(rev) => {
                         let change = updated(rev, &key, &bytes, &kv);
-                        written(inner, ri, &change, next.clone(), doc);
+                        written(inner, ri, &change, (next.clone(), doc), &memo);
                         rev
                     }
                     Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound(_)) => continue,

@@ -372,6 +372,14 @@ impl ApiServer {
         &self.inner.store
     }
 
+    /// What the watches' decoding of changes has done so far: changes examined by a watch
+    /// (once per watch), decoded (the others were the write's own object, kept decoded, or
+    /// another watch's decoding), and read from a change's memo. Diagnostics (the scale
+    /// benchmark).
+    pub fn watch_decodes(&self) -> crate::watch::WatchDecodes {
+        self.inner.decoded.stats()
+    }
+
     /// The request, watch and storage accounting (`/metrics`, and the request log `klab sim`'s
     /// `writes` expectations read).
     pub fn metrics(&self) -> &crate::metrics::SharedMetrics {

@@ -341,6 +341,35 @@ pub(crate) struct DecodedEvents {
     reused: std::sync::atomic::AtomicU64,
     /// Replayed changes skipped unread (neither state's bytes could match), for tests.
     skipped: std::sync::atomic::AtomicU64,
+    /// Changes whose decoded states a watch took from the change's memo, for tests.
+    memo_hits: std::sync::atomic::AtomicU64,
+    /// Of `decodes`, those of a resource with one watch (never kept), for diagnostics.
+    decodes_unkept: std::sync::atomic::AtomicU64,
+    /// Changes whose memo holds their decoded states now.
+    memos: Arc<std::sync::atomic::AtomicUsize>,
+    /// Changes whose memo was left empty because `MEMOS_KEPT` were held, for diagnostics.
+    memos_refused: std::sync::atomic::AtomicU64,
+}
+
+/// The most changes whose memos hold their decoded states at once (see [`DecodedEvents::get`]).
+/// A burst larger than the window is a controller's batch of writes (a slow-start batch of
+/// pod creates: at most a thousand).
+pub(crate) const MEMOS_KEPT: usize = 2048;
+
+/// A change's decoded states for watches of one resource, kept in the change's memo.
+struct Memoized {
+    resource: usize,
+    decoded: Decoded,
+    _counted: MemoCounted,
+}
+
+/// Counts a kept memo in [`DecodedEvents::memos`] for as long as it lives.
+struct MemoCounted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for MemoCounted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The decoded changes kept, by (revision, resource address), and the newest kept state of each
@@ -350,6 +379,8 @@ pub(crate) struct DecodedEvents {
 struct DecodedWindow {
     by_revision: BTreeMap<(u64, usize), Vec<(String, Decoded)>>,
     latest: std::collections::HashMap<(usize, String), Latest>,
+    /// How many `latest` states outlive their change's entry (see [`Latest::outlives`]).
+    outliving: usize,
 }
 
 /// The newest kept state of a key: its revision, stored bytes and decoded state.
@@ -357,6 +388,56 @@ struct Latest {
     revision: u64,
     bytes: Bytes,
     state: Arc<State>,
+    /// Kept after its change leaves the window: a small document that was updated, as a Lease
+    /// renewed every 10 s (at a thousand nodes, a thousand other changes pass between two
+    /// renewals of one Lease, and the next renewal would decode it again to write it).
+    outlives: bool,
+}
+
+/// The largest stored document whose state outlives the window when it was updated (a node's
+/// Lease takes about 600 bytes; pods and Nodes take several KiB).
+const OUTLIVING_DOC_MAX: usize = 1536;
+
+/// The most states kept beyond the window at once (a Lease for each of 16 384 nodes).
+const OUTLIVING_MAX: usize = 16_384;
+
+impl DecodedWindow {
+    /// Puts `l` as the newest state of `key`, or forgets the key's newest state (`None`).
+    fn set_latest(&mut self, key: (usize, String), l: Option<Latest>) {
+        let old = match l {
+            Some(l) => self.latest.insert(key, l),
+            None => self.latest.remove(&key),
+        };
+        if old.is_some_and(|o| o.outlives) {
+            self.outliving = self.outliving.saturating_sub(1);
+        }
+    }
+
+    /// Drops the oldest revisions beyond [`DECODED_EVENTS_KEPT`], with the newest states of
+    /// their keys unless those outlive them.
+    fn trim(&mut self) {
+        while self.by_revision.len() > DECODED_EVENTS_KEPT {
+            let Some(((rev, res), keys)) = self.by_revision.pop_first() else {
+                break;
+            };
+            for (key, d) in keys {
+                let k = (res, key);
+                let Some(l) = self.latest.get_mut(&k).filter(|l| l.revision == rev) else {
+                    continue;
+                };
+                let small_update = matches!(d.prev, Prev::Kept(_) | Prev::Stored(_))
+                    && l.bytes.len() <= OUTLIVING_DOC_MAX;
+                if l.outlives || (small_update && self.outliving < OUTLIVING_MAX) {
+                    if !l.outlives {
+                        l.outlives = true;
+                        self.outliving = self.outliving.saturating_add(1);
+                    }
+                } else {
+                    self.set_latest(k, None);
+                }
+            }
+        }
+    }
 }
 
 /// The same stored document: the same buffer, or equal bytes (a store that holds its values
@@ -371,11 +452,46 @@ fn same_document(a: &Bytes, b: &Bytes) -> bool {
 /// it decodes for itself (a pod as a `Value` takes tens of KiB, so the window is kept small).
 pub(crate) const DECODED_EVENTS_KEPT: usize = 512;
 
+/// Counts of [`DecodedEvents`], for diagnostics.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WatchDecodes {
+    pub examined: u64,
+    pub decoded: u64,
+    /// Of `decoded`, changes of a resource with one watch (decoded for it alone, not kept).
+    pub decoded_alone: u64,
+    pub from_memo: u64,
+    /// Changes whose memo was left empty because too many memos held decoded states.
+    pub memo_refused: u64,
+}
+
 impl DecodedEvents {
+    pub(crate) fn stats(&self) -> WatchDecodes {
+        use std::sync::atomic::Ordering::Relaxed;
+        WatchDecodes {
+            examined: self.examined.load(Relaxed),
+            decoded: self.decodes.load(Relaxed),
+            decoded_alone: self.decodes_unkept.load(Relaxed),
+            from_memo: self.memo_hits.load(Relaxed),
+            memo_refused: self.memos_refused.load(Relaxed),
+        }
+    }
+
     /// How many changes were decoded (each once, whatever the number of watches).
     #[cfg(test)]
     pub(crate) fn decodes(&self) -> u64 {
         self.decodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many changes' memos hold their decoded states now.
+    #[cfg(test)]
+    pub(crate) fn memos_held(&self) -> usize {
+        self.memos.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many changes a watch read from the memo another watch left in them.
+    #[cfg(test)]
+    pub(crate) fn memo_hits(&self) -> u64 {
+        self.memo_hits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many previous states were the kept state of the key's last change (not decoded).
@@ -408,7 +524,20 @@ impl DecodedEvents {
         }
     }
 
+    /// The decoded states of a change a watch of `ri` examines: the ones the first watch to
+    /// examine this live change kept in its memo, else the window's (decoded on a miss), then
+    /// kept in the memo. The memo serves the watches the window has already forgotten the change
+    /// for: when a burst of writes (a ReplicaSet creating a thousand pods at once) commits more
+    /// changes than the window holds before the watches run, each change is still decoded once.
     fn get(&self, ri: &'static ResourceInfo, ev: &klab_store::Event) -> Decoded {
+        let resource = std::ptr::from_ref(ri) as usize;
+        if let Some(m) = ev.memo.get::<Memoized>()
+            && m.resource == resource
+        {
+            self.memo_hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return m.decoded.clone();
+        }
         let change = Change {
             revision: ev.revision,
             kind: ev.kind,
@@ -416,28 +545,54 @@ impl DecodedEvents {
             value: ev.value.as_ref(),
             prev_value: ev.prev_value.as_ref(),
         };
-        self.settle(ri, &change, &mut None).unwrap_or_default()
+        let d = self.settle(ri, &change, &mut None).unwrap_or_default();
+        // Not for a resource with one watch: the change reaches that watch alone.
+        if self.keeps(ri) {
+            self.note(&ev.memo, resource, &d);
+        }
+        d
+    }
+
+    /// Keeps `d` in a change's memo for the other watches of `resource`, while few memos hold
+    /// decoded states: a watch whose client stopped reading holds the changes queued for it,
+    /// and a decoded pod takes ten times its bytes.
+    fn note(&self, memo: &klab_store::Memo, resource: usize, d: &Decoded) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.memos.load(Relaxed) >= MEMOS_KEPT {
+            self.memos_refused.fetch_add(1, Relaxed);
+        } else {
+            self.memos.fetch_add(1, Relaxed);
+            // Dropped (and uncounted) at once when another reader filled the memo first.
+            memo.set(Memoized {
+                resource,
+                decoded: d.clone(),
+                _counted: MemoCounted(self.memos.clone()),
+            });
+        }
     }
 
     /// Keeps the state a write of `ri` just stored, so that the watches examining the change
     /// need not decode it: `presented` is the object a read of `change.value` at its revision
     /// gives (`crud::decode_kv`), made from the document the API server encoded into those
-    /// bytes. The state kept, or `presented` back when the change is not kept (at most one
-    /// watch of `ri` is open).
+    /// bytes, and `memo` the slot the write handed its change (`Storage::create_noted`). The
+    /// state goes into the memo (for every watch the change reaches, however late) and, when
+    /// more than one watch of `ri` is open, into the window (for the next write of the key).
+    /// Returns the state, or `presented` back for a change without bytes.
     pub(crate) fn wrote(
         &self,
         ri: &'static ResourceInfo,
         change: &Change<'_>,
         presented: Value,
+        memo: &klab_store::Memo,
     ) -> Result<Arc<State>, Value> {
-        if !self.keeps(ri) {
-            return Err(presented);
-        }
         let mut presented = Some(presented);
-        let kept = self.settle(ri, change, &mut presented).and_then(|d| d.new);
-        match kept {
+        let d = self.settle(ri, change, &mut presented);
+        if let Some(d) = &d {
+            self.note(memo, std::ptr::from_ref(ri) as usize, d);
+        }
+        match d.and_then(|d| d.new) {
             Some(state) => Ok(state),
-            // Not kept (a change without bytes): `settle` handed the object back.
+            // A change without bytes: `settle` handed the object back.
             None => Err(presented.unwrap_or_default()),
         }
     }
@@ -491,6 +646,10 @@ impl DecodedEvents {
         if written.is_none() {
             self.decodes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !shared {
+                self.decodes_unkept
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         let latest_key = (resource, change.key.to_string());
         // The previous state is the kept state of the key's last change when the bytes are that
@@ -543,32 +702,19 @@ impl DecodedEvents {
                 .get(&latest_key)
                 .is_none_or(|l| l.revision < revision);
             match (change.value, &d.new) {
-                (Some(bytes), Some(state)) if newer => {
-                    window.latest.insert(
-                        latest_key,
-                        Latest {
-                            revision,
-                            bytes: bytes.clone(),
-                            state: state.clone(),
-                        },
-                    );
-                }
-                _ if newer => {
-                    window.latest.remove(&latest_key);
-                }
+                (Some(bytes), Some(state)) if newer => window.set_latest(
+                    latest_key,
+                    Some(Latest {
+                        revision,
+                        bytes: bytes.clone(),
+                        state: state.clone(),
+                        outlives: false,
+                    }),
+                ),
+                _ if newer => window.set_latest(latest_key, None),
                 _ => {}
             }
-            while window.by_revision.len() > DECODED_EVENTS_KEPT {
-                let Some(((rev, res), keys)) = window.by_revision.pop_first() else {
-                    break;
-                };
-                for (key, _) in keys {
-                    let k = (res, key);
-                    if window.latest.get(&k).is_some_and(|l| l.revision == rev) {
-                        window.latest.remove(&k);
-                    }
-                }
-            }
+            window.trim();
         }
         Some(d)
     }
@@ -1084,6 +1230,7 @@ mod tests {
             key: "/registry/core/pods/default/p".into(),
             value: Some(pod("db")),
             prev_value: Some(pod("web")),
+            memo: klab_store::Memo::default(),
         };
         let mut enc = Encoder {
             ri: pods,
@@ -1141,6 +1288,7 @@ mod tests {
             key: key.into(),
             value: Some(value.clone()),
             prev_value: prev.cloned(),
+            memo: klab_store::Memo::default(),
         };
         events.get(pods, &event(10, EventKind::Update, &b10, Some(&b9)));
         events.get(pods, &event(9, EventKind::Create, &b9, None));
@@ -1162,7 +1310,9 @@ mod tests {
         };
         let mut v = doc("c");
         object::set_resource_version(&mut v, 11);
-        let kept = events.wrote(pods, &change, v).expect("two watches: kept");
+        let kept = events
+            .wrote(pods, &change, v, &klab_store::Memo::default())
+            .expect("two watches: kept");
         let d = events.get(pods, &event(11, EventKind::Update, &b11, Some(&b10)));
         assert_eq!(events.decodes(), decodes, "kept by its writer");
         assert!(
