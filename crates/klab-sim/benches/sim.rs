@@ -20,6 +20,9 @@
 //! same for the same seed; `KLAB_BENCH_TRACE=<file>` also writes the trace's lines there, to
 //! compare two builds). `KLAB_BENCH_REQUESTS=1` also prints the API server's request counts
 //! (`apiserver_request_total`) at the end of each round: where the work is.
+//! `KLAB_BENCH_RUN_FOR=<seconds>` ends a case after that many virtual seconds instead of its
+//! own run-for: the same work on every run, so two builds compare by instruction counts
+//! (`perf stat -e instructions:u`), which vary far less than wall times.
 #![allow(clippy::disallowed_methods)] // measuring wall-clock time is the point of a benchmark
 
 use std::path::Path;
@@ -74,6 +77,14 @@ fn watch_progress(name: &str, t0: Instant, p: Arc<Progress>, cap: Option<f64>, s
 }
 
 fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
+    let mut sc = sc.clone();
+    if let Some(secs) = std::env::var("KLAB_BENCH_RUN_FOR")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        sc.run_for = sc.run_for.min(Duration::from_secs(secs));
+    }
+    let sc = &sc;
     let mut best = f64::MAX;
     let mut lines = 0;
     let mut records = 0;
@@ -88,8 +99,11 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         let metrics: Arc<Mutex<Option<SharedMetrics>>> = Arc::default();
         let keep = metrics.clone();
         let requests = std::env::var_os("KLAB_BENCH_REQUESTS").is_some();
+        let api: Arc<Mutex<Option<klab_apiserver::ApiServer>>> = Arc::default();
+        let keep_api = api.clone();
         let hook: StartHook = Arc::new(move |c: &Cluster| {
             *store.lock().expect("not poisoned") = Some(c.api().store().clone());
+            *keep_api.lock().expect("not poisoned") = Some(c.api().clone());
             if requests {
                 *keep.lock().expect("not poisoned") = Some(c.api().metrics().clone());
             }
@@ -109,6 +123,13 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         eprintln!("{name}: trace hash {:016x}", o.trace_hash());
         let (hits, misses) = klab_api::shared::stats();
         eprintln!("{name}: shared decodes (process total): {hits} reused, {misses} decoded");
+        if let Some(api) = api.lock().expect("not poisoned").take() {
+            let w = api.watch_decodes();
+            eprintln!(
+                "{name}: watch changes: {} examined, {} decoded ({} of resources with one watch), {} from a change's memo, {} memos left empty (too many held)",
+                w.examined, w.decoded, w.decoded_alone, w.from_memo, w.memo_refused
+            );
+        }
         if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {
             let mut text = o
                 .lines
