@@ -2411,6 +2411,19 @@ async fn node_watches_see_only_their_pods_and_each_change_is_decoded_once() {
     );
 }
 
+/// Writes pod `p{i}` straight into the store, as no API write does: its change reaches the
+/// watches with nothing decoded.
+async fn store_pod(api: &ApiServer, i: usize) {
+    let mut p = pod(&format!("p{i}"));
+    p.metadata.namespace = Some("default".into());
+    p.metadata.uid = Some(format!("uid-{i}"));
+    let key = format!("/registry/core/pods/default/p{i}");
+    api.store()
+        .create(&key, serde_json::to_vec(&p).unwrap().into())
+        .await
+        .unwrap();
+}
+
 /// A burst of writes larger than the window of decoded changes, which one watch reads long
 /// after the other (its client reads only once the burst is over, as a watch behind a long
 /// queue of other tasks does): each change is still decoded once for both watches, the late
@@ -2450,14 +2463,7 @@ async fn a_burst_longer_than_the_window_is_decoded_once_for_every_watch() {
     let (decodes, hits) = (api.inner.decoded.decodes(), api.inner.decoded.memo_hits());
     let n = crate::watch::DECODED_EVENTS_KEPT * 2;
     for i in 0..n {
-        let mut p = pod(&format!("p{i}"));
-        p.metadata.namespace = Some("default".into());
-        p.metadata.uid = Some(format!("uid-{i}"));
-        let key = format!("/registry/core/pods/default/p{i}");
-        api.store()
-            .create(&key, serde_json::to_vec(&p).unwrap().into())
-            .await
-            .unwrap();
+        store_pod(&api, i).await;
     }
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(counts[1].load(std::sync::atomic::Ordering::Relaxed), 0);
@@ -2651,14 +2657,7 @@ async fn a_stalled_watch_holds_a_bounded_number_of_decoded_changes() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     let n = crate::watch::MEMOS_KEPT + 500;
     for i in 0..n {
-        let mut p = pod(&format!("p{i}"));
-        p.metadata.namespace = Some("default".into());
-        p.metadata.uid = Some(format!("uid-{i}"));
-        let key = format!("/registry/core/pods/default/p{i}");
-        api.store()
-            .create(&key, serde_json::to_vec(&p).unwrap().into())
-            .await
-            .unwrap();
+        store_pod(&api, i).await;
         assert!(api.inner.decoded.memos_held() <= crate::watch::MEMOS_KEPT);
     }
     tokio::time::sleep(Duration::from_millis(10)).await;
