@@ -5,7 +5,7 @@
 //! [`Table`] of the nodes (as [`Placed`]) and the DaemonSet's pods (as [`Member`]s) joined by node.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -434,6 +434,13 @@ pub struct Table {
     settled: BTreeMap<String, Slot>,
     settled_by: Option<Settling>,
     settled_at: Option<Timestamp>,
+    /// The rows changed since the last settling: the only ones it need look at again, as a row
+    /// that did not settle stays so until it changes or time makes its pod available ...
+    dirty: BTreeSet<String>,
+    /// ... which happens first after this instant (a Ready pod's `minReadySeconds` running out).
+    recheck_after: Option<Timestamp>,
+    /// Every row must be looked at again (all nodes were dropped).
+    all_dirty: bool,
 }
 
 /// What makes a row settled: the template hash and generation that count a pod as updated, and
@@ -456,6 +463,24 @@ impl Settling {
             generation: template_generation(ds).map(|g| g.to_string()),
             min_ready: util::min_ready(ds.spec.as_ref().and_then(|s| s.min_ready_seconds)),
         }
+    }
+
+    /// For a row that would hold but for its pod's availability: the instant after which that
+    /// pod is available.
+    fn available_after(&self, slot: &Slot, now: Timestamp) -> Option<Timestamp> {
+        if self.min_ready.is_zero() || self.holds(slot, now) {
+            return None;
+        }
+        let [p] = slot.pods.as_slice() else {
+            return None;
+        };
+        let Some((true, Some(ready))) = p.ready else {
+            return None;
+        };
+        ready
+            .checked_add(jiff::SignedDuration::try_from(self.min_ready).ok()?)
+            .ok()
+            .filter(|t| *t >= now)
     }
 
     fn holds(&self, slot: &Slot, now: Timestamp) -> bool {
@@ -499,6 +524,9 @@ impl Table {
 
     /// A row about to change, out of the settled ones if it was there.
     fn unsettled_mut(&mut self, name: &str) -> Option<&mut Slot> {
+        if !self.dirty.contains(name) {
+            self.dirty.insert(name.to_string());
+        }
         if let Some(slot) = self.settled.remove(name) {
             self.rows.insert(name.to_string(), slot);
         }
@@ -519,6 +547,7 @@ impl Table {
                 }
             }
             None if placed.is_some() => {
+                self.dirty.insert(name.to_string());
                 self.rows.insert(
                     name.to_string(),
                     Slot {
@@ -533,6 +562,7 @@ impl Table {
 
     /// Every node gone (their pods stay, on nodes that do not exist).
     pub fn clear_nodes(&mut self) {
+        self.all_dirty = true;
         self.rows.append(&mut self.settled);
         self.rows.retain(|_, row| {
             row.placed = None;
@@ -547,6 +577,7 @@ impl Table {
             Some(row) => row,
             None => self.rows.entry(node.to_string()).or_default(),
         };
+        // (`unsettled_mut` marked the row changed, new or not.)
         let at = row
             .pods
             .iter()
@@ -572,22 +603,55 @@ impl Table {
     /// Sets apart the rows settled under `by` at `now` (every row set apart under something
     /// else first comes back). Decisions that read the table under `by` at `now` or later
     /// count those rows instead of walking them; under anything else they walk every row.
+    ///
+    /// Only the rows changed since the last settling are looked at, unless `by` is another
+    /// `Settling` or a Ready pod may have become available since: a row that did not hold then
+    /// holds now only if it changed or time made its pod available (with thousands of daemon
+    /// pods starting, every pod event syncs the DaemonSet, and each sync walked every row).
     pub fn settle(&mut self, by: &Settling, now: Timestamp) {
+        let mut all = std::mem::take(&mut self.all_dirty)
+            || self.settled_at.is_none()
+            || self.recheck_after.is_some_and(|t| now > t);
         if self.settled_by.as_ref() != Some(by) {
             self.rows.append(&mut self.settled);
             self.settled_by = Some(by.clone());
+            all = true;
         }
-        let settled: Vec<String> = self
-            .rows
-            .iter()
-            .filter(|(_, slot)| by.holds(slot, now))
-            .map(|(name, _)| name.clone())
-            .collect();
+        let dirty = std::mem::take(&mut self.dirty);
+        let holds = |(_, slot): &(&String, &Slot)| by.holds(slot, now);
+        let settled: Vec<String> = if all {
+            self.recheck_after = None;
+            self.rows
+                .iter()
+                .filter(holds)
+                .map(|(n, _)| n.clone())
+                .collect()
+        } else {
+            dirty
+                .iter()
+                .filter_map(|n| self.rows.get_key_value(n))
+                .filter(holds)
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
         for name in settled {
             if let Some(slot) = self.rows.remove(&name) {
                 self.settled.insert(name, slot);
             }
         }
+        // When the rows looked at that stay unsettled may settle by time alone.
+        let looked_at: Box<dyn Iterator<Item = &Slot>> = if all {
+            Box::new(self.rows.values())
+        } else {
+            Box::new(dirty.iter().filter_map(|n| self.rows.get(n)))
+        };
+        let next = looked_at
+            .filter_map(|slot| by.available_after(slot, now))
+            .min();
+        self.recheck_after = match (self.recheck_after, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.settled_at = Some(self.settled_at.map_or(now, |t| t.max(now)));
     }
 
@@ -1770,6 +1834,56 @@ mod tests {
         );
     }
 
+    /// A settling looks only at the rows that changed since the last one, and at every row
+    /// again once a Ready pod may have become available: a pod that becomes available by time
+    /// alone is set apart at the first settling after its `minReadySeconds`, one that changes is
+    /// set apart at the next.
+    #[test]
+    fn settling_looks_again_at_changed_rows_and_at_pods_made_available_by_time() {
+        let t = |s: i64| Timestamp::from_second(1_767_225_600 + s).unwrap();
+        let mut d = ds(json!({"containers": [{"name": "c", "image": "v1"}]}));
+        d.spec.as_mut().unwrap().min_ready_seconds = Some(5);
+        let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+        let by = Settling::of(&d, &hash);
+        let member = |name: &str, node: &str, ready: Option<(bool, Option<Timestamp>)>| Member {
+            name: name.into(),
+            node: Some(node.into()),
+            bound: true,
+            created: Some(t(0)),
+            deleting: false,
+            phase: Phase::Other,
+            ready,
+            hash: Some(hash.clone()),
+            generation: Some("1".into()),
+        };
+        let mut table = Table::default();
+        for n in ["n1", "n2", "n3"] {
+            table.set_node(n, Some((true, true)));
+        }
+        table.add_pod(member("a", "n1", Some((true, Some(t(0))))));
+        table.add_pod(member("b", "n2", Some((false, Some(t(0))))));
+        table.settle(&by, t(0));
+        assert!(table.settled.is_empty(), "nothing available yet");
+        table.settle(&by, t(4));
+        assert!(table.settled.is_empty());
+        // n1's pod is available after 5 s with nothing changed.
+        table.settle(&by, t(6));
+        assert_eq!(table.settled.keys().collect::<Vec<_>>(), ["n1"]);
+        // n2's pod turns Ready at 6 s: available after 11 s.
+        let old = member("b", "n2", Some((false, Some(t(0)))));
+        table.remove_pod(&old);
+        table.add_pod(member("b", "n2", Some((true, Some(t(6))))));
+        table.settle(&by, t(7));
+        assert_eq!(table.settled.len(), 1);
+        table.settle(&by, t(12));
+        assert_eq!(table.settled.keys().collect::<Vec<_>>(), ["n1", "n2"]);
+        // n3 gets a pod available long ago: set apart at the next settling.
+        table.add_pod(member("c", "n3", Some((true, Some(t(-60))))));
+        table.settle(&by, t(12));
+        assert_eq!(table.settled.len(), 3);
+        assert!(table.rows.is_empty() && table.dirty.is_empty());
+    }
+
     /// Setting settled rows apart changes no decision: under any sequence of node and pod
     /// changes and settlings (under the DaemonSet's own hash and minReadySeconds or others, at
     /// instants before and after the one decided at), every decision over the kept table is the
@@ -1897,7 +2011,14 @@ mod tests {
                             2 => Settling::of(&d, "other"),
                             _ => Settling::of(&other, &hash),
                         };
-                        kept.settle(&by, t(i64::from(at) * 5));
+                        let now = t(i64::from(at) * 5);
+                        kept.settle(&by, now);
+                        // Settling looks again only at the rows that changed or may have
+                        // become available: none that holds is left behind.
+                        prop_assert!(
+                            kept.rows.values().all(|slot| !by.holds(slot, now)),
+                            "a row that holds was left unsettled"
+                        );
                     }
                     Op::Decide(at) => {
                         let now = t(i64::from(at) * 5);
