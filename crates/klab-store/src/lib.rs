@@ -76,8 +76,9 @@ pub struct Event {
 /// shared by every copy of the event the store hands its watchers and freed with the last copy:
 /// the watchers of one change derive it once, however many changes were committed between their
 /// reads of it. A writer may hand the slot in with its write and fill it itself
-/// ([`Storage::create_noted`]). The store never reads it, and two events compare equal whatever their memos hold.
-/// A replayed event has no slot (it reaches one watcher only): `set` keeps nothing.
+/// ([`Storage::create_noted`]). The store never reads it, and two events compare equal whatever
+/// their memos hold. A replayed event has no slot (it reaches one watcher only): `set` keeps
+/// nothing.
 #[derive(Clone, Default)]
 pub struct Memo(Option<Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>>);
 
