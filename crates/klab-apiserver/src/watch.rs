@@ -344,7 +344,7 @@ pub(crate) struct DecodedEvents {
     /// Changes whose decoded states a watch took from the change's memo, for tests.
     memo_hits: std::sync::atomic::AtomicU64,
     /// Of `decodes`, those of a resource with one watch (never kept), for diagnostics.
-    decodes_unkept: std::sync::atomic::AtomicU64,
+    decodes_alone: std::sync::atomic::AtomicU64,
     /// Changes whose memo holds their decoded states now.
     memos: Arc<std::sync::atomic::AtomicUsize>,
     /// Changes whose memo was left empty because `MEMOS_KEPT` were held, for diagnostics.
@@ -470,7 +470,7 @@ impl DecodedEvents {
         WatchDecodes {
             examined: self.examined.load(Relaxed),
             decoded: self.decodes.load(Relaxed),
-            decoded_alone: self.decodes_unkept.load(Relaxed),
+            decoded_alone: self.decodes_alone.load(Relaxed),
             from_memo: self.memo_hits.load(Relaxed),
             memo_refused: self.memos_refused.load(Relaxed),
         }
@@ -647,7 +647,7 @@ impl DecodedEvents {
             self.decodes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if !shared {
-                self.decodes_unkept
+                self.decodes_alone
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }

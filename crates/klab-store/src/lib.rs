@@ -239,18 +239,20 @@ pub trait Storage: Send + Sync + 'static {
     async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult>;
 
     /// Creates `key` if absent; returns the new revision.
-    async fn create(&self, key: &str, value: Bytes) -> Result<Revision>;
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        self.create_noted(key, value, Memo::shared()).await
+    }
 
     /// Replaces `key` if its mod revision is `expected`; returns the new revision.
-    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision>;
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        self.update_noted(key, value, expected, Memo::shared())
+            .await
+    }
 
     /// [`Storage::create`] whose live event carries `memo`, which the writer fills once it
     /// knows the revision (the API server: the object it stored, decoded, so that no watch
-    /// decodes it). A backend without live events ignores it.
-    async fn create_noted(&self, key: &str, value: Bytes, memo: Memo) -> Result<Revision> {
-        let _ = memo;
-        self.create(key, value).await
-    }
+    /// decodes it).
+    async fn create_noted(&self, key: &str, value: Bytes, memo: Memo) -> Result<Revision>;
 
     /// [`Storage::update`] whose live event carries `memo` (see [`Storage::create_noted`]).
     async fn update_noted(
@@ -259,10 +261,7 @@ pub trait Storage: Send + Sync + 'static {
         value: Bytes,
         expected: Revision,
         memo: Memo,
-    ) -> Result<Revision> {
-        let _ = memo;
-        self.update(key, value, expected).await
-    }
+    ) -> Result<Revision>;
 
     /// Removes `key` (if `expected` is given, only at that mod revision); returns the new revision
     /// and the removed entry.

@@ -416,15 +416,6 @@ impl Storage for MemoryStore {
         Ok(out)
     }
 
-    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
-        self.create_noted(key, value, crate::Memo::shared()).await
-    }
-
-    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
-        self.update_noted(key, value, expected, crate::Memo::shared())
-            .await
-    }
-
     async fn create_noted(&self, key: &str, value: Bytes, memo: crate::Memo) -> Result<Revision> {
         let mut inner = self.lock();
         // Whether the key is live, read without unpacking its value.
