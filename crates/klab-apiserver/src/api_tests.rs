@@ -3806,3 +3806,115 @@ async fn every_answer_about_one_revision_is_the_same_document() {
         Some("Running")
     );
 }
+
+/// A watch whose field selector can be read from stored bytes (a kubelet's `spec.nodeName`,
+/// here also `status.phase`) matches a change's previous object without decoding it when the
+/// object's last change has left the window: its events are the ones a decoding would give
+/// (MODIFIED, ADDED when the new object starts to match, DELETED when it stops), and no
+/// previous object is decoded. A label selector cannot be read from the bytes: there the
+/// previous object is decoded, as before.
+#[tokio::test(start_paused = true)]
+async fn a_previous_object_out_of_the_window_is_matched_from_its_bytes() {
+    let api = memory_server().await;
+    let pods: Api<Pod> = Api::default_namespaced(client(&api));
+    for name in ["a", "b"] {
+        pods.create(&PostParams::default(), &bound_pod(name, "n1"))
+            .await
+            .unwrap();
+    }
+    let collect = |fields: &str, labels: &str| {
+        let pods = pods.clone();
+        let wp = WatchParams::default()
+            .fields(fields)
+            .labels(labels)
+            .timeout(30);
+        tokio::spawn(async move {
+            let w = pods.watch(&wp, "0").await.unwrap().boxed();
+            w.filter_map(|e| {
+                std::future::ready(match e {
+                    Ok(WatchEvent::Added(p)) => {
+                        Some(format!("ADDED {}", kube::ResourceExt::name_any(&p)))
+                    }
+                    Ok(WatchEvent::Modified(p)) => {
+                        Some(format!("MODIFIED {}", kube::ResourceExt::name_any(&p)))
+                    }
+                    Ok(WatchEvent::Deleted(p)) => {
+                        Some(format!("DELETED {}", kube::ResourceExt::name_any(&p)))
+                    }
+                    _ => None,
+                })
+            })
+            .collect::<Vec<_>>()
+            .await
+        })
+    };
+    let on_node = collect("spec.nodeName=n1", "");
+    let running = collect("spec.nodeName=n1,status.phase=Running", "");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let past_the_window = |prefix: &'static str| {
+        let pods = pods.clone();
+        async move {
+            for i in 0..crate::watch::DECODED_EVENTS_KEPT + 10 {
+                pods.create(
+                    &PostParams::default(),
+                    &bound_pod(&format!("{prefix}{i}"), "n2"),
+                )
+                .await
+                .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    past_the_window("o").await;
+    let before = api.watch_decodes();
+    let phase = |p: &str| Patch::Merge(json!({"status": {"phase": p}}));
+    for (name, p) in [("a", "Running"), ("b", "Running")] {
+        pods.patch_status(name, &PatchParams::default(), &phase(p))
+            .await
+            .unwrap();
+    }
+    // Past the window again: `a` stops running, its previous object read from its bytes.
+    past_the_window("q").await;
+    pods.patch_status("a", &PatchParams::default(), &phase("Succeeded"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        api.watch_decodes().previous_decoded - before.previous_decoded,
+        0,
+        "no previous object decoded"
+    );
+    // A label selector cannot be read from the bytes.
+    let labelled = collect("", "app=web");
+    past_the_window("r").await;
+    pods.patch_status("b", &PatchParams::default(), &phase("Failed"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let mine = |v: Vec<String>| {
+        v.into_iter()
+            .filter(|e| e.ends_with(" a") || e.ends_with(" b"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        mine(on_node.await.unwrap()),
+        [
+            "ADDED a",
+            "ADDED b",
+            "MODIFIED a",
+            "MODIFIED b",
+            "MODIFIED a",
+            "MODIFIED b"
+        ]
+    );
+    assert_eq!(
+        mine(running.await.unwrap()),
+        ["ADDED a", "ADDED b", "DELETED a", "DELETED b"]
+    );
+    assert_eq!(
+        api.watch_decodes().previous_decoded - before.previous_decoded,
+        1,
+        "the labelled watch decoded b's previous object"
+    );
+    assert_eq!(mine(labelled.await.unwrap()).last().unwrap(), "MODIFIED b");
+}

@@ -473,6 +473,16 @@ impl Selectors {
             .matches_json(obj.get("metadata").and_then(|m| m.get("labels")))
             && self.fields.matches(ri, obj)
     }
+
+    /// [`Self::matches`] of the object a read of stored `doc` presents, decided from the bytes
+    /// without decoding them (`FieldSelector::matches_stored`): `None` when it cannot be, e.g.
+    /// under a label selector or for a kind stored in another version than it is served in.
+    pub fn matches_stored(&self, ri: &ResourceInfo, doc: &[u8]) -> Option<bool> {
+        if !self.labels.is_everything() || !conversion::is_identity(ri) {
+            return None;
+        }
+        self.fields.matches_stored(ri, doc)
+    }
 }
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";

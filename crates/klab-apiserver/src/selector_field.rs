@@ -29,6 +29,26 @@ pub struct FieldTerm {
     pub value: String,
 }
 
+impl FieldTerm {
+    /// The field the term reads, its legacy alias resolved (`spec.host`, kept for old v1
+    /// clients).
+    fn resolved(&self, ri: &ResourceInfo) -> &str {
+        if ri.group.is_empty() && ri.kind == "Pod" && self.field == "spec.host" {
+            "spec.nodeName"
+        } else {
+            &self.field
+        }
+    }
+
+    /// Whether a field with value `have` satisfies the term.
+    fn holds(&self, have: &str) -> bool {
+        match self.op {
+            FieldOp::Equals => have == self.value,
+            FieldOp::NotEquals => have != self.value,
+        }
+    }
+}
+
 /// An AND of field terms, sorted as upstream sorts the raw terms before parsing.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FieldSelector {
@@ -161,54 +181,87 @@ fn bool_at(obj: &Value, path: &[&str]) -> String {
     cur.as_bool().unwrap_or(false).to_string()
 }
 
-/// The value of a (supported, alias-resolved) field in an object, as upstream's
+/// Where the value of a (supported, alias-resolved) field comes from, as upstream's
 /// `ToSelectableFields` would compute it.
-fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
-    match field {
-        "metadata.name" => return str_at(obj, &["metadata", "name"]),
-        // Cluster-scoped kinds have no namespace field in their set: always "".
-        "metadata.namespace" if !ri.namespaced => return String::new(),
-        "metadata.namespace" => return str_at(obj, &["metadata", "namespace"]),
-        _ => {}
-    }
+enum Source<'f> {
+    /// Always `""`: a cluster-scoped kind's namespace.
+    Empty,
+    /// The scalar at this JSON path (`str_at`): most fields.
+    Path(Vec<&'f str>),
+    /// Computed from several places of the object.
+    Computed(fn(&Value) -> String),
+}
+
+fn source<'f>(ri: &ResourceInfo, field: &'f str) -> Source<'f> {
     match (ri.group, ri.kind, field) {
-        ("", "Pod", "spec.hostNetwork") => bool_at(obj, &["spec", "hostNetwork"]),
-        ("", "Pod", "status.podIP") => {
+        // Cluster-scoped kinds have no namespace field in their set: always "".
+        (_, _, "metadata.namespace") if !ri.namespaced => Source::Empty,
+        (_, _, "metadata.name" | "metadata.namespace") => Source::Path(field.split('.').collect()),
+        ("", "Pod", "spec.hostNetwork") => {
+            Source::Computed(|obj| bool_at(obj, &["spec", "hostNetwork"]))
+        }
+        ("", "Pod", "status.podIP") => Source::Computed(|obj| {
             // Upstream uses podIPs[0]; fall back to the singular field older writers set.
             let first = obj.at("/status/podIPs/0/ip").and_then(Value::as_str);
             first
                 .map(str::to_string)
                 .unwrap_or_else(|| str_at(obj, &["status", "podIP"]))
-        }
+        }),
         // Accepted by the conversion function but absent from the selectable set upstream.
-        ("", "Pod", "status.podIPs") => String::new(),
-        ("", "Node", "spec.unschedulable") => bool_at(obj, &["spec", "unschedulable"]),
-        ("", "Event", "source") => {
+        ("", "Pod", "status.podIPs") => Source::Empty,
+        ("", "Node", "spec.unschedulable") => {
+            Source::Computed(|obj| bool_at(obj, &["spec", "unschedulable"]))
+        }
+        ("", "Event", "source") => Source::Computed(|obj| {
             let c = str_at(obj, &["source", "component"]);
             if c.is_empty() {
                 str_at(obj, &["reportingComponent"])
             } else {
                 c
             }
-        }
+        }),
         // The same field on the events.k8s.io form of the object (matched as served).
-        ("events.k8s.io", "Event", "source") => {
+        ("events.k8s.io", "Event", "source") => Source::Computed(|obj| {
             let c = str_at(obj, &["deprecatedSource", "component"]);
             if c.is_empty() {
                 str_at(obj, &["reportingController"])
             } else {
                 c
             }
-        }
-        ("batch", "Job", "status.successful") => obj
-            .at("/status/succeeded")
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            .to_string(),
-        _ => {
-            let path: Vec<&str> = field.split('.').collect();
-            str_at(obj, &path)
-        }
+        }),
+        ("batch", "Job", "status.successful") => Source::Computed(|obj| {
+            obj.at("/status/succeeded")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                .to_string()
+        }),
+        _ => Source::Path(field.split('.').collect()),
+    }
+}
+
+/// The value of a (supported, alias-resolved) field in an object.
+fn field_value(ri: &ResourceInfo, obj: &Value, field: &str) -> String {
+    match source(ri, field) {
+        Source::Empty => String::new(),
+        Source::Path(path) => str_at(obj, &path),
+        Source::Computed(f) => f(obj),
+    }
+}
+
+/// The value of a field in a stored document, read from its bytes without decoding them, when
+/// that is the value [`field_value`] gives for its decoding as a read presents it: `None` for a
+/// computed field, one a read sets (`apiVersion`, `kind`, `metadata.resourceVersion`) and a
+/// value that is not a string or `null` (which `str_at` renders).
+fn stored_field_value(ri: &ResourceInfo, doc: &[u8], field: &str) -> Option<String> {
+    match source(ri, field) {
+        Source::Empty => Some(String::new()),
+        Source::Path(path) => match path.as_slice() {
+            ["apiVersion" | "kind", ..] | ["metadata", "resourceVersion", ..] => None,
+            path => crate::json_field::string_at(doc, path)
+                .ok()
+                .map(Option::unwrap_or_default),
+        },
+        Source::Computed(_) => None,
     }
 }
 
@@ -357,19 +410,21 @@ impl FieldSelector {
     /// Whether `obj` (a stored object of kind `ri`) satisfies every term. Fields the kind does
     /// not support compare as `""` (callers reject them first with `check_supported`).
     pub fn matches(&self, ri: &ResourceInfo, obj: &Value) -> bool {
-        self.terms.iter().all(|t| {
-            // Legacy alias kept for old v1 clients.
-            let field = if ri.group.is_empty() && ri.kind == "Pod" && t.field == "spec.host" {
-                "spec.nodeName"
-            } else {
-                t.field.as_str()
-            };
-            let have = field_value(ri, obj, field);
-            match t.op {
-                FieldOp::Equals => have == t.value,
-                FieldOp::NotEquals => have != t.value,
+        self.terms
+            .iter()
+            .all(|t| t.holds(&field_value(ri, obj, t.resolved(ri))))
+    }
+
+    /// [`Self::matches`] of a stored document of a kind stored as it is served, decided from its
+    /// bytes without decoding them (a watch matching a change's previous object): `None` when a
+    /// term's field cannot be read that way.
+    pub fn matches_stored(&self, ri: &ResourceInfo, doc: &[u8]) -> Option<bool> {
+        for t in &self.terms {
+            if !t.holds(&stored_field_value(ri, doc, t.resolved(ri))?) {
+                return Some(false);
             }
-        })
+        }
+        Some(true)
     }
 
     /// `Some(name)` when the selector pins `metadata.name` to one value (upstream
@@ -623,6 +678,116 @@ mod tests {
                 .unwrap()
                 .matches(ns, &json!({"status": {"phase": "Active"}}))
         );
+    }
+
+    /// A selector decided from a stored document's bytes says what it says of the document
+    /// decoded, and decides every plain field of string or `null` values (the kubelets'
+    /// `spec.nodeName`); computed fields and values of other types are left to the decoding.
+    #[test]
+    fn a_selector_decided_from_stored_bytes_agrees_with_the_decoded_document() {
+        let pods = ri("v1", "Pod");
+        let ns = ri("v1", "Namespace");
+        // (document, whether the fields the plain selectors read hold strings or nulls)
+        let docs = [
+            (
+                json!({"metadata": {"name": "web-1", "namespace": "default"},
+                       "spec": {"nodeName": "n1", "restartPolicy": "Always", "hostNetwork": true},
+                       "status": {"phase": "Running", "podIP": "10.0.0.5"}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"name": "p\"q\\", "namespace": "caf\u{e9}"},
+                       "spec": {"nodeName": null}, "status": null}),
+                true,
+            ),
+            (json!({}), true),
+            (
+                json!({"metadata": {"name": "x"}, "spec": {"nodeName": 5}, "status": {"phase": ["a"]}}),
+                false,
+            ),
+            (json!({"metadata": {"name": "x"}, "spec": "n1"}), false),
+            (
+                json!({"metadata": {"name": "x"}, "spec": {"nodeName": {"a": 1}}}),
+                false,
+            ),
+        ];
+        // (selector, whether it reads plain fields only)
+        let selectors = [
+            ("spec.nodeName=n1", true),
+            ("spec.host=n1", true),
+            ("spec.nodeName=", true),
+            ("spec.nodeName!=n1,status.phase=Running", true),
+            ("status.phase!=Succeeded,status.phase!=Failed", true),
+            ("metadata.name=p\"q\\\\,metadata.namespace=caf\u{e9}", true),
+            ("status.podIP=10.0.0.5", false),
+            ("spec.hostNetwork=true", false),
+        ];
+        let mut decided = 0;
+        for (doc, plain_values) in &docs {
+            let bytes = serde_json::to_vec(doc).unwrap();
+            let presented = crate::crud::present(pods, doc.clone(), 7);
+            for (sel, plain) in selectors {
+                let s = FieldSelector::parse(sel).unwrap();
+                let got = s.matches_stored(pods, &bytes);
+                if let Some(m) = got {
+                    assert_eq!(m, s.matches(pods, &presented), "{sel} on {doc}");
+                    decided += 1;
+                }
+                if plain && *plain_values {
+                    assert!(got.is_some(), "{sel} on {doc} is decided from the bytes");
+                }
+                if !plain {
+                    assert_eq!(got, None, "{sel} is computed");
+                }
+            }
+        }
+        assert!(decided > 20, "{decided}");
+        // A cluster-scoped kind's namespace is "" without reading anything.
+        let s = FieldSelector::parse("metadata.namespace=").unwrap();
+        assert_eq!(s.matches_stored(ns, b"{}"), Some(true));
+    }
+
+    proptest::proptest! {
+        /// The same over generated documents: any value in the fields the selectors read.
+        #[test]
+        fn stored_and_decoded_matching_agree(
+            node in value_strategy(),
+            phase in value_strategy(),
+            name in "[a-z\"\\\\\u{e9}]{0,4}",
+            sel_node in "[a-z1]{0,2}",
+            negate in proptest::bool::ANY,
+        ) {
+            let pods = ri("v1", "Pod");
+            let mut doc = json!({"metadata": {"name": name, "namespace": "d"}});
+            if let Some(n) = node { doc["spec"] = json!({"nodeName": n}); }
+            if let Some(p) = phase { doc["status"] = json!({"phase": p}); }
+            let bytes = serde_json::to_vec(&doc).unwrap();
+            let presented = crate::crud::present(pods, doc.clone(), 3);
+            let op = if negate { "!=" } else { "=" };
+            for sel in [
+                format!("spec.nodeName{op}{sel_node}"),
+                format!("status.phase{op}{sel_node},spec.nodeName!=n1"),
+                format!("metadata.name{op}{sel_node}"),
+            ] {
+                let s = FieldSelector::parse(&sel).unwrap();
+                if let Some(m) = s.matches_stored(pods, &bytes) {
+                    proptest::prop_assert_eq!(m, s.matches(pods, &presented), "{} on {}", sel, doc);
+                }
+            }
+        }
+    }
+
+    /// A field's value: absent, or null, a string, a number, a boolean or an object.
+    fn value_strategy() -> impl proptest::strategy::Strategy<Value = Option<Value>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(None),
+            Just(Some(Value::Null)),
+            "[a-z1]{0,2}".prop_map(|s| Some(json!(s))),
+            any::<i32>().prop_map(|n| Some(json!(n))),
+            any::<bool>().prop_map(|b| Some(json!(b))),
+            Just(Some(json!({"n1": "n1"}))),
+        ]
     }
 
     #[test]

@@ -296,13 +296,35 @@ impl Prev {
         !matches!(self, Prev::None)
     }
 
-    fn state(&self) -> Option<Arc<State>> {
+    /// Whether the previous object satisfies `sel`. Stored bytes not yet decoded are matched
+    /// as they are when the selectors can be decided there (a kubelet's `spec.nodeName`): at a
+    /// thousand nodes most previous objects have left the window by their next change, and
+    /// each was decoded only to be matched.
+    fn matches(&self, ri: &ResourceInfo, sel: &Selectors, events: &DecodedEvents) -> bool {
+        if let Prev::Stored(p) = self
+            && p.state.get().is_none()
+            && let Some(m) = sel.matches_stored(ri, &p.bytes)
+        {
+            return m;
+        }
+        self.state(events)
+            .is_some_and(|s| sel.matches(ri, &s.value))
+    }
+
+    /// The previous object; stored bytes are decoded by the first watch that asks (counted in
+    /// `events`).
+    fn state(&self, events: &DecodedEvents) -> Option<Arc<State>> {
         match self {
             Prev::None => None,
             Prev::Kept(s) => Some(s.clone()),
             Prev::Stored(p) => p
                 .state
-                .get_or_init(|| decode_state(p.ri, &p.bytes, p.revision))
+                .get_or_init(|| {
+                    events
+                        .previous_decodes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    decode_state(p.ri, &p.bytes, p.revision)
+                })
                 .clone(),
         }
     }
@@ -349,6 +371,9 @@ pub(crate) struct DecodedEvents {
     memos: Arc<std::sync::atomic::AtomicUsize>,
     /// Changes whose memo was left empty because `MEMOS_KEPT` were held, for diagnostics.
     memos_refused: std::sync::atomic::AtomicU64,
+    /// Previous objects decoded from their stored bytes (for a deletion, or a selector that
+    /// cannot be decided from the bytes), for diagnostics.
+    previous_decodes: std::sync::atomic::AtomicU64,
 }
 
 /// The most changes whose memos hold their decoded states at once (see [`DecodedEvents::get`]).
@@ -462,6 +487,9 @@ pub struct WatchDecodes {
     pub from_memo: u64,
     /// Changes whose memo was left empty because too many memos held decoded states.
     pub memo_refused: u64,
+    /// Previous objects decoded from their stored bytes (a deletion's, or one a watch's
+    /// selectors could not be matched against as bytes).
+    pub previous_decoded: u64,
 }
 
 impl DecodedEvents {
@@ -473,6 +501,7 @@ impl DecodedEvents {
             decoded_alone: self.decodes_alone.load(Relaxed),
             from_memo: self.memo_hits.load(Relaxed),
             memo_refused: self.memos_refused.load(Relaxed),
+            previous_decoded: self.previous_decodes.load(Relaxed),
         }
     }
 
@@ -1094,7 +1123,7 @@ fn event_line(
         }
         EventKind::Delete => {
             // The DELETED object is the last state, stamped with the deletion's revision.
-            let old = prev.state();
+            let old = prev.state(decoded);
             matches(&old).then(|| enc.state_line("DELETED", old.as_ref().expect("matched")))
         }
         EventKind::Update => match (
@@ -1102,7 +1131,7 @@ fn event_line(
             if sel.is_everything() {
                 prev.exists()
             } else {
-                matches(&prev.state())
+                prev.matches(ri, sel, decoded)
             },
             matches(&new),
         ) {

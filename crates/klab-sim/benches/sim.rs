@@ -126,8 +126,13 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         if let Some(api) = api.lock().expect("not poisoned").take() {
             let w = api.watch_decodes();
             eprintln!(
-                "{name}: watch changes: {} examined, {} decoded ({} of resources with one watch), {} from a change's memo, {} memos left empty (too many held)",
-                w.examined, w.decoded, w.decoded_alone, w.from_memo, w.memo_refused
+                "{name}: watch changes: {} examined, {} decoded ({} of resources with one watch), {} from a change's memo, {} memos left empty (too many held), {} previous objects decoded",
+                w.examined,
+                w.decoded,
+                w.decoded_alone,
+                w.from_memo,
+                w.memo_refused,
+                w.previous_decoded
             );
         }
         if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {
