@@ -22,7 +22,9 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -71,8 +73,8 @@ impl Encoder {
             Render::Object => state.line(ty),
             Render::PartialMetadata => state
                 .partial_metadata_line(ty)
-                .unwrap_or_else(|| self.line(ty, &state.value)),
-            _ => self.line(ty, &state.value),
+                .unwrap_or_else(|| self.line(ty, state.value())),
+            _ => self.line(ty, state.value()),
         }
     }
 
@@ -144,11 +146,15 @@ fn encode_line(ty: &str, obj: &Value) -> Bytes {
 
 /// A change's decoded state and, once a watch has sent it as JSON, its encoding.
 pub(crate) struct State {
-    value: Value,
-    json: std::sync::OnceLock<Bytes>,
-    /// The stored document the value is the presented decoding of, when its JSON can be written
-    /// from those bytes instead of serializing the value (`json_field::presented`).
+    /// The presented object. A state made from stored bytes ([`State::lazy`]) decodes them
+    /// when first asked: a watch sending JSON without selectors, or with selectors decided from
+    /// the bytes, writes its line from them and never needs the object.
+    value: OnceLock<Value>,
+    json: OnceLock<Bytes>,
+    /// The stored document the value is (or decodes into) the presented decoding of.
     stored: Option<StoredDoc>,
+    /// Counts the decodes of a lazy state (its owner's `values_decoded`).
+    decodes: Option<Arc<AtomicU64>>,
 }
 
 /// A stored document, its revision and the resource it is presented as.
@@ -156,14 +162,29 @@ struct StoredDoc {
     bytes: Bytes,
     revision: u64,
     ri: &'static ResourceInfo,
+    /// `ri` is stored as it is served: the document's bytes are the presented object's, but
+    /// for its `apiVersion`, `kind` and `resourceVersion` (`json_field::presented`).
+    served_as_stored: bool,
+}
+
+impl StoredDoc {
+    fn new(ri: &'static ResourceInfo, bytes: &Bytes, revision: u64) -> StoredDoc {
+        StoredDoc {
+            bytes: bytes.clone(),
+            revision,
+            ri,
+            served_as_stored: crate::conversion::is_identity(ri),
+        }
+    }
 }
 
 impl State {
     fn new(value: Value) -> Arc<State> {
         Arc::new(State {
-            value,
-            json: std::sync::OnceLock::new(),
+            value: OnceLock::from(value),
+            json: OnceLock::new(),
             stored: None,
+            decodes: None,
         })
     }
 
@@ -176,19 +197,87 @@ impl State {
         revision: u64,
     ) -> Arc<State> {
         Arc::new(State {
-            value,
-            json: std::sync::OnceLock::new(),
-            stored: crate::conversion::is_identity(ri).then(|| StoredDoc {
-                bytes: bytes.clone(),
-                revision,
-                ri,
-            }),
+            value: OnceLock::from(value),
+            json: OnceLock::new(),
+            stored: Some(StoredDoc::new(ri, bytes, revision)),
+            decodes: None,
+        })
+    }
+
+    /// The state of stored `bytes` at `revision` as `ri` presents them, decoded when first
+    /// needed (counted in `decodes`).
+    fn lazy(
+        ri: &'static ResourceInfo,
+        bytes: &Bytes,
+        revision: u64,
+        decodes: &Arc<AtomicU64>,
+    ) -> Arc<State> {
+        Arc::new(State {
+            value: OnceLock::new(),
+            json: OnceLock::new(),
+            stored: Some(StoredDoc::new(ri, bytes, revision)),
+            decodes: Some(decodes.clone()),
         })
     }
 
     /// The decoded object.
     pub(crate) fn value(&self) -> &Value {
-        &self.value
+        self.value.get_or_init(|| {
+            let Some(s) = &self.stored else {
+                // Every state without a stored document is made with its value.
+                return Value::Null;
+            };
+            if let Some(n) = &self.decodes {
+                n.fetch_add(1, Relaxed);
+            }
+            match object::decode_stored(&s.bytes, s.revision) {
+                Ok(o) => {
+                    crate::crud::present(s.ri, crate::conversion::from_storage(s.ri, o), s.revision)
+                }
+                Err(e) => {
+                    // The API server wrote every stored document from an object.
+                    tracing::error!(
+                        revision = s.revision,
+                        "stored document does not decode: {e}"
+                    );
+                    Value::Null
+                }
+            }
+        })
+    }
+
+    /// Whether the object satisfies `sel`: read from the stored document without decoding it
+    /// when the selectors can be decided there (`Selectors::matches_stored`).
+    fn matches(&self, ri: &ResourceInfo, sel: &Selectors) -> bool {
+        if sel.is_everything() {
+            return true;
+        }
+        if self.value.get().is_none()
+            && let Some(s) = &self.stored
+            && s.served_as_stored
+            && let Some(m) = sel.matches_stored(ri, &s.bytes)
+        {
+            return m;
+        }
+        sel.matches(ri, self.value())
+    }
+
+    /// The state at another revision (a deletion's): the same stored document presented
+    /// again, or the value copied and stamped.
+    fn at_revision(&self, revision: u64) -> Arc<State> {
+        match &self.stored {
+            Some(s) if self.value.get().is_none() => Arc::new(State {
+                value: OnceLock::new(),
+                json: OnceLock::new(),
+                stored: Some(StoredDoc::new(s.ri, &s.bytes, revision)),
+                decodes: self.decodes.clone(),
+            }),
+            _ => {
+                let mut v = self.value().clone();
+                object::set_resource_version(&mut v, revision);
+                State::new(v)
+            }
+        }
     }
 
     /// The object in JSON, as a read answers with it: written once, for the write's answer and
@@ -197,6 +286,7 @@ impl State {
         self.json.get_or_init(|| {
             self.stored
                 .as_ref()
+                .filter(|s| s.served_as_stored)
                 .and_then(|s| {
                     crate::json_field::presented(
                         &s.bytes,
@@ -205,7 +295,7 @@ impl State {
                         s.revision,
                     )
                 })
-                .unwrap_or_else(|| serde_json::to_vec(&self.value).unwrap_or_default())
+                .unwrap_or_else(|| serde_json::to_vec(self.value()).unwrap_or_default())
                 .into()
         })
     }
@@ -216,7 +306,7 @@ impl State {
     /// [`table::partial_object_metadata`] of the value. `None` when the state has no stored
     /// document to read it from.
     fn partial_metadata_line(&self, ty: &str) -> Option<Bytes> {
-        let s = self.stored.as_ref()?;
+        let s = self.stored.as_ref().filter(|s| s.served_as_stored)?;
         let meta = crate::json_field::metadata_presented(&s.bytes, s.revision)?;
         const HEAD: &[u8] =
             b"\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":";
@@ -270,76 +360,32 @@ struct Decoded {
 }
 
 /// A change's previous object: none (a create), the kept state of the key's last change, or
-/// stored bytes decoded when a watch first needs them. A watch without selectors only needs
-/// to know that there was one (every object matches), so an update seen only by such watches
-/// (a node's status to the controllers' informers) never decodes its previous state.
+/// the stored bytes as a state decoded when a watch first needs its object. A watch without
+/// selectors only needs to know that there was one (every object matches), so an update seen
+/// only by such watches (a node's status to the controllers' informers) never decodes its
+/// previous state; nor does one whose selectors are decided from the bytes (a kubelet's
+/// `spec.nodeName`), which at a thousand nodes is most pod updates: their previous objects
+/// have left the window by their next change.
 #[derive(Clone, Default)]
 enum Prev {
     #[default]
     None,
     Kept(Arc<State>),
-    Stored(Arc<StoredPrev>),
-}
-
-/// Stored bytes of a previous object, decoded at most once.
-struct StoredPrev {
-    ri: &'static ResourceInfo,
-    bytes: Bytes,
-    revision: u64,
-    state: std::sync::OnceLock<Option<Arc<State>>>,
+    Stored(Arc<State>),
 }
 
 impl Prev {
-    /// Whether the change had a previous object (stored bytes always decode: the API server
-    /// wrote them).
-    fn exists(&self) -> bool {
-        !matches!(self, Prev::None)
+    /// Whether the previous object satisfies `sel`.
+    fn matches(&self, ri: &ResourceInfo, sel: &Selectors) -> bool {
+        self.state().is_some_and(|s| s.matches(ri, sel))
     }
 
-    /// Whether the previous object satisfies `sel`. Stored bytes not yet decoded are matched
-    /// as they are when the selectors can be decided there (a kubelet's `spec.nodeName`): at a
-    /// thousand nodes most previous objects have left the window by their next change, and
-    /// each was decoded only to be matched.
-    fn matches(&self, ri: &ResourceInfo, sel: &Selectors, events: &DecodedEvents) -> bool {
-        if let Prev::Stored(p) = self
-            && p.state.get().is_none()
-            && let Some(m) = sel.matches_stored(ri, &p.bytes)
-        {
-            return m;
-        }
-        self.state(events)
-            .is_some_and(|s| sel.matches(ri, &s.value))
-    }
-
-    /// The previous object; stored bytes are decoded by the first watch that asks (counted in
-    /// `events`).
-    fn state(&self, events: &DecodedEvents) -> Option<Arc<State>> {
+    fn state(&self) -> Option<&Arc<State>> {
         match self {
             Prev::None => None,
-            Prev::Kept(s) => Some(s.clone()),
-            Prev::Stored(p) => p
-                .state
-                .get_or_init(|| {
-                    events
-                        .previous_decodes
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    decode_state(p.ri, &p.bytes, p.revision)
-                })
-                .clone(),
+            Prev::Kept(s) | Prev::Stored(s) => Some(s),
         }
     }
-}
-
-/// Stored bytes as a watch of `ri` sees them at `revision`.
-fn decode_state(ri: &'static ResourceInfo, b: &Bytes, revision: u64) -> Option<Arc<State>> {
-    object::decode_stored(b, revision).ok().map(|o| {
-        State::of_stored(
-            crate::crud::present(ri, crate::conversion::from_storage(ri, o), revision),
-            ri,
-            b,
-            revision,
-        )
-    })
 }
 
 /// Recent store changes decoded once for every watch that examines them (the first half of
@@ -355,7 +401,8 @@ pub(crate) struct DecodedEvents {
     /// Open watches per resource: a change of a resource with one watch is decoded for it alone
     /// and not kept (the window would cost more than it saves, e.g. for Lease renewals).
     watches: Mutex<BTreeMap<usize, usize>>,
-    /// Changes decoded so far (misses), for tests and benchmarks.
+    /// Changes whose states were made from their stored bytes (misses), for tests and
+    /// benchmarks.
     decodes: std::sync::atomic::AtomicU64,
     /// Changes examined by watches (one per watch a change reached), for tests and benchmarks.
     examined: std::sync::atomic::AtomicU64,
@@ -371,9 +418,9 @@ pub(crate) struct DecodedEvents {
     memos: Arc<std::sync::atomic::AtomicUsize>,
     /// Changes whose memo was left empty because `MEMOS_KEPT` were held, for diagnostics.
     memos_refused: std::sync::atomic::AtomicU64,
-    /// Previous objects decoded from their stored bytes (for a deletion, or a selector that
-    /// cannot be decided from the bytes), for diagnostics.
-    previous_decodes: std::sync::atomic::AtomicU64,
+    /// States made from stored bytes that a watch decoded into objects ([`State::lazy`]),
+    /// for tests and benchmarks.
+    values_decoded: Arc<AtomicU64>,
 }
 
 /// The most changes whose memos hold their decoded states at once (see [`DecodedEvents::get`]).
@@ -481,15 +528,18 @@ pub(crate) const DECODED_EVENTS_KEPT: usize = 512;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WatchDecodes {
     pub examined: u64,
-    pub decoded: u64,
-    /// Of `decoded`, changes of a resource with one watch (decoded for it alone, not kept).
-    pub decoded_alone: u64,
+    /// Changes whose states were made from their stored bytes (no writer's object or memo at
+    /// hand); decoded only for a watch that needs the objects (`objects_decoded`).
+    pub from_bytes: u64,
+    /// Of `from_bytes`, changes of a resource with one watch (read for it alone, not kept).
+    pub from_bytes_alone: u64,
     pub from_memo: u64,
     /// Changes whose memo was left empty because too many memos held decoded states.
     pub memo_refused: u64,
-    /// Previous objects decoded from their stored bytes (a deletion's, or one a watch's
-    /// selectors could not be matched against as bytes).
-    pub previous_decoded: u64,
+    /// Objects decoded from stored bytes, new or previous, for a watch that needed one: one
+    /// whose selectors could not be matched against the bytes, that renders Tables or
+    /// protobuf, or a deletion's.
+    pub objects_decoded: u64,
 }
 
 impl DecodedEvents {
@@ -497,11 +547,11 @@ impl DecodedEvents {
         use std::sync::atomic::Ordering::Relaxed;
         WatchDecodes {
             examined: self.examined.load(Relaxed),
-            decoded: self.decodes.load(Relaxed),
-            decoded_alone: self.decodes_alone.load(Relaxed),
+            from_bytes: self.decodes.load(Relaxed),
+            from_bytes_alone: self.decodes_alone.load(Relaxed),
             from_memo: self.memo_hits.load(Relaxed),
             memo_refused: self.memos_refused.load(Relaxed),
-            previous_decoded: self.previous_decodes.load(Relaxed),
+            objects_decoded: self.values_decoded.load(Relaxed),
         }
     }
 
@@ -691,20 +741,11 @@ impl DecodedEvents {
                     self.reused
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     Prev::Kept(match change.kind {
-                        EventKind::Delete => {
-                            let mut v = l.state.value.clone();
-                            object::set_resource_version(&mut v, revision);
-                            State::new(v)
-                        }
+                        EventKind::Delete => l.state.at_revision(revision),
                         _ => l.state.clone(),
                     })
                 }
-                _ => Prev::Stored(Arc::new(StoredPrev {
-                    ri,
-                    bytes: b.clone(),
-                    revision,
-                    state: std::sync::OnceLock::new(),
-                })),
+                _ => Prev::Stored(State::lazy(ri, b, revision, &self.values_decoded)),
             },
         };
         let new = match (change.value, written.take()) {
@@ -714,7 +755,7 @@ impl DecodedEvents {
             }
             (value, w) => {
                 *written = w;
-                value.and_then(|b| decode_state(ri, b, revision))
+                value.map(|b| State::lazy(ri, b, revision, &self.values_decoded))
             }
         };
         let d = Decoded { new, prev };
@@ -1116,30 +1157,25 @@ fn event_line(
 ) -> Option<Bytes> {
     let ri = enc.ri;
     let Decoded { new, prev } = decoded.get(ri, ev);
-    let matches = |o: &Option<Arc<State>>| o.as_ref().is_some_and(|o| sel.matches(ri, &o.value));
     match ev.kind {
-        EventKind::Create => {
-            matches(&new).then(|| enc.state_line("ADDED", new.as_ref().expect("matched")))
+        EventKind::Create => new
+            .filter(|s| s.matches(ri, sel))
+            .map(|s| enc.state_line("ADDED", &s)),
+        // The DELETED object is the last state, stamped with the deletion's revision.
+        EventKind::Delete => prev
+            .state()
+            .filter(|s| s.matches(ri, sel))
+            .map(|s| enc.state_line("DELETED", s)),
+        EventKind::Update => {
+            let new = new?;
+            let ty = match (prev.matches(ri, sel), new.matches(ri, sel)) {
+                (true, true) => "MODIFIED",
+                (false, true) => "ADDED",
+                (true, false) => "DELETED",
+                (false, false) => return None,
+            };
+            Some(enc.state_line(ty, &new))
         }
-        EventKind::Delete => {
-            // The DELETED object is the last state, stamped with the deletion's revision.
-            let old = prev.state(decoded);
-            matches(&old).then(|| enc.state_line("DELETED", old.as_ref().expect("matched")))
-        }
-        EventKind::Update => match (
-            // Without selectors every object matches: the previous one need not be read.
-            if sel.is_everything() {
-                prev.exists()
-            } else {
-                prev.matches(ri, sel, decoded)
-            },
-            matches(&new),
-        ) {
-            (true, true) => Some(enc.state_line("MODIFIED", new.as_ref().expect("matched"))),
-            (false, true) => Some(enc.state_line("ADDED", new.as_ref().expect("matched"))),
-            (true, false) => Some(enc.state_line("DELETED", new.as_ref().expect("decoded"))),
-            (false, false) => None,
-        },
     }
 }
 
@@ -1199,7 +1235,7 @@ mod tests {
         };
         for doc in docs {
             let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap());
-            let state = decode_state(pods, &bytes, 42).expect("decodes");
+            let state = State::lazy(pods, &bytes, 42, &Arc::default());
             let from_value = State::new(state.value().clone());
             for ty in ["ADDED", "MODIFIED", "DELETED"] {
                 let want = encode_line(ty, &table::partial_object_metadata(state.value()));
@@ -1273,7 +1309,7 @@ mod tests {
                 .1
                 .prev
             {
-                Prev::Stored(p) => p.state.get().is_some(),
+                Prev::Stored(p) => p.value.get().is_some(),
                 _ => panic!("the previous state is the stored bytes"),
             }
         };

@@ -126,13 +126,13 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         if let Some(api) = api.lock().expect("not poisoned").take() {
             let w = api.watch_decodes();
             eprintln!(
-                "{name}: watch changes: {} examined, {} decoded ({} of resources with one watch), {} from a change's memo, {} memos left empty (too many held), {} previous objects decoded",
+                "{name}: watch changes: {} examined, {} read from stored bytes ({} of resources with one watch), {} from a change's memo, {} memos left empty (too many held), {} objects decoded from stored bytes",
                 w.examined,
-                w.decoded,
-                w.decoded_alone,
+                w.from_bytes,
+                w.from_bytes_alone,
                 w.from_memo,
                 w.memo_refused,
-                w.previous_decoded
+                w.objects_decoded
             );
         }
         if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {
