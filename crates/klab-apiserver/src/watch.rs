@@ -144,7 +144,8 @@ fn encode_line(ty: &str, obj: &Value) -> Bytes {
     Bytes::from(bytes)
 }
 
-/// A change's decoded state and, once a watch has sent it as JSON, its encoding.
+/// A change's state (decoded, or its stored bytes decoded on first use) and, once a watch has
+/// sent it as JSON, its encoding.
 pub(crate) struct State {
     /// The presented object. A state made from stored bytes ([`State::lazy`]) decodes them
     /// when first asked: a watch sending JSON without selectors, or with selectors decided from
@@ -252,9 +253,9 @@ impl State {
         if sel.is_everything() {
             return true;
         }
+        // `matches_stored` answers only for a kind stored as it is served.
         if self.value.get().is_none()
             && let Some(s) = &self.stored
-            && s.served_as_stored
             && let Some(m) = sel.matches_stored(ri, &s.bytes)
         {
             return m;
@@ -521,7 +522,8 @@ fn same_document(a: &Bytes, b: &Bytes) -> bool {
 
 /// How many recent (revision, resource) entries are kept decoded. Watches examine a change within
 /// moments of its commit, so a short window serves nearly every lookup; a watch that lags behind
-/// it decodes for itself (a pod as a `Value` takes tens of KiB, so the window is kept small).
+/// it reads the stored bytes for itself (a pod as a `Value` takes tens of KiB, so the window is
+/// kept small).
 pub(crate) const DECODED_EVENTS_KEPT: usize = 512;
 
 /// Counts of [`DecodedEvents`], for diagnostics.
@@ -544,7 +546,6 @@ pub struct WatchDecodes {
 
 impl DecodedEvents {
     pub(crate) fn stats(&self) -> WatchDecodes {
-        use std::sync::atomic::Ordering::Relaxed;
         WatchDecodes {
             examined: self.examined.load(Relaxed),
             from_bytes: self.decodes.load(Relaxed),
@@ -555,7 +556,8 @@ impl DecodedEvents {
         }
     }
 
-    /// How many changes were decoded (each once, whatever the number of watches).
+    /// How many changes' states were made from their stored bytes (each once, whatever the
+    /// number of watches).
     #[cfg(test)]
     pub(crate) fn decodes(&self) -> u64 {
         self.decodes.load(std::sync::atomic::Ordering::Relaxed)
@@ -603,11 +605,12 @@ impl DecodedEvents {
         }
     }
 
-    /// The decoded states of a change a watch of `ri` examines: the ones the first watch to
-    /// examine this live change kept in its memo, else the window's (decoded on a miss), then
-    /// kept in the memo. The memo serves the watches the window has already forgotten the change
-    /// for: when a burst of writes (a ReplicaSet creating a thousand pods at once) commits more
-    /// changes than the window holds before the watches run, each change is still decoded once.
+    /// The states of a change a watch of `ri` examines: the ones the first watch to examine
+    /// this live change kept in its memo, else the window's (made from the stored bytes on a
+    /// miss), then kept in the memo. The memo serves the watches the window has already
+    /// forgotten the change for: when a burst of writes (a ReplicaSet creating a thousand pods
+    /// at once) commits more changes than the window holds before the watches run, each change
+    /// is still read, and decoded if a watch needs it, once.
     fn get(&self, ri: &'static ResourceInfo, ev: &klab_store::Event) -> Decoded {
         let resource = std::ptr::from_ref(ri) as usize;
         if let Some(m) = ev.memo.get::<Memoized>()
@@ -636,7 +639,6 @@ impl DecodedEvents {
     /// decoded states: a watch whose client stopped reading holds the changes queued for it,
     /// and a decoded pod takes ten times its bytes.
     fn note(&self, memo: &klab_store::Memo, resource: usize, d: &Decoded) {
-        use std::sync::atomic::Ordering::Relaxed;
         if self.memos.load(Relaxed) >= MEMOS_KEPT {
             self.memos_refused.fetch_add(1, Relaxed);
         } else {
@@ -701,9 +703,9 @@ impl DecodedEvents {
             .then(|| l.state.clone())
     }
 
-    /// The decoded states of `change` for watches of `ri`: the kept ones, or decoded (taken
-    /// from `written` when the API server had the object at hand) and kept when more than one
-    /// watch of `ri` is open.
+    /// The states of `change` for watches of `ri`: the kept ones, or made (from `written` when
+    /// the API server had the object at hand, else from the stored bytes, decoded on first use)
+    /// and kept when more than one watch of `ri` is open.
     fn settle(
         &self,
         ri: &'static ResourceInfo,
@@ -765,7 +767,7 @@ impl DecodedEvents {
                 .entry(id)
                 .or_default()
                 .push((change.key.to_string(), d.clone()));
-            // A watch lagging behind the window decodes an old change again; the key's newest
+            // A watch lagging behind the window reads an old change again; the key's newest
             // kept state stays the newest.
             let newer = window
                 .latest
