@@ -2,8 +2,9 @@
 //! objects and `/status` subresources they change, rarely `patch`, so a controller running under
 //! its `system:controller:*` role must PUT: [`update_merged`] reads the object as stored, applies
 //! the change (a JSON merge patch, the shape the decisions produce) and writes the whole object
-//! back at that resourceVersion, reading again after a conflict. The stored result is the one the
-//! merge patch would have given.
+//! back at that resourceVersion, reading again after a conflict ([`update_merged_from`] starts
+//! from the controller's cached copy instead of a read). The stored result is the one the merge
+//! patch would have given.
 
 use std::fmt::Debug;
 
@@ -45,10 +46,43 @@ pub async fn update_merged<K>(
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
+    write_merged(api, name, None, target, patch).await
+}
+
+/// [`update_merged`] starting from the controller's cached copy of the object, as upstream's
+/// workload controllers call `UpdateStatus` with their informer's copy: the first update is
+/// sent at that copy's resourceVersion without reading the object, and only a conflict (the
+/// cache was behind) makes it read the stored object and try again.
+pub async fn update_merged_from<K>(
+    api: &Api<K>,
+    cached: &K,
+    target: Target,
+    patch: &Value,
+) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = cached.meta().name.clone().unwrap_or_default();
+    write_merged(api, &name, Some(cached), target, patch).await
+}
+
+async fn write_merged<K>(
+    api: &Api<K>,
+    name: &str,
+    mut first: Option<&K>,
+    target: Target,
+    patch: &Value,
+) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
     let mut conflicts = 0u32;
     loop {
-        let current = api.get(name).await?;
-        let next = merged(&current, patch).map_err(kube::Error::SerdeError)?;
+        let next = match first.take() {
+            Some(cached) => merged(cached, patch),
+            None => merged(&api.get(name).await?, patch),
+        }
+        .map_err(kube::Error::SerdeError)?;
         let pp = PostParams::default();
         let written = match target {
             Target::Object => api.replace(name, &pp, &next).await,
@@ -136,5 +170,103 @@ mod tests {
         }
         // A patch that breaks the type is an error, not a panic.
         assert!(merged(&rs, &json!({"status": {"replicas": "three"}})).is_err());
+    }
+
+    /// The requests a client sends, as "METHOD path".
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+    fn counting_client(api: &klab_apiserver::server::ApiServer) -> (kube::Client, Seen) {
+        let seen = Seen::default();
+        let log = seen.clone();
+        let router = api.router().layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let log = log.clone();
+                async move {
+                    let line = format!("{} {}", req.method(), req.uri().path());
+                    log.lock().unwrap().push(line);
+                    next.run(req).await
+                }
+            },
+        ));
+        (kube::Client::new(router, "default"), seen)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_update_from_the_cache_reads_the_object_only_after_a_conflict() {
+        let api = klab_apiserver::testing::memory_server().await;
+        let (client, seen) = counting_client(&api);
+        let rss: Api<ReplicaSet> = Api::namespaced(client, "default");
+        let rs: ReplicaSet = serde_json::from_value(json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+        }))
+        .unwrap();
+        let created = rss.create(&PostParams::default(), &rs).await.unwrap();
+        // An informer's copy: no managed fields (they are dropped on decode).
+        let mut cached = created.clone();
+        cached.metadata.managed_fields = None;
+        seen.lock().unwrap().clear();
+
+        let patch = json!({"status": {"replicas": 2, "readyReplicas": 1}});
+        let written = update_merged_from(&rss, &cached, Target::Status, &patch)
+            .await
+            .unwrap();
+        let path = "/apis/apps/v1/namespaces/default/replicasets/web/status";
+        assert_eq!(*seen.lock().unwrap(), vec![format!("PUT {path}")]);
+        let status = written.status.clone().unwrap();
+        assert_eq!((status.replicas, status.ready_replicas), (2, Some(1)));
+        // The creator's entry is kept although the update sent none, and the status writer's
+        // entry is added beside it.
+        let managers: Vec<_> = written
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|m| (m.operation.clone(), m.subresource.clone()))
+            .collect();
+        assert_eq!(managers.len(), 2, "{managers:?}");
+        assert!(managers.contains(&(Some("Update".into()), Some("status".into()))));
+
+        // The cache is now behind: the first update conflicts, then the object is read and
+        // the change applied to what is stored (the label written meanwhile stays).
+        let mut labelled = written.clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".into(), "front".into());
+        rss.replace("web", &PostParams::default(), &labelled)
+            .await
+            .unwrap();
+        seen.lock().unwrap().clear();
+        let patch = json!({"status": {"availableReplicas": 1}});
+        let written = update_merged_from(&rss, &cached, Target::Status, &patch)
+            .await
+            .unwrap();
+        let get = "/apis/apps/v1/namespaces/default/replicasets/web";
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                format!("PUT {path}"),
+                format!("GET {get}"),
+                format!("PUT {path}")
+            ]
+        );
+        let status = written.status.unwrap();
+        assert_eq!(
+            (status.ready_replicas, status.available_replicas),
+            (Some(1), Some(1))
+        );
+        assert_eq!(
+            written
+                .metadata
+                .labels
+                .unwrap()
+                .get("tier")
+                .map(String::as_str),
+            Some("front")
+        );
     }
 }

@@ -346,7 +346,7 @@ impl Dsc {
             let patch = json!({"status": status});
             // The role grants `update` on daemonsets/status, as upstream's UpdateStatus.
             if let Err(e) =
-                crate::write::update_merged(&api, &key.1, crate::write::Target::Status, &patch)
+                crate::write::update_merged_from(&api, ds, crate::write::Target::Status, &patch)
                     .await
             {
                 tracing::info!(ds = %format!("{}/{}", key.0, key.1), error = %e, "updating daemonset status");

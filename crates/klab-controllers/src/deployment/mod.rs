@@ -837,8 +837,7 @@ impl Dc {
         let api: Api<Deployment> =
             Api::namespaced(self.client.clone(), &d.namespace().unwrap_or_default());
         let patch = json!({ "status": status });
-        crate::write::update_merged(&api, &d.name_any(), crate::write::Target::Status, &patch)
-            .await?;
+        crate::write::update_merged_from(&api, d, crate::write::Target::Status, &patch).await?;
         Ok(())
     }
 }

@@ -472,7 +472,8 @@ impl Rsc {
             let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
             let patch = json!({ "status": body });
             if let Err(e) =
-                crate::write::update_merged(&api, &name, crate::write::Target::Status, &patch).await
+                crate::write::update_merged_from(&api, &rs, crate::write::Target::Status, &patch)
+                    .await
             {
                 settled = false;
                 tracing::debug!(rs = %name, error = %e, "replicaset status update failed; retrying");

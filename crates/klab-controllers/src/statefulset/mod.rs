@@ -431,7 +431,8 @@ impl Ssc {
                 "collisionCount": status.collision_count,
             }});
             let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &ns);
-            crate::write::update_merged(&api, &name, crate::write::Target::Status, &body).await?;
+            crate::write::update_merged_from(&api, set, crate::write::Target::Status, &body)
+                .await?;
         }
         if let Some(t) = decide::next_availability_check(set, &refs, now) {
             self.queue.add_at(key, t);
