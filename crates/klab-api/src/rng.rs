@@ -13,6 +13,8 @@ pub struct DetRng {
     inner: Arc<Mutex<ChaCha8Rng>>,
 }
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// The alphabet upstream uses for `generateName` suffixes (no vowels, no confusable digits).
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -59,15 +61,16 @@ impl DetRng {
         let mut b: [u8; 16] = self.with(|r| r.random());
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
+        // Written out by hand: a UID is drawn for every object created.
+        let mut s = String::with_capacity(36);
+        for (i, x) in b.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                s.push('-');
+            }
+            s.push(HEX[usize::from(x >> 4)] as char);
+            s.push(HEX[usize::from(x & 0x0f)] as char);
+        }
+        s
     }
 
     /// `n` characters from upstream's `generateName` alphabet.
@@ -92,7 +95,10 @@ impl DetRng {
     /// 32 hex characters (boot IDs, machine IDs).
     pub fn hex32(&self) -> String {
         let b: [u8; 16] = self.with(|r| r.random());
-        b.iter().map(|x| format!("{x:02x}")).collect()
+        b.iter()
+            .flat_map(|x| [HEX[usize::from(x >> 4)], HEX[usize::from(x & 0x0f)]])
+            .map(char::from)
+            .collect()
     }
 }
 
@@ -118,5 +124,24 @@ mod tests {
         assert_eq!(s.len(), 5);
         assert!(s.bytes().all(|c| SUFFIX_ALPHABET.contains(&c)));
         assert_eq!(r.hex32().len(), 32);
+        // The same text as formatting each byte, which the shipped traces were made with.
+        let (a, b) = (DetRng::seeded(9), DetRng::seeded(9));
+        let bytes: [u8; 16] = b.with(|r| r.random());
+        let mut bytes = bytes;
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        let h: String = bytes.iter().map(|x| format!("{x:02x}")).collect();
+        let want = format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        );
+        assert_eq!(a.uid(), want);
+        let bytes: [u8; 16] = b.with(|r| r.random());
+        let want: String = bytes.iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(a.hex32(), want);
     }
 }

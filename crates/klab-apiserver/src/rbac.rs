@@ -197,7 +197,13 @@ fn applies(subject: &Subject, user: &str, groups: &[String], binding_ns: &str) -
             } else {
                 &subject.namespace
             };
-            !ns.is_empty() && user == format!("system:serviceaccount:{ns}:{}", subject.name)
+            // `system:serviceaccount:<ns>:<name>`, compared without building it.
+            !ns.is_empty()
+                && user
+                    .strip_prefix("system:serviceaccount:")
+                    .and_then(|rest| rest.strip_prefix(ns))
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    == Some(subject.name.as_str())
         }
         _ => false,
     }

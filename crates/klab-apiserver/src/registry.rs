@@ -69,10 +69,32 @@ impl ResourceInfo {
 
     /// The storage key of one object.
     pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
-        match (self.namespaced, namespace) {
-            (true, Some(ns)) => format!("{}{ns}/{name}", self.key_prefix()),
-            _ => format!("{}{name}", self.key_prefix()),
+        // Built in one allocation: every request names a key.
+        let g = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
+        let ns = match (self.namespaced, namespace) {
+            (true, Some(ns)) => Some(ns),
+            _ => None,
+        };
+        let mut k = String::with_capacity(
+            "/registry///".len()
+                + g.len()
+                + self.plural.len()
+                + ns.map_or(0, |n| n.len() + 1)
+                + name.len(),
+        );
+        for part in ["/registry/", g, "/", self.plural, "/"] {
+            k.push_str(part);
         }
+        if let Some(ns) = ns {
+            k.push_str(ns);
+            k.push('/');
+        }
+        k.push_str(name);
+        k
     }
 
     pub fn has_subresource(&self, sub: &str) -> bool {
@@ -672,6 +694,17 @@ mod tests {
         assert_eq!(deploy.key_prefix_in(None), "/registry/apps/deployments/");
         let node = lookup("", "v1", "nodes").unwrap();
         assert_eq!(node.key(None, "n1"), "/registry/core/nodes/n1");
+        // A key is its prefix and the name, whatever the namespace given.
+        for ri in RESOURCES {
+            for ns in [None, Some("kube-system")] {
+                assert_eq!(
+                    ri.key(ns, "x"),
+                    format!("{}x", ri.key_prefix_in(ns)),
+                    "{}",
+                    ri.plural
+                );
+            }
+        }
         assert_eq!(
             groups(),
             vec![

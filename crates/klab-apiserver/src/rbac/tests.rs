@@ -446,3 +446,65 @@ fn defaults_fill_groups() {
     assert_eq!(o["subjects"][1]["apiGroup"], GROUP);
     assert!(o["subjects"][2].get("apiGroup").is_none());
 }
+
+#[test]
+fn a_service_account_subject_names_exactly_its_user() {
+    let sa = |namespace: &str, name: &str| Subject {
+        kind: "ServiceAccount".into(),
+        name: name.into(),
+        namespace: namespace.into(),
+    };
+    let cases = [
+        (
+            sa("kube-system", "node-controller"),
+            "system:serviceaccount:kube-system:node-controller",
+            "",
+            true,
+        ),
+        // The binding's namespace stands in for an empty one.
+        (
+            sa("", "default"),
+            "system:serviceaccount:team:default",
+            "team",
+            true,
+        ),
+        (
+            sa("", "default"),
+            "system:serviceaccount:team:default",
+            "",
+            false,
+        ),
+        (
+            sa("kube-system", "node"),
+            "system:serviceaccount:kube-system:node-controller",
+            "",
+            false,
+        ),
+        (
+            sa("kube", "node"),
+            "system:serviceaccount:kube-system:node",
+            "",
+            false,
+        ),
+        (
+            sa("kube-system", "node"),
+            "system:serviceaccount:kube-system",
+            "",
+            false,
+        ),
+        (
+            sa("kube-system", "node"),
+            "system:serviceaccounts:kube-system:node",
+            "",
+            false,
+        ),
+        (sa("a", "b:c"), "system:serviceaccount:a:b:c", "", true),
+    ];
+    for (subject, user, binding_ns, want) in cases {
+        assert_eq!(
+            applies(&subject, user, &[], binding_ns),
+            want,
+            "{subject:?} {user}"
+        );
+    }
+}
