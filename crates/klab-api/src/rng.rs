@@ -126,8 +126,7 @@ mod tests {
         assert_eq!(r.hex32().len(), 32);
         // The same text as formatting each byte, which the shipped traces were made with.
         let (a, b) = (DetRng::seeded(9), DetRng::seeded(9));
-        let bytes: [u8; 16] = b.with(|r| r.random());
-        let mut bytes = bytes;
+        let mut bytes: [u8; 16] = b.with(|r| r.random());
         bytes[6] = (bytes[6] & 0x0f) | 0x40;
         bytes[8] = (bytes[8] & 0x3f) | 0x80;
         let h: String = bytes.iter().map(|x| format!("{x:02x}")).collect();
