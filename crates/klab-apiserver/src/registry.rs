@@ -51,12 +51,16 @@ impl ResourceInfo {
 
     /// The storage key prefix for this resource: `/registry/<group or core>/<plural>/`.
     pub fn key_prefix(&self) -> String {
-        let g = if self.group.is_empty() {
+        format!("/registry/{}/{}/", self.storage_group(), self.plural)
+    }
+
+    /// The group's segment of storage keys: `core` for the core group.
+    fn storage_group(&self) -> &'static str {
+        if self.group.is_empty() {
             "core"
         } else {
             self.group
-        };
-        format!("/registry/{g}/{}/", self.plural)
+        }
     }
 
     /// Storage key prefix for one namespace (namespaced resources) or for all.
@@ -70,11 +74,7 @@ impl ResourceInfo {
     /// The storage key of one object.
     pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
         // Built in one allocation: every request names a key.
-        let g = if self.group.is_empty() {
-            "core"
-        } else {
-            self.group
-        };
+        let g = self.storage_group();
         let ns = match (self.namespaced, namespace) {
             (true, Some(ns)) => Some(ns),
             _ => None,

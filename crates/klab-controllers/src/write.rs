@@ -44,7 +44,7 @@ pub async fn update_merged<K>(
     patch: &Value,
 ) -> kube::Result<K>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug + PartialEq,
 {
     write_merged(api, name, None, target, patch).await
 }
@@ -60,7 +60,7 @@ pub async fn update_merged_from<K>(
     patch: &Value,
 ) -> kube::Result<K>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug + PartialEq,
 {
     let name = cached.meta().name.clone().unwrap_or_default();
     write_merged(api, &name, Some(cached), target, patch).await
@@ -74,7 +74,7 @@ async fn write_merged<K>(
     patch: &Value,
 ) -> kube::Result<K>
 where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + Debug + PartialEq,
 {
     let mut conflicts = 0u32;
     loop {
@@ -86,7 +86,7 @@ where
                 // After a conflict the stored object may already carry the change (the cache
                 // was behind the controller's own last write): upstream's status loops compare
                 // the object they read again and write nothing then.
-                if conflicts > 0 && same_json(&current, &next) {
+                if conflicts > 0 && current == next {
                     return Ok(current);
                 }
                 next
@@ -103,14 +103,6 @@ where
             }
             other => return other,
         }
-    }
-}
-
-/// Whether two objects encode to the same JSON.
-fn same_json<K: Serialize>(a: &K, b: &K) -> bool {
-    match (serde_json::to_value(a), serde_json::to_value(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }
 
