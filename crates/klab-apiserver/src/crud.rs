@@ -173,11 +173,17 @@ pub(crate) fn normalize(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiR
     Ok(pruned)
 }
 
-/// [`normalize`] of a merge patch's result when the patch could change only `status` (see
-/// [`touches_only_status`]) of a stored, hence normalised, object: only `status` is normalised.
-/// Debug builds check it against the whole normalisation.
-fn normalize_status_patch(ri: &ResourceInfo, mut obj: Value, strict: bool) -> ApiResult<Value> {
-    if strict {
+/// [`normalize`] of a write's result that changed only what `changes` names of a stored, hence
+/// normalised, object: only `status` goes through its typed model (a Binding's `spec.nodeName`
+/// is a string its writer put in its place, see [`crate::schema::set_node_name`]). Debug builds
+/// check it against the whole normalisation.
+fn normalize_changed(
+    ri: &ResourceInfo,
+    mut obj: Value,
+    strict: bool,
+    changes: Changes,
+) -> ApiResult<Value> {
+    if strict || changes == Changes::Any {
         return normalize(ri, obj, strict);
     }
     #[cfg(debug_assertions)]
@@ -192,11 +198,16 @@ fn normalize_status_patch(ri: &ResourceInfo, mut obj: Value, strict: bool) -> Ap
             .map_err(|e| ApiError::bad_request(format!("{}: {e}", decode_prefix(ri)))),
         None => normalize(ri, obj, strict),
     };
+    // Compared as values, whose equality ignores the order of an object's keys: the fields the
+    // API server sets at a create (`uid`, `creationTimestamp`, …) follow the client's in the
+    // stored metadata, where the typed model would sort them, and a write that normalises only
+    // what it changed keeps them where they are. No client sees the difference: kubectl prints
+    // objects with their keys sorted, and typed clients do not see an order.
     #[cfg(debug_assertions)]
     assert_eq!(
         out.as_ref().map_err(ApiError::to_status),
         whole.as_ref().map_err(ApiError::to_status),
-        "normalising only the status of a status patch's result differs from normalising it whole"
+        "normalising only what a {changes:?} write changed differs from normalising it whole"
     );
     out
 }
@@ -1445,9 +1456,21 @@ pub(crate) struct WriteMode {
     pub dry_run: bool,
     /// `fieldValidation=Strict`: unknown fields are refused.
     pub strict: bool,
-    /// A status write whose client object differs from the stored one only in `status` (a merge
-    /// patch that [`touches_only_status`]): only `status` is normalised.
-    pub status_patch: bool,
+    /// What the write can change of the stored object: only that is normalised.
+    pub changes: Changes,
+}
+
+/// What a guarded write can change of the stored, hence normalised, object (see
+/// [`normalize_changed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Changes {
+    /// Anything: the whole object is normalised.
+    Any,
+    /// `status` alone: a status write whose client object differs from the stored one only in
+    /// `status` (a merge patch that [`touches_only_status`], sent to the status subresource).
+    Status,
+    /// A Binding's: `spec.nodeName` (set by [`crate::schema::set_node_name`]) and `status`.
+    Binding,
 }
 
 /// The outcome of a guarded write.
@@ -1492,7 +1515,7 @@ where
         scope,
         dry_run,
         strict,
-        status_patch,
+        changes,
     } = mode;
     let key = conversion::storage_resource(ri).key(namespace, name);
     let _alloc = if is_service(ri) && scope == WriteScope::Main {
@@ -1502,11 +1525,7 @@ where
     };
     for _ in 0..MAX_WRITE_RETRIES {
         let (current, kv) = get_current(inner, ri, &key, name).await?;
-        let mut proposed = if status_patch && scope == WriteScope::Status {
-            normalize_status_patch(ri, mutate(&current)?, strict)?
-        } else {
-            normalize(ri, mutate(&current)?, strict)?
-        };
+        let mut proposed = normalize_changed(ri, mutate(&current)?, strict, changes)?;
         if object::name(&proposed) != name && !object::name(&proposed).is_empty() {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -1682,7 +1701,7 @@ pub(crate) async fn update(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope: WriteScope::of(ctx),
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
-            status_patch: false,
+            changes: Changes::Any,
         },
         &Recording::Update(manager),
         |_| Ok(new.clone()),
@@ -1714,7 +1733,11 @@ pub(crate) async fn patch(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope,
             dry_run: ctx.dry_run(),
             strict: ctx.strict(),
-            status_patch,
+            changes: if status_patch && scope == WriteScope::Status {
+                Changes::Status
+            } else {
+                Changes::Any
+            },
         },
         &Recording::Update(manager),
         |current| {
@@ -1757,7 +1780,7 @@ async fn server_side_apply(ctx: &Ctx, manager: FieldManager, config: Value) -> A
         scope: WriteScope::of(ctx),
         dry_run: ctx.dry_run(),
         strict: ctx.strict(),
-        status_patch: false,
+        changes: Changes::Any,
     };
     let inner = &ctx.inner;
     let updated = guarded_update_as(

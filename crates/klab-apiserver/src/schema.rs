@@ -177,6 +177,52 @@ pub fn prune_status(ri: &ResourceInfo, obj: &mut Value) -> Option<Result<Vec<Str
     }))
 }
 
+/// The fields PodSpec's typed model writes before `nodeName` (k8s-openapi writes a struct's
+/// fields in the order of their Rust names, which is not the order of their JSON names:
+/// `hostUsers` comes before `hostname`). A test holds it to the model.
+const POD_SPEC_BEFORE_NODE_NAME: [&str; 16] = [
+    "activeDeadlineSeconds",
+    "affinity",
+    "automountServiceAccountToken",
+    "containers",
+    "dnsConfig",
+    "dnsPolicy",
+    "enableServiceLinks",
+    "ephemeralContainers",
+    "hostAliases",
+    "hostIPC",
+    "hostNetwork",
+    "hostPID",
+    "hostUsers",
+    "hostname",
+    "imagePullSecrets",
+    "initContainers",
+];
+
+/// Sets a normalised pod's `spec.nodeName` where its typed model puts it, so that the pod stays
+/// normalised without going through the model again (a Binding's write; see
+/// `crud::Changes::Binding`).
+pub fn set_node_name(pod: &mut Value, node: &str) {
+    let Some(obj) = pod.as_object_mut() else {
+        return;
+    };
+    let spec = obj
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
+    if let Some(v) = spec.get_mut("nodeName") {
+        *v = Value::String(node.to_string());
+        return;
+    }
+    let at = spec
+        .keys()
+        .position(|k| !POD_SPEC_BEFORE_NODE_NAME.contains(&k.as_str()))
+        .unwrap_or(spec.len());
+    spec.shift_insert(at, "nodeName".into(), Value::String(node.to_string()));
+}
+
 /// ObjectMeta's maps and lists are `omitempty` in Go, so an empty one (`kubectl diff` and
 /// `kubectl apply` send `"annotations": {}` once they strip their own annotation) is absent
 /// from what upstream stores and returns.
@@ -352,6 +398,59 @@ mod tests {
             let text = |(v, unknown): (Value, Vec<String>)| (v.to_string(), unknown);
             let want = prune(ri, &obj).map(text);
             assert_eq!(prune_owned(ri, obj.clone()).map(text), want, "{obj}");
+        }
+    }
+
+    #[test]
+    fn the_fields_before_node_name_are_those_the_pod_spec_model_writes_first() {
+        // Every PodSpec field, in JSON name order; the model writes them in its own.
+        let all = json!({
+            "activeDeadlineSeconds": 1, "affinity": {}, "automountServiceAccountToken": true,
+            "containers": [], "dnsConfig": {}, "dnsPolicy": "x", "enableServiceLinks": true,
+            "ephemeralContainers": [], "hostAliases": [], "hostIPC": true, "hostNetwork": true,
+            "hostPID": true, "hostUsers": true, "hostname": "x", "imagePullSecrets": [],
+            "initContainers": [], "nodeName": "x", "nodeSelector": {}, "os": {"name": "linux"},
+            "overhead": {}, "preemptionPolicy": "x", "priority": 1, "priorityClassName": "x",
+            "readinessGates": [], "resourceClaims": [], "resources": {}, "restartPolicy": "x",
+            "runtimeClassName": "x", "schedulerName": "x", "schedulingGates": [],
+            "securityContext": {}, "serviceAccount": "x", "serviceAccountName": "x",
+            "setHostnameAsFQDN": true, "shareProcessNamespace": true, "subdomain": "x",
+            "terminationGracePeriodSeconds": 1, "tolerations": [],
+            "topologySpreadConstraints": [], "volumes": []
+        });
+        let spec: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_value(all.clone()).unwrap();
+        let written = serde_json::to_value(&spec).unwrap();
+        let keys: Vec<&str> = written
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), all.as_object().unwrap().len(), "{keys:?}");
+        let at = keys.iter().position(|k| *k == "nodeName").unwrap();
+        assert_eq!(keys[..at], POD_SPEC_BEFORE_NODE_NAME);
+    }
+
+    #[test]
+    fn a_node_name_set_in_place_leaves_the_pod_as_the_model_writes_it() {
+        let pods = lookup("", "v1", "pods").unwrap();
+        let specs = [
+            json!({"containers": [{"name": "c", "image": "i"}], "restartPolicy": "Always"}),
+            json!({"activeDeadlineSeconds": 5, "affinity": {}, "dnsPolicy": "ClusterFirst",
+                "hostname": "h", "initContainers": [], "nodeSelector": {"a": "b"},
+                "containers": [{"name": "c", "image": "i"}], "volumes": []}),
+            json!({"containers": [{"name": "c", "image": "i"}], "nodeName": ""}),
+            json!({"tolerations": [], "containers": [{"name": "c", "image": "i"}]}),
+        ];
+        for spec in specs {
+            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": spec});
+            let (mut stored, _) = prune(pods, &pod).unwrap();
+            set_node_name(&mut stored, "n1");
+            let (whole, _) = prune(pods, &stored).unwrap();
+            assert_eq!(stored.to_string(), whole.to_string());
+            assert_eq!(stored["spec"]["nodeName"], "n1");
         }
     }
 }

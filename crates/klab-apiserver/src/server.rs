@@ -261,12 +261,12 @@ impl ApiServer {
     /// created or reconciled, then aggregated ClusterRoles get their rules (the aggregation
     /// controller keeps them so afterwards).
     async fn reconcile_rbac(&self) -> ApiResult<()> {
-        use crate::crud::{WriteMode, WriteScope};
+        use crate::crud::{Changes, WriteMode, WriteScope};
         let mode = WriteMode {
             scope: WriteScope::Main,
             dry_run: false,
             strict: false,
-            status_patch: false,
+            changes: Changes::Any,
         };
         for (plural, obj) in crate::rbac::bootstrap::objects() {
             let ri = registry::lookup(crate::rbac::GROUP, "v1", plural).expect("served");

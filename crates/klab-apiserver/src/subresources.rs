@@ -11,7 +11,8 @@ use klab_api::clock::format_time;
 use klab_api::selector::LabelSelector;
 
 use crate::crud::{
-    self, DeleteOptions, WriteMode, WriteOutcome, WriteScope, guarded_update, json_response,
+    self, Changes, DeleteOptions, WriteMode, WriteOutcome, WriteScope, guarded_update,
+    json_response,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::object::{self, Pointer};
@@ -123,7 +124,7 @@ async fn write_scale(ctx: &Ctx, is_patch: bool, body: Bytes) -> ApiResult<Respon
             scope: WriteScope::Main,
             dry_run: ctx.dry_run(),
             strict: false,
-            status_patch: false,
+            changes: Changes::Any,
         },
         &crud::Recording::Update(manager),
         |current| {
@@ -195,8 +196,14 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         )
     };
     // Upstream's binding writes straight to storage (`GuaranteedUpdate`), around the pod
-    // strategy: the pod is not validated again, and its managedFields stay as they are.
-    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false, status_patch: false }, |current| {
+    // strategy: the pod is not validated again, and its managedFields stay as they are. Of the
+    // stored pod only the node name and status change, and the Binding's annotations if any.
+    let changes = if annotations.is_empty() {
+        Changes::Binding
+    } else {
+        Changes::Any
+    };
+    guarded_update(&ctx.inner, ri, t.namespace.as_deref(), &pod_name, WriteMode { scope: WriteScope::Internal, dry_run: ctx.dry_run(), strict: false, changes }, |current| {
         if !uid.is_empty() && uid != object::uid(current) {
             return Err(ApiError::precondition_failed(ri, &pod_name, format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", object::uid(current))));
         }
@@ -215,7 +222,7 @@ async fn bind(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
         }
         let mut next = current.clone();
         object::strip_for_storage(&mut next);
-        next["spec"]["nodeName"] = json!(node);
+        crate::schema::set_node_name(&mut next, &node);
         if !annotations.is_empty() {
             let m = object::meta_mut(&mut next);
             if !m.get("annotations").is_some_and(Value::is_object) {
@@ -497,7 +504,7 @@ async fn evict_once(ctx: &Ctx, body: &Bytes) -> ApiResult<Option<Response>> {
                 scope: WriteScope::Status,
                 dry_run: false,
                 strict: false,
-                status_patch: false,
+                changes: Changes::Any,
             },
             check,
         )
@@ -589,7 +596,7 @@ async fn delete_evicted(
                 scope: WriteScope::Status,
                 dry_run: false,
                 strict: false,
-                status_patch: false,
+                changes: Changes::Any,
             },
             |cur| {
                 if let Some(uid) = &pinned_uid
@@ -639,7 +646,7 @@ async fn finalize_namespace(ctx: &Ctx, body: Bytes) -> ApiResult<Response> {
             scope: WriteScope::Main,
             dry_run: ctx.dry_run(),
             strict: false,
-            status_patch: false,
+            changes: Changes::Any,
         },
         |cur| {
             let mut next = cur.clone();
