@@ -381,7 +381,7 @@ fn compare_managed(
     // before, not stripped from its result after: the same sets, without copying them. Both
     // sides are compared as Go would hold them: the zero value's structs are never absent.
     let skip = top_level_ignored(ri, sub);
-    let c = typed::compare_filled(ri, live, new, &schema::zero_object(ri), &skip);
+    let c = typed::compare_filled(ri, live, new, schema::zero_object(ri), &skip);
     without_ignored(ri, sub, c)
 }
 
@@ -419,7 +419,7 @@ fn compare_managed_by_copies(
     new: &Value,
 ) -> typed::Comparison {
     let skip = top_level_ignored(ri, sub);
-    let zero = without_fields(&schema::zero_object(ri), &skip);
+    let zero = without_fields(schema::zero_object(ri), &skip);
     let mut lhs = without_fields(live, &skip);
     let mut rhs = without_fields(new, &skip);
     fill_zero(&zero, &mut lhs);
@@ -608,7 +608,7 @@ fn record_update_decoded(
         }
     };
     let zero = schema::zero_object(ri);
-    let mut c = compare_managed(ri, sub, live.unwrap_or(&zero), next);
+    let mut c = compare_managed(ri, sub, live.unwrap_or(zero), next);
     // The sets are updated in place: most entries lose nothing, and copying them was most of
     // the cost of an update.
     let mut changed = std::mem::take(&mut c.added);
@@ -675,7 +675,7 @@ fn record_update_in_place(
         }
     }
     let zero = schema::zero_object(ri);
-    let mut c = compare_managed(ri, sub, live.unwrap_or(&zero), next);
+    let mut c = compare_managed(ri, sub, live.unwrap_or(zero), next);
     let mut changed = std::mem::take(&mut c.added);
     changed.absorb(&c.modified);
     let me = ManagerKey::of(manager, Operation::Update, &ri.api_version());
@@ -1158,7 +1158,7 @@ fn apply_once(
         new = prune(ri, &new, &last.set, &applied);
     }
     let zero = schema::zero_object(ri);
-    let c = compare_managed(ri, sub, live_obj.as_ref().unwrap_or(&zero), &new);
+    let c = compare_managed(ri, sub, live_obj.as_ref().unwrap_or(zero), &new);
     let changed = c.changed();
     let mut conflicts = Vec::new();
     for (k, e) in managers.iter() {

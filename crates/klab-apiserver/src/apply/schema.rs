@@ -199,8 +199,20 @@ pub fn is_atomic_struct(ri: &ResourceInfo, path: &[&str]) -> bool {
 
 /// The shape of the kind's Go zero value: the structs that are never nil there, so that an
 /// update creating one of them does not own it as a whole (upstream compares against the zero
-/// object on create).
-pub fn zero_object(ri: &ResourceInfo) -> Value {
+/// object on create). Built once per kind: every write's field management compares against it.
+pub fn zero_object(ri: &ResourceInfo) -> &'static Value {
+    type Zeros = std::collections::HashMap<(&'static str, &'static str), &'static Value>;
+    static ZEROS: std::sync::LazyLock<std::sync::Mutex<Zeros>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut zeros = ZEROS.lock().unwrap_or_else(|p| p.into_inner());
+    // One leaked value per kind the process serves, a bounded set.
+    zeros
+        .entry((ri.group, ri.kind))
+        .or_insert_with(|| Box::leak(Box::new(build_zero_object(ri))))
+}
+
+/// [`zero_object`], built.
+fn build_zero_object(ri: &ResourceInfo) -> Value {
     let mut z = json!({"metadata": {}});
     let no_spec = matches!(
         (ri.group, ri.kind),
@@ -386,6 +398,6 @@ mod tests {
         let z = zero_object(ri("apps", "deployments"));
         assert_eq!(z["spec"]["strategy"], json!({}));
         assert_eq!(z["spec"]["template"]["spec"], json!({"containers": null}));
-        assert_eq!(zero_object(ri("", "configmaps")), json!({"metadata": {}}));
+        assert_eq!(*zero_object(ri("", "configmaps")), json!({"metadata": {}}));
     }
 }

@@ -659,8 +659,8 @@ mod filled {
             let skip = top_level_ignored(ri, sub);
             for (l, r) in [(&live, &new), (&new, &live), (&live, &live)] {
                 prop_assert_eq!(
-                    typed::compare_filled(ri, l, r, &zero, &skip),
-                    typed::filled_comparison(ri, l, r, &zero, &skip, false)
+                    typed::compare_filled(ri, l, r, zero, &skip),
+                    typed::filled_comparison(ri, l, r, zero, &skip, false)
                 );
             }
         }
@@ -756,7 +756,7 @@ mod filled {
             }
         }
         for ri in registry::RESOURCES {
-            assert!(objects_and_nulls(&schema::zero_object(ri)), "{}", ri.kind);
+            assert!(objects_and_nulls(schema::zero_object(ri)), "{}", ri.kind);
         }
     }
 
@@ -822,8 +822,8 @@ mod filled {
             let c = compare_managed(ri, sub, &live, &new);
             assert_eq!(c, compare_managed_by_copies(ri, sub, &live, &new));
             let zero = schema::zero_object(ri);
-            let created = compare_managed(ri, sub, &zero, &new);
-            assert_eq!(created, compare_managed_by_copies(ri, sub, &zero, &new));
+            let created = compare_managed(ri, sub, zero, &new);
+            assert_eq!(created, compare_managed_by_copies(ri, sub, zero, &new));
             assert_eq!(c.changed().is_empty(), sub.is_none(), "{c:?}");
             assert!(!created.changed().is_empty());
         }

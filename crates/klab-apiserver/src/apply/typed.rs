@@ -672,7 +672,7 @@ mod tests {
         let zero = schema::zero_object(ri);
         let live = merge(
             ri,
-            &zero,
+            zero,
             &json!({"metadata": {"labels": {"a": "1", "b": "2"}},
             "spec": {"replicas": 1, "strategy": {"type": "RollingUpdate"}}}),
         );
@@ -702,7 +702,7 @@ mod tests {
                      "template": {"metadata": {"labels": {"app": "x"}},
                                   "spec": {"containers": [{"name": "c", "image": "i"}]}},
                      "strategy": {}}});
-        let c = compare(ri, &schema::zero_object(ri), &new);
+        let c = compare(ri, schema::zero_object(ri), &new);
         assert_eq!(
             fields(&c.added),
             json!({
