@@ -200,9 +200,9 @@ fn normalize_changed(
     };
     // Compared as values, whose equality ignores the order of an object's keys: the fields the
     // API server sets at a create (`uid`, `creationTimestamp`, …) follow the client's in the
-    // stored metadata, where the typed model would sort them, and a write that normalises only
-    // what it changed keeps them where they are. No client sees the difference: kubectl prints
-    // objects with their keys sorted, and typed clients do not see an order.
+    // stored metadata, where the typed model would put them in its own order, and a write that
+    // normalises only what it changed keeps them where they are (kubectl prints an object's
+    // keys sorted; typed clients see no order).
     #[cfg(debug_assertions)]
     assert_eq!(
         out.as_ref().map_err(ApiError::to_status),
