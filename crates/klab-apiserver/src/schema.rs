@@ -199,9 +199,10 @@ const POD_SPEC_BEFORE_NODE_NAME: [&str; 16] = [
     "initContainers",
 ];
 
-/// Sets a normalised pod's `spec.nodeName` where its typed model puts it, so that the pod stays
-/// normalised without going through the model again (a Binding's write; see
-/// `crud::Changes::Binding`).
+/// Sets a normalised pod's `spec.nodeName` without going through the typed model again (a
+/// Binding's write; see `crud::Changes::Binding`): after the fields the model writes before it,
+/// which is where the model puts it when the spec is in the model's order (a created pod's
+/// defaults follow its client's fields, so its spec may not be; the object is the same).
 pub fn set_node_name(pod: &mut Value, node: &str) {
     let Some(obj) = pod.as_object_mut() else {
         return;
