@@ -95,6 +95,7 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
         let t0 = Instant::now();
         let progress = Arc::new(Progress::default());
         let store: HeldStore = Arc::default();
+        let store_at_end = store.clone();
         watch_progress(name, t0, progress.clone(), cap, store.clone());
         let metrics: Arc<Mutex<Option<SharedMetrics>>> = Arc::default();
         let keep = metrics.clone();
@@ -133,6 +134,16 @@ fn bench(name: &str, sc: &scenario::Scenario, rounds: usize) {
                 w.from_memo,
                 w.memo_refused,
                 w.objects_decoded
+            );
+        }
+        if let Some((n, b)) = store_at_end
+            .lock()
+            .expect("not poisoned")
+            .as_ref()
+            .and_then(|s| s.memory_held())
+        {
+            eprintln!(
+                "{name}: store at the end: {n} versions, {b} bytes of values (history, dictionaries and their indexes included)"
             );
         }
         if let Some(path) = std::env::var_os("KLAB_BENCH_TRACE") {

@@ -111,7 +111,7 @@ impl MemoryStore {
     }
 
     /// The bytes of every retained version's value and of every dictionary they or the packer
-    /// hold, each counted once, by a walk (what [`Storage::memory_held`] keeps as it goes).
+    /// hold, each counted once, with the packer's indexes, by a walk (what [`Storage::memory_held`] keeps as it goes).
     /// Tests.
     #[cfg(test)]
     fn retained_value_bytes(&self) -> u64 {
@@ -126,6 +126,7 @@ impl MemoryStore {
         dicts.dedup_by(|a, b| Arc::ptr_eq(a, b));
         held.map(|b| b.held_len() as u64).sum::<u64>()
             + dicts.iter().map(|d| d.len() as u64).sum::<u64>()
+            + g.packer.index_bytes()
     }
 
     /// Asserts that the running counts of [`Storage::memory_held`] are what a walk finds.
