@@ -137,24 +137,32 @@ pub(crate) struct Packed {
     dict: Arc<Dict>,
 }
 
-/// Where each 8-byte window of a dictionary starts, by the window's hash (the first start
-/// of windows with one hash; plus one, 0 being empty): about 4 bytes per dictionary byte,
-/// held only while the dictionary is its parent's current one.
+/// Where 8-byte windows of a dictionary start, by the window's hash (the first start of
+/// windows with one hash; plus one, 0 being empty): one slot per dictionary byte up to
+/// [`INDEX_SLOTS_MAX`] slots, held only while the dictionary is its parent's current one. A
+/// larger dictionary (a big ConfigMap) has only every `stride`-th start entered, so that its
+/// index stays at 256 KiB: a copy is still found wherever an entered start lies inside it (the
+/// packer looks up every byte of the value and extends a copy back), that is, when it is at
+/// least `MIN_HASHED + stride - 1` bytes long.
 struct Index {
     slots: Box<[u32]>,
     bits: u32,
 }
 
+/// The most slots of an index.
+const INDEX_SLOTS_MAX: usize = 1 << 16;
+
 impl Index {
     fn of(dict: &[u8]) -> Index {
-        let bits = dict
-            .len()
-            .clamp(64, 1 << 22)
-            .next_power_of_two()
-            .trailing_zeros();
-        let mut slots = vec![0u32; 1 << bits].into_boxed_slice();
+        let n = dict.len().clamp(64, INDEX_SLOTS_MAX).next_power_of_two();
+        let bits = n.trailing_zeros();
+        let stride = dict.len().div_ceil(n).max(1);
+        let mut slots = vec![0u32; n].into_boxed_slice();
         // From the end, so that the first start of a window wins its slot.
-        for i in (0..dict.len().saturating_sub(7)).rev() {
+        for i in (0..dict.len().saturating_sub(7))
+            .rev()
+            .filter(|i| i % stride == 0)
+        {
             if let (Some(w), Ok(at)) = (window(dict, i), u32::try_from(i + 1)) {
                 slots[slot(w, bits)] = at;
             }
@@ -654,6 +662,25 @@ mod tests {
         let data = pack(&dict, &index, value.as_bytes()).unwrap();
         assert!(data.len() < name.len() + 20, "{}", data.len());
         assert_eq!(unpack(&dict, &data, value.len()).unwrap(), value.as_bytes());
+    }
+
+    #[test]
+    fn a_large_dictionary_has_a_bounded_index_and_still_packs_its_near_copies() {
+        // 1 MB of distinct lines, as a big ConfigMap holds
+        let big: String = (0..40_000)
+            .map(|i| format!("key-{i:06}: value {}\n", i * 7919 % 100_003))
+            .collect();
+        let index = Index::of(big.as_bytes());
+        assert_eq!(index.bytes(), (INDEX_SLOTS_MAX * 4) as u64);
+        let mut changed = big.clone().into_bytes();
+        changed[500_000] = b'#';
+        changed[900_000] = b'#';
+        let data = pack(big.as_bytes(), &index, &changed).unwrap();
+        assert!(data.len() < 200, "{}", data.len());
+        assert_eq!(
+            unpack(big.as_bytes(), &data, changed.len()).unwrap(),
+            changed
+        );
     }
 
     proptest::proptest! {
