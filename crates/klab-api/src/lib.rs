@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod cron;
 pub mod duration;
+pub mod heap;
 pub mod kubelet_net;
 pub mod names;
 pub mod nodeaffinity;

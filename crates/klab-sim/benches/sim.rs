@@ -389,6 +389,7 @@ fn zones5000() -> scenario::Scenario {
 }
 
 fn main() {
+    klab_api::heap::tune_mimalloc();
     let arg = |name: &str| std::env::args().any(|a| a == name);
     if arg("k1000") {
         bench("1000 nodes x 30000 pods, 10 min", &k1000(), 1);

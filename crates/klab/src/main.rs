@@ -15,6 +15,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    klab_api::heap::tune_mimalloc();
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
