@@ -378,3 +378,50 @@ async fn same_seed_same_rollout() {
     assert_eq!(a, b);
     assert_eq!(a.1.len(), 2);
 }
+
+/// A Deployment's sync reads its pods only for a Recreate rollout, the one that looks at them
+/// (upstream reads them at every sync and drops them unused otherwise): a spec change that
+/// touches no ReplicaSet (the history limit) syncs a RollingUpdate Deployment without reading a
+/// pod, and a Recreate one with its pods.
+#[tokio::test(start_paused = true)]
+async fn only_a_recreate_sync_reads_the_pods() {
+    let h = harness().await;
+    create_deploy(&h, "roll", 3, "RollingUpdate").await;
+    create_deploy(&h, "again", 2, "Recreate").await;
+    start(&h);
+    h.wait_until(Duration::from_secs(5), "5 pods", || async {
+        h.active_pods().await.len() == 5
+    })
+    .await;
+    run_pending_pods(&h).await;
+    h.clock.sleep(Duration::from_secs(5)).await;
+    let pods = h.informers.get::<k8s_openapi::api::core::v1::Pod>();
+    for (name, reads_pods) in [("roll", false), ("again", true)] {
+        let before = pods.stats();
+        deploys(&h)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"revisionHistoryLimit": 3}})),
+            )
+            .await
+            .expect("history limit");
+        h.wait_until(Duration::from_secs(5), "generation observed", || async {
+            deploys(&h)
+                .get(name)
+                .await
+                .ok()
+                .and_then(|d| d.status)
+                .and_then(|s| s.observed_generation)
+                == Some(2)
+        })
+        .await;
+        h.clock.sleep(Duration::from_secs(2)).await;
+        let read = pods.stats().since(&before);
+        if reads_pods {
+            assert!(read.indexed >= 2, "{name}: {read:?}");
+        } else {
+            assert_eq!(read.total(), 0, "{name}: {read:?}");
+        }
+    }
+}
