@@ -111,8 +111,8 @@ impl MemoryStore {
     }
 
     /// The bytes of every retained version's value and of every dictionary they or the packer
-    /// hold, each counted once, with the packer's indexes, by a walk (what [`Storage::memory_held`] keeps as it goes).
-    /// Tests.
+    /// hold, each counted once, with the packer's indexes, by a walk (what
+    /// [`Storage::memory_held`] keeps as it goes). Tests.
     #[cfg(test)]
     fn retained_value_bytes(&self) -> u64 {
         let g = self.lock();
